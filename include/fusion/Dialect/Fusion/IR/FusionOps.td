@@ -1,0 +1,303 @@
+//===- FusionOps.td - fusion dialect operations ------------*- tablegen -*-===//
+//
+// Semantics are those of the project brief (design.md section 2.1); the CPU
+// reference in runtime/ implements exactly these and is checked against
+// Hugging Face transformers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_OPS
+#define FUSION_OPS
+
+include "fusion/Dialect/Fusion/IR/FusionDialect.td"
+include "fusion/Dialect/Fusion/IR/FusionAttrs.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Fusion_HalfTensor : RankedTensorOf<[F16, BF16]>;
+def Fusion_I32Tensor : RankedTensorOf<[I32]>;
+def Fusion_CachePages : MemRefOf<[F16, BF16]>;
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+def Fusion_RMSNormOp : Fusion_Op<"rmsnorm", [Pure]> {
+  let summary = "RMSNorm, optionally with a fused residual add";
+  let description = [{
+    Root-mean-square layer normalisation (Zhang & Sennrich 2019; Hugging Face
+    `LlamaRMSNorm`). For each row of `input` (`[B, H]`):
+
+    `y = cast((x32 * rsqrt(mean(x32^2) + epsilon)) * w32)`
+
+    with the sum of squares in fp32. With `unit_offset` the weight is
+    `(1 + w32)` (Gemma). With a `residual` operand the op first forms
+    `h = cast(x + residual)` in the activation type, normalises `h`, and
+    also returns `h` as `residual_out` (the fused residual add of a
+    pre-norm transformer).
+
+    ```mlir
+    %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64}
+        : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+    %y2, %h = fusion.rmsnorm %x, %w residual(%r : tensor<?x4096xf16>)
+        {epsilon = 1.0e-05 : f64}
+        : tensor<?x4096xf16>, tensor<4096xf16>
+        -> tensor<?x4096xf16>, tensor<?x4096xf16>
+    ```
+  }];
+  let arguments = (ins Fusion_HalfTensor:$input, Fusion_HalfTensor:$weight,
+                       Optional<Fusion_HalfTensor>:$residual,
+                       F64Attr:$epsilon, UnitAttr:$unit_offset);
+  let results = (outs Fusion_HalfTensor:$result,
+                      Optional<Fusion_HalfTensor>:$residual_out);
+  let assemblyFormat = [{
+    $input `,` $weight (`residual` `(` $residual^ `:` type($residual) `)`)?
+    attr-dict `:` type($input) `,` type($weight) `->` type(results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Fusion_LayerNormOp : Fusion_Op<"layernorm", [Pure]> {
+  let summary = "LayerNorm with weight and bias";
+  let description = [{
+    Layer normalisation (Ba et al. 2016; `torch.nn.LayerNorm`) of each row of
+    `input` (`[B, H]`) with fp32 statistics:
+
+    `y = cast((x32 - mean(x32)) * rsqrt(var(x32) + epsilon) * w32 + b32)`
+
+    where `var` is the biased (population) variance.
+
+    ```mlir
+    %y = fusion.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64}
+        : tensor<?x2048xf16>, tensor<2048xf16>, tensor<2048xf16>
+        -> tensor<?x2048xf16>
+    ```
+  }];
+  let arguments = (ins Fusion_HalfTensor:$input, Fusion_HalfTensor:$weight,
+                       Fusion_HalfTensor:$bias, F64Attr:$epsilon);
+  let results = (outs Fusion_HalfTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias attr-dict `:` type($input) `,` type($weight)
+    `,` type($bias) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// QKV projection
+//===----------------------------------------------------------------------===//
+
+def Fusion_QKVProjOp : Fusion_Op<"qkv_proj", [Pure]> {
+  let summary = "Packed Q/K/V projection";
+  let description = [{
+    `[B, H] x [(Hq + 2*Hkv) * D, H]^T (+ bias) -> q [B, Hq, D], k [B, Hkv, D],
+    v [B, Hkv, D]` with fp32 accumulation, each output rounded once to the
+    activation type.
+
+    Packed weight layout (row-major, `H` contiguous): rows
+    `[0, Hq*D)` are Hugging Face's `q_proj.weight`, rows
+    `[Hq*D, (Hq+Hkv)*D)` are `k_proj.weight` and rows
+    `[(Hq+Hkv)*D, (Hq+2*Hkv)*D)` are `v_proj.weight`, i.e.
+    `torch.cat([q_proj.weight, k_proj.weight, v_proj.weight], dim=0)`; the
+    optional bias (Qwen2) is the concatenation of the three biases. Row
+    `h*D + d` of the q part is element `d` of query head `h`.
+
+    ```mlir
+    %q, %k, %v = fusion.qkv_proj %x, %w
+        {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+        : tensor<?x4096xf16>, tensor<6144x4096xf16>
+        -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+    ```
+  }];
+  let arguments = (ins Fusion_HalfTensor:$input, Fusion_HalfTensor:$weight,
+                       Optional<Fusion_HalfTensor>:$bias,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$head_dim);
+  let results = (outs Fusion_HalfTensor:$query, Fusion_HalfTensor:$key,
+                      Fusion_HalfTensor:$value);
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` `(` $bias^ `:` type($bias) `)`)?
+    attr-dict `:` type($input) `,` type($weight)
+    `->` type($query) `,` type($key) `,` type($value)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// RoPE
+//===----------------------------------------------------------------------===//
+
+def Fusion_RopeOp : Fusion_Op<"rope", [Pure,
+    AllTypesMatch<["query", "query_out"]>,
+    AllTypesMatch<["key", "key_out"]>]> {
+  let summary = "Rotary position embedding of query and key";
+  let description = [{
+    Rotary position embedding (Su et al. 2021, RoFormer) of `query`
+    (`[B, Hq, D]`) and `key` (`[B, Hkv, D]`) at each sequence's position
+    `positions[b]` (`tensor<?xi32>`, `[B]`).
+
+    For `i` in `[0, rotary_dim/2)`, in fp32:
+    `inv_freq[i] = theta ^ (-2i / rotary_dim)` (then adjusted by `scaling`
+    if present), `angle = positions[b] * inv_freq[i]`, and the pair `(a, b)`
+    becomes `(a*cos - b*sin, b*cos + a*sin)`. `pairing = neox` pairs
+    `x[i]` with `x[i + rotary_dim/2]` (Hugging Face `rotate_half`);
+    `pairing = gptj` pairs `x[2i]` with `x[2i+1]`. Elements at and past
+    `rotary_dim` (partial rotary) pass through unchanged. `rotary_dim`
+    defaults to `head_dim`.
+
+    ```mlir
+    %qr, %kr = fusion.rope %q, %k, %pos
+        {pairing = #fusion.rope_pairing<neox>, theta = 5.0e+05 : f64}
+        : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins Fusion_HalfTensor:$query, Fusion_HalfTensor:$key,
+                       Fusion_I32Tensor:$positions,
+                       Fusion_RopePairingAttr:$pairing, F64Attr:$theta,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$rotary_dim,
+                       OptionalAttr<Fusion_Llama3RopeScalingAttr>:$scaling);
+  let results = (outs Fusion_HalfTensor:$query_out,
+                      Fusion_HalfTensor:$key_out);
+  let assemblyFormat = [{
+    $query `,` $key `,` $positions attr-dict `:` type($query) `,` type($key)
+    `,` type($positions)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The number of leading elements of each head that are rotated.
+    int64_t getEffectiveRotaryDim();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Paged KV cache
+//===----------------------------------------------------------------------===//
+
+def Fusion_KVAppendOp : Fusion_Op<"kv_append", [
+    AllTypesMatch<["key", "value"]>,
+    AllTypesMatch<["key_cache", "value_cache"]>]> {
+  let summary = "Append this step's K and V to the paged KV cache";
+  let description = [{
+    Writes `key[b]` and `value[b]` (`[B, Hkv, D]`) at logical token index
+    `positions[b]` of sequence `b`: with page size `P` (dimension 1 of the
+    cache), page `block_table[b, positions[b] / P]`, slot
+    `positions[b] % P`:
+
+    `key_cache[page, slot, h, :] = key[b, h, :]` (likewise for value).
+
+    The caches are `[num_pages, P, Hkv, D]` with `num_pages` dynamic. The
+    op declares a write to both caches; offsets are 64-bit.
+
+    ```mlir
+    fusion.kv_append %kr, %v into %kc, %vc[%block_table, %pos]
+        : tensor<?x8x128xf16> into memref<?x16x8x128xf16>,
+          tensor<?x?xi32>, tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins Fusion_HalfTensor:$key, Fusion_HalfTensor:$value,
+                       Arg<Fusion_CachePages, "K pages", [MemWrite]>:$key_cache,
+                       Arg<Fusion_CachePages, "V pages", [MemWrite]>:$value_cache,
+                       Fusion_I32Tensor:$block_table,
+                       Fusion_I32Tensor:$positions);
+  let assemblyFormat = [{
+    $key `,` $value `into` $key_cache `,` $value_cache
+    `[` $block_table `,` $positions `]` attr-dict
+    `:` type($key) `into` type($key_cache) `,` type($block_table) `,`
+    type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
+def Fusion_DecodeAttentionOp : Fusion_Op<"decode_attention", [
+    AllTypesMatch<["query", "result"]>,
+    AllTypesMatch<["key_cache", "value_cache"]>]> {
+  let summary = "GQA decode attention over the paged KV cache";
+  let description = [{
+    Scaled dot-product attention (Vaswani et al. 2017) of one query token per
+    sequence over its cached keys and values, with grouped-query attention
+    (Ainslie et al. 2023):
+
+    `o[b, h] = softmax(q[b, h] . K[b, 0..len_b)^T * scale) V[b, 0..len_b)`
+
+    with `len_b = seq_lens[b]`, `kv_head = h / (Hq / Hkv)`, token `t` of
+    sequence `b` at page `block_table[b, t / P]`, slot `t % P`. `scale`
+    defaults to `1/sqrt(head_dim)`. Only tokens below `len_b` are read;
+    `len_b = 0` gives zeros. Softmax statistics are fp32. The op reads both
+    caches (declared), so it stays after a `fusion.kv_append` to them.
+
+    ```mlir
+    %o = fusion.decode_attention %qr, %kc, %vc[%block_table, %seq_lens]
+        : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>,
+          tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins Fusion_HalfTensor:$query,
+                       Arg<Fusion_CachePages, "K pages", [MemRead]>:$key_cache,
+                       Arg<Fusion_CachePages, "V pages", [MemRead]>:$value_cache,
+                       Fusion_I32Tensor:$block_table,
+                       Fusion_I32Tensor:$seq_lens,
+                       OptionalAttr<F64Attr>:$scale);
+  let results = (outs Fusion_HalfTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key_cache `,` $value_cache `[` $block_table `,` $seq_lens `]`
+    attr-dict `:` type($query) `,` type($key_cache) `,` type($block_table)
+    `,` type($seq_lens)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The softmax scale: `scale` if set, else 1/sqrt(head_dim).
+    double getEffectiveScale();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel regions
+//===----------------------------------------------------------------------===//
+
+def Fusion_KernelOp : Fusion_Op<"kernel", [IsolatedFromAbove, SingleBlock,
+    RecursiveMemoryEffects]> {
+  let summary = "The ops of one GPU kernel";
+  let description = [{
+    A region holding the ops that code generation turns into exactly one GPU
+    kernel. It is isolated from above: every value the body uses enters as
+    an operand, bound to the block argument of the same position, and every
+    value used after it leaves through `fusion.yield`. `sym_name` is the
+    kernel's entry name; `schedule`, when present, records the schedule the
+    region was formed or compiled for.
+
+    ```mlir
+    %y = fusion.kernel @layer0_norm (%a = %x, %b = %w)
+        : (tensor<?x4096xf16>, tensor<4096xf16>) -> tensor<?x4096xf16> {
+      %0 = fusion.rmsnorm %a, %b {epsilon = 1.0e-05 : f64}
+          : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+      fusion.yield %0 : tensor<?x4096xf16>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$inputs, SymbolNameAttr:$sym_name,
+                       OptionalAttr<DictionaryAttr>:$schedule);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The yield that ends the body.
+    YieldOp getYield();
+  }];
+}
+
+def Fusion_YieldOp : Fusion_Op<"yield", [Pure, ReturnLike, Terminator,
+    HasParent<"KernelOp">]> {
+  let summary = "Ends a fusion.kernel body, naming its results";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let builders = [OpBuilder<(ins), [{ /* nothing */ }]>];
+}
+
+#endif // FUSION_OPS

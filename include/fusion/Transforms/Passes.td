@@ -1,0 +1,51 @@
+//===- Passes.td - fusion transformation passes ------------*- tablegen -*-===//
+
+#ifndef FUSION_TRANSFORMS_PASSES
+#define FUSION_TRANSFORMS_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def FusionFormKernelsPass : Pass<"fusion-form-kernels", "::mlir::ModuleOp"> {
+  let summary = "Group fusion ops into fusion.kernel regions, one per GPU kernel";
+  let description = [{
+    Groups the fusion ops of each function into `fusion.kernel` regions.
+    Each region later becomes exactly one GPU kernel; values crossing its
+    boundary become explicit operands and results (the region is isolated
+    from above), so each can be compiled on its own.
+
+    Strategies (`strategy=`):
+    - `none`: every fusion op becomes its own kernel (the unfused baseline).
+    - `decode` (default): the front half of a decoder layer,
+      `rmsnorm`/`layernorm` -> `qkv_proj` -> `rope` -> `kv_append`, becomes
+      one kernel and `decode_attention` (with its split-KV combine) the next,
+      so a layer's attention is two launches. Partial chains form the
+      longest legal prefix group (e.g. `layernorm -> qkv_proj`); a lone op
+      is its own kernel.
+
+    Legality rules (checked in this order when an op would join a group):
+    1. Only producer -> consumer edges of the decode chain are fused:
+       norm -> qkv_proj (the normalised activations), qkv_proj -> rope
+       (query and key), rope/qkv_proj -> kv_append (key and value).
+       `decode_attention` always starts its own kernel.
+    2. A fused intermediate used outside the group is still yielded from the
+       kernel so its other users see it; nothing is recomputed.
+    3. The KV-cache write is never moved: ops keep their order, and the
+       kernel is placed at its last op, so a read of the cache that follows
+       the write stays after it.
+    4. No cycles: an op joins only if every operand it takes from outside
+       the group is defined before the group's first op.
+    5. An op with side effects that is not a fusion op, or any non-fusion
+       op between two members, ends the group.
+
+    Running the pass twice changes nothing: ops already inside a
+    `fusion.kernel` are left alone.
+  }];
+  let options = [
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"decode\"",
+           "Fusion strategy: 'decode' (front half + attention) or 'none' "
+           "(one kernel per op)">,
+  ];
+  let dependentDialects = ["::mlir::fusion::FusionDialect"];
+}
+
+#endif // FUSION_TRANSFORMS_PASSES

@@ -1,0 +1,299 @@
+//===- FormKernels.cpp - group fusion ops into fusion.kernel regions -------===//
+//
+// Implements --fusion-form-kernels. See Passes.td for the strategies and the
+// legality rules; the numbers below refer to those rules.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fusion/Dialect/Fusion/IR/FusionOps.h"
+#include "fusion/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::fusion {
+#define GEN_PASS_DEF_FUSIONFORMKERNELSPASS
+#include "fusion/Transforms/Passes.h.inc"
+} // namespace mlir::fusion
+
+using namespace mlir;
+using namespace mlir::fusion;
+
+namespace {
+
+enum class Strategy { None, Decode };
+
+/// Position of an op in the decode front-half chain
+/// norm -> qkv_proj -> rope -> kv_append; std::nullopt for ops that never
+/// join a front-half group (decode_attention).
+static std::optional<int> frontHalfStage(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<int>>(op)
+      .Case<RMSNormOp, LayerNormOp>([](auto) { return 0; })
+      .Case<QKVProjOp>([](auto) { return 1; })
+      .Case<RopeOp>([](auto) { return 2; })
+      .Case<KVAppendOp>([](auto) { return 3; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// The fusion operators the pass groups (not kernel/yield).
+static bool isFusionCompute(Operation *op) {
+  return isa<RMSNormOp, LayerNormOp, QKVProjOp, RopeOp, KVAppendOp,
+             DecodeAttentionOp>(op);
+}
+
+/// Whether `value` is a normalised activation (the `result` of a norm),
+/// cheap enough to recompute inside a group when it also has other users.
+static bool isRecomputableNormResult(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (auto norm = dyn_cast_or_null<RMSNormOp>(def))
+    return value == norm.getResult();
+  if (auto norm = dyn_cast_or_null<LayerNormOp>(def))
+    return value == norm.getResult();
+  return false;
+}
+
+/// Forms the kernels of one block.
+class KernelFormer {
+public:
+  KernelFormer(Strategy strategy, StringRef prefix, unsigned firstIndex)
+      : strategy(strategy), prefix(prefix), nextIndex(firstIndex) {}
+
+  void runOnBlock(Block &block) {
+    // Snapshot: kernel creation rewrites the block while we walk it.
+    SmallVector<Operation *> ops = llvm::map_to_vector(
+        block.without_terminator(), [](Operation &op) { return &op; });
+    SmallVector<Operation *> group;
+    for (Operation *op : ops) {
+      if (!isFusionCompute(op)) {
+        // Rule 5: a side-effecting op that cannot join ends the group.
+        if (!isMemoryEffectFree(op))
+          flush(group);
+        continue;
+      }
+      if (strategy == Strategy::Decode && !group.empty() &&
+          canJoin(group, op)) {
+        group.push_back(op);
+        continue;
+      }
+      flush(group);
+      group.push_back(op);
+      if (strategy == Strategy::None || !frontHalfStage(op))
+        flush(group);
+    }
+    flush(group);
+  }
+
+private:
+  /// Rules 1 and 4: may `op` join the front-half `group`?
+  bool canJoin(ArrayRef<Operation *> group, Operation *op) {
+    std::optional<int> stage = frontHalfStage(op);
+    if (!stage || *stage <= *frontHalfStage(group.back()))
+      return false;
+    auto inGroup = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && llvm::is_contained(group, def);
+    };
+    // Rule 1: the op consumes a group value along a chain edge.
+    bool chainEdge =
+        llvm::TypeSwitch<Operation *, bool>(op)
+            .Case<QKVProjOp>([&](QKVProjOp qkv) {
+              return inGroup(qkv.getInput()) &&
+                     isRecomputableNormResult(qkv.getInput());
+            })
+            .Case<RopeOp>([&](RopeOp rope) {
+              return isa_and_nonnull<QKVProjOp>(
+                         rope.getQuery().getDefiningOp()) &&
+                     inGroup(rope.getQuery());
+            })
+            .Case<KVAppendOp>([&](KVAppendOp append) {
+              return inGroup(append.getKey()) || inGroup(append.getValue());
+            })
+            .Default([](Operation *) { return false; });
+    if (!chainEdge)
+      return false;
+    // Rule 4: every other operand is available before the group starts, so
+    // the kernel can sit at the group's first op without forming a cycle.
+    Operation *front = group.front();
+    return llvm::all_of(op->getOperands(), [&](Value v) {
+      if (inGroup(v))
+        return true;
+      Operation *def = v.getDefiningOp();
+      if (!def) // A block argument dominates its whole block.
+        return true;
+      return def->getBlock() != front->getBlock() ||
+             def->isBeforeInBlock(front);
+    });
+  }
+
+  /// Rule 2, then kernel creation. A value produced and consumed inside the
+  /// group but also used outside it is recomputed when it is a normalised
+  /// activation (the norm stays outside as its own kernel for those users
+  /// and a copy joins the group); otherwise the group is cut before the
+  /// first member that consumes it and the rest is grouped again.
+  void flush(SmallVectorImpl<Operation *> &group) {
+    if (group.empty())
+      return;
+    SmallVector<Operation *> members(group.begin(), group.end());
+    group.clear();
+
+    llvm::SmallPtrSet<Operation *, 8> memberSet(members.begin(),
+                                                members.end());
+    SmallVector<Operation *> recomputed;
+    for (auto [index, member] : llvm::enumerate(members)) {
+      for (Value result : member->getResults()) {
+        auto users = result.getUsers();
+        auto inside = llvm::find_if(members, [&](Operation *m) {
+          return llvm::is_contained(users, m);
+        });
+        bool usedOutside = llvm::any_of(
+            users, [&](Operation *u) { return !memberSet.contains(u); });
+        if (inside == members.end() || !usedOutside)
+          continue;
+        if (isRecomputableNormResult(result)) {
+          recomputed.push_back(member);
+          continue;
+        }
+        // Leave unfused: cut before the first consumer.
+        SmallVector<Operation *> head(members.begin(), inside);
+        SmallVector<Operation *> tail(inside, members.end());
+        flush(head);
+        regroup(tail);
+        return;
+      }
+    }
+    createKernel(members, recomputed);
+    for (Operation *norm : recomputed) {
+      SmallVector<Operation *> alone{norm};
+      createKernel(alone, {});
+    }
+  }
+
+  /// Greedily groups `ops` (a former group's tail) again.
+  void regroup(ArrayRef<Operation *> ops) {
+    SmallVector<Operation *> group;
+    for (Operation *op : ops) {
+      if (!group.empty() && canJoin(group, op)) {
+        group.push_back(op);
+        continue;
+      }
+      flush(group);
+      group.push_back(op);
+    }
+    flush(group);
+  }
+
+  /// Replaces `members` with one fusion.kernel at the first member's place.
+  /// Members listed in `recomputed` are copied into the kernel and kept
+  /// outside for their other users.
+  void createKernel(ArrayRef<Operation *> members,
+                    ArrayRef<Operation *> recomputed) {
+    llvm::SmallPtrSet<Operation *, 8> memberSet(members.begin(),
+                                                members.end());
+    llvm::SetVector<Value> inputs;
+    for (Operation *member : members)
+      for (Value operand : member->getOperands())
+        if (!memberSet.contains(operand.getDefiningOp()))
+          inputs.insert(operand);
+    SmallVector<Value> outputs;
+    for (Operation *member : members) {
+      if (llvm::is_contained(recomputed, member))
+        continue;
+      for (Value result : member->getResults())
+        if (llvm::any_of(result.getUsers(), [&](Operation *u) {
+              return !memberSet.contains(u);
+            }))
+          outputs.push_back(result);
+    }
+
+    Operation *front = members.front();
+    OpBuilder builder(front);
+    std::string name = (prefix + "_k" + Twine(nextIndex++)).str();
+    if (members.size() == 1)
+      name += "_" + front->getName().stripDialect().str();
+    else
+      name += "_fused";
+    auto kernel = KernelOp::create(
+        builder, front->getLoc(), ValueRange(outputs).getTypes(),
+        inputs.getArrayRef(), builder.getStringAttr(name),
+        builder.getDictionaryAttr(builder.getNamedAttr(
+            "strategy", builder.getStringAttr(strategy == Strategy::None
+                                                  ? "none"
+                                                  : "decode"))));
+    Block *body = builder.createBlock(&kernel.getBody());
+    IRMapping mapping;
+    for (Value input : inputs)
+      mapping.map(input, body->addArgument(input.getType(), input.getLoc()));
+    for (Operation *member : members)
+      builder.clone(*member, mapping);
+    YieldOp::create(builder, kernel.getLoc(),
+                    llvm::map_to_vector(outputs, [&](Value v) {
+                      return mapping.lookup(v);
+                    }));
+
+    for (auto [output, result] : llvm::zip(outputs, kernel.getResults()))
+      output.replaceUsesWithIf(result, [&](OpOperand &use) {
+        return !memberSet.contains(use.getOwner());
+      });
+    for (Operation *member : llvm::reverse(members)) {
+      if (llvm::is_contained(recomputed, member))
+        continue;
+      member->dropAllUses();
+      member->erase();
+    }
+  }
+
+  Strategy strategy;
+  std::string prefix;
+  unsigned nextIndex;
+};
+
+struct FusionFormKernelsPass
+    : fusion::impl::FusionFormKernelsPassBase<FusionFormKernelsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    Strategy parsed;
+    if (strategy == "decode") {
+      parsed = Strategy::Decode;
+    } else if (strategy == "none") {
+      parsed = Strategy::None;
+    } else {
+      getOperation().emitError()
+          << "unknown fusion strategy '" << strategy
+          << "'; expected 'decode' or 'none'";
+      return signalPassFailure();
+    }
+
+    // Collect blocks first: forming kernels adds regions we must not visit.
+    llvm::SetVector<Block *> blocks;
+    getOperation().walk<WalkOrder::PreOrder>([&](Operation *op) {
+      if (isa<KernelOp>(op))
+        return WalkResult::skip();
+      if (isFusionCompute(op))
+        blocks.insert(op->getBlock());
+      return WalkResult::advance();
+    });
+    for (Block *block : blocks) {
+      // Kernels are named after the enclosing symbol (usually the function).
+      Operation *symbolOwner =
+          block->getParentOp()->getParentWithTrait<OpTrait::SymbolTable>();
+      Operation *named = block->getParentOp();
+      while (named->getParentOp() != symbolOwner)
+        named = named->getParentOp();
+      StringRef prefix = "kernel";
+      if (auto sym = named->getAttrOfType<StringAttr>(
+              SymbolTable::getSymbolAttrName()))
+        prefix = sym.getValue();
+      // Continue numbering after kernels formed by an earlier run.
+      unsigned existing = 0;
+      named->walk([&](KernelOp) { ++existing; });
+      KernelFormer(parsed, prefix, existing).runOnBlock(*block);
+    }
+  }
+};
+
+} // namespace
