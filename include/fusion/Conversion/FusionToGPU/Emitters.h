@@ -1,0 +1,81 @@
+//===- Emitters.h - fusion.kernel -> gpu.func emitters ------------*- C++ -*-===//
+//
+// One emitter per kernel kind builds a gpu.func from a fusion.kernel with MLIR
+// builders (scf/arith/vector/memref/gpu/nvvm) and returns how to launch it.
+//
+// Kernel ABI (documented for other runtimes in docs/abi.md):
+//  * every buffer is a 1-D `memref<?xT>` lowered with the bare-pointer
+//    convention (convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1}): one
+//    `.param .u64` device pointer, elements row-major;
+//  * parameters in order: the fusion.kernel operands (tensors and KV-cache
+//    memrefs alike) in operand order, then one output buffer per kernel
+//    result in result order, then workspace buffers, then i32 scalars
+//    (`batch` first; then `max_pages`, the block-table row length, when a
+//    block table is a parameter; then `num_splits` for split-KV attention).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_CONVERSION_FUSIONTOGPU_EMITTERS_H
+#define FUSION_CONVERSION_FUSIONTOGPU_EMITTERS_H
+
+#include "fusion/Dialect/Fusion/IR/FusionOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+#include <array>
+#include <string>
+
+namespace mlir::fusion {
+
+/// One kernel parameter, in ABI order.
+struct KernelParam {
+  enum class Kind { Input, Output, Workspace, Scalar };
+  Kind kind;
+  /// What the buffer holds: "input", "weight", "bias", "residual",
+  /// "positions", "seq_lens", "block_table", "key_cache", "value_cache",
+  /// "query", "key", "value", "output", "residual_out", "partials", ...;
+  /// for scalars "batch", "max_pages" or "num_splits".
+  std::string role;
+  /// Element type of a buffer (f16, bf16, f32, i32) or the scalar's type.
+  Type elementType;
+  /// Logical row-major shape; each entry is a decimal size or one of the
+  /// run-time names "batch", "num_pages", "max_pages". Empty for scalars.
+  SmallVector<std::string> shape;
+  /// Workspace that must be zero before the first launch (the kernel leaves
+  /// it zero again, e.g. split-KV arrival counters).
+  bool zeroInitialized = false;
+};
+
+/// How to launch one emitted kernel.
+struct KernelLaunch {
+  /// PTX entry name (the fusion.kernel's sym_name).
+  std::string entry;
+  /// Grid dimensions x, y, z: a decimal count or "batch" / "num_splits".
+  std::array<std::string, 3> grid;
+  /// Threads per block (1-D blocks).
+  int64_t blockSize = 0;
+  /// Dynamic shared memory in bytes (0 if only static shared memory).
+  int64_t dynamicSharedBytes = 0;
+  /// Parameters in ABI order.
+  SmallVector<KernelParam> params;
+  /// The schedule the emitter chose (threads, rows per CTA, vector width,
+  /// KV splits, ...), also recorded on the fusion.kernel as `schedule`.
+  DictionaryAttr schedule;
+};
+
+/// Front-half / projection kernel: `[rmsnorm|layernorm] -> qkv_proj ->
+/// [rope] -> [kv_append]` (any legal prefix/suffix that contains qkv_proj).
+FailureOr<KernelLaunch> emitProjectionKernel(KernelOp kernel,
+                                             gpu::GPUModuleOp module);
+
+/// Split-KV GQA decode attention with the LSE combine in the same kernel.
+FailureOr<KernelLaunch> emitAttentionKernel(KernelOp kernel,
+                                            gpu::GPUModuleOp module);
+
+/// Single-op kernels of the `none` strategy that are not projections:
+/// rmsnorm, layernorm, rope, kv_append alone.
+FailureOr<KernelLaunch> emitElementwiseKernel(KernelOp kernel,
+                                              gpu::GPUModuleOp module);
+
+} // namespace mlir::fusion
+
+#endif // FUSION_CONVERSION_FUSIONTOGPU_EMITTERS_H
