@@ -1,0 +1,31 @@
+// RUN: not fusion-opt %s -split-input-file --fusion-form-kernels=strategy=megakernel 2>&1 | FileCheck %s --check-prefix=STRATEGY
+// RUN: fusion-opt %s -split-input-file -verify-diagnostics --fusion-form-kernels
+
+// An unknown strategy is an error naming it, on valid input.
+// STRATEGY: unknown fusion strategy 'megakernel'; expected 'decode' or 'none'
+func.func @valid(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> tensor<?x64xf16> {
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+  return %y : tensor<?x64xf16>
+}
+
+// -----
+
+// Malformed input is rejected by the verifier before the pass runs, with a
+// location, and the pass never sees it.
+func.func @bad_heads(%y: tensor<?x64xf16>, %w: tensor<128x64xf16>) -> tensor<?x4x16xf16> {
+  // expected-error @+1 {{'fusion.qkv_proj' op num_heads (4) must be a multiple of num_kv_heads (3)}}
+  %q, %k, %v = fusion.qkv_proj %y, %w {num_heads = 4 : i64, num_kv_heads = 3 : i64, head_dim = 16 : i64}
+      : tensor<?x64xf16>, tensor<128x64xf16> -> tensor<?x4x16xf16>, tensor<?x3x16xf16>, tensor<?x3x16xf16>
+  return %q : tensor<?x4x16xf16>
+}
+
+// -----
+// A fusion op inside an existing kernel that does not yield what it declares.
+func.func @bad_kernel(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> tensor<?x64xf16> {
+  // expected-error @+1 {{'fusion.kernel' op yields 0 values of types () but the kernel has results ('tensor<?x64xf16>')}}
+  %0 = fusion.kernel @k (%a = %x, %b = %w) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> {
+    %y = fusion.rmsnorm %a, %b {epsilon = 1.0e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+    fusion.yield
+  }
+  return %0 : tensor<?x64xf16>
+}
