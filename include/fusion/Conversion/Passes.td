@@ -1,0 +1,55 @@
+//===- Passes.td - fusion conversion passes ----------------*- tablegen -*-===//
+
+#ifndef FUSION_CONVERSION_PASSES
+#define FUSION_CONVERSION_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertFusionToGPUPass
+    : Pass<"convert-fusion-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Emit one gpu.func per fusion.kernel and record its launch";
+  let description = [{
+    Builds the body of every `fusion.kernel` as a `gpu.func` (a `gpu.kernel`
+    with a known block size) in the module's `gpu.module @fusion_kernels`
+    (created if missing; the module gets `gpu.container_module`). One emitter
+    per kernel kind (include/fusion/Conversion/FusionToGPU/Emitters.h):
+
+    - a kernel containing `fusion.qkv_proj`: the projection emitter (the
+      fused front half `[rmsnorm|layernorm] -> qkv_proj -> [rope] ->
+      [kv_append]`, or the projection alone);
+    - a kernel containing `fusion.decode_attention`: the split-KV attention
+      emitter;
+    - anything else (`rmsnorm`, `layernorm`, `rope`, `kv_append` alone): the
+      elementwise emitter.
+
+    The `fusion.kernel` ops stay in the host function: each gets its chosen
+    schedule merged into `schedule` (the `strategy` entry is kept) and its
+    launch description as the discardable attribute `fusion.launch`:
+
+    ```mlir
+    fusion.launch = {entry = "layer_k0_fused", grid = ["48", "batch", "1"],
+                     block = 256 : i64, smem = 0 : i64,
+                     params = [{kind = "input", role = "input", dtype = "f16",
+                                shape = ["batch", "4096"]}, ...]}
+    ```
+
+    The kernel ABI (one bare device pointer per buffer, then i32 scalars) is
+    described in docs/abi.md.
+  }];
+  let options = [
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+           "Streaming multiprocessors the grid should fill at batch 1 "
+           "(H100/H200 SXM: 132)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
+#endif // FUSION_CONVERSION_PASSES

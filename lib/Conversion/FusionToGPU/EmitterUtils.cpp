@@ -1,0 +1,549 @@
+//===- EmitterUtils.cpp - shared pieces of the fusion.kernel emitters -----===//
+
+#include "EmitterUtils.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fusion;
+
+//===----------------------------------------------------------------------===//
+// ABI
+//===----------------------------------------------------------------------===//
+
+int64_t mlir::fusion::getSMCount(gpu::GPUModuleOp module) {
+  if (auto attr = module->getAttrOfType<IntegerAttr>(kSMCountAttrName))
+    return attr.getInt();
+  return 132;
+}
+
+MemRefType mlir::fusion::getFlatBufferType(Type elementType) {
+  return MemRefType::get({kFlatBufferExtent}, elementType);
+}
+
+std::string mlir::fusion::getDTypeName(Type type) {
+  if (type.isF16())
+    return "f16";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF32())
+    return "f32";
+  if (type.isF64())
+    return "f64";
+  if (auto intType = dyn_cast<IntegerType>(type))
+    return (Twine(intType.isUnsigned() ? "u" : "i") + Twine(intType.getWidth()))
+        .str();
+  std::string str;
+  llvm::raw_string_ostream os(str);
+  type.print(os);
+  return str;
+}
+
+int64_t mlir::fusion::getTypeBytes(Type type) {
+  return (type.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+SmallVector<std::string>
+mlir::fusion::getABIShape(ShapedType type, ArrayRef<StringRef> dynamicNames) {
+  SmallVector<std::string> shape;
+  unsigned nextDynamic = 0;
+  for (int64_t size : type.getShape()) {
+    if (ShapedType::isDynamic(size)) {
+      shape.push_back(nextDynamic < dynamicNames.size()
+                          ? dynamicNames[nextDynamic].str()
+                          : std::string("dynamic"));
+      ++nextDynamic;
+    } else {
+      shape.push_back(std::to_string(size));
+    }
+  }
+  return shape;
+}
+
+SmallVector<StringRef> mlir::fusion::getDynamicDimNames(Type type) {
+  if (isa<MemRefType>(type))
+    return {"num_pages"};
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (shaped && shaped.getElementType().isInteger(32) &&
+      shaped.getRank() == 2)
+    return {"batch", "max_pages"};
+  return {"batch"};
+}
+
+/// The role of `use` (an operand of an op in a kernel body).
+static std::string getUseRole(OpOperand &use) {
+  Operation *owner = use.getOwner();
+  unsigned index = use.getOperandNumber();
+  return llvm::TypeSwitch<Operation *, std::string>(owner)
+      .Case<RMSNormOp>([&](RMSNormOp op) -> std::string {
+        if (use.get() == op.getInput())
+          return "input";
+        if (use.get() == op.getWeight())
+          return "norm_weight";
+        return "residual";
+      })
+      .Case<LayerNormOp>([&](LayerNormOp op) -> std::string {
+        if (use.get() == op.getInput())
+          return "input";
+        if (use.get() == op.getWeight())
+          return "norm_weight";
+        return "norm_bias";
+      })
+      .Case<QKVProjOp>([&](QKVProjOp op) -> std::string {
+        if (use.get() == op.getInput())
+          return "input";
+        if (use.get() == op.getWeight())
+          return "qkv_weight";
+        return "qkv_bias";
+      })
+      .Case<RopeOp>([&](RopeOp op) -> std::string {
+        if (use.get() == op.getQuery())
+          return "query";
+        if (use.get() == op.getKey())
+          return "key";
+        return "positions";
+      })
+      .Case<KVAppendOp>([&](KVAppendOp op) -> std::string {
+        switch (index) {
+        case 0:
+          return "key";
+        case 1:
+          return "value";
+        case 2:
+          return "key_cache";
+        case 3:
+          return "value_cache";
+        case 4:
+          return "block_table";
+        default:
+          return "positions";
+        }
+      })
+      .Case<DecodeAttentionOp>([&](DecodeAttentionOp op) -> std::string {
+        switch (index) {
+        case 0:
+          return "query";
+        case 1:
+          return "key_cache";
+        case 2:
+          return "value_cache";
+        case 3:
+          return "block_table";
+        default:
+          return "seq_lens";
+        }
+      })
+      .Default([](Operation *) { return std::string("operand"); });
+}
+
+std::string mlir::fusion::getOperandRole(KernelOp kernel,
+                                         unsigned operandIndex) {
+  BlockArgument arg = kernel.getBody().front().getArgument(operandIndex);
+  // Prefer the first use in program order (e.g. the norm's "input" over the
+  // projection's).
+  OpOperand *first = nullptr;
+  for (OpOperand &use : arg.getUses()) {
+    if (isa<YieldOp>(use.getOwner()))
+      continue;
+    if (!first || use.getOwner()->isBeforeInBlock(first->getOwner()) ||
+        (use.getOwner() == first->getOwner() &&
+         use.getOperandNumber() < first->getOperandNumber()))
+      first = &use;
+  }
+  if (!first)
+    return "unused";
+  return getUseRole(*first);
+}
+
+std::string mlir::fusion::getResultRole(KernelOp kernel, unsigned resultIndex) {
+  Value yielded = kernel.getYield().getValues()[resultIndex];
+  Operation *def = yielded.getDefiningOp();
+  if (!def)
+    return getOperandRole(kernel,
+                          cast<BlockArgument>(yielded).getArgNumber());
+  unsigned number = cast<OpResult>(yielded).getResultNumber();
+  return llvm::TypeSwitch<Operation *, std::string>(def)
+      .Case<RMSNormOp>([&](auto) {
+        return number == 0 ? std::string("normed")
+                           : std::string("residual_out");
+      })
+      .Case<LayerNormOp>([&](auto) { return std::string("normed"); })
+      .Case<QKVProjOp>([&](auto) -> std::string {
+        return number == 0 ? "query" : number == 1 ? "key" : "value";
+      })
+      .Case<RopeOp>([&](auto) -> std::string {
+        return number == 0 ? "query" : "key";
+      })
+      .Case<DecodeAttentionOp>([&](auto) { return std::string("output"); })
+      .Default([](Operation *) { return std::string("result"); });
+}
+
+SmallVector<KernelParam> mlir::fusion::getDefaultKernelParams(KernelOp kernel) {
+  SmallVector<KernelParam> params;
+  bool hasBlockTable = false;
+  for (auto [index, operand] : llvm::enumerate(kernel.getInputs())) {
+    auto shaped = cast<ShapedType>(operand.getType());
+    KernelParam param;
+    param.kind = KernelParam::Kind::Input;
+    param.role = getOperandRole(kernel, index);
+    param.elementType = shaped.getElementType();
+    param.shape = getABIShape(shaped, getDynamicDimNames(shaped));
+    hasBlockTable |= param.role == "block_table";
+    params.push_back(std::move(param));
+  }
+  for (auto [index, result] : llvm::enumerate(kernel.getResults())) {
+    auto shaped = cast<ShapedType>(result.getType());
+    KernelParam param;
+    param.kind = KernelParam::Kind::Output;
+    param.role = getResultRole(kernel, index);
+    param.elementType = shaped.getElementType();
+    param.shape = getABIShape(shaped, getDynamicDimNames(shaped));
+    params.push_back(std::move(param));
+  }
+  Type i32 = IntegerType::get(kernel.getContext(), 32);
+  params.push_back({KernelParam::Kind::Scalar, "batch", i32, {}});
+  if (hasBlockTable)
+    params.push_back({KernelParam::Kind::Scalar, "max_pages", i32, {}});
+  return params;
+}
+
+int mlir::fusion::findParam(ArrayRef<KernelParam> params, StringRef role) {
+  for (auto [index, param] : llvm::enumerate(params))
+    if (param.role == role)
+      return static_cast<int>(index);
+  return -1;
+}
+
+gpu::GPUFuncOp mlir::fusion::createKernelFunc(OpBuilder &builder, Location loc,
+                                              gpu::GPUModuleOp module,
+                                              StringRef name,
+                                              ArrayRef<KernelParam> params,
+                                              int64_t blockSize) {
+  SmallVector<Type> argTypes;
+  for (const KernelParam &param : params)
+    argTypes.push_back(param.kind == KernelParam::Kind::Scalar
+                           ? param.elementType
+                           : Type(getFlatBufferType(param.elementType)));
+  builder.setInsertionPointToEnd(module.getBody());
+  auto func = gpu::GPUFuncOp::create(builder, loc, name,
+                                     builder.getFunctionType(argTypes, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                builder.getUnitAttr());
+  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
+      {static_cast<int32_t>(blockSize), 1, 1}));
+  Block &entry = func.getBody().front();
+  builder.setInsertionPointToEnd(&entry);
+  auto ret = gpu::ReturnOp::create(builder, loc);
+  builder.setInsertionPoint(ret);
+  return func;
+}
+
+Value mlir::fusion::addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType,
+                                       int64_t count) {
+  MLIRContext *context = func.getContext();
+  auto space =
+      gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
+  auto type = MemRefType::get({count}, elementType, MemRefLayoutAttrInterface(),
+                              space);
+  return func.addWorkgroupAttribution(type, func.getLoc());
+}
+
+DictionaryAttr mlir::fusion::getLaunchAttr(MLIRContext *context,
+                                           const KernelLaunch &launch) {
+  Builder b(context);
+  auto strings = [&](ArrayRef<std::string> values) {
+    return b.getArrayAttr(llvm::map_to_vector(values, [&](const std::string &s) {
+      return Attribute(b.getStringAttr(s));
+    }));
+  };
+  SmallVector<Attribute> params;
+  for (const KernelParam &param : launch.params) {
+    StringRef kind;
+    switch (param.kind) {
+    case KernelParam::Kind::Input:
+      kind = "input";
+      break;
+    case KernelParam::Kind::Output:
+      kind = "output";
+      break;
+    case KernelParam::Kind::Workspace:
+      kind = "workspace";
+      break;
+    case KernelParam::Kind::Scalar:
+      kind = "scalar";
+      break;
+    }
+    SmallVector<NamedAttribute> entries{
+        b.getNamedAttr("kind", b.getStringAttr(kind)),
+        b.getNamedAttr("role", b.getStringAttr(param.role)),
+        b.getNamedAttr("dtype", b.getStringAttr(getDTypeName(param.elementType))),
+    };
+    if (param.kind != KernelParam::Kind::Scalar)
+      entries.push_back(b.getNamedAttr("shape", strings(param.shape)));
+    if (param.zeroInitialized)
+      entries.push_back(b.getNamedAttr("zero_init", b.getUnitAttr()));
+    params.push_back(b.getDictionaryAttr(entries));
+  }
+  SmallVector<std::string> grid(launch.grid.begin(), launch.grid.end());
+  return b.getDictionaryAttr({
+      b.getNamedAttr("entry", b.getStringAttr(launch.entry)),
+      b.getNamedAttr("grid", strings(grid)),
+      b.getNamedAttr("block", b.getI64IntegerAttr(launch.blockSize)),
+      b.getNamedAttr("smem", b.getI64IntegerAttr(launch.dynamicSharedBytes)),
+      b.getNamedAttr("params", b.getArrayAttr(params)),
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Scalars and index math
+//===----------------------------------------------------------------------===//
+
+Value mlir::fusion::constIndex(ImplicitLocOpBuilder &b, int64_t value) {
+  return arith::ConstantIndexOp::create(b, value);
+}
+Value mlir::fusion::constI32(ImplicitLocOpBuilder &b, int32_t value) {
+  return arith::ConstantIntOp::create(b, value, 32);
+}
+Value mlir::fusion::constF32(ImplicitLocOpBuilder &b, double value) {
+  return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                        llvm::APFloat(static_cast<float>(value)));
+}
+Value mlir::fusion::constF64(ImplicitLocOpBuilder &b, double value) {
+  return arith::ConstantFloatOp::create(b, b.getF64Type(), llvm::APFloat(value));
+}
+Value mlir::fusion::i32ToIndex(ImplicitLocOpBuilder &b, Value value) {
+  return arith::IndexCastOp::create(b, b.getIndexType(), value);
+}
+Value mlir::fusion::indexToI32(ImplicitLocOpBuilder &b, Value value) {
+  return arith::IndexCastOp::create(b, b.getI32Type(), value);
+}
+Value mlir::fusion::addIndex(ImplicitLocOpBuilder &b, Value lhs, Value rhs) {
+  return arith::AddIOp::create(b, lhs, rhs);
+}
+Value mlir::fusion::mulIndex(ImplicitLocOpBuilder &b, Value lhs, Value rhs) {
+  return arith::MulIOp::create(b, lhs, rhs);
+}
+Value mlir::fusion::addIndex(ImplicitLocOpBuilder &b, Value lhs, int64_t rhs) {
+  if (rhs == 0)
+    return lhs;
+  return addIndex(b, lhs, constIndex(b, rhs));
+}
+Value mlir::fusion::mulIndex(ImplicitLocOpBuilder &b, Value lhs, int64_t rhs) {
+  if (rhs == 1)
+    return lhs;
+  return mulIndex(b, lhs, constIndex(b, rhs));
+}
+
+Value mlir::fusion::threadIdX(ImplicitLocOpBuilder &b) {
+  return gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+}
+Value mlir::fusion::blockIdX(ImplicitLocOpBuilder &b) {
+  return gpu::BlockIdOp::create(b, gpu::Dimension::x);
+}
+Value mlir::fusion::blockIdY(ImplicitLocOpBuilder &b) {
+  return gpu::BlockIdOp::create(b, gpu::Dimension::y);
+}
+Value mlir::fusion::gridDimX(ImplicitLocOpBuilder &b) {
+  return gpu::GridDimOp::create(b, gpu::Dimension::x);
+}
+Value mlir::fusion::laneId(ImplicitLocOpBuilder &b) {
+  return arith::RemUIOp::create(b, threadIdX(b), constIndex(b, 32));
+}
+Value mlir::fusion::warpId(ImplicitLocOpBuilder &b) {
+  return arith::DivUIOp::create(b, threadIdX(b), constIndex(b, 32));
+}
+
+//===----------------------------------------------------------------------===//
+// Numerics
+//===----------------------------------------------------------------------===//
+
+static Type withElementType(Type type, Type element) {
+  if (auto vec = dyn_cast<VectorType>(type))
+    return vec.clone(element);
+  return element;
+}
+
+Value mlir::fusion::extToF32(ImplicitLocOpBuilder &b, Value value) {
+  Type element = getElementTypeOrSelf(value.getType());
+  if (element.isF32())
+    return value;
+  return arith::ExtFOp::create(b, withElementType(value.getType(), b.getF32Type()),
+                               value);
+}
+
+Value mlir::fusion::truncFromF32(ImplicitLocOpBuilder &b, Value value,
+                                 Type elementType) {
+  if (elementType.isF32())
+    return value;
+  return arith::TruncFOp::create(b, withElementType(value.getType(), elementType),
+                                 value);
+}
+
+Value mlir::fusion::sqrtF32(ImplicitLocOpBuilder &b, Value value) {
+  return LLVM::SqrtOp::create(b, value);
+}
+
+Value mlir::fusion::rsqrtF32(ImplicitLocOpBuilder &b, Value value) {
+  return arith::DivFOp::create(b, constF32(b, 1.0), sqrtF32(b, value));
+}
+
+Value mlir::fusion::fma(ImplicitLocOpBuilder &b, Value x, Value y, Value z) {
+  return LLVM::FMAOp::create(b, x, y, z);
+}
+
+Value mlir::fusion::maxF32(ImplicitLocOpBuilder &b, Value lhs, Value rhs) {
+  return LLVM::MaxNumOp::create(b, lhs, rhs);
+}
+
+std::pair<Value, Value> mlir::fusion::sinCosF32(ImplicitLocOpBuilder &b,
+                                                Value angle) {
+  // Quadrant reduction in f64: k = round(a * 2/pi), r = a - k*pi/2 with
+  // pi/2 split in two doubles; |r| <= pi/4 (+ tiny), exact to ~1e-16*|k|.
+  Type f32 = b.getF32Type(), f64 = b.getF64Type(), i64 = b.getI64Type();
+  Value a = arith::ExtFOp::create(b, f64, angle);
+  Value t = arith::MulFOp::create(b, a, constF64(b, 2.0 / M_PI));
+  Value nonNegative = arith::CmpFOp::create(b, arith::CmpFPredicate::OGE, t,
+                                            constF64(b, 0.0));
+  Value half = arith::SelectOp::create(b, nonNegative, constF64(b, 0.5),
+                                       constF64(b, -0.5));
+  Value k = arith::FPToSIOp::create(b, i64, arith::AddFOp::create(b, t, half));
+  Value kf = arith::SIToFPOp::create(b, f64, k);
+  Value negK = arith::NegFOp::create(b, kf);
+  constexpr double kPio2Hi = 1.5707963267948966;     // fl(pi/2)
+  constexpr double kPio2Lo = 6.123233995736766e-17;  // pi/2 - kPio2Hi
+  Value r = fma(b, negK, constF64(b, kPio2Hi), a);
+  r = fma(b, negK, constF64(b, kPio2Lo), r);
+  Value x = arith::TruncFOp::create(b, f32, r);
+
+  // Cephes sinf / cosf minimax polynomials on [-pi/4, pi/4].
+  Value z = arith::MulFOp::create(b, x, x);
+  Value ps = fma(b, z, constF32(b, -1.9515295891e-4), constF32(b, 8.3321608736e-3));
+  ps = fma(b, z, ps, constF32(b, -1.6666654611e-1));
+  Value sinR = fma(b, arith::MulFOp::create(b, z, x), ps, x);
+  Value pc = fma(b, z, constF32(b, 2.443315711809948e-5),
+                 constF32(b, -1.388731625493765e-3));
+  pc = fma(b, z, pc, constF32(b, 4.166664568298827e-2));
+  Value cosR = fma(b, arith::MulFOp::create(b, z, z), pc,
+                   fma(b, z, constF32(b, -0.5), constF32(b, 1.0)));
+
+  // Quadrant q = k mod 4: sin = [s, c, -s, -c][q], cos = [c, -s, -c, s][q].
+  Value q = arith::AndIOp::create(b, k, arith::ConstantIntOp::create(b, 3, 64));
+  auto bit = [&](Value v, int64_t mask) {
+    Value m = arith::AndIOp::create(b, v, arith::ConstantIntOp::create(b, mask, 64));
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, m,
+                                 arith::ConstantIntOp::create(b, 0, 64));
+  };
+  Value swap = bit(q, 1);
+  Value sinV = arith::SelectOp::create(b, swap, cosR, sinR);
+  Value cosV = arith::SelectOp::create(b, swap, sinR, cosR);
+  Value sinNeg = bit(q, 2);
+  Value cosNeg =
+      bit(arith::AddIOp::create(b, q, arith::ConstantIntOp::create(b, 1, 64)), 2);
+  sinV = arith::SelectOp::create(b, sinNeg, arith::NegFOp::create(b, sinV), sinV);
+  cosV = arith::SelectOp::create(b, cosNeg, arith::NegFOp::create(b, cosV), cosV);
+  return {sinV, cosV};
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+Value mlir::fusion::loadVector(ImplicitLocOpBuilder &b, Value buffer,
+                               Value index, int64_t width) {
+  Type element = cast<MemRefType>(buffer.getType()).getElementType();
+  auto type = VectorType::get({width}, element);
+  auto load = vector::LoadOp::create(b, type, buffer, ValueRange{index});
+  load.setAlignment(width * getTypeBytes(element));
+  return load;
+}
+
+void mlir::fusion::storeVector(ImplicitLocOpBuilder &b, Value value,
+                               Value buffer, Value index) {
+  auto type = cast<VectorType>(value.getType());
+  auto store = vector::StoreOp::create(b, value, buffer, ValueRange{index});
+  store.setAlignment(type.getNumElements() *
+                     getTypeBytes(type.getElementType()));
+}
+
+Value mlir::fusion::loadScalar(ImplicitLocOpBuilder &b, Value buffer,
+                               Value index) {
+  return memref::LoadOp::create(b, buffer, ValueRange{index});
+}
+
+void mlir::fusion::storeScalar(ImplicitLocOpBuilder &b, Value value,
+                               Value buffer, Value index) {
+  memref::StoreOp::create(b, value, buffer, ValueRange{index});
+}
+
+void mlir::fusion::barrier(ImplicitLocOpBuilder &b) { gpu::BarrierOp::create(b); }
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+static Value combine(ImplicitLocOpBuilder &b, Value lhs, Value rhs,
+                     ReduceKind kind) {
+  if (kind == ReduceKind::Sum)
+    return arith::AddFOp::create(b, lhs, rhs);
+  return arith::MaxNumFOp::create(b, lhs, rhs);
+}
+
+Value mlir::fusion::warpReduce(ImplicitLocOpBuilder &b, Value value,
+                               ReduceKind kind) {
+  for (int32_t offset = 16; offset >= 1; offset /= 2) {
+    auto shuffle =
+        gpu::ShuffleOp::create(b, value, offset, 32, gpu::ShuffleMode::XOR);
+    value = combine(b, value, shuffle.getShuffleResult(), kind);
+  }
+  return value;
+}
+
+Value mlir::fusion::blockReduce(ImplicitLocOpBuilder &b, Value value,
+                                ReduceKind kind, Value scratch,
+                                int64_t blockSize) {
+  int64_t numWarps = blockSize / 32;
+  value = warpReduce(b, value, kind);
+  if (numWarps == 1)
+    return value;
+  Value lane = laneId(b);
+  Value warp = warpId(b);
+  Value isLane0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
+                                        constIndex(b, 0));
+  ifThen(b, isLane0,
+         [&](ImplicitLocOpBuilder &t) { storeScalar(t, value, scratch, warp); });
+  barrier(b);
+  Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, lane,
+                                        constIndex(b, numWarps));
+  Value slot = arith::SelectOp::create(b, inRange, lane, constIndex(b, 0));
+  Value partial = loadScalar(b, scratch, slot);
+  Value identity = constF32(b, kind == ReduceKind::Sum
+                                   ? 0.0
+                                   : -std::numeric_limits<double>::infinity());
+  partial = arith::SelectOp::create(b, inRange, partial, identity);
+  Value result = warpReduce(b, partial, kind);
+  barrier(b);
+  return result;
+}
+
+void mlir::fusion::ifThen(
+    ImplicitLocOpBuilder &b, Value cond,
+    llvm::function_ref<void(ImplicitLocOpBuilder &)> thenBuilder) {
+  auto ifOp = scf::IfOp::create(b, cond, /*withElseRegion=*/false);
+  ImplicitLocOpBuilder inner(b.getLoc(), b.getContext());
+  inner.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  thenBuilder(inner);
+}
+
+void mlir::fusion::forLoop(
+    ImplicitLocOpBuilder &b, Value lb, Value ub, Value step,
+    llvm::function_ref<void(ImplicitLocOpBuilder &, Value)> body) {
+  auto loop = scf::ForOp::create(b, lb, ub, step);
+  ImplicitLocOpBuilder inner(b.getLoc(), b.getContext());
+  inner.setInsertionPoint(loop.getBody()->getTerminator());
+  body(inner, loop.getInductionVar());
+}

@@ -1,0 +1,209 @@
+//===- EmitterUtils.h - shared pieces of the fusion.kernel emitters -*- C++ -*-===//
+//
+// Building blocks every emitter uses: the kernel ABI (parameter lists, the
+// gpu.func with its flat buffers), index math, f16/bf16 <-> f32, 16-byte
+// vector loads, warp and block reductions, and libdevice-free math
+// (sqrt/rsqrt, sin/cos with a correct range reduction).
+//
+// Everything here emits upstream dialects only (arith, scf, memref, vector,
+// gpu, plus a few `llvm.intr.*` ops for math that must not become libdevice
+// calls); the emitters need not include the LLVM or NVVM dialect headers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_LIB_CONVERSION_FUSIONTOGPU_EMITTERUTILS_H
+#define FUSION_LIB_CONVERSION_FUSIONTOGPU_EMITTERUTILS_H
+
+#include "fusion/Conversion/FusionToGPU/Emitters.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <utility>
+
+namespace mlir::fusion {
+
+//===----------------------------------------------------------------------===//
+// ABI
+//===----------------------------------------------------------------------===//
+
+/// Symbol name of the gpu.module that holds every emitted kernel.
+inline constexpr llvm::StringLiteral kKernelModuleName = "fusion_kernels";
+
+/// Name of the discardable attribute carrying a kernel's launch description
+/// on its fusion.kernel op.
+inline constexpr llvm::StringLiteral kLaunchAttrName = "fusion.launch";
+
+/// Nominal extent of the flat 1-D buffer memrefs of a gpu.func.
+///
+/// The ABI passes every buffer as one bare device pointer. MLIR 22's
+/// bare-pointer convention (convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv})
+/// only accepts statically shaped memrefs, so a buffer is typed
+/// `memref<1099511627776 x T>` (2^40 elements) instead of `memref<?xT>`. The
+/// extent is nominal: nothing is bounds-checked or derived from it; the true
+/// size of each buffer is in its KernelParam::shape.
+inline constexpr int64_t kFlatBufferExtent = int64_t(1) << 40;
+
+/// Attribute on the gpu.module: the SM count the grids should fill (set by
+/// the pass from its `sm-count` option).
+inline constexpr llvm::StringLiteral kSMCountAttrName = "fusion.sm_count";
+
+/// The SM count recorded on `module` (132, an H100/H200 SXM, if absent).
+int64_t getSMCount(gpu::GPUModuleOp module);
+
+/// `memref<kFlatBufferExtent x elementType>`.
+MemRefType getFlatBufferType(Type elementType);
+
+/// "f16", "bf16", "f32", "i32", ... (the manifest's dtype spelling).
+std::string getDTypeName(Type type);
+
+/// Size in bytes of a scalar type.
+int64_t getTypeBytes(Type type);
+
+/// The ABI shape of a shaped value: static sizes in decimal, dynamic ones
+/// named by `dynamicNames` in order (e.g. {"batch"} for tensor<?x4096xf16>,
+/// {"num_pages"} for a cache, {"batch", "max_pages"} for a block table).
+SmallVector<std::string> getABIShape(ShapedType type,
+                                     ArrayRef<StringRef> dynamicNames);
+
+/// The role of a kernel operand, from the op in the body that uses it
+/// ("input", "residual", "norm_weight", "norm_bias", "qkv_weight",
+/// "qkv_bias", "query", "key", "value", "positions", "key_cache",
+/// "value_cache", "block_table", "seq_lens").
+std::string getOperandRole(KernelOp kernel, unsigned operandIndex);
+
+/// The role of a kernel result, from the op that yields it ("normed",
+/// "residual_out", "query", "key", "value", "output").
+std::string getResultRole(KernelOp kernel, unsigned resultIndex);
+
+/// The default parameter list of a kernel in ABI order: one Input per
+/// operand, one Output per result, then the i32 scalar `batch`, then
+/// `max_pages` when a block table is an operand. Emitters append workspace
+/// buffers before the scalars and scalars after them as they need.
+SmallVector<KernelParam> getDefaultKernelParams(KernelOp kernel);
+
+/// Index of the first parameter with `role` (-1 if none).
+int findParam(ArrayRef<KernelParam> params, StringRef role);
+
+/// The ABI shape names of the dynamic dimensions of a type used by a kernel
+/// (batch for activations, num_pages for caches, batch/max_pages for a block
+/// table).
+SmallVector<StringRef> getDynamicDimNames(Type type);
+
+/// Creates `gpu.func @name(...) kernel` at the end of `module` with one
+/// argument per parameter (a flat buffer memref for buffers, the scalar type
+/// for scalars) and `known_block_size = [blockSize, 1, 1]`. The builder is
+/// left at the start of the body, which holds only `gpu.return`.
+gpu::GPUFuncOp createKernelFunc(OpBuilder &builder, Location loc,
+                                gpu::GPUModuleOp module, StringRef name,
+                                ArrayRef<KernelParam> params,
+                                int64_t blockSize);
+
+/// Adds a workgroup (shared memory) attribution
+/// `memref<count x elementType, #gpu.address_space<workgroup>>` to `func`.
+Value addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType, int64_t count);
+
+/// The launch attribute `fusion.launch` for `launch` (see Passes.td).
+DictionaryAttr getLaunchAttr(MLIRContext *context, const KernelLaunch &launch);
+
+//===----------------------------------------------------------------------===//
+// Scalars and index math (64-bit: `index` lowers to i64)
+//===----------------------------------------------------------------------===//
+
+Value constIndex(ImplicitLocOpBuilder &b, int64_t value);
+Value constI32(ImplicitLocOpBuilder &b, int32_t value);
+Value constF32(ImplicitLocOpBuilder &b, double value);
+Value constF64(ImplicitLocOpBuilder &b, double value);
+/// i32 -> index, sign-extending (a 64-bit offset from then on).
+Value i32ToIndex(ImplicitLocOpBuilder &b, Value value);
+Value indexToI32(ImplicitLocOpBuilder &b, Value value);
+Value addIndex(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
+Value mulIndex(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
+Value addIndex(ImplicitLocOpBuilder &b, Value lhs, int64_t rhs);
+Value mulIndex(ImplicitLocOpBuilder &b, Value lhs, int64_t rhs);
+
+Value threadIdX(ImplicitLocOpBuilder &b);
+Value blockIdX(ImplicitLocOpBuilder &b);
+Value blockIdY(ImplicitLocOpBuilder &b);
+Value gridDimX(ImplicitLocOpBuilder &b);
+/// threadIdx.x % 32 and threadIdx.x / 32 (as index).
+Value laneId(ImplicitLocOpBuilder &b);
+Value warpId(ImplicitLocOpBuilder &b);
+
+//===----------------------------------------------------------------------===//
+// Numerics
+//===----------------------------------------------------------------------===//
+
+/// f16/bf16 (or f32), scalar or vector -> f32 (exact).
+Value extToF32(ImplicitLocOpBuilder &b, Value value);
+/// f32 (scalar or vector) -> `elementType` (f16/bf16), round to nearest
+/// even. A no-op for f32.
+Value truncFromF32(ImplicitLocOpBuilder &b, Value value, Type elementType);
+
+/// Correctly rounded sqrt (`llvm.intr.sqrt` -> `sqrt.rn.f32`, no libdevice).
+Value sqrtF32(ImplicitLocOpBuilder &b, Value value);
+/// 1 / sqrt(x) with a correctly rounded sqrt and division.
+Value rsqrtF32(ImplicitLocOpBuilder &b, Value value);
+/// `llvm.intr.fma` (fma.rn.f32 / .f64).
+Value fma(ImplicitLocOpBuilder &b, Value x, Value y, Value z);
+/// max / min that do not become libdevice calls (`llvm.intr.maxnum`).
+Value maxF32(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
+
+/// sin and cos of an f32 angle, accurate to a few f32 ulps for any |angle|
+/// up to 2^31: the quadrant reduction `angle - k*pi/2` is done in f64 (exact
+/// enough for k < 2^31), the polynomials (Cephes sinf/cosf) in f32. No
+/// libdevice calls, no `sin.approx` (which is wrong for large angles).
+std::pair<Value, Value> sinCosF32(ImplicitLocOpBuilder &b, Value angle);
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+/// `vector.load` of `width` elements at element offset `index` with the
+/// alignment of the whole vector (16 bytes for vector<8xf16>: this is what
+/// makes LLVM emit `ld.global.v4.b32`). The offset must be a multiple of
+/// `width`.
+Value loadVector(ImplicitLocOpBuilder &b, Value buffer, Value index,
+                 int64_t width);
+void storeVector(ImplicitLocOpBuilder &b, Value value, Value buffer,
+                 Value index);
+Value loadScalar(ImplicitLocOpBuilder &b, Value buffer, Value index);
+void storeScalar(ImplicitLocOpBuilder &b, Value value, Value buffer,
+                 Value index);
+
+/// gpu.barrier (bar.sync 0 across the CTA).
+void barrier(ImplicitLocOpBuilder &b);
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+enum class ReduceKind { Sum, Max };
+
+/// Butterfly reduction over the 32 lanes of a warp with `gpu.shuffle xor`
+/// (offsets 16, 8, 4, 2, 1); every lane gets the result. Must be called by
+/// all 32 lanes (no divergence).
+Value warpReduce(ImplicitLocOpBuilder &b, Value value, ReduceKind kind);
+
+/// Reduction of an f32 over the whole CTA (`blockSize` threads, a multiple
+/// of 32): warp reduce, lane 0 of each warp writes `scratch[warp]`
+/// (a workgroup buffer of at least blockSize/32 f32), barrier, every warp
+/// reduces the per-warp partials, barrier (so `scratch` may be reused).
+/// Every thread gets the result. Must be called by every thread of the CTA.
+Value blockReduce(ImplicitLocOpBuilder &b, Value value, ReduceKind kind,
+                  Value scratch, int64_t blockSize);
+
+/// Builds `scf.if cond { thenBuilder() }` with no results.
+void ifThen(ImplicitLocOpBuilder &b, Value cond,
+            llvm::function_ref<void(ImplicitLocOpBuilder &)> thenBuilder);
+
+/// Builds `scf.for %i = lb to ub step s` with no iter_args.
+void forLoop(ImplicitLocOpBuilder &b, Value lb, Value ub, Value step,
+             llvm::function_ref<void(ImplicitLocOpBuilder &, Value)> body);
+
+} // namespace mlir::fusion
+
+#endif // FUSION_LIB_CONVERSION_FUSIONTOGPU_EMITTERUTILS_H

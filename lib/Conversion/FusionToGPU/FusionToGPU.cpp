@@ -1,0 +1,102 @@
+//===- FusionToGPU.cpp - fusion.kernel -> gpu.func + launch plan ----------===//
+//
+// Implements --convert-fusion-to-gpu (see Passes.td): one gpu.func per
+// fusion.kernel, built by the emitter of its kind, and the launch
+// description recorded on the kernel as `fusion.launch`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmitterUtils.h"
+#include "fusion/Conversion/FusionToGPU/Emitters.h"
+#include "fusion/Conversion/Passes.h"
+#include "fusion/Dialect/Fusion/IR/FusionOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::fusion {
+#define GEN_PASS_DEF_CONVERTFUSIONTOGPUPASS
+#include "fusion/Conversion/Passes.h.inc"
+} // namespace mlir::fusion
+
+using namespace mlir;
+using namespace mlir::fusion;
+
+namespace {
+
+/// Returns the module's `gpu.module @fusion_kernels`, creating it (and
+/// marking the module `gpu.container_module`) if needed.
+static gpu::GPUModuleOp getOrCreateKernelModule(ModuleOp module) {
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  UnitAttr::get(module.getContext()));
+  if (auto existing = module.lookupSymbol<gpu::GPUModuleOp>(kKernelModuleName))
+    return existing;
+  OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
+  return gpu::GPUModuleOp::create(builder, module.getLoc(), kKernelModuleName);
+}
+
+/// Merges the emitter's schedule into the kernel's, keeping `strategy`.
+static void recordSchedule(KernelOp kernel, DictionaryAttr chosen) {
+  NamedAttrList merged;
+  if (DictionaryAttr old = kernel.getScheduleAttr())
+    merged.append(old.getValue());
+  if (chosen)
+    for (NamedAttribute entry : chosen)
+      if (entry.getName() != "strategy")
+        merged.set(entry.getName(), entry.getValue());
+  kernel.setScheduleAttr(merged.getDictionary(kernel.getContext()));
+}
+
+struct ConvertFusionToGPUPass
+    : fusion::impl::ConvertFusionToGPUPassBase<ConvertFusionToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<KernelOp> kernels;
+    module.walk([&](KernelOp kernel) { kernels.push_back(kernel); });
+    if (kernels.empty())
+      return;
+    gpu::GPUModuleOp gpuModule = getOrCreateKernelModule(module);
+    gpuModule->setAttr(kSMCountAttrName,
+                       IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                        smCount.getValue()));
+
+    bool failed = false;
+    for (KernelOp kernel : kernels) {
+      if (gpuModule.lookupSymbol(kernel.getSymName())) {
+        kernel.emitOpError("kernel '")
+            << kernel.getSymName() << "' is already in the gpu.module";
+        failed = true;
+        continue;
+      }
+      bool hasProjection = false, hasAttention = false;
+      kernel.getBody().walk([&](Operation *op) {
+        hasProjection |= isa<QKVProjOp>(op);
+        hasAttention |= isa<DecodeAttentionOp>(op);
+      });
+      FailureOr<KernelLaunch> launch =
+          hasProjection  ? emitProjectionKernel(kernel, gpuModule)
+          : hasAttention ? emitAttentionKernel(kernel, gpuModule)
+                         : emitElementwiseKernel(kernel, gpuModule);
+      if (llvm::failed(launch)) {
+        failed = true;
+        continue;
+      }
+      recordSchedule(kernel, launch->schedule);
+      kernel->setAttr(kLaunchAttrName,
+                      getLaunchAttr(&getContext(), *launch));
+    }
+    if (failed)
+      signalPassFailure();
+  }
+};
+
+} // namespace
