@@ -2,6 +2,7 @@
 # lit configuration for the fusion compiler tests.
 
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -17,6 +18,12 @@ config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%fusion_src_root", config.fusion_src_root))
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+
+# lit.site.cfg.py takes python_executable from CMake's Python3_EXECUTABLE,
+# which is empty unless find_package(Python3) ran; fall back to the Python
+# that runs lit. use_default_substitutions() defines %python the same way.
+if not getattr(config, "python_executable", ""):
+    config.python_executable = sys.executable
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -1,0 +1,997 @@
+// RUN: fusion-opt %s -split-input-file -verify-diagnostics
+
+// One case per diagnostic of the fusion dialect (FusionOps.cpp,
+// FusionDialect.cpp, the fusion.kernel parser) and a few of the ODS
+// constraint errors. Each case is valid except for the one thing it names.
+
+//===----------------------------------------------------------------------===//
+// fusion.rmsnorm
+//===----------------------------------------------------------------------===//
+
+func.func @rmsnorm_input_rank(%x: tensor<4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op input must have rank 2, got 'tensor<4096xf16>'}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<4096xf16>, tensor<4096xf16> -> tensor<4096xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_dynamic_hidden(%x: tensor<?x?xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op input dimension 1 (hidden size) must be static, got 'tensor<?x?xf16>'}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x?xf16>, tensor<4096xf16> -> tensor<?x?xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_epsilon_zero(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op epsilon must be > 0, got 0.000000e+00}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 0.0 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_weight_rank(%x: tensor<?x4096xf16>, %w: tensor<1x4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op weight must have rank 1, got 'tensor<1x4096xf16>'}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x4096xf16>, tensor<1x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_weight_element_type(%x: tensor<?x4096xf16>, %w: tensor<4096xbf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op weight element type 'bf16' does not match input element type 'f16'}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x4096xf16>, tensor<4096xbf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_weight_size(%x: tensor<?x4096xf16>, %w: tensor<2048xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op weight dimension 0 is 2048 but the hidden size of input is 4096}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x4096xf16>, tensor<2048xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_result_type(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op result type 'tensor<?x4096xbf16>' does not match input type 'tensor<?x4096xf16>'}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xbf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_residual_without_residual_out(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>, %r: tensor<?x4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op has a residual operand but no residual_out result; both or neither}}
+  %y = fusion.rmsnorm %x, %w residual(%r : tensor<?x4096xf16>) {epsilon = 1.0e-05 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_residual_out_without_residual(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op has no residual operand but a residual_out result; both or neither}}
+  %y, %h = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>, tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_residual_type(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>, %r: tensor<4x4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op residual type 'tensor<4x4096xf16>' does not match input type 'tensor<?x4096xf16>'}}
+  %y, %h = fusion.rmsnorm %x, %w residual(%r : tensor<4x4096xf16>) {epsilon = 1.0e-05 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>, tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_residual_out_type(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>, %r: tensor<?x4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op residual_out type 'tensor<?x4096xbf16>' does not match input type 'tensor<?x4096xf16>'}}
+  %y, %h = fusion.rmsnorm %x, %w residual(%r : tensor<?x4096xf16>) {epsilon = 1.0e-05 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>, tensor<?x4096xbf16>
+  return
+}
+
+// -----
+
+// ODS: activations are f16 or bf16 only.
+func.func @rmsnorm_f32(%x: tensor<?x4096xf32>, %w: tensor<4096xf32>) {
+  // expected-error @below {{'fusion.rmsnorm' op operand #0 must be ranked tensor of 16-bit float or bfloat16 type values, but got 'tensor<?x4096xf32>'}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x4096xf32>, tensor<4096xf32> -> tensor<?x4096xf32>
+  return
+}
+
+// -----
+
+// ODS: epsilon is required.
+func.func @rmsnorm_no_epsilon(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op requires attribute 'epsilon'}}
+  %y = fusion.rmsnorm %x, %w : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fusion.layernorm
+//===----------------------------------------------------------------------===//
+
+func.func @layernorm_input_rank(%x: tensor<?x1x2048xf16>, %w: tensor<2048xf16>, %b: tensor<2048xf16>) {
+  // expected-error @below {{'fusion.layernorm' op input must have rank 2, got 'tensor<?x1x2048xf16>'}}
+  %y = fusion.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64} : tensor<?x1x2048xf16>, tensor<2048xf16>, tensor<2048xf16> -> tensor<?x1x2048xf16>
+  return
+}
+
+// -----
+
+func.func @layernorm_epsilon_negative(%x: tensor<?x2048xf16>, %w: tensor<2048xf16>, %b: tensor<2048xf16>) {
+  // expected-error @below {{'fusion.layernorm' op epsilon must be > 0, got -1.000000e-05}}
+  %y = fusion.layernorm %x, %w, %b {epsilon = -1.0e-05 : f64} : tensor<?x2048xf16>, tensor<2048xf16>, tensor<2048xf16> -> tensor<?x2048xf16>
+  return
+}
+
+// -----
+
+func.func @layernorm_weight_size(%x: tensor<?x2048xf16>, %w: tensor<4096xf16>, %b: tensor<2048xf16>) {
+  // expected-error @below {{'fusion.layernorm' op weight dimension 0 is 4096 but the hidden size of input is 2048}}
+  %y = fusion.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64} : tensor<?x2048xf16>, tensor<4096xf16>, tensor<2048xf16> -> tensor<?x2048xf16>
+  return
+}
+
+// -----
+
+func.func @layernorm_bias_rank(%x: tensor<?x2048xf16>, %w: tensor<2048xf16>, %b: tensor<1x2048xf16>) {
+  // expected-error @below {{'fusion.layernorm' op bias must have rank 1, got 'tensor<1x2048xf16>'}}
+  %y = fusion.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64} : tensor<?x2048xf16>, tensor<2048xf16>, tensor<1x2048xf16> -> tensor<?x2048xf16>
+  return
+}
+
+// -----
+
+func.func @layernorm_bias_element_type(%x: tensor<?x2048xbf16>, %w: tensor<2048xbf16>, %b: tensor<2048xf16>) {
+  // expected-error @below {{'fusion.layernorm' op bias element type 'f16' does not match input element type 'bf16'}}
+  %y = fusion.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64} : tensor<?x2048xbf16>, tensor<2048xbf16>, tensor<2048xf16> -> tensor<?x2048xbf16>
+  return
+}
+
+// -----
+
+func.func @layernorm_bias_size(%x: tensor<?x2048xf16>, %w: tensor<2048xf16>, %b: tensor<1024xf16>) {
+  // expected-error @below {{'fusion.layernorm' op bias dimension 0 is 1024 but the hidden size of input is 2048}}
+  %y = fusion.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64} : tensor<?x2048xf16>, tensor<2048xf16>, tensor<1024xf16> -> tensor<?x2048xf16>
+  return
+}
+
+// -----
+
+func.func @layernorm_result_type(%x: tensor<?x2048xf16>, %w: tensor<2048xf16>, %b: tensor<2048xf16>) {
+  // expected-error @below {{'fusion.layernorm' op result type 'tensor<8x2048xf16>' does not match input type 'tensor<?x2048xf16>'}}
+  %y = fusion.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64} : tensor<?x2048xf16>, tensor<2048xf16>, tensor<2048xf16> -> tensor<8x2048xf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fusion.qkv_proj (Llama-3-8B shapes unless noted: 32/8 heads, head_dim 128,
+// hidden 4096, 6144 packed rows)
+//===----------------------------------------------------------------------===//
+
+func.func @qkv_heads_not_multiple(%x: tensor<?x4096xf16>, %w: tensor<5376x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op num_heads (32) must be a multiple of num_kv_heads (5)}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 5 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<5376x4096xf16> -> tensor<?x32x128xf16>, tensor<?x5x128xf16>, tensor<?x5x128xf16>
+  return
+}
+
+// -----
+
+// ODS: head counts are positive.
+func.func @qkv_zero_heads(%x: tensor<?x4096xf16>, %w: tensor<2048x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op attribute 'num_heads' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 0 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<2048x4096xf16> -> tensor<?x0x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_input_rank(%x: tensor<4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op input must have rank 2, got 'tensor<4096xf16>'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_dynamic_hidden(%x: tensor<?x?xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op input dimension 1 (hidden size) must be static, got 'tensor<?x?xf16>'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x?xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_weight_rank(%x: tensor<?x4096xf16>, %w: tensor<6144x32x128xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op weight must have rank 2, got 'tensor<6144x32x128xf16>'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x32x128xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_weight_element_type(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xbf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op weight element type 'bf16' does not match input element type 'f16'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xbf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+// The q_proj weight alone (4096 rows) instead of the packed [6144, 4096].
+func.func @qkv_weight_shape(%x: tensor<?x4096xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op weight shape must be [(num_heads + 2 * num_kv_heads) * head_dim, hidden] = [(32 + 2 * 8) * 128, 4096] = [6144, 4096], got 'tensor<4096x4096xf16>'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<4096x4096xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+// Transposed packed weight ([hidden, rows] instead of [rows, hidden]).
+func.func @qkv_weight_transposed(%x: tensor<?x4096xf16>, %w: tensor<4096x6144xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op weight shape must be [(num_heads + 2 * num_kv_heads) * head_dim, hidden] = [(32 + 2 * 8) * 128, 4096] = [6144, 4096], got 'tensor<4096x6144xf16>'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<4096x6144xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_bias_rank(%x: tensor<?x3584xbf16>, %w: tensor<4608x3584xbf16>, %b: tensor<36x128xbf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op bias must have rank 1, got 'tensor<36x128xbf16>'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w bias(%b : tensor<36x128xbf16>) {num_heads = 28 : i64, num_kv_heads = 4 : i64, head_dim = 128 : i64}
+      : tensor<?x3584xbf16>, tensor<4608x3584xbf16> -> tensor<?x28x128xbf16>, tensor<?x4x128xbf16>, tensor<?x4x128xbf16>
+  return
+}
+
+// -----
+
+func.func @qkv_bias_element_type(%x: tensor<?x3584xbf16>, %w: tensor<4608x3584xbf16>, %b: tensor<4608xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op bias element type 'f16' does not match input element type 'bf16'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w bias(%b : tensor<4608xf16>) {num_heads = 28 : i64, num_kv_heads = 4 : i64, head_dim = 128 : i64}
+      : tensor<?x3584xbf16>, tensor<4608x3584xbf16> -> tensor<?x28x128xbf16>, tensor<?x4x128xbf16>, tensor<?x4x128xbf16>
+  return
+}
+
+// -----
+
+// Qwen2-7B: the q bias alone (28 * 128 = 3584) instead of q|k|v (4608).
+func.func @qkv_bias_size(%x: tensor<?x3584xbf16>, %w: tensor<4608x3584xbf16>, %b: tensor<3584xbf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op bias dimension 0 is 3584 but (num_heads + 2 * num_kv_heads) * head_dim is 4608}}
+  %q, %k, %v = fusion.qkv_proj %x, %w bias(%b : tensor<3584xbf16>) {num_heads = 28 : i64, num_kv_heads = 4 : i64, head_dim = 128 : i64}
+      : tensor<?x3584xbf16>, tensor<4608x3584xbf16> -> tensor<?x28x128xbf16>, tensor<?x4x128xbf16>, tensor<?x4x128xbf16>
+  return
+}
+
+// -----
+
+func.func @qkv_query_rank(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op query must have rank 3, got 'tensor<?x4096xf16>'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x4096xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_query_batch(%x: tensor<4x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op query dimension 0 is 3 but the batch size of input is 4}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<4x4096xf16>, tensor<6144x4096xf16> -> tensor<3x32x128xf16>, tensor<4x8x128xf16>, tensor<4x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_query_heads(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op query dimension 1 is 16 but num_heads is 32}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x16x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_query_head_dim(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op query dimension 2 is 64 but head_dim is 128}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x64xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_query_element_type(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op query element type 'bf16' does not match input element type 'f16'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xbf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_key_rank(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op key must have rank 3, got 'tensor<?x1024xf16>'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x1024xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_key_batch(%x: tensor<4x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op key dimension 0 is 1 but the batch size of input is 4}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<4x4096xf16>, tensor<6144x4096xf16> -> tensor<4x32x128xf16>, tensor<1x8x128xf16>, tensor<4x8x128xf16>
+  return
+}
+
+// -----
+
+// K gets the query head count.
+func.func @qkv_key_heads(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op key dimension 1 is 32 but num_kv_heads is 8}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x32x128xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_key_head_dim(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op key dimension 2 is 256 but head_dim is 128}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x8x256xf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_key_element_type(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op key element type 'bf16' does not match input element type 'f16'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xbf16>, tensor<?x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_value_rank(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op value must have rank 3, got 'tensor<?x8x1x128xf16>'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x1x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_value_batch(%x: tensor<2x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op value dimension 0 is 8 but the batch size of input is 2}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<2x4096xf16>, tensor<6144x4096xf16> -> tensor<2x32x128xf16>, tensor<2x8x128xf16>, tensor<8x8x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_value_heads(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op value dimension 1 is 4 but num_kv_heads is 8}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x4x128xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_value_head_dim(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op value dimension 2 is 64 but head_dim is 128}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x64xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_value_element_type(%x: tensor<?x4096xf16>, %w: tensor<6144x4096xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op value element type 'bf16' does not match input element type 'f16'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+      : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xbf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fusion.rope (32 query heads, 8 KV heads, head_dim 128 unless noted)
+//===----------------------------------------------------------------------===//
+
+func.func @rope_query_rank(%q: tensor<?x4096xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op query must have rank 3, got 'tensor<?x4096xf16>'}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x4096xf16>, tensor<?x8x128xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_dynamic_heads(%q: tensor<?x?x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op query dimension 1 (num_heads) must be static, got 'tensor<?x?x128xf16>'}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x?x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_dynamic_head_dim(%q: tensor<?x32x?xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op query dimension 2 (head_dim) must be static, got 'tensor<?x32x?xf16>'}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x32x?xf16>, tensor<?x8x128xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_key_rank(%q: tensor<?x32x128xf16>, %k: tensor<?x1024xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op key must have rank 3, got 'tensor<?x1024xf16>'}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x32x128xf16>, tensor<?x1024xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_key_batch(%q: tensor<4x32x128xf16>, %k: tensor<3x8x128xf16>, %p: tensor<4xi32>) {
+  // expected-error @below {{'fusion.rope' op key dimension 0 is 3 but the batch size of query is 4}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<4x32x128xf16>, tensor<3x8x128xf16>, tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @rope_key_head_dim(%q: tensor<?x32x128xf16>, %k: tensor<?x8x64xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op key dimension 2 is 64 but head_dim is 128}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x32x128xf16>, tensor<?x8x64xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_key_element_type(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xbf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op key element type 'bf16' does not match query element type 'f16'}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x32x128xf16>, tensor<?x8x128xbf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_key_dynamic_heads(%q: tensor<?x32x128xf16>, %k: tensor<?x?x128xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op key dimension 1 (num_kv_heads) must be static, got 'tensor<?x?x128xf16>'}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x32x128xf16>, tensor<?x?x128xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_positions_rank(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?x1xi32>) {
+  // expected-error @below {{'fusion.rope' op positions must have rank 1, got 'tensor<?x1xi32>'}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x1xi32>
+  return
+}
+
+// -----
+
+func.func @rope_positions_batch(%q: tensor<4x32x128xf16>, %k: tensor<4x8x128xf16>, %p: tensor<3xi32>) {
+  // expected-error @below {{'fusion.rope' op positions dimension 0 is 3 but the batch size of query is 4}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<4x32x128xf16>, tensor<4x8x128xf16>, tensor<3xi32>
+  return
+}
+
+// -----
+
+// ODS: positions are i32.
+func.func @rope_positions_i64(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi64>) {
+  // expected-error @below {{'fusion.rope' op operand #2 must be ranked tensor of 32-bit signless integer values, but got 'tensor<?xi64>'}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @rope_rotary_dim_odd(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op rotary_dim (63) must be even and <= head_dim (128)}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64, rotary_dim = 63 : i64}
+      : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_rotary_dim_too_large(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op rotary_dim (256) must be even and <= head_dim (128)}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<gptj>, theta = 1.0e+04 : f64, rotary_dim = 256 : i64}
+      : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+// Without rotary_dim the whole head rotates, so an odd head_dim is rejected.
+func.func @rope_odd_head_dim(%q: tensor<?x4x65xf16>, %k: tensor<?x4x65xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op rotary_dim (65) must be even and <= head_dim (65)}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x4x65xf16>, tensor<?x4x65xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+// ODS: rotary_dim is positive.
+func.func @rope_rotary_dim_zero(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op attribute 'rotary_dim' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64, rotary_dim = 0 : i64}
+      : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_theta(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op theta must be > 1, got 1.000000e+00}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0 : f64}
+      : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+// ODS (AllTypesMatch), reachable in the generic form only.
+func.func @rope_key_out_type(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op failed to verify that all of {key, key_out} have same type}}
+  %qr, %kr = "fusion.rope"(%q, %k, %p) <{pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}>
+      : (tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>) -> (tensor<?x32x128xf16>, tensor<?x32x128xf16>)
+  return
+}
+
+// -----
+
+func.func @rope_pairing_unknown(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{expected ::mlir::fusion::RopePairing to be one of: neox, gptj}}
+  // expected-error @below {{failed to parse Fusion_RopePairingAttr parameter 'value' which is to be a `::mlir::fusion::RopePairing`}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<rotate_half>, theta = 1.0e+04 : f64}
+      : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// #fusion.llama3_scaling
+//===----------------------------------------------------------------------===//
+
+// expected-error @below {{llama3_scaling factor must be > 0, got 0.000000e+00}}
+func.func @llama3_factor() attributes {s = #fusion.llama3_scaling<factor = 0.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position = 8192>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{llama3_scaling low_freq_factor must be > 0, got -1.000000e+00}}
+func.func @llama3_low_freq_factor() attributes {s = #fusion.llama3_scaling<factor = 8.0, low_freq_factor = -1.0, high_freq_factor = 4.0, original_max_position = 8192>} {
+  return
+}
+
+// -----
+
+// low and high swapped.
+// expected-error @below {{llama3_scaling high_freq_factor (1.000000e+00) must be greater than low_freq_factor (4.000000e+00)}}
+func.func @llama3_high_not_above_low() attributes {s = #fusion.llama3_scaling<factor = 8.0, low_freq_factor = 4.0, high_freq_factor = 1.0, original_max_position = 8192>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{llama3_scaling original_max_position must be > 0, got 0}}
+func.func @llama3_original_max_position() attributes {s = #fusion.llama3_scaling<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position = 0>} {
+  return
+}
+
+// -----
+
+// The float fields need float literals.
+// expected-error @below {{unexpected decimal integer literal for a floating point value}}
+// expected-note @below {{add a trailing dot to make the literal a float}}
+// expected-error @below {{failed to parse Fusion_Llama3RopeScalingAttr parameter 'factor' which is to be a `::llvm::APFloat`}}
+func.func @llama3_integer_factor() attributes {s = #fusion.llama3_scaling<factor = 8, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position = 8192>} {
+  return
+}
+
+// -----
+
+// The attribute verifier also runs when the attribute sits on fusion.rope.
+func.func @rope_llama3_scaling_invalid(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
+  // expected-error @below {{llama3_scaling high_freq_factor (2.000000e+00) must be greater than low_freq_factor (2.000000e+00)}}
+  %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 5.0e+05 : f64, scaling = #fusion.llama3_scaling<factor = 8.0, low_freq_factor = 2.0, high_freq_factor = 2.0, original_max_position = 8192>}
+      : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fusion.kv_append (8 KV heads, head_dim 128, page size 16 unless noted)
+//===----------------------------------------------------------------------===//
+
+func.func @kv_append_key_rank(%k: tensor<?x1024xf16>, %v: tensor<?x1024xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key must have rank 3, got 'tensor<?x1024xf16>'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x1024xf16> into memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_cache_rank(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x1024xf16>, %vc: memref<?x16x1024xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key_cache must have rank 4, got 'memref<?x16x1024xf16>'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x16x1024xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_dynamic_page_size(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x?x8x128xf16>, %vc: memref<?x?x8x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key_cache dimension 1 (page size) must be static, got 'memref<?x?x8x128xf16>'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x?x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_dynamic_kv_heads(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x?x128xf16>, %vc: memref<?x16x?x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key_cache dimension 2 (num_kv_heads) must be static, got 'memref<?x16x?x128xf16>'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x16x?x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_dynamic_head_dim(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x8x?xf16>, %vc: memref<?x16x8x?xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key_cache dimension 3 (head_dim) must be static, got 'memref<?x16x8x?xf16>'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x16x8x?xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_page_size_zero(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x0x8x128xf16>, %vc: memref<?x0x8x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op page size (key_cache dimension 1) must be > 0, got 0}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x0x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_cache_element_type(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x8x128xbf16>, %vc: memref<?x16x8x128xbf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key_cache element type 'bf16' does not match key element type 'f16'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x16x8x128xbf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_cache_head_dim(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x8x64xf16>, %vc: memref<?x16x8x64xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key_cache dimension 3 is 64 but the head_dim of key is 128}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x16x8x64xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_block_table_rank(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op block_table must have rank 2, got 'tensor<?xi32>'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x16x8x128xf16>, tensor<?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_block_table_batch(%k: tensor<4x8x128xf16>, %v: tensor<4x8x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<3x?xi32>, %p: tensor<4xi32>) {
+  // expected-error @below {{'fusion.kv_append' op block_table dimension 0 is 3 but the batch size of key is 4}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<4x8x128xf16> into memref<?x16x8x128xf16>, tensor<3x?xi32>, tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_cache_kv_heads(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x4x128xf16>, %vc: memref<?x16x4x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key_cache dimension 2 is 4 but the num_kv_heads of key is 8}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x16x4x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_positions_rank(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?x?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op positions must have rank 1, got 'tensor<?x?xi32>'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?x?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_positions_batch(%k: tensor<4x8x128xf16>, %v: tensor<4x8x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<4x?xi32>, %p: tensor<2xi32>) {
+  // expected-error @below {{'fusion.kv_append' op positions dimension 0 is 2 but the batch size of key is 4}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<4x8x128xf16> into memref<?x16x8x128xf16>, tensor<4x?xi32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+// ODS: cache pages are f16 or bf16.
+func.func @kv_append_f32_cache(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x8x128xf32>, %vc: memref<?x16x8x128xf32>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op operand #2 must be memref of 16-bit float or bfloat16 type values, but got 'memref<?x16x8x128xf32>'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x16x8x128xf32>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+// ODS (AllTypesMatch), reachable in the generic form only.
+func.func @kv_append_value_cache_type(%k: tensor<?x8x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x32x8x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op failed to verify that all of {key_cache, value_cache} have same type}}
+  "fusion.kv_append"(%k, %k, %kc, %vc, %bt, %p)
+      : (tensor<?x8x128xf16>, tensor<?x8x128xf16>, memref<?x16x8x128xf16>, memref<?x32x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>) -> ()
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fusion.decode_attention (32 query heads, 8 KV heads, head_dim 128, page
+// size 16 unless noted)
+//===----------------------------------------------------------------------===//
+
+func.func @attention_query_rank(%q: tensor<?x4096xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op query must have rank 3, got 'tensor<?x4096xf16>'}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x4096xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_dynamic_heads(%q: tensor<?x?x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op query dimension 1 (num_heads) must be static, got 'tensor<?x?x128xf16>'}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x?x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_dynamic_head_dim(%q: tensor<?x32x?xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op query dimension 2 (head_dim) must be static, got 'tensor<?x32x?xf16>'}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x?xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_cache_rank(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128x1xf16>, %vc: memref<?x16x8x128x1xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op key_cache must have rank 4, got 'memref<?x16x8x128x1xf16>'}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x16x8x128x1xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_dynamic_page_size(%q: tensor<?x32x128xf16>, %kc: memref<?x?x8x128xf16>, %vc: memref<?x?x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 1 (page size) must be static, got 'memref<?x?x8x128xf16>'}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x?x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_dynamic_kv_heads(%q: tensor<?x32x128xf16>, %kc: memref<?x16x?x128xf16>, %vc: memref<?x16x?x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 2 (num_kv_heads) must be static, got 'memref<?x16x?x128xf16>'}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x16x?x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_dynamic_cache_head_dim(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x?xf16>, %vc: memref<?x16x8x?xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 3 (head_dim) must be static, got 'memref<?x16x8x?xf16>'}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x16x8x?xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_page_size_zero(%q: tensor<?x32x128xf16>, %kc: memref<?x0x8x128xf16>, %vc: memref<?x0x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op page size (key_cache dimension 1) must be > 0, got 0}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x0x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_cache_element_type(%q: tensor<?x32x128xbf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op key_cache element type 'f16' does not match query element type 'bf16'}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xbf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_cache_head_dim(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x256xf16>, %vc: memref<?x16x8x256xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 3 is 256 but the head_dim of query is 128}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x16x8x256xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_block_table_rank(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?x1xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op block_table must have rank 2, got 'tensor<?x?x1xi32>'}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?x1xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_block_table_batch(%q: tensor<2x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<1x?xi32>, %l: tensor<2xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op block_table dimension 0 is 1 but the batch size of query is 2}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<2x32x128xf16>, memref<?x16x8x128xf16>, tensor<1x?xi32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @attention_seq_lens_rank(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<i32>) {
+  // expected-error @below {{'fusion.decode_attention' op seq_lens must have rank 1, got 'tensor<i32>'}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<i32>
+  return
+}
+
+// -----
+
+func.func @attention_seq_lens_batch(%q: tensor<2x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<2x?xi32>, %l: tensor<5xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op seq_lens dimension 0 is 5 but the batch size of query is 2}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<2x32x128xf16>, memref<?x16x8x128xf16>, tensor<2x?xi32>, tensor<5xi32>
+  return
+}
+
+// -----
+
+func.func @attention_heads_not_multiple(%q: tensor<?x32x128xf16>, %kc: memref<?x16x5x128xf16>, %vc: memref<?x16x5x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op num_heads of query (32) must be a multiple of num_kv_heads of key_cache (5)}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x16x5x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_scale(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op scale must be > 0, got -8.838835e-02}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] {scale = -0.08838834764831845 : f64} : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+// ODS (AllTypesMatch), reachable in the generic form only.
+func.func @attention_result_type(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op failed to verify that all of {query, result} have same type}}
+  %o = "fusion.decode_attention"(%q, %kc, %vc, %bt, %l)
+      : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fusion.kernel / fusion.yield
+//===----------------------------------------------------------------------===//
+
+func.func @kernel_binding_count(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{kernel binds 2 inputs but its type has 1}}
+  fusion.kernel @k (%a = %x, %b = %w) : (tensor<?x4096xf16>) -> () {
+    fusion.yield
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_body_argument_count(%x: tensor<?x4096xf16>) {
+  // expected-error @below {{'fusion.kernel' op body has 0 arguments but the kernel has 1 inputs}}
+  "fusion.kernel"(%x) <{sym_name = "k"}> ({
+    "fusion.yield"() : () -> ()
+  }) : (tensor<?x4096xf16>) -> ()
+  return
+}
+
+// -----
+
+func.func @kernel_body_argument_type(%x: tensor<?x4096xf16>) {
+  // expected-error @below {{'fusion.kernel' op body argument #0 has type 'tensor<?x4096xbf16>' but input #0 has type 'tensor<?x4096xf16>'}}
+  "fusion.kernel"(%x) <{sym_name = "k"}> ({
+  ^bb0(%a: tensor<?x4096xbf16>):
+    "fusion.yield"() : () -> ()
+  }) : (tensor<?x4096xf16>) -> ()
+  return
+}
+
+// -----
+
+func.func @kernel_no_yield(%x: tensor<?x4096xf16>) {
+  // expected-error @below {{'fusion.kernel' op body must end with fusion.yield}}
+  fusion.kernel @k (%a = %x) : (tensor<?x4096xf16>) -> () {
+    llvm.unreachable
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_yield_type(%x: tensor<?x4096xf16>) -> tensor<?x4096xbf16> {
+  // expected-error @below {{'fusion.kernel' op yields 1 values of types ('tensor<?x4096xf16>') but the kernel has results ('tensor<?x4096xbf16>')}}
+  %r = fusion.kernel @k (%a = %x) : (tensor<?x4096xf16>) -> tensor<?x4096xbf16> {
+    fusion.yield %a : tensor<?x4096xf16>
+  }
+  return %r : tensor<?x4096xbf16>
+}
+
+// -----
+
+func.func @kernel_yield_count(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) -> (tensor<?x4096xf16>, tensor<?x4096xf16>) {
+  // expected-error @below {{'fusion.kernel' op yields 1 values of types ('tensor<?x4096xf16>') but the kernel has results ('tensor<?x4096xf16>', 'tensor<?x4096xf16>')}}
+  %y, %h = fusion.kernel @k (%a = %x, %b = %w) : (tensor<?x4096xf16>, tensor<4096xf16>) -> (tensor<?x4096xf16>, tensor<?x4096xf16>) {
+    %0 = fusion.rmsnorm %a, %b {epsilon = 1.0e-05 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+    fusion.yield %0 : tensor<?x4096xf16>
+  }
+  return %y, %h : tensor<?x4096xf16>, tensor<?x4096xf16>
+}
+
+// -----
+
+// IsolatedFromAbove: the weight must enter as a kernel input.
+func.func @kernel_captures_value(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) -> tensor<?x4096xf16> {
+  // expected-note @below {{required by region isolation constraints}}
+  %r = fusion.kernel @k (%a = %x) : (tensor<?x4096xf16>) -> tensor<?x4096xf16> {
+    // expected-error @below {{'fusion.rmsnorm' op using value defined outside the region}}
+    %0 = fusion.rmsnorm %a, %w {epsilon = 1.0e-05 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+    fusion.yield %0 : tensor<?x4096xf16>
+  }
+  return %r : tensor<?x4096xf16>
+}
+
+// -----
+
+func.func @yield_outside_kernel() {
+  // expected-error @below {{'fusion.yield' op expects parent op 'fusion.kernel'}}
+  fusion.yield
+}
