@@ -1,0 +1,328 @@
+//===- Reference.h - CPU reference of the fusion ops --------------*- C++
+//-*-===//
+//
+// A straightforward CPU implementation of every fusion op with the reference
+// semantics of design.md section 2.1 (also the op descriptions in
+// FusionOps.td). GPU results are checked against it, and it is itself
+// checked against golden tensors from Hugging Face transformers.
+//
+// Conventions for every function here:
+//  * Activations, weights and caches are arrays of uint16_t holding f16 or
+//    bf16 bit patterns (DType), row-major, innermost dimension contiguous.
+//    Integer inputs (positions, seq_lens, block tables) are int32.
+//  * Inputs are read exactly (f16/bf16 -> fp32/fp64 is exact); each op's
+//    outputs are rounded once, round-to-nearest-even, to the dtype.
+//  * Precision::F32 (the default) does all arithmetic in fp32, as the GPU
+//    kernels do: sums accumulate sequentially in fp32, products are rounded
+//    to fp32 (no fused multiply-add). Precision::F64 does the same math in
+//    double and rounds once from double; it is the "float64 computation"
+//    that golden files are cross-checked against.
+//  * Outputs may alias inputs of the same shape exactly (in-place update),
+//    never partially.
+//  * Invalid arguments (null required pointers, non-positive sizes,
+//    inconsistent head counts, out-of-range positions or page ids, a length
+//    past the block table) throw InvalidArgumentError naming the op, the
+//    batch row and the offending value. Nothing is written before the
+//    checks pass, except where a function says otherwise.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_RUNTIME_REFERENCE_H
+#define FUSION_RUNTIME_REFERENCE_H
+
+#include "fusion/runtime/DType.h"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace fusion::runtime::ref {
+
+/// Arithmetic precision of a reference op (see the file comment).
+enum class Precision { F32, F64 };
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+/// Options of rmsnorm and layernorm.
+struct NormOptions {
+  /// Added to the mean square (rmsnorm) or the variance (layernorm); used as
+  /// float(eps) under Precision::F32.
+  double eps = 1e-6;
+  /// rmsnorm only: scale by (1 + w) instead of w (Gemma's GemmaRMSNorm).
+  bool unit_offset = false;
+};
+
+/// RMSNorm (Zhang & Sennrich 2019; Hugging Face LlamaRMSNorm) of each row of
+/// `x` [batch, hidden] with weight `weight` [hidden]:
+///
+///   y = round(x32 * (1 / sqrt(sum(x32^2) / hidden + eps)) * w32)
+///
+/// with w32 = w, or 1 + w when opts.unit_offset (GemmaRMSNorm). The sum of
+/// squares is accumulated in fp32 (fp64 under Precision::F64), never in the
+/// input type, so rows whose squares overflow f16 normalise correctly.
+///
+/// With `residual` [batch, hidden] (nullable), the fused residual add of a
+/// pre-norm block (vLLM fused_add_rms_norm): h = round(x + residual) is
+/// normalised in place of x and written to `residualOut` [batch, hidden]
+/// (nullable; may be `residual` or `x` itself).
+///
+/// Differences from Hugging Face eager: LlamaRMSNorm rounds
+/// x32 * rsqrt(...) to the dtype before multiplying by w in the dtype (two
+/// roundings); here the product is rounded once (GemmaRMSNorm also rounds
+/// once). The results differ by at most about one ulp.
+///
+/// Throws InvalidArgumentError for batch < 1, hidden < 1, a null x, weight
+/// or y, or a residualOut without residual.
+void rmsnorm(DType dtype, int64_t batch, int64_t hidden, const uint16_t *x,
+             const uint16_t *residual, const uint16_t *weight, uint16_t *y,
+             uint16_t *residualOut, const NormOptions &opts = {},
+             Precision precision = Precision::F32);
+
+/// LayerNorm (Ba et al. 2016; torch.nn.LayerNorm) of each row of `x`
+/// [batch, hidden]:
+///
+///   mean = sum(x32) / hidden,  var = sum((x32 - mean)^2) / hidden (biased)
+///   y = round((x32 - mean) * (1 / sqrt(var + eps)) * w32 + b32)
+///
+/// in fp32 (two passes over the row; fp64 under Precision::F64). `weight`
+/// and `bias` [hidden] may each be null (1 and 0). `residual` and
+/// `residualOut` work as in rmsnorm; opts.unit_offset is ignored.
+/// Throws InvalidArgumentError as rmsnorm.
+void layernorm(DType dtype, int64_t batch, int64_t hidden, const uint16_t *x,
+               const uint16_t *residual, const uint16_t *weight,
+               const uint16_t *bias, uint16_t *y, uint16_t *residualOut,
+               const NormOptions &opts = {},
+               Precision precision = Precision::F32);
+
+//===----------------------------------------------------------------------===//
+// QKV projection
+//===----------------------------------------------------------------------===//
+
+/// Head geometry of one attention layer. numQHeads must be a positive
+/// multiple of numKVHeads (any group size, e.g. 5, 6, 7); headDim >= 1.
+struct AttentionDims {
+  int64_t numQHeads = 0;
+  int64_t numKVHeads = 0;
+  int64_t headDim = 0;
+  /// Rows of the packed QKV weight: (numQHeads + 2 * numKVHeads) * headDim.
+  int64_t qkvRows() const { return (numQHeads + 2 * numKVHeads) * headDim; }
+};
+
+/// Packed Q/K/V projection (Hugging Face LlamaAttention's q_proj, k_proj,
+/// v_proj, nn.Linear semantics):
+///
+///   out[b, n] = round(sum_k x32[b, k] * W32[n, k] + bias32[n])
+///
+/// for n in [0, dims.qkvRows()), accumulated in fp32 in order of k (fp64
+/// under Precision::F64), the bias added after the sum. `x` is
+/// [batch, hidden]; `weight` is [(Hq + 2*Hkv) * D, hidden] row-major with
+/// rows [0, Hq*D) = q_proj.weight, [Hq*D, (Hq+Hkv)*D) = k_proj.weight,
+/// [(Hq+Hkv)*D, (Hq+2*Hkv)*D) = v_proj.weight, i.e.
+/// torch.cat([q_proj.weight, k_proj.weight, v_proj.weight]); `bias`
+/// (nullable; Qwen2) is the matching concatenation of the three biases.
+/// Row h*D + d of each part is element d of head h, so the outputs are
+/// q [batch, Hq, D], k [batch, Hkv, D], v [batch, Hkv, D] (q, k, v must not
+/// alias x). Throws InvalidArgumentError for bad sizes or null buffers.
+void qkvProj(DType dtype, int64_t batch, int64_t hidden,
+             const AttentionDims &dims, const uint16_t *x,
+             const uint16_t *weight, const uint16_t *bias, uint16_t *q,
+             uint16_t *k, uint16_t *v, Precision precision = Precision::F32);
+
+//===----------------------------------------------------------------------===//
+// RoPE
+//===----------------------------------------------------------------------===//
+
+/// Which elements of a head a rotation pairs.
+enum class RopePairing {
+  /// x[i] with x[i + rotary_dim/2] (GPT-NeoX; Hugging Face rotate_half /
+  /// apply_rotary_pos_emb; Llama, Mistral, Qwen2).
+  NeoX,
+  /// x[2i] with x[2i + 1] (GPT-J rotate_every_two, interleaved).
+  GPTJ,
+};
+
+/// Llama-3.1 frequency scaling (Hugging Face rope_type "llama3",
+/// _compute_llama3_parameters).
+struct Llama3RopeScaling {
+  double factor = 8.0;
+  double lowFreqFactor = 1.0;
+  double highFreqFactor = 4.0;
+  int64_t originalMaxPosition = 8192;
+};
+
+/// Options of rope.
+struct RopeOptions {
+  RopePairing pairing = RopePairing::NeoX;
+  /// RoPE base (Hugging Face rope_theta); float(theta) under F32.
+  double theta = 10000.0;
+  /// Rotated leading elements of each head: even, <= head_dim; 0 means
+  /// head_dim. The remaining elements pass through (partial rotary,
+  /// GPT-NeoX rotary_pct).
+  int64_t rotaryDim = 0;
+  /// Llama-3.1 scaling of the frequencies, if any.
+  std::optional<Llama3RopeScaling> llama3;
+};
+
+/// The rotary_dim/2 inverse frequencies (radians per position) rope uses.
+///
+/// Precision::F32 mirrors Hugging Face's fp32 computation step by step:
+///   inv_freq[i] = 1.0f / float(theta) ** (float(2i) / float(rotary_dim))
+/// (`1.0 / (base ** (arange(0, dim, 2).float() / dim))`, the power
+/// correctly rounded to fp32), then, with llama3 scaling, as
+/// _compute_llama3_parameters does in fp32 tensors (x / t = (1/t) * x):
+///   wavelen = (1 / inv) * float(2 pi)
+///   wavelen > orig / low_freq_factor  -> inv / factor
+///   wavelen < orig / high_freq_factor -> inv
+///   otherwise s = ((1 / wavelen) * orig - low) / (high - low),
+///             (1 - s) * inv / factor + s * inv.
+/// Precision::F64 does the same math in double (inv_freq = theta^(-2i/rd)).
+/// The F32 values are returned exactly (as doubles).
+/// Throws InvalidArgumentError for headDim < 1, an odd or out-of-range
+/// rotary_dim, theta <= 0 or inconsistent scaling factors.
+std::vector<double> ropeInvFreq(const RopeOptions &opts, int64_t headDim,
+                                Precision precision = Precision::F32);
+
+/// Rotary position embedding (Su et al. 2021; Hugging Face
+/// apply_rotary_pos_emb with rotate_half for NeoX pairing) of `q`
+/// [batch, Hq, D] and `k` [batch, Hkv, D] at position `positions[b]`
+/// (int32 [batch], >= 0), into `qOut` / `kOut` (same shapes; may be q / k).
+/// For each pair (a, b) and frequency i, in fp32:
+///
+///   angle = float(pos) * inv_freq[i]             (one fp32 multiply)
+///   c = float(cos(double(angle))), s = float(sin(double(angle)))
+///   (a, b) -> round(a*c - b*s), round(b*c + a*s)
+///
+/// (everything in double under Precision::F64, where the angle is
+/// pos * inv_freq in double). NeoX pairs x[i] with x[i + rd/2] for
+/// i < rd/2; GPT-J pairs x[2i] with x[2i+1]; elements >= rd are copied.
+/// Hugging Face instead rounds cos/sin and every product to the activation
+/// dtype; this reference is the more accurate single rounding.
+/// `k`/`kOut` may both be null to rotate q only (then dims.numKVHeads is
+/// not used). Throws InvalidArgumentError as ropeInvFreq, for null buffers
+/// or a negative position.
+void rope(DType dtype, int64_t batch, const AttentionDims &dims,
+          const uint16_t *q, const uint16_t *k, const int32_t *positions,
+          uint16_t *qOut, uint16_t *kOut, const RopeOptions &opts = {},
+          Precision precision = Precision::F32);
+
+//===----------------------------------------------------------------------===//
+// Paged KV cache
+//===----------------------------------------------------------------------===//
+
+/// A paged K/V cache pair: `key` and `value` are each
+/// [numPages, pageSize, numKVHeads, headDim] (see KVCacheLayout.h).
+struct PagedKVCache {
+  uint16_t *key = nullptr;
+  uint16_t *value = nullptr;
+  int64_t numPages = 0;
+  int64_t pageSize = 0;
+  int64_t numKVHeads = 0;
+  int64_t headDim = 0;
+};
+
+/// A block table: int32 [batch, maxPages], row b = the pages of batch row b
+/// in token order (token t at page data[b*maxPages + t/pageSize], slot
+/// t % pageSize).
+struct BlockTable {
+  const int32_t *data = nullptr;
+  int64_t maxPages = 0;
+};
+
+/// KV append: for each row b, with pos = positions[b], page =
+/// table[b, pos / P] and slot = pos % P,
+///   cache.key[page, slot, h, :] = k[b, h, :], cache.value[...] = v[b, h, :]
+/// for every kv head h (bit copies; k, v are [batch, Hkv, D]). Offsets are
+/// 64-bit. Throws InvalidArgumentError (before writing anything) for a
+/// negative position, pos / P >= maxPages, or a page id outside
+/// [0, numPages).
+void kvAppend(int64_t batch, const uint16_t *k, const uint16_t *v,
+              const int32_t *positions, const BlockTable &table,
+              const PagedKVCache &cache);
+
+/// Options of decodeAttention.
+struct AttentionOptions {
+  /// Softmax scale; default 1/sqrt(head_dim). float(scale) under F32.
+  std::optional<double> scale;
+};
+
+/// GQA decode attention (Vaswani et al. 2017; Ainslie et al. 2023; Hugging
+/// Face eager_attention_forward with repeat_kv) of one query token per row:
+///
+///   kv_head = h / (Hq / Hkv)
+///   s[t]    = scale * sum_d q32[b,h,d] * K32[b,t,kv_head,d],  t < len_b
+///   o[b,h]  = round(sum_t exp(s[t] - max s) V32[b,t,kv_head] /
+///                   sum_t exp(s[t] - max s))
+///
+/// with len_b = seqLens[b], token t read from page table[b, t / P], slot
+/// t % P. Scores, softmax and the weighted sum are fp32 (fp64 under F64).
+/// Only tokens t < len_b are read, so whatever the cache holds past them
+/// (even NaN) cannot reach the output; len_b = 0 gives zeros. `q` and `out`
+/// are [batch, numQHeads, D] (out may be q). Throws InvalidArgumentError
+/// for Hq not a multiple of Hkv, a negative length, a length needing more
+/// than maxPages pages, or a page id outside [0, numPages).
+void decodeAttention(DType dtype, int64_t batch, int64_t numQHeads,
+                     const uint16_t *q, const PagedKVCache &cache,
+                     const BlockTable &table, const int32_t *seqLens,
+                     uint16_t *out, const AttentionOptions &opts = {},
+                     Precision precision = Precision::F32);
+
+//===----------------------------------------------------------------------===//
+// Front half of a decoder layer
+//===----------------------------------------------------------------------===//
+
+/// The normalisation in front of attention.
+enum class NormKind { RMSNorm, LayerNorm };
+
+/// Static configuration of decodeLayerFrontHalf.
+struct FrontHalfConfig {
+  DType dtype = DType::F16;
+  int64_t hidden = 0;
+  AttentionDims dims;
+  NormKind norm = NormKind::RMSNorm;
+  NormOptions normOptions;
+  RopeOptions rope;
+  AttentionOptions attention;
+};
+
+/// Inputs of decodeLayerFrontHalf (shapes with B = batch).
+struct FrontHalfInputs {
+  const uint16_t *x = nullptr;          ///< [B, hidden]
+  const uint16_t *residual = nullptr;   ///< [B, hidden] or null
+  const uint16_t *normWeight = nullptr; ///< [hidden]
+  const uint16_t *normBias = nullptr;   ///< [hidden], LayerNorm only, or null
+  const uint16_t *qkvWeight = nullptr;  ///< [(Hq + 2*Hkv) * D, hidden]
+  const uint16_t *qkvBias = nullptr;    ///< [(Hq + 2*Hkv) * D] or null
+  const int32_t *positions = nullptr;   ///< [B]: where this token goes
+  const int32_t *seqLens = nullptr;     ///< [B]: positions[b] + 1
+  BlockTable blockTable;                ///< [B, maxPages]
+};
+
+/// Outputs of decodeLayerFrontHalf; all but attnOut are optional.
+struct FrontHalfOutputs {
+  uint16_t *attnOut = nullptr;     ///< [B, Hq, D], attention output
+  uint16_t *residualOut = nullptr; ///< [B, hidden], h = x + residual
+  uint16_t *normed = nullptr;      ///< [B, hidden], the norm's output
+  uint16_t *q = nullptr;           ///< [B, Hq, D], after RoPE
+  uint16_t *k = nullptr;           ///< [B, Hkv, D], after RoPE
+  uint16_t *v = nullptr;           ///< [B, Hkv, D]
+};
+
+/// The unfused front half of a decoder layer, one decode token per row:
+/// rmsnorm or layernorm (with the residual add if inputs.residual) ->
+/// qkvProj -> rope (at positions) -> kvAppend (rotated k and v at
+/// positions) -> decodeAttention (over seqLens), each step rounding its
+/// outputs to the dtype exactly as the separate ops above do. `cache`
+/// (head geometry equal to config.dims) is updated in place. Throws
+/// InvalidArgumentError if seqLens[b] != positions[b] + 1 or as the
+/// individual ops; nothing is written if the arguments are invalid.
+void decodeLayerFrontHalf(const FrontHalfConfig &config, int64_t batch,
+                          const FrontHalfInputs &inputs,
+                          const PagedKVCache &cache,
+                          const FrontHalfOutputs &outputs,
+                          Precision precision = Precision::F32);
+
+} // namespace fusion::runtime::ref
+
+#endif // FUSION_RUNTIME_REFERENCE_H
