@@ -8,6 +8,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::fusion;
@@ -385,7 +386,12 @@ Value mlir::fusion::truncFromF32(ImplicitLocOpBuilder &b, Value value,
 }
 
 Value mlir::fusion::sqrtF32(ImplicitLocOpBuilder &b, Value value) {
-  return LLVM::SqrtOp::create(b, value);
+  // convert-gpu-to-nvvm marks llvm.intr.sqrt illegal (it would become
+  // __nv_sqrtf); the NVVM intrinsic is sqrt.rn.f32 with no libdevice.
+  return LLVM::CallIntrinsicOp::create(b, b.getF32Type(),
+                                       b.getStringAttr("llvm.nvvm.sqrt.rn.f"),
+                                       ValueRange{value})
+      ->getResult(0);
 }
 
 Value mlir::fusion::rsqrtF32(ImplicitLocOpBuilder &b, Value value) {
@@ -447,6 +453,85 @@ std::pair<Value, Value> mlir::fusion::sinCosF32(ImplicitLocOpBuilder &b,
   sinV = arith::SelectOp::create(b, sinNeg, arith::NegFOp::create(b, sinV), sinV);
   cosV = arith::SelectOp::create(b, cosNeg, arith::NegFOp::create(b, cosV), cosV);
   return {sinV, cosV};
+}
+
+//===----------------------------------------------------------------------===//
+// RoPE
+//===----------------------------------------------------------------------===//
+
+/// The rotary_dim/2 inverse frequencies, computed exactly as the CPU
+/// reference does in fp32 (runtime/src/Reference.cpp invFreqF32, mirroring
+/// Hugging Face's fp32 arithmetic, including Llama-3.1 scaling).
+SmallVector<float> mlir::fusion::computeRopeInvFreq(RopeOp rope, int64_t rotaryDim) {
+  const float theta = static_cast<float>(rope.getTheta().convertToDouble());
+  SmallVector<float> out;
+  for (int64_t i = 0; i < rotaryDim / 2; ++i) {
+    const float exponent =
+        static_cast<float>(2 * i) / static_cast<float>(rotaryDim);
+    const float power = static_cast<float>(
+        std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
+    float inv = 1.0f / power;
+    if (auto scaling = rope.getScalingAttr()) {
+      const double factorD = scaling.getFactor().convertToDouble();
+      const double lowD = scaling.getLowFreqFactor().convertToDouble();
+      const double highD = scaling.getHighFreqFactor().convertToDouble();
+      const double origD =
+          static_cast<double>(scaling.getOriginalMaxPosition());
+      const float factor = static_cast<float>(factorD);
+      const float low = static_cast<float>(lowD);
+      const float orig = static_cast<float>(origD);
+      const float lowWavelen = static_cast<float>(origD / lowD);
+      const float highWavelen = static_cast<float>(origD / highD);
+      const float span = static_cast<float>(highD - lowD);
+      const float wavelen = (1.0f / inv) * static_cast<float>(2.0 * M_PI);
+      if (wavelen > lowWavelen) {
+        inv = inv / factor;
+      } else if (!(wavelen < highWavelen)) {
+        const float smooth = ((1.0f / wavelen) * orig - low) / span;
+        inv = (1.0f - smooth) * inv / factor + smooth * inv;
+      }
+    }
+    out.push_back(inv);
+  }
+  return out;
+}
+
+/// Declares `memref.global "private" constant @<name> : memref<Nxf32>` in
+/// the gpu.module and returns a `memref.get_global` of it.
+Value mlir::fusion::getRopeInvFreqTable(ImplicitLocOpBuilder &b,
+                                        gpu::GPUModuleOp module, RopeOp rope,
+                                        StringRef name) {
+  SmallVector<float> values =
+      computeRopeInvFreq(rope, rope.getEffectiveRotaryDim());
+  auto type = MemRefType::get({static_cast<int64_t>(values.size())},
+                              b.getF32Type());
+  if (!module.lookupSymbol(name)) {
+    OpBuilder mb(module.getContext());
+    mb.setInsertionPointToStart(module.getBody());
+    auto tensorType = RankedTensorType::get(type.getShape(), b.getF32Type());
+    memref::GlobalOp::create(
+        mb, b.getLoc(), name, mb.getStringAttr("private"), type,
+        DenseElementsAttr::get(tensorType, ArrayRef<float>(values)),
+        /*constant=*/true,
+        /*alignment=*/IntegerAttr());
+  }
+  return memref::GetGlobalOp::create(b, type, name);
+}
+
+std::pair<Value, Value>
+mlir::fusion::emitRopeRotation(ImplicitLocOpBuilder &b, Value a, Value c,
+                               Value position, Value invFreq, Value freqIndex,
+                               Type elementType) {
+  Value angle = arith::MulFOp::create(
+      b, arith::SIToFPOp::create(b, b.getF32Type(), position),
+      loadScalar(b, invFreq, freqIndex));
+  auto [sinV, cosV] = sinCosF32(b, angle);
+  Value a32 = extToF32(b, a), c32 = extToF32(b, c);
+  Value rotA = arith::SubFOp::create(b, arith::MulFOp::create(b, a32, cosV),
+                                     arith::MulFOp::create(b, c32, sinV));
+  Value rotC = arith::AddFOp::create(b, arith::MulFOp::create(b, c32, cosV),
+                                     arith::MulFOp::create(b, a32, sinV));
+  return {truncFromF32(b, rotA, elementType), truncFromF32(b, rotC, elementType)};
 }
 
 //===----------------------------------------------------------------------===//

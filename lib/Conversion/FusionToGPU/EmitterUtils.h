@@ -159,6 +159,29 @@ Value maxF32(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
 std::pair<Value, Value> sinCosF32(ImplicitLocOpBuilder &b, Value angle);
 
 //===----------------------------------------------------------------------===//
+// RoPE
+//===----------------------------------------------------------------------===//
+
+/// The rotary_dim/2 inverse frequencies of `rope`, computed exactly as the
+/// CPU reference does in fp32 (runtime/src/Reference.cpp invFreqF32, which
+/// mirrors Hugging Face's fp32 arithmetic, Llama-3.1 scaling included).
+SmallVector<float> computeRopeInvFreq(RopeOp rope, int64_t rotaryDim);
+
+/// The table of computeRopeInvFreq as a private constant `memref.global`
+/// `@name` in `module` (created once), returned through memref.get_global.
+Value getRopeInvFreqTable(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
+                          RopeOp rope, StringRef name);
+
+/// One RoPE rotation as the reference does it: angle = float(position) *
+/// invFreq[freqIndex] (one fp32 multiply; position is i32), sin/cos by
+/// sinCosF32, (a, c) -> (round(a*cos - c*sin), round(c*cos + a*sin)) in fp32
+/// from the activation-type values `a`, `c`.
+std::pair<Value, Value> emitRopeRotation(ImplicitLocOpBuilder &b, Value a,
+                                         Value c, Value position,
+                                         Value invFreq, Value freqIndex,
+                                         Type elementType);
+
+//===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//
 
@@ -203,6 +226,40 @@ void ifThen(ImplicitLocOpBuilder &b, Value cond,
 /// Builds `scf.for %i = lb to ub step s` with no iter_args.
 void forLoop(ImplicitLocOpBuilder &b, Value lb, Value ub, Value step,
              llvm::function_ref<void(ImplicitLocOpBuilder &, Value)> body);
+
+//===----------------------------------------------------------------------===//
+// Normalisation of one token row (Normalize.cpp)
+//===----------------------------------------------------------------------===//
+
+/// One token's normalisation as the ops define it (design.md 2.1):
+/// rmsnorm `y = round((h32 * (1 / sqrt(sum(h32^2) / H + eps))) * w32)`
+/// (w32 + 1 with unit_offset), layernorm
+/// `y = round((h32 - mean) * (1 / sqrt(var + eps)) * w32 + b32)` with a
+/// two-pass variance, where `h = round(x + residual)` with a residual and
+/// `h = x` otherwise; `None` only copies x. Sums in fp32.
+struct NormSpec {
+  enum class Kind { None, RMS, Layer };
+  Kind kind = Kind::None;
+  double epsilon = 0.0;
+  bool unitOffset = false;
+  int64_t hidden = 0;
+  Type elementType;
+  /// Flat buffers (gpu.func arguments); residual and bias may be null.
+  Value input, residual, weight, bias;
+  /// Outputs written when `writeOutputs` holds (may be null).
+  Value residualOut, normedOut;
+};
+
+/// Normalises row `token` (index) of `spec.input` with the whole CTA
+/// (`blockSize` threads, 8 elements per thread and step; needs
+/// hidden % 8 == 0) into `row` (a buffer of the activation type, e.g. shared
+/// memory) at element offset `rowBase`. Each thread reads back only the
+/// elements it wrote, so `row` needs no barrier for this thread's later use;
+/// other threads need a barrier. `scratch` is a workgroup f32 buffer of
+/// blockSize/32 elements. Must be called by every thread of the CTA.
+void emitNormalizeToken(ImplicitLocOpBuilder &b, const NormSpec &spec,
+                        Value token, Value row, Value rowBase,
+                        Value writeOutputs, Value scratch, int64_t blockSize);
 
 } // namespace mlir::fusion
 

@@ -91,8 +91,21 @@ struct ConvertFusionToGPUPass
         continue;
       }
       recordSchedule(kernel, launch->schedule);
+      DictionaryAttr launchAttr = getLaunchAttr(&getContext(), *launch);
+      // Static shared memory: the workgroup attributions of the gpu.func.
+      int64_t staticShared = 0;
+      if (auto func = gpuModule.lookupSymbol<gpu::GPUFuncOp>(launch->entry))
+        for (BlockArgument buffer : func.getWorkgroupAttributions()) {
+          auto type = cast<MemRefType>(buffer.getType());
+          staticShared += type.getNumElements() *
+                          getTypeBytes(type.getElementType());
+        }
+      NamedAttrList entries(launchAttr.getValue());
+      entries.set("static_smem",
+                  IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                   staticShared));
       kernel->setAttr(kLaunchAttrName,
-                      getLaunchAttr(&getContext(), *launch));
+                      entries.getDictionary(&getContext()));
     }
     if (failed)
       signalPassFailure();

@@ -1,0 +1,524 @@
+//===- fusion-compile.cpp - model.mlir -> model.ptx + model.manifest.json -===//
+//
+// Runs --fusion-form-kernels{strategy} and the fusion-to-ptx pipeline on a
+// module of fusion ops and writes
+//
+//   <prefix>.ptx            every kernel of the module (one PTX module)
+//   <prefix>.manifest.json  kernels in launch order, their parameters, launch
+//                           geometry, schedules and buffer bindings
+//
+// (format: docs/abi.md). Nothing is written if anything fails: both files are
+// written to temporaries and renamed at the end.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fusion/Conversion/Passes.h"
+#include "fusion/Dialect/Fusion/IR/FusionDialect.h"
+#include "fusion/Dialect/Fusion/IR/FusionOps.h"
+#include "fusion/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::fusion;
+namespace cl = llvm::cl;
+namespace json = llvm::json;
+
+static cl::OptionCategory category("fusion-compile options");
+static cl::opt<std::string> inputFile(cl::Positional,
+                                      cl::desc("<input .mlir>"),
+                                      cl::init("-"), cl::cat(category));
+static cl::opt<std::string>
+    outputPrefix("o", cl::desc("Output prefix: writes <prefix>.ptx and "
+                               "<prefix>.manifest.json"),
+                 cl::value_desc("prefix"), cl::Required, cl::cat(category));
+static cl::opt<std::string> strategy("strategy",
+                                     cl::desc("Fusion strategy: decode|none"),
+                                     cl::init("decode"), cl::cat(category));
+static cl::opt<std::string> chip("chip", cl::desc("Target SM (sm_90, sm_80)"),
+                                 cl::init("sm_90"), cl::cat(category));
+static cl::opt<std::string> features("features",
+                                     cl::desc("PTX feature string"),
+                                     cl::init("+ptx80"), cl::cat(category));
+static cl::opt<int64_t> smCount("sm-count",
+                                cl::desc("SMs the grids should fill"),
+                                cl::init(132), cl::cat(category));
+static cl::opt<std::string>
+    dumpMLIR("dump-mlir",
+             cl::desc("Also write the module after the pipeline (host "
+                      "functions with fusion.launch attributes) to this file"),
+             cl::init(""), cl::cat(category));
+
+namespace {
+
+/// A JSON value for an attribute of a schedule / launch dictionary.
+json::Value toJSON(Attribute attr) {
+  if (auto s = dyn_cast<StringAttr>(attr))
+    return s.getValue().str();
+  if (auto b = dyn_cast<BoolAttr>(attr))
+    return b.getValue();
+  if (auto i = dyn_cast<IntegerAttr>(attr))
+    return i.getValue().getSExtValue();
+  if (auto f = dyn_cast<FloatAttr>(attr))
+    return f.getValueAsDouble();
+  if (isa<UnitAttr>(attr))
+    return true;
+  if (auto a = dyn_cast<ArrayAttr>(attr)) {
+    json::Array out;
+    for (Attribute e : a)
+      out.push_back(toJSON(e));
+    return out;
+  }
+  if (auto d = dyn_cast<DictionaryAttr>(attr)) {
+    json::Object out;
+    for (NamedAttribute e : d)
+      out[e.getName().getValue()] = toJSON(e.getValue());
+    return out;
+  }
+  std::string str;
+  llvm::raw_string_ostream os(str);
+  attr.print(os);
+  return str;
+}
+
+/// "4096" -> 4096, "batch" -> "batch".
+json::Value dimToJSON(StringRef dim) {
+  int64_t value;
+  if (!dim.getAsInteger(10, value))
+    return value;
+  return dim.str();
+}
+
+json::Array shapeToJSON(ArrayAttr shape) {
+  json::Array out;
+  for (Attribute a : shape)
+    out.push_back(dimToJSON(cast<StringAttr>(a).getValue()));
+  return out;
+}
+
+std::string dtypeOf(Type type) {
+  if (type.isF16())
+    return "f16";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF32())
+    return "f32";
+  if (type.isInteger(32))
+    return "i32";
+  std::string str;
+  llvm::raw_string_ostream os(str);
+  type.print(os);
+  return str;
+}
+
+json::Array typeShapeToJSON(ShapedType type, ArrayRef<StringRef> names) {
+  json::Array out;
+  unsigned next = 0;
+  for (int64_t d : type.getShape()) {
+    if (ShapedType::isDynamic(d))
+      out.push_back(next < names.size() ? names[next++].str() : "dynamic");
+    else
+      out.push_back(d);
+  }
+  return out;
+}
+
+SmallVector<StringRef> dynamicNames(Type type) {
+  if (isa<MemRefType>(type))
+    return {"num_pages"};
+  auto shaped = cast<ShapedType>(type);
+  if (shaped.getElementType().isInteger(32) && shaped.getRank() == 2)
+    return {"batch", "max_pages"};
+  return {"batch"};
+}
+
+/// The SSA name (without '%') a function argument had in the source, read
+/// back from its location; "arg<i>" if unknown.
+std::string argumentName(BlockArgument arg, const llvm::SourceMgr &sourceMgr) {
+  std::string fallback = "arg" + std::to_string(arg.getArgNumber());
+  auto loc = dyn_cast<FileLineColLoc>(arg.getLoc());
+  if (!loc || sourceMgr.getNumBuffers() == 0)
+    return fallback;
+  const llvm::MemoryBuffer *buffer =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  StringRef text = buffer->getBuffer();
+  unsigned line = loc.getLine(), col = loc.getColumn();
+  size_t pos = 0;
+  for (unsigned l = 1; l < line && pos != StringRef::npos; ++l) {
+    pos = text.find('\n', pos);
+    if (pos != StringRef::npos)
+      ++pos;
+  }
+  if (pos == StringRef::npos || pos + col - 1 >= text.size())
+    return fallback;
+  StringRef rest = text.drop_front(pos + col - 1);
+  if (!rest.consume_front("%"))
+    return fallback;
+  size_t end = rest.find_if_not([](char c) {
+    return llvm::isAlnum(c) || c == '_' || c == '$' || c == '.' || c == '-';
+  });
+  StringRef name = rest.take_front(end);
+  return name.empty() ? fallback : name.str();
+}
+
+/// Where a value used by a kernel comes from, looking through reshapes.
+struct Source {
+  enum Kind { Argument, KernelResult, Unknown } kind = Unknown;
+  unsigned index = 0;  // argument index, or kernel index
+  unsigned result = 0; // kernel result index
+  bool reshaped = false;
+};
+
+class ManifestBuilder {
+public:
+  ManifestBuilder(ModuleOp module, const llvm::SourceMgr &sourceMgr)
+      : module(module), sourceMgr(sourceMgr) {}
+
+  FailureOr<json::Object> build(StringRef ptxName) {
+    json::Array functions, kernelsJSON;
+    bool ok = true;
+    module.walk([&](func::FuncOp func) {
+      if (func.isExternal())
+        return;
+      json::Object fn;
+      fn["name"] = func.getSymName().str();
+      json::Array args;
+      for (BlockArgument arg : func.getArguments()) {
+        auto shaped = dyn_cast<ShapedType>(arg.getType());
+        json::Object a{{"index", arg.getArgNumber()},
+                       {"name", argumentName(arg, sourceMgr)}};
+        if (shaped) {
+          a["kind"] = isa<MemRefType>(shaped) ? "buffer" : "tensor";
+          a["dtype"] = dtypeOf(shaped.getElementType());
+          a["shape"] = typeShapeToJSON(shaped, dynamicNames(shaped));
+        }
+        args.push_back(std::move(a));
+      }
+      fn["arguments"] = std::move(args);
+
+      DenseMap<Operation *, unsigned> kernelIndex;
+      json::Array fnKernels;
+      func.walk([&](KernelOp kernel) {
+        auto launch = kernel->getAttrOfType<DictionaryAttr>("fusion.launch");
+        if (!launch) {
+          kernel.emitOpError("has no fusion.launch (not compiled)");
+          ok = false;
+          return;
+        }
+        unsigned index = kernelCount++;
+        kernelIndex[kernel] = index;
+        fnKernels.push_back(index);
+        kernelsJSON.push_back(kernelToJSON(kernel, launch, index,
+                                           func.getSymName(), kernelIndex, ok));
+      });
+      fn["kernels"] = std::move(fnKernels);
+
+      json::Array results;
+      func.walk([&](func::ReturnOp ret) {
+        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+          json::Object r{{"index", i}};
+          auto shaped = dyn_cast<ShapedType>(v.getType());
+          if (shaped) {
+            r["dtype"] = dtypeOf(shaped.getElementType());
+            r["shape"] = typeShapeToJSON(shaped, dynamicNames(shaped));
+          }
+          r["source"] = sourceToJSON(traceSource(v, kernelIndex));
+          results.push_back(std::move(r));
+        }
+      });
+      fn["results"] = std::move(results);
+      functions.push_back(std::move(fn));
+    });
+    if (!ok)
+      return failure();
+    json::Object manifest{
+        {"format", "fusion-manifest"},
+        {"version", 1},
+        {"ptx", ptxName.str()},
+        {"chip", chip.getValue()},
+        {"features", features.getValue()},
+        {"strategy", strategy.getValue()},
+        {"abi",
+         json::Object{
+             {"buffer", "one .u64 device pointer per buffer (dense, "
+                        "row-major, no offset)"},
+             {"scalar", "i32 by value"},
+             {"order", "kernel operands, outputs, workspaces, scalars "
+                       "(params lists them in order)"},
+             {"block", "1-D: block = [threads, 1, 1]"}}},
+        {"functions", std::move(functions)},
+        {"kernels", std::move(kernelsJSON)},
+    };
+    return manifest;
+  }
+
+private:
+  Source traceSource(Value v, const DenseMap<Operation *, unsigned> &kernels) {
+    Source s;
+    while (true) {
+      if (auto arg = dyn_cast<BlockArgument>(v)) {
+        if (isa<func::FuncOp>(arg.getOwner()->getParentOp())) {
+          s.kind = Source::Argument;
+          s.index = arg.getArgNumber();
+        }
+        return s;
+      }
+      Operation *def = v.getDefiningOp();
+      if (auto kernel = dyn_cast<KernelOp>(def)) {
+        auto it = kernels.find(kernel);
+        if (it == kernels.end())
+          return s;
+        s.kind = Source::KernelResult;
+        s.index = it->second;
+        s.result = cast<OpResult>(v).getResultNumber();
+        return s;
+      }
+      if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp, tensor::CastOp>(
+              def)) {
+        s.reshaped = true;
+        v = def->getOperand(0);
+        continue;
+      }
+      return s;
+    }
+  }
+
+  json::Value sourceToJSON(const Source &s) {
+    json::Object o;
+    switch (s.kind) {
+    case Source::Argument:
+      o["argument"] = s.index;
+      break;
+    case Source::KernelResult:
+      o["kernel"] = s.index;
+      o["result"] = s.result;
+      break;
+    case Source::Unknown:
+      o["unknown"] = true;
+      break;
+    }
+    if (s.reshaped)
+      o["reshaped"] = true;
+    return o;
+  }
+
+  json::Object kernelToJSON(KernelOp kernel, DictionaryAttr launch,
+                            unsigned index, StringRef function,
+                            const DenseMap<Operation *, unsigned> &kernels,
+                            bool &ok) {
+    json::Object k;
+    k["index"] = index;
+    k["function"] = function.str();
+    k["name"] = kernel.getSymName().str();
+    k["entry"] = cast<StringAttr>(launch.get("entry")).getValue().str();
+    json::Array grid;
+    for (Attribute g : cast<ArrayAttr>(launch.get("grid")))
+      grid.push_back(dimToJSON(cast<StringAttr>(g).getValue()));
+    k["grid"] = std::move(grid);
+    int64_t block = cast<IntegerAttr>(launch.get("block")).getInt();
+    k["block"] = json::Array{block, 1, 1};
+    k["dynamic_shared_bytes"] = cast<IntegerAttr>(launch.get("smem")).getInt();
+    if (auto s = launch.getAs<IntegerAttr>("static_smem"))
+      k["static_shared_bytes"] = s.getInt();
+    if (DictionaryAttr schedule = kernel.getScheduleAttr())
+      k["schedule"] = toJSON(schedule);
+
+    unsigned numInputs = kernel.getInputs().size();
+    json::Array params;
+    unsigned outputIndex = 0;
+    for (auto [i, p] : llvm::enumerate(cast<ArrayAttr>(launch.get("params")))) {
+      auto param = cast<DictionaryAttr>(p);
+      json::Object o;
+      o["index"] = i;
+      StringRef kind = cast<StringAttr>(param.get("kind")).getValue();
+      o["kind"] = kind.str();
+      o["role"] = cast<StringAttr>(param.get("role")).getValue().str();
+      o["dtype"] = cast<StringAttr>(param.get("dtype")).getValue().str();
+      if (auto shape = param.getAs<ArrayAttr>("shape"))
+        o["shape"] = shapeToJSON(shape);
+      if (param.get("zero_init"))
+        o["zero_init"] = true;
+      if (kind == "input" && i < numInputs) {
+        Source s = traceSource(kernel.getInputs()[i], kernels);
+        if (s.kind == Source::Unknown) {
+          kernel.emitOpError("operand #")
+              << i
+              << " is neither a function argument nor a kernel result (nor a "
+                 "reshape of one); the manifest cannot bind it";
+          ok = false;
+        }
+        o["binding"] = sourceToJSON(s);
+      } else if (kind == "output") {
+        o["binding"] = json::Object{{"result", outputIndex++}};
+      }
+      params.push_back(std::move(o));
+    }
+    k["params"] = std::move(params);
+    return k;
+  }
+
+  ModuleOp module;
+  const llvm::SourceMgr &sourceMgr;
+  unsigned kernelCount = 0;
+};
+
+/// Writes `contents` to `path` through a temporary in the same directory;
+/// returns the temporary's name (renamed by the caller once all succeed).
+FailureOr<std::string> writeTemp(StringRef path, StringRef contents) {
+  SmallString<256> temp;
+  int fd;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+          path + ".tmp-%%%%%%", fd, temp)) {
+    llvm::errs() << "fusion-compile: cannot create a temporary for " << path
+                 << ": " << ec.message() << "\n";
+    return failure();
+  }
+  llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+  os << contents;
+  os.close();
+  if (os.has_error()) {
+    llvm::errs() << "fusion-compile: cannot write " << temp << "\n";
+    os.clear_error();
+    llvm::sys::fs::remove(temp);
+    return failure();
+  }
+  return std::string(temp);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "fusion-compile: fusion-op module -> <prefix>.ptx + "
+      "<prefix>.manifest.json\n");
+  if (strategy != "decode" && strategy != "none") {
+    llvm::errs() << "fusion-compile: unknown --strategy '" << strategy
+                 << "'; expected decode or none\n";
+    return 1;
+  }
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+  registry.insert<FusionDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  std::string error;
+  auto file = openInputFile(inputFile, &error);
+  if (!file) {
+    llvm::errs() << "fusion-compile: " << error << "\n";
+    return 1;
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  PassManager pm(&context);
+  FusionFormKernelsPassOptions formOptions;
+  formOptions.strategy = strategy;
+  pm.addPass(createFusionFormKernelsPass(formOptions));
+  FusionToPTXPipelineOptions pipeline;
+  pipeline.chip = chip;
+  pipeline.features = features;
+  pipeline.smCount = smCount;
+  pipeline.format = "isa";
+  buildFusionToPTXPipeline(pm, pipeline);
+  if (failed(pm.run(*module)))
+    return 1;
+
+  // The PTX of gpu.binary @fusion_kernels.
+  std::string ptx;
+  module->walk([&](gpu::BinaryOp binary) {
+    for (Attribute a : binary.getObjects()) {
+      auto object = cast<gpu::ObjectAttr>(a);
+      if (object.getFormat() == gpu::CompilationTarget::Assembly)
+        ptx += object.getObject().getValue().str();
+    }
+  });
+  if (ptx.empty()) {
+    llvm::errs() << "fusion-compile: the module has no kernels (no PTX)\n";
+    return 1;
+  }
+  if (StringRef(ptx).contains("__nv_")) {
+    llvm::errs() << "fusion-compile: the PTX calls libdevice (__nv_*), which "
+                    "the CUDA driver cannot resolve\n";
+    return 1;
+  }
+
+  std::string ptxPath = outputPrefix.getValue() + ".ptx";
+  std::string manifestPath = outputPrefix.getValue() + ".manifest.json";
+  ManifestBuilder manifestBuilder(*module, sourceMgr);
+  FailureOr<json::Object> manifest =
+      manifestBuilder.build(llvm::sys::path::filename(ptxPath));
+  if (failed(manifest))
+    return 1;
+  std::string manifestText;
+  {
+    llvm::raw_string_ostream os(manifestText);
+    os << llvm::formatv("{0:2}", json::Value(std::move(*manifest))) << "\n";
+  }
+
+  if (!dumpMLIR.empty()) {
+    std::string dumped;
+    llvm::raw_string_ostream os(dumped);
+    module->print(os);
+    auto temp = writeTemp(dumpMLIR, dumped);
+    if (failed(temp) || llvm::sys::fs::rename(*temp, dumpMLIR)) {
+      llvm::errs() << "fusion-compile: cannot write " << dumpMLIR << "\n";
+      return 1;
+    }
+  }
+
+  auto ptxTemp = writeTemp(ptxPath, ptx);
+  if (failed(ptxTemp))
+    return 1;
+  auto manifestTemp = writeTemp(manifestPath, manifestText);
+  if (failed(manifestTemp)) {
+    llvm::sys::fs::remove(*ptxTemp);
+    return 1;
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(*ptxTemp, ptxPath)) {
+    llvm::errs() << "fusion-compile: cannot write " << ptxPath << ": "
+                 << ec.message() << "\n";
+    llvm::sys::fs::remove(*ptxTemp);
+    llvm::sys::fs::remove(*manifestTemp);
+    return 1;
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(*manifestTemp, manifestPath)) {
+    llvm::errs() << "fusion-compile: cannot write " << manifestPath << ": "
+                 << ec.message() << "\n";
+    llvm::sys::fs::remove(ptxPath);
+    llvm::sys::fs::remove(*manifestTemp);
+    return 1;
+  }
+  return 0;
+}
