@@ -841,6 +841,7 @@ FailureOr<KernelLaunch> mlir::fusion::emitAttentionKernel(KernelOp kernel,
   FailureOr<AttentionSchedule> sched = chooseSchedule(kernel, shape);
   if (failed(sched))
     return failure();
+  sched->targetCtas = 2 * getSMCount(module);
 
   // --- Parameters ---------------------------------------------------------------
   MLIRContext *context = kernel.getContext();
@@ -891,6 +892,11 @@ FailureOr<KernelLaunch> mlir::fusion::emitAttentionKernel(KernelOp kernel,
   emitter.maxPagesArg = scalarArg("max_pages");
   emitter.numSplitsArg = scalarArg("num_splits");
   emitter.smem = addWorkgroupBuffer(func, f32, sched->sharedFloats);
+  // Vector accesses (vector<8xf32>) to the merge buffer: align it (the default
+  // alignment of a workgroup global is its element's).
+  func.setWorkgroupAttributionAttr(func.getNumWorkgroupAttributions() - 1,
+                                   LLVM::LLVMDialect::getAlignAttrName(),
+                                   b.getI64IntegerAttr(32));
   emitter.smemFlag = addWorkgroupBuffer(func, i32, 1);
   emitter.emitBody(b);
 

@@ -1,0 +1,101 @@
+// RUN: fusion-opt %s -split-input-file -verify-diagnostics --convert-fusion-to-gpu
+
+// Shapes and schedules the attention emitter does not support are errors on
+// the fusion.kernel that name the value; no gpu.func is emitted for them.
+
+// head_dim must be a multiple of 8 (16-byte K/V vectors).
+func.func @head_dim_100(%q: tensor<?x8x100xf16>, %kc: memref<?x16x2x100xf16>, %vc: memref<?x16x2x100xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x8x100xf16> {
+  // expected-error @+1 {{'fusion.kernel' op attention emitter: head_dim 100 is not a multiple of 8 (K/V rows are read as 16-byte vectors)}}
+  %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x8x100xf16>, memref<?x16x2x100xf16>, memref<?x16x2x100xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x8x100xf16> {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x8x100xf16>, memref<?x16x2x100xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x8x100xf16>
+  }
+  return %o : tensor<?x8x100xf16>
+}
+
+// -----
+
+// head_dim above 256.
+func.func @head_dim_512(%q: tensor<?x8x512xbf16>, %kc: memref<?x16x2x512xbf16>, %vc: memref<?x16x2x512xbf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x8x512xbf16> {
+  // expected-error @+1 {{'fusion.kernel' op attention emitter: head_dim 512 is larger than 256}}
+  %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x8x512xbf16>, memref<?x16x2x512xbf16>, memref<?x16x2x512xbf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x8x512xbf16> {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x8x512xbf16>, memref<?x16x2x512xbf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x8x512xbf16>
+  }
+  return %o : tensor<?x8x512xbf16>
+}
+
+// -----
+
+// A kernel with attention and anything else is not an attention kernel.
+func.func @rope_and_attention(%q: tensor<?x4x16xf16>, %k: tensor<?x2x16xf16>, %pos: tensor<?xi32>,
+    %kc: memref<?x4x2x16xf16>, %vc: memref<?x4x2x16xf16>, %bt: tensor<?x?xi32>, %sl: tensor<?xi32>)
+    -> tensor<?x4x16xf16> {
+  // expected-error @+1 {{'fusion.kernel' op attention emitter: the kernel must hold exactly one fusion.decode_attention and nothing else, found 'fusion.rope'}}
+  %o = fusion.kernel @attn (%a = %q, %a2 = %k, %p = %pos, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x4x16xf16>, tensor<?x2x16xf16>, tensor<?xi32>, memref<?x4x2x16xf16>, memref<?x4x2x16xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x4x16xf16> {
+    %qr, %kr = fusion.rope %a, %a2, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+        : tensor<?x4x16xf16>, tensor<?x2x16xf16>, tensor<?xi32>
+    %0 = fusion.decode_attention %qr, %b, %c[%d, %e]
+        : tensor<?x4x16xf16>, memref<?x4x2x16xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x4x16xf16>
+  }
+  return %o : tensor<?x4x16xf16>
+}
+
+// -----
+
+// Schedule overrides are checked: threads must be a multiple of 32.
+func.func @bad_threads(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
+  // expected-error @+1 {{'fusion.kernel' op attention schedule: threads must be a multiple of 32 in [32, 1024], got 100}}
+  %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x32x128xf16> attributes {schedule = {threads = 100 : i64}} {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x32x128xf16>
+  }
+  return %o : tensor<?x32x128xf16>
+}
+
+// -----
+
+// heads_per_cta must divide the group size (4 here).
+func.func @bad_heads_per_cta(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
+  // expected-error @+1 {{'fusion.kernel' op attention schedule: heads_per_cta (3) must divide the group size 4 and be at most 16}}
+  %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x32x128xf16> attributes {schedule = {heads_per_cta = 3 : i64}} {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x32x128xf16>
+  }
+  return %o : tensor<?x32x128xf16>
+}
+
+// -----
+
+// The cross-warp merge must fit in 48 KB of static shared memory.
+func.func @too_much_smem(%q: tensor<?x8x256xf16>, %kc: memref<?x16x1x256xf16>, %vc: memref<?x16x1x256xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x8x256xf16> {
+  // expected-error @+1 {{'fusion.kernel' op attention schedule needs 66052 bytes of shared memory (threads 256, heads_per_cta 8, head_dim 256), more than 49152}}
+  %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x8x256xf16>, memref<?x16x1x256xf16>, memref<?x16x1x256xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x8x256xf16> attributes {schedule = {threads = 256 : i64}} {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x8x256xf16>, memref<?x16x1x256xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x8x256xf16>
+  }
+  return %o : tensor<?x8x256xf16>
+}

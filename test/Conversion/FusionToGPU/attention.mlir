@@ -1,0 +1,186 @@
+// RUN: fusion-opt %s -split-input-file --convert-fusion-to-gpu | FileCheck %s
+
+// Split-KV GQA decode attention (AttentionEmitter.cpp). Llama-3-8B shapes:
+// Hq/Hkv = 32/8 (G = 4), D = 128, f16, page size 16.
+
+// The launch: grid (num_splits, Hkv, batch), 128 threads, the ABI order
+// inputs / output / workspace (partials, statistics, zero-initialised
+// counters) / scalars, and the schedule.
+// CHECK-LABEL: func.func @llama
+// CHECK:       fusion.kernel @attn_g4
+// CHECK-SAME:    fusion.launch = {block = 128 : i64, entry = "attn_g4", grid = ["num_splits", "8", "batch"]
+// CHECK-SAME:    {dtype = "f16", kind = "input", role = "query", shape = ["batch", "32", "128"]}
+// CHECK-SAME:    {dtype = "f16", kind = "input", role = "key_cache", shape = ["num_pages", "16", "8", "128"]}
+// CHECK-SAME:    {dtype = "f16", kind = "input", role = "value_cache", shape = ["num_pages", "16", "8", "128"]}
+// CHECK-SAME:    {dtype = "i32", kind = "input", role = "block_table", shape = ["batch", "max_pages"]}
+// CHECK-SAME:    {dtype = "i32", kind = "input", role = "seq_lens", shape = ["batch"]}
+// CHECK-SAME:    {dtype = "f16", kind = "output", role = "output", shape = ["batch", "32", "128"]}
+// CHECK-SAME:    {dtype = "f32", kind = "workspace", role = "partial_out", shape = ["batch", "32", "32", "128"]}
+// CHECK-SAME:    {dtype = "f32", kind = "workspace", role = "partial_stats", shape = ["batch", "32", "32", "2"]}
+// CHECK-SAME:    {dtype = "i32", kind = "workspace", role = "split_counters", shape = ["batch", "8"], zero_init}
+// CHECK-SAME:    {dtype = "i32", kind = "scalar", role = "batch"}, {dtype = "i32", kind = "scalar", role = "max_pages"}, {dtype = "i32", kind = "scalar", role = "num_splits"}
+// CHECK-SAME:    schedule = {chunk_multiple = 32 : i64
+// CHECK-SAME:    head_blocks = 1 : i64, heads_per_cta = 4 : i64, kind = "split_kv_attention", kv_unroll = 4 : i64, lanes_per_row = 16 : i64, max_splits = 32 : i64
+// CHECK-SAME:    num_splits_policy = "num_splits = max(1, min(max_splits, ceil(target_ctas / (batch * grid_y)), ceil(max_seq_len / min_chunk_tokens)))"
+// CHECK-SAME:    partials = "unnormalized", strategy = "decode", target_ctas = 264 : i64, threads = 128 : i64, vector_width = 8 : i64}
+
+// The kernel: bare flat buffers, then the i32 scalars; aligned shared memory
+// for the cross-warp merge.
+// CHECK:       gpu.module @fusion_kernels
+// CHECK:       gpu.func @attn_g4(%[[Q:.*]]: memref<1099511627776xf16>, %[[KC:.*]]: memref<1099511627776xf16>, %[[VC:.*]]: memref<1099511627776xf16>, %[[BT:.*]]: memref<1099511627776xi32>, %[[SL:.*]]: memref<1099511627776xi32>, %[[O:.*]]: memref<1099511627776xf16>, %[[PO:.*]]: memref<1099511627776xf32>, %[[PS:.*]]: memref<1099511627776xf32>, %[[CNT:.*]]: memref<1099511627776xi32>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32)
+// CHECK-SAME:    workgroup(%[[SMEM:.*]] : memref<2080xf32, #gpu.address_space<workgroup>> {llvm.align = 32 : i64}, %[[FLAG:.*]] : memref<1xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME:    kernel attributes {known_block_size = array<i32: 128, 1, 1>}
+// The query is loaded once as 16-byte vectors, one per head of the group.
+// CHECK-COUNT-4: vector.load %[[Q]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// The token loop: 64-bit page addressing from the block table, then all K/V
+// loads (16-byte vectors) of the iteration before the arithmetic.
+// CHECK:       scf.for
+// CHECK:         %[[PAGE:.*]] = memref.load %[[BT]]
+// CHECK:         %[[PAGE64:.*]] = arith.index_cast %[[PAGE]] : i32 to index
+// CHECK:         arith.muli %[[PAGE64]], %{{.*}} : index
+// CHECK:         vector.load %[[KC]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK-NEXT:    vector.load %[[VC]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK-COUNT-3: vector.load %[[VC]]
+// Row-group sums of q.k by butterfly shuffles (16 lanes per row: 8, 4, 2, 1).
+// CHECK:         gpu.shuffle  xor %{{.*}}, %{{.*}}, %{{.*}} : f32
+// Online softmax in the log2 domain with the NVVM ex2 intrinsic.
+// CHECK:         llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
+// CHECK:         scf.yield
+// Cross-warp merge through shared memory.
+// CHECK:       vector.store %{{.*}}, %[[SMEM]]
+// CHECK:       gpu.barrier
+// Single split: normalised output written directly, in f16.
+// CHECK:       scf.if
+// CHECK:         arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
+// CHECK:         vector.store %{{.*}}, %[[O]]
+// CHECK:       } else {
+// Several splits: unnormalised fp32 partial and (m, l), fence, barrier, the
+// arrival counter, and the last CTA combines and resets the counter.
+// CHECK:         vector.store %{{.*}}, %[[PO]][%{{.*}}] {alignment = 32 : i64} : memref<1099511627776xf32>, vector<8xf32>
+// CHECK:         memref.store %{{.*}}, %[[PS]]
+// CHECK:         nvvm.memory.barrier <gpu>
+// CHECK-NEXT:    gpu.barrier
+// CHECK:         memref.atomic_rmw addi %{{.*}}, %[[CNT]][%{{.*}}] : (i32, memref<1099511627776xi32>) -> i32
+// CHECK:         memref.store %{{.*}}, %[[FLAG]]
+// CHECK:         memref.atomic_rmw assign %{{.*}}, %[[CNT]][%{{.*}}] : (i32, memref<1099511627776xi32>) -> i32
+// CHECK:         gpu.barrier
+// CHECK:         memref.load %[[FLAG]]
+// CHECK:         nvvm.memory.barrier <gpu>
+// CHECK:         scf.for
+// CHECK:           memref.load %[[PS]]
+// CHECK:         scf.for
+// CHECK:           vector.load %[[PO]]
+// CHECK:         arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
+// CHECK:         vector.store %{{.*}}, %[[O]]
+// CHECK:       gpu.return
+func.func @llama(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
+  %o = fusion.kernel @attn_g4 (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x32x128xf16> attributes {schedule = {strategy = "decode"}} {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x32x128xf16>
+  }
+  return %o : tensor<?x32x128xf16>
+}
+
+// -----
+
+// G = 7 (28/4), bf16, D = 128: one CTA holds all seven heads of a group
+// (2 tokens per row group per iteration); bf16 loads and stores.
+// CHECK-LABEL: func.func @group7_bf16
+// CHECK:       grid = ["num_splits", "4", "batch"]
+// CHECK-SAME:    {dtype = "i32", kind = "workspace", role = "split_counters", shape = ["batch", "4"], zero_init}
+// CHECK-SAME:    heads_per_cta = 7 : i64, kind = "split_kv_attention", kv_unroll = 2 : i64
+// CHECK:       gpu.func @attn_g7
+// CHECK-COUNT-7: vector.load %{{.*}} {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
+// CHECK:       scf.for
+// CHECK-COUNT-4: vector.load %{{.*}} {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
+// CHECK:       arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
+// CHECK:       gpu.shuffle  xor
+// CHECK:       arith.truncf %{{.*}} : vector<8xf32> to vector<8xbf16>
+func.func @group7_bf16(%q: tensor<?x28x128xbf16>, %kc: memref<?x16x4x128xbf16>, %vc: memref<?x16x4x128xbf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x28x128xbf16> {
+  %o = fusion.kernel @attn_g7 (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x28x128xbf16>, memref<?x16x4x128xbf16>, memref<?x16x4x128xbf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x28x128xbf16> {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x28x128xbf16>, memref<?x16x4x128xbf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x28x128xbf16>
+  }
+  return %o : tensor<?x28x128xbf16>
+}
+
+// -----
+
+// D = 64, G = 8 (32/4): 8 lanes per row, 4 rows per warp; the row groups of a
+// warp are merged with shuffles at distances 8 and 16.
+// CHECK-LABEL: func.func @d64
+// CHECK:       heads_per_cta = 8 : i64, kind = "split_kv_attention", kv_unroll = 2 : i64, lanes_per_row = 8 : i64
+// CHECK:       gpu.func @attn_d64
+// CHECK:       scf.for
+// CHECK:       gpu.shuffle  xor %{{.*}}, %c4_i32{{[_0-9]*}},
+// CHECK:       gpu.shuffle  xor %{{.*}}, %c2_i32{{[_0-9]*}},
+// CHECK:       gpu.shuffle  xor %{{.*}}, %c1_i32{{[_0-9]*}},
+// CHECK:       scf.yield
+// CHECK:       gpu.shuffle  xor %{{.*}}, %c8_i32{{[_0-9]*}},
+// CHECK:       gpu.shuffle  xor %{{.*}}, %c16_i32{{[_0-9]*}},
+func.func @d64(%q: tensor<?x32x64xf16>, %kc: memref<?x16x4x64xf16>, %vc: memref<?x16x4x64xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x64xf16> {
+  %o = fusion.kernel @attn_d64 (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x32x64xf16>, memref<?x16x4x64xf16>, memref<?x16x4x64xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x32x64xf16> {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x32x64xf16>, memref<?x16x4x64xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x32x64xf16>
+  }
+  return %o : tensor<?x32x64xf16>
+}
+
+// -----
+
+// D = 80 (10 vectors of 8: 16 lanes per row, 6 idle lanes that re-read the
+// last vector with a zero query), page size 12 (not a power of two), and an
+// explicit scale.
+// CHECK-LABEL: func.func @d80
+// CHECK:       heads_per_cta = 3 : i64
+// CHECK-SAME:  lanes_per_row = 16 : i64
+// CHECK:       gpu.func @attn_d80
+// CHECK:       %[[LANE:.*]] = arith.remui %{{.*}}, %c16 : index
+// CHECK:       arith.minui %[[LANE]], %c9 : index
+// CHECK:       arith.cmpi ult, %[[LANE]], %c10 : index
+// CHECK:       scf.for
+// CHECK:       arith.divui %{{.*}}, %c12_i32{{[_0-9]*}} : i32
+// CHECK:       arith.remui %{{.*}}, %c12_i32{{[_0-9]*}} : i32
+func.func @d80(%q: tensor<?x12x80xf16>, %kc: memref<?x12x4x80xf16>, %vc: memref<?x12x4x80xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x12x80xf16> {
+  %o = fusion.kernel @attn_d80 (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x12x80xf16>, memref<?x12x4x80xf16>, memref<?x12x4x80xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x12x80xf16> {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e] {scale = 0.125 : f64}
+        : tensor<?x12x80xf16>, memref<?x12x4x80xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x12x80xf16>
+  }
+  return %o : tensor<?x12x80xf16>
+}
+
+// -----
+
+// G = 16 (32/2): two blocks of 8 heads per KV head (grid y = Hkv * 2), one
+// arrival counter per (sequence, kv head, head block).
+// CHECK-LABEL: func.func @group16
+// CHECK:       grid = ["num_splits", "4", "batch"]
+// CHECK-SAME:    role = "split_counters", shape = ["batch", "4"], zero_init
+// CHECK-SAME:    head_blocks = 2 : i64, heads_per_cta = 8 : i64
+func.func @group16(%q: tensor<?x32x128xf16>, %kc: memref<?x16x2x128xf16>, %vc: memref<?x16x2x128xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
+  %o = fusion.kernel @attn_g16 (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x32x128xf16>, memref<?x16x2x128xf16>, memref<?x16x2x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x32x128xf16> {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x32x128xf16>, memref<?x16x2x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x32x128xf16>
+  }
+  return %o : tensor<?x32x128xf16>
+}

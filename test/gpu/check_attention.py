@@ -1,0 +1,471 @@
+#!/usr/bin/env python3
+"""GPU check of the split-KV decode attention kernels (AttentionEmitter.cpp).
+
+Loads PTX compiled on the build machine (one .ptx per configuration, written
+by test/gpu/check_attention.py --emit, see below) with CuPy, builds paged K/V
+caches with a shuffled block table and NaN in every unused slot and page,
+launches the kernel with the ABI of include/fusion/Conversion/FusionToGPU/
+Emitters.h, and compares with a float64 numpy reference of design.md 2.1:
+
+    o[b, h] = softmax(q[b, h] . K[b, 0..len_b)^T * scale) V[b, 0..len_b)
+
+Metrics: max |out - ref| and ||out - ref|| / ||ref|| over the batch; rows of
+length 0 must be exactly zero. Thresholds: rel < 2e-3 (f16), 1e-2 (bf16).
+Also checks that the arrival counters are zero again after every launch.
+
+Usage:
+  # on the build machine (no GPU): write the .mlir inputs, compile, ptxas
+  python3 test/gpu/check_attention.py --emit .gpu/attention --fusion-opt build/bin/fusion-opt
+  # on the GPU machine
+  python3 test/gpu/check_attention.py --ptx-dir .gpu/attention
+  python3 test/gpu/check_attention.py --ptx-dir .gpu/attention --sanitize   # one small config
+Exit status 0 when every check passes; with no GPU / no CuPy it prints SKIP
+and exits 0 (the CI convention of design.md section 4).
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+try:
+    import numpy as np
+except ImportError:  # the --emit step needs no numpy
+    np = None
+
+# name, Hq, Hkv, D, dtype, page_size
+CONFIGS = [
+    ("g1_d128_f16", 8, 8, 128, "f16", 16),
+    ("g4_d128_f16", 32, 8, 128, "f16", 16),     # Llama-3-8B
+    ("g7_d128_bf16", 28, 4, 128, "bf16", 16),   # Qwen2-7B-like
+    ("g8_d64_f16", 32, 4, 64, "f16", 16),
+    ("g4_d256_bf16", 8, 2, 256, "bf16", 32),
+    ("g3_d80_f16_p12", 12, 4, 80, "f16", 12),   # D=80, page size not 2^k
+    ("g6_d96_bf16_p8", 24, 4, 96, "bf16", 8),
+    ("g16_d128_f16", 32, 2, 128, "f16", 16),    # two head blocks per KV head
+]
+
+LENGTH_SETS = [
+    [0, 1, 17, 1000, 4097],  # mixed lengths, B = 5
+    [15, 16, 17],
+    [4097],
+    [0],
+]
+SPLITS = [1, 3, 16]
+
+
+def mlir_for(name, hq, hkv, d, dtype, p):
+    t = dtype
+    q = f"tensor<?x{hq}x{d}x{t}>"
+    c = f"memref<?x{p}x{hkv}x{d}x{t}>"
+    return f"""func.func @{name}(%q: {q}, %kc: {c}, %vc: {c},
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> {q} {{
+  %o = fusion.kernel @{name} (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : ({q}, {c}, {c}, tensor<?x?xi32>, tensor<?xi32>) -> {q} {{
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : {q}, {c}, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : {q}
+  }}
+  return %o : {q}
+}}
+"""
+
+
+def emit(out_dir, fusion_opt, ptxas):
+    """Compiles every configuration to PTX (no GPU needed)."""
+    os.makedirs(out_dir, exist_ok=True)
+    pipeline = ("builtin.module(convert-fusion-to-gpu,"
+                "gpu.module(canonicalize,cse,convert-scf-to-cf),"
+                "nvvm-attach-target{chip=sm_90 features=+ptx80 O=3},"
+                "gpu.module(convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},"
+                "reconcile-unrealized-casts),"
+                "gpu-module-to-binary{format=isa})")
+    ok = True
+    for cfg in CONFIGS:
+        name = cfg[0]
+        src = os.path.join(out_dir, name + ".mlir")
+        with open(src, "w") as f:
+            f.write(mlir_for(*cfg))
+        # Launch description (schedule, params) from the conversion alone.
+        conv = subprocess.run([fusion_opt, src, "--convert-fusion-to-gpu"],
+                              capture_output=True, text=True)
+        if conv.returncode != 0:
+            print(f"FAIL emit {name}: {conv.stderr}")
+            ok = False
+            continue
+        with open(os.path.join(out_dir, name + ".gpu.mlir"), "w") as f:
+            f.write(conv.stdout)
+        res = subprocess.run([fusion_opt, src, f"--pass-pipeline={pipeline}"],
+                             capture_output=True, text=True)
+        if res.returncode != 0 or "error" in res.stderr.lower():
+            print(f"FAIL emit {name}: {res.stderr}")
+            ok = False
+            continue
+        start = res.stdout.index('assembly = "') + len('assembly = "')
+        end = res.stdout.index('"', start)
+        ptx = decode_mlir_string(res.stdout[start:end])
+        path = os.path.join(out_dir, name + ".ptx")
+        with open(path, "w") as f:
+            f.write(ptx)
+        if "__nv_" in ptx:
+            print(f"FAIL {name}: libdevice call in PTX")
+            ok = False
+        r = subprocess.run([ptxas, "-arch=sm_90", "-v", path, "-o", os.devnull],
+                           capture_output=True, text=True)
+        info = " ".join(l.strip() for l in r.stderr.splitlines()
+                        if "registers" in l or "spill" in l)
+        print(f"{'ok  ' if r.returncode == 0 else 'FAIL'} ptxas {name}: {info}")
+        if r.returncode != 0:
+            print(r.stderr)
+            ok = False
+    return ok
+
+
+def decode_mlir_string(s):
+    out = bytearray()
+    i = 0
+    while i < len(s):
+        if s[i] == "\\":
+            nxt = s[i + 1]
+            if nxt == "\\":
+                out.append(ord("\\"))
+                i += 2
+            elif nxt == '"':
+                out.append(ord('"'))
+                i += 2
+            elif nxt == "n":
+                out.append(10)
+                i += 2
+            elif nxt == "t":
+                out.append(9)
+                i += 2
+            else:
+                out.append(int(s[i + 1:i + 3], 16))
+                i += 3
+        else:
+            out.extend(s[i].encode())
+            i += 1
+    return out.decode()
+
+
+# ----------------------------------------------------------------------------
+# bf16 helpers (numpy has no bf16: keep raw uint16 bits)
+# ----------------------------------------------------------------------------
+
+def to_bf16_bits(x32):
+    u = np.ascontiguousarray(x32, dtype=np.float32).view(np.uint32)
+    rounding = ((u >> 16) & 1) + 0x7FFF
+    bits = ((u + rounding) >> 16).astype(np.uint16)
+    nan = np.isnan(x32)
+    bits[nan] = 0x7FC0
+    return bits
+
+
+def bf16_bits_to_f32(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+class DType:
+    def __init__(self, name):
+        self.name = name
+        self.tol = 2e-3 if name == "f16" else 1e-2
+
+    def encode(self, x32):
+        """float32 -> (device-format numpy array, exact float64 values)."""
+        if self.name == "f16":
+            h = x32.astype(np.float16)
+            return h, h.astype(np.float64)
+        bits = to_bf16_bits(x32)
+        return bits, bf16_bits_to_f32(bits).astype(np.float64)
+
+    def nan_fill(self, shape):
+        if self.name == "f16":
+            return np.full(shape, np.nan, dtype=np.float16)
+        return np.full(shape, 0x7FC0, dtype=np.uint16)
+
+    def decode(self, arr):
+        if self.name == "f16":
+            return arr.astype(np.float64)
+        return bf16_bits_to_f32(arr).astype(np.float64)
+
+    @property
+    def np_dtype(self):
+        return np.float16 if self.name == "f16" else np.uint16
+
+
+# ----------------------------------------------------------------------------
+# Problem construction and reference
+# ----------------------------------------------------------------------------
+
+def build_problem(rng, cfg, lens, big_cache=False):
+    name, hq, hkv, d, dtname, p = cfg
+    dt = DType(dtname)
+    b = len(lens)
+    pages_per_seq = [max(1, math.ceil(l / p)) if l > 0 else 0 for l in lens]
+    max_pages = max(pages_per_seq + [1]) + 2
+    used = sum(pages_per_seq)
+    poison_page = used  # a page full of NaN, also used as padding in the table
+    num_pages = used + 3
+    page_base = 0
+    if big_cache:
+        # Put the used pages past 2^31 elements: exercises 64-bit offsets.
+        page_elems = p * hkv * d
+        page_base = (2**31) // page_elems + 7
+        num_pages = page_base + used + 3
+        poison_page = page_base + used
+    perm = rng.permutation(used) + page_base
+    bt = np.full((b, max_pages), poison_page, dtype=np.int32)
+    q32 = (rng.standard_normal((b, hq, d)) * 2.0).astype(np.float32)
+    q_dev, q64 = dt.encode(q32)
+    k_pages = {}
+    v_pages = {}
+    ref = np.zeros((b, hq, d))
+    g = hq // hkv
+    scale = 1.0 / math.sqrt(d)
+    nxt = 0
+    for i, l in enumerate(lens):
+        n = pages_per_seq[i]
+        ids = perm[nxt:nxt + n]
+        nxt += n
+        bt[i, :n] = ids
+        if l == 0:
+            continue
+        k32 = rng.standard_normal((n * p, hkv, d)).astype(np.float32)
+        v32 = rng.standard_normal((n * p, hkv, d)).astype(np.float32)
+        k32[l:] = np.nan  # unused slots of the last page
+        v32[l:] = np.nan
+        kd, k64 = dt.encode(k32)
+        vd, v64 = dt.encode(v32)
+        for j, pid in enumerate(ids):
+            k_pages[int(pid)] = kd[j * p:(j + 1) * p]
+            v_pages[int(pid)] = vd[j * p:(j + 1) * p]
+        # reference in float64
+        kk = k64[:l].reshape(l, hkv, d)
+        vv = v64[:l].reshape(l, hkv, d)
+        qq = q64[i].reshape(hkv, g, d)
+        s = np.einsum("hgd,lhd->hgl", qq, kk) * scale
+        s -= s.max(axis=-1, keepdims=True)
+        w = np.exp(s)
+        w /= w.sum(axis=-1, keepdims=True)
+        ref[i] = np.einsum("hgl,lhd->hgd", w, vv).reshape(hq, d)
+    return dict(dt=dt, q=q_dev, bt=bt, lens=np.array(lens, dtype=np.int32),
+                k_pages=k_pages, v_pages=v_pages, num_pages=num_pages,
+                max_pages=max_pages, ref=ref, page_base=page_base,
+                poison_page=poison_page)
+
+
+def upload_cache(cp, prob, cfg, pages):
+    name, hq, hkv, d, dtname, p = cfg
+    dt = prob["dt"]
+    num_pages = prob["num_pages"]
+    cache = cp.empty((num_pages, p, hkv, d), dtype=dt.np_dtype)
+    # NaN everywhere we might touch by mistake: the region around the used
+    # pages (all of it for a small cache).
+    lo = prob["page_base"]
+    cache[lo:] = cp.asarray(dt.nan_fill((1, p, hkv, d)))
+    if lo > 0:
+        cache[:64] = cp.asarray(dt.nan_fill((1, p, hkv, d)))
+    for pid, data in pages.items():
+        cache[pid] = cp.asarray(data)
+    return cache
+
+
+class Kernel:
+    def __init__(self, cp, ptx_dir, cfg):
+        self.cp = cp
+        self.cfg = cfg
+        name = cfg[0]
+        self.module = cp.RawModule(path=os.path.join(ptx_dir, name + ".ptx"))
+        self.fn = self.module.get_function(name)
+        launch = read_launch(os.path.join(ptx_dir, name + ".gpu.mlir"))
+        self.launch = launch
+        self.threads = launch["block"]
+        self.max_splits = launch["max_splits"]
+        self.grid_y = launch["grid_y"]
+        roles = launch["roles"]
+        expected = ["query", "key_cache", "value_cache", "block_table",
+                    "seq_lens", "output", "partial_out", "partial_stats",
+                    "split_counters", "batch", "max_pages", "num_splits"]
+        assert roles == expected, f"unexpected ABI {roles}"
+        self.counters = None
+
+    def run(self, prob, kc, vc, num_splits, out=None):
+        cp = self.cp
+        name, hq, hkv, d, dtname, p = self.cfg
+        b = len(prob["lens"])
+        dt = prob["dt"]
+        q = cp.asarray(prob["q"])
+        bt = cp.asarray(prob["bt"])
+        sl = cp.asarray(prob["lens"])
+        if out is None:
+            out = cp.asarray(dt.nan_fill((b, hq, d)))  # poisoned
+        ms = self.max_splits
+        part_o = cp.full((b, hq, ms, d), np.nan, dtype=cp.float32)
+        part_s = cp.full((b, hq, ms, 2), np.nan, dtype=cp.float32)
+        if self.counters is None or self.counters.shape[0] < b:
+            self.counters = cp.zeros((max(b, 8), self.grid_y), dtype=cp.int32)
+        args = (q, kc, vc, bt, sl, out, part_o, part_s, self.counters,
+                np.int32(b), np.int32(prob["max_pages"]), np.int32(num_splits))
+        self.fn((num_splits, self.grid_y, b), (self.threads, 1, 1), args)
+        return out
+
+    def counters_zero(self):
+        return int(self.cp.count_nonzero(self.counters).get()) == 0
+
+
+def read_launch(path):
+    """Pulls the launch description and schedule out of the converted .mlir."""
+    text = open(path).read()
+    import re
+    block = int(re.search(r"block = (\d+)", text).group(1))
+    max_splits = int(re.search(r"max_splits = (\d+)", text).group(1))
+    grid = re.search(r'grid = \["([^"]*)", "([^"]*)", "([^"]*)"\]', text)
+    roles = re.findall(r'role = "([^"]*)"', text)
+    return dict(block=block, max_splits=max_splits, grid_y=int(grid.group(2)),
+                roles=roles, grid=grid.groups())
+
+
+def compare(prob, out_dev):
+    dt = prob["dt"]
+    out = dt.decode(out_dev.get())
+    ref = prob["ref"]
+    finite = bool(np.isfinite(out).all())
+    err = np.abs(out - ref)
+    max_abs = float(np.nanmax(err)) if finite else float("inf")
+    denom = float(np.linalg.norm(ref))
+    rel = float(np.linalg.norm(out - ref) / denom) if denom > 0 else max_abs
+    zero_rows_ok = all(
+        np.all(out[i] == 0.0) for i, l in enumerate(prob["lens"]) if l == 0)
+    ok = finite and zero_rows_ok and rel < dt.tol and (denom > 0 or max_abs == 0)
+    return ok, max_abs, rel, finite, zero_rows_ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--emit", help="compile PTX into this directory (no GPU)")
+    ap.add_argument("--fusion-opt", default="build/bin/fusion-opt")
+    ap.add_argument("--ptxas", default="/usr/local/cuda/bin/ptxas")
+    ap.add_argument("--ptx-dir", default=".gpu/attention")
+    ap.add_argument("--sanitize", action="store_true",
+                    help="one small configuration (for compute-sanitizer)")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--json", help="write the results table here")
+    args = ap.parse_args()
+
+    if args.emit:
+        return 0 if emit(args.emit, args.fusion_opt, args.ptxas) else 1
+
+    try:
+        import cupy as cp
+        cp.cuda.runtime.getDeviceCount()
+    except Exception as e:  # noqa: BLE001
+        print(f"SKIP: no GPU / CuPy ({e})")
+        return 0
+
+    rng = np.random.default_rng(1234)
+    results = []
+    all_ok = True
+    configs = CONFIGS
+    length_sets = LENGTH_SETS
+    splits = SPLITS
+    if args.sanitize:
+        configs = [c for c in CONFIGS if c[0] in ("g7_d128_bf16", "g3_d80_f16_p12")]
+        length_sets = [[0, 1, 17, 100, 33]]
+        splits = [1, 3, 16]
+    for cfg in configs:
+        kern = Kernel(cp, args.ptx_dir, cfg)
+        for lens in length_sets:
+            prob = build_problem(rng, cfg, lens)
+            kc = upload_cache(cp, prob, cfg, prob["k_pages"])
+            vc = upload_cache(cp, prob, cfg, prob["v_pages"])
+            for ns in splits:
+                # Twice: the second launch checks that the counters were reset.
+                for rep in range(2):
+                    out = kern.run(prob, kc, vc, ns)
+                    cp.cuda.runtime.deviceSynchronize()
+                ok, max_abs, rel, finite, zr = compare(prob, out)
+                cz = kern.counters_zero()
+                ok = ok and cz
+                all_ok &= ok
+                row = dict(config=cfg[0], lens=lens, splits=ns, max_abs=max_abs,
+                           rel=rel, finite=finite, zero_rows=zr, counters=cz,
+                           ok=ok)
+                results.append(row)
+                print(f"{'ok  ' if ok else 'FAIL'} {cfg[0]:16s} lens={str(lens):24s} "
+                      f"splits={ns:2d} max_abs={max_abs:.3e} rel={rel:.3e}"
+                      f"{'' if finite else ' NONFINITE'}{'' if zr else ' ZERO-ROWS'}"
+                      f"{'' if cz else ' COUNTERS'}", flush=True)
+            del kc, vc
+    if not args.sanitize:
+        # 64-bit page offsets: the used pages live past 2^31 elements.
+        cfg = CONFIGS[1]
+        kern = Kernel(cp, args.ptx_dir, cfg)
+        prob = build_problem(rng, cfg, [300, 4097], big_cache=True)
+        kc = upload_cache(cp, prob, cfg, prob["k_pages"])
+        vc = upload_cache(cp, prob, cfg, prob["v_pages"])
+        for ns in (1, 7):
+            out = kern.run(prob, kc, vc, ns)
+            cp.cuda.runtime.deviceSynchronize()
+            ok, max_abs, rel, finite, zr = compare(prob, out)
+            all_ok &= ok
+            results.append(dict(config=cfg[0] + "_bigcache", lens=[300, 4097],
+                                splits=ns, max_abs=max_abs, rel=rel, ok=ok))
+            print(f"{'ok  ' if ok else 'FAIL'} {cfg[0] + '_bigcache':16s} "
+                  f"pages>2^31 elems splits={ns:2d} max_abs={max_abs:.3e} rel={rel:.3e}",
+                  flush=True)
+        del kc, vc
+        cp.get_default_memory_pool().free_all_blocks()
+    if args.bench:
+        bench(cp, args.ptx_dir, rng)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    print("ALL OK" if all_ok else "SOME CHECKS FAILED")
+    return 0 if all_ok else 1
+
+
+def bench(cp, ptx_dir, rng):
+    """Rough timing of the Llama-3-8B shape (32/8, D=128, f16)."""
+    cfg = CONFIGS[1]
+    name, hq, hkv, d, dtname, p = cfg
+    kern = Kernel(cp, ptx_dir, cfg)
+    for b, l in ((1, 1024), (1, 32768), (16, 4096), (64, 4096)):
+        lens = [l] * b
+        pages = math.ceil(l / p)
+        num_pages = b * pages + 1
+        kc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
+        vc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
+        bt = cp.asarray(rng.permutation(b * pages).astype(np.int32).reshape(b, pages))
+        sl = cp.asarray(np.array(lens, dtype=np.int32))
+        q = cp.random.standard_normal((b, hq, d), dtype=cp.float32).astype(cp.float16)
+        out = cp.empty((b, hq, d), dtype=cp.float16)
+        ms = kern.max_splits
+        part_o = cp.empty((b, hq, ms, d), dtype=cp.float32)
+        part_s = cp.empty((b, hq, ms, 2), dtype=cp.float32)
+        counters = cp.zeros((b, kern.grid_y), dtype=cp.int32)
+        ns = max(1, min(ms, math.ceil(264 / (b * kern.grid_y)), math.ceil(l / 64)))
+        args = (q, kc, vc, bt, sl, out, part_o, part_s, counters,
+                np.int32(b), np.int32(pages), np.int32(ns))
+        for _ in range(3):
+            kern.fn((ns, kern.grid_y, b), (kern.threads, 1, 1), args)
+        times = []
+        for _ in range(20):
+            s, e = cp.cuda.Event(), cp.cuda.Event()
+            s.record()
+            kern.fn((ns, kern.grid_y, b), (kern.threads, 1, 1), args)
+            e.record()
+            e.synchronize()
+            times.append(cp.cuda.get_elapsed_time(s, e) * 1000)
+        t = sorted(times)[len(times) // 2]
+        nbytes = 2 * b * l * hkv * d * 2
+        print(f"bench B={b:3d} L={l:6d} splits={ns:2d}: {t:8.1f} us  "
+              f"{nbytes / t / 1e6:.2f} TB/s (K+V bytes)", flush=True)
+        del kc, vc
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
