@@ -17,7 +17,7 @@ func.func @rmsnorm_input_rank(%x: tensor<4096xf16>, %w: tensor<4096xf16>) {
 // -----
 
 func.func @rmsnorm_dynamic_hidden(%x: tensor<?x?xf16>, %w: tensor<4096xf16>) {
-  // expected-error @below {{'fusion.rmsnorm' op input dimension 1 (hidden size) must be static, got 'tensor<?x?xf16>'}}
+  // expected-error @below {{'fusion.rmsnorm' op input dimension 1 (hidden size) must be static and positive, got 'tensor<?x?xf16>'}}
   %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x?xf16>, tensor<4096xf16> -> tensor<?x?xf16>
   return
 }
@@ -25,7 +25,7 @@ func.func @rmsnorm_dynamic_hidden(%x: tensor<?x?xf16>, %w: tensor<4096xf16>) {
 // -----
 
 func.func @rmsnorm_epsilon_zero(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
-  // expected-error @below {{'fusion.rmsnorm' op epsilon must be > 0, got 0.000000e+00}}
+  // expected-error @below {{'fusion.rmsnorm' op epsilon must be finite and > 0, got 0.000000e+00}}
   %y = fusion.rmsnorm %x, %w {epsilon = 0.0 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
   return
 }
@@ -127,7 +127,7 @@ func.func @layernorm_input_rank(%x: tensor<?x1x2048xf16>, %w: tensor<2048xf16>, 
 // -----
 
 func.func @layernorm_epsilon_negative(%x: tensor<?x2048xf16>, %w: tensor<2048xf16>, %b: tensor<2048xf16>) {
-  // expected-error @below {{'fusion.layernorm' op epsilon must be > 0, got -1.000000e-05}}
+  // expected-error @below {{'fusion.layernorm' op epsilon must be finite and > 0, got -1.000000e-05}}
   %y = fusion.layernorm %x, %w, %b {epsilon = -1.0e-05 : f64} : tensor<?x2048xf16>, tensor<2048xf16>, tensor<2048xf16> -> tensor<?x2048xf16>
   return
 }
@@ -208,7 +208,7 @@ func.func @qkv_input_rank(%x: tensor<4096xf16>, %w: tensor<6144x4096xf16>) {
 // -----
 
 func.func @qkv_dynamic_hidden(%x: tensor<?x?xf16>, %w: tensor<6144x4096xf16>) {
-  // expected-error @below {{'fusion.qkv_proj' op input dimension 1 (hidden size) must be static, got 'tensor<?x?xf16>'}}
+  // expected-error @below {{'fusion.qkv_proj' op input dimension 1 (hidden size) must be static and positive, got 'tensor<?x?xf16>'}}
   %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
       : tensor<?x?xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
   return
@@ -432,7 +432,7 @@ func.func @rope_query_rank(%q: tensor<?x4096xf16>, %k: tensor<?x8x128xf16>, %p: 
 // -----
 
 func.func @rope_dynamic_heads(%q: tensor<?x?x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
-  // expected-error @below {{'fusion.rope' op query dimension 1 (num_heads) must be static, got 'tensor<?x?x128xf16>'}}
+  // expected-error @below {{'fusion.rope' op query dimension 1 (num_heads) must be static and positive, got 'tensor<?x?x128xf16>'}}
   %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
       : tensor<?x?x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
   return
@@ -441,7 +441,7 @@ func.func @rope_dynamic_heads(%q: tensor<?x?x128xf16>, %k: tensor<?x8x128xf16>, 
 // -----
 
 func.func @rope_dynamic_head_dim(%q: tensor<?x32x?xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
-  // expected-error @below {{'fusion.rope' op query dimension 2 (head_dim) must be static, got 'tensor<?x32x?xf16>'}}
+  // expected-error @below {{'fusion.rope' op query dimension 2 (head_dim) must be static and positive, got 'tensor<?x32x?xf16>'}}
   %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
       : tensor<?x32x?xf16>, tensor<?x8x128xf16>, tensor<?xi32>
   return
@@ -468,7 +468,7 @@ func.func @rope_key_batch(%q: tensor<4x32x128xf16>, %k: tensor<3x8x128xf16>, %p:
 // -----
 
 func.func @rope_key_head_dim(%q: tensor<?x32x128xf16>, %k: tensor<?x8x64xf16>, %p: tensor<?xi32>) {
-  // expected-error @below {{'fusion.rope' op key dimension 2 is 64 but head_dim is 128}}
+  // expected-error @below {{'fusion.rope' op key dimension 2 is 64 but the head_dim of query is 128}}
   %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
       : tensor<?x32x128xf16>, tensor<?x8x64xf16>, tensor<?xi32>
   return
@@ -486,7 +486,7 @@ func.func @rope_key_element_type(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xbf
 // -----
 
 func.func @rope_key_dynamic_heads(%q: tensor<?x32x128xf16>, %k: tensor<?x?x128xf16>, %p: tensor<?xi32>) {
-  // expected-error @below {{'fusion.rope' op key dimension 1 (num_kv_heads) must be static, got 'tensor<?x?x128xf16>'}}
+  // expected-error @below {{'fusion.rope' op key dimension 1 (num_kv_heads) must be static and positive, got 'tensor<?x?x128xf16>'}}
   %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
       : tensor<?x32x128xf16>, tensor<?x?x128xf16>, tensor<?xi32>
   return
@@ -561,7 +561,7 @@ func.func @rope_rotary_dim_zero(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16
 // -----
 
 func.func @rope_theta(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
-  // expected-error @below {{'fusion.rope' op theta must be > 1, got 1.000000e+00}}
+  // expected-error @below {{'fusion.rope' op theta must be finite and > 1, got 1.000000e+00}}
   %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0 : f64}
       : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
   return
@@ -663,7 +663,7 @@ func.func @kv_append_cache_rank(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>
 // -----
 
 func.func @kv_append_dynamic_page_size(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x?x8x128xf16>, %vc: memref<?x?x8x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
-  // expected-error @below {{'fusion.kv_append' op key_cache dimension 1 (page size) must be static, got 'memref<?x?x8x128xf16>'}}
+  // expected-error @below {{'fusion.kv_append' op key_cache dimension 1 (page size) must be static and positive, got 'memref<?x?x8x128xf16>'}}
   fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x?x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -671,7 +671,7 @@ func.func @kv_append_dynamic_page_size(%k: tensor<?x8x128xf16>, %v: tensor<?x8x1
 // -----
 
 func.func @kv_append_dynamic_kv_heads(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x?x128xf16>, %vc: memref<?x16x?x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
-  // expected-error @below {{'fusion.kv_append' op key_cache dimension 2 (num_kv_heads) must be static, got 'memref<?x16x?x128xf16>'}}
+  // expected-error @below {{'fusion.kv_append' op key_cache dimension 2 (num_kv_heads) must be static and positive, got 'memref<?x16x?x128xf16>'}}
   fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x16x?x128xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -679,7 +679,7 @@ func.func @kv_append_dynamic_kv_heads(%k: tensor<?x8x128xf16>, %v: tensor<?x8x12
 // -----
 
 func.func @kv_append_dynamic_head_dim(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x8x?xf16>, %vc: memref<?x16x8x?xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
-  // expected-error @below {{'fusion.kv_append' op key_cache dimension 3 (head_dim) must be static, got 'memref<?x16x8x?xf16>'}}
+  // expected-error @below {{'fusion.kv_append' op key_cache dimension 3 (head_dim) must be static and positive, got 'memref<?x16x8x?xf16>'}}
   fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x16x8x?xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -687,7 +687,7 @@ func.func @kv_append_dynamic_head_dim(%k: tensor<?x8x128xf16>, %v: tensor<?x8x12
 // -----
 
 func.func @kv_append_page_size_zero(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x0x8x128xf16>, %vc: memref<?x0x8x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
-  // expected-error @below {{'fusion.kv_append' op page size (key_cache dimension 1) must be > 0, got 0}}
+  // expected-error @below {{'fusion.kv_append' op key_cache dimension 1 (page size) must be static and positive, got 'memref<?x0x8x128xf16>'}}
   fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<?x0x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -783,7 +783,7 @@ func.func @attention_query_rank(%q: tensor<?x4096xf16>, %kc: memref<?x16x8x128xf
 // -----
 
 func.func @attention_dynamic_heads(%q: tensor<?x?x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'fusion.decode_attention' op query dimension 1 (num_heads) must be static, got 'tensor<?x?x128xf16>'}}
+  // expected-error @below {{'fusion.decode_attention' op query dimension 1 (num_heads) must be static and positive, got 'tensor<?x?x128xf16>'}}
   %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x?x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -791,7 +791,7 @@ func.func @attention_dynamic_heads(%q: tensor<?x?x128xf16>, %kc: memref<?x16x8x1
 // -----
 
 func.func @attention_dynamic_head_dim(%q: tensor<?x32x?xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'fusion.decode_attention' op query dimension 2 (head_dim) must be static, got 'tensor<?x32x?xf16>'}}
+  // expected-error @below {{'fusion.decode_attention' op query dimension 2 (head_dim) must be static and positive, got 'tensor<?x32x?xf16>'}}
   %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x?xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -807,7 +807,7 @@ func.func @attention_cache_rank(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128
 // -----
 
 func.func @attention_dynamic_page_size(%q: tensor<?x32x128xf16>, %kc: memref<?x?x8x128xf16>, %vc: memref<?x?x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 1 (page size) must be static, got 'memref<?x?x8x128xf16>'}}
+  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 1 (page size) must be static and positive, got 'memref<?x?x8x128xf16>'}}
   %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x?x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -815,7 +815,7 @@ func.func @attention_dynamic_page_size(%q: tensor<?x32x128xf16>, %kc: memref<?x?
 // -----
 
 func.func @attention_dynamic_kv_heads(%q: tensor<?x32x128xf16>, %kc: memref<?x16x?x128xf16>, %vc: memref<?x16x?x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 2 (num_kv_heads) must be static, got 'memref<?x16x?x128xf16>'}}
+  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 2 (num_kv_heads) must be static and positive, got 'memref<?x16x?x128xf16>'}}
   %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x16x?x128xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -823,7 +823,7 @@ func.func @attention_dynamic_kv_heads(%q: tensor<?x32x128xf16>, %kc: memref<?x16
 // -----
 
 func.func @attention_dynamic_cache_head_dim(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x?xf16>, %vc: memref<?x16x8x?xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 3 (head_dim) must be static, got 'memref<?x16x8x?xf16>'}}
+  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 3 (head_dim) must be static and positive, got 'memref<?x16x8x?xf16>'}}
   %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x16x8x?xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -831,7 +831,7 @@ func.func @attention_dynamic_cache_head_dim(%q: tensor<?x32x128xf16>, %kc: memre
 // -----
 
 func.func @attention_page_size_zero(%q: tensor<?x32x128xf16>, %kc: memref<?x0x8x128xf16>, %vc: memref<?x0x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'fusion.decode_attention' op page size (key_cache dimension 1) must be > 0, got 0}}
+  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 1 (page size) must be static and positive, got 'memref<?x0x8x128xf16>'}}
   %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] : tensor<?x32x128xf16>, memref<?x0x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -895,7 +895,7 @@ func.func @attention_heads_not_multiple(%q: tensor<?x32x128xf16>, %kc: memref<?x
 // -----
 
 func.func @attention_scale(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'fusion.decode_attention' op scale must be > 0, got -8.838835e-02}}
+  // expected-error @below {{'fusion.decode_attention' op scale must be finite and > 0, got -8.838835e-02}}
   %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] {scale = -0.08838834764831845 : f64} : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -994,4 +994,200 @@ func.func @kernel_captures_value(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) -
 func.func @yield_outside_kernel() {
   // expected-error @below {{'fusion.yield' op expects parent op 'fusion.kernel'}}
   fusion.yield
+}
+
+//===----------------------------------------------------------------------===//
+// Model dimensions, batch agreement, overflow, cache buffers, kernel nesting
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @rmsnorm_zero_hidden(%x: tensor<?x0xf16>, %w: tensor<0xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op input dimension 1 (hidden size) must be static and positive, got 'tensor<?x0xf16>'}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x0xf16>, tensor<0xf16> -> tensor<?x0xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_dynamic_weight(%x: tensor<?x4096xf16>, %w: tensor<?xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op weight dimension 0 (hidden size) must be static and positive, got 'tensor<?xf16>'}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x4096xf16>, tensor<?xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_infinite_epsilon(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op epsilon must be finite and > 0, got INF}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 0x7FF0000000000000 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @layernorm_dynamic_bias(%x: tensor<?x2048xf16>, %w: tensor<2048xf16>, %b: tensor<?xf16>) {
+  // expected-error @below {{'fusion.layernorm' op bias dimension 0 (hidden size) must be static and positive, got 'tensor<?xf16>'}}
+  %y = fusion.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64} : tensor<?x2048xf16>, tensor<2048xf16>, tensor<?xf16> -> tensor<?x2048xf16>
+  return
+}
+
+// -----
+
+// With a dynamic input batch the results must still agree with each other.
+func.func @qkv_proj_result_batches_disagree(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op key dimension 0 is 4 but the batch size of query is 3}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64}
+      : tensor<?x64xf16>, tensor<128x64xf16> -> tensor<3x4x16xf16>, tensor<4x2x16xf16>, tensor<5x2x16xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_proj_dynamic_heads(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op query dimension 1 (num_heads) must be static and positive, got 'tensor<?x?x?xf16>'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64}
+      : tensor<?x64xf16>, tensor<128x64xf16> -> tensor<?x?x?xf16>, tensor<?x2x16xf16>, tensor<?x2x16xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_proj_dynamic_bias(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %b: tensor<?xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op bias dimension 0 (packed rows) must be static and positive, got 'tensor<?xf16>'}}
+  %q, %k, %v = fusion.qkv_proj %x, %w bias(%b : tensor<?xf16>) {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64}
+      : tensor<?x64xf16>, tensor<128x64xf16> -> tensor<?x4x16xf16>, tensor<?x2x16xf16>, tensor<?x2x16xf16>
+  return
+}
+
+// -----
+
+func.func @qkv_proj_rows_overflow(%x: tensor<?x64xf16>, %w: tensor<2x64xf16>) {
+  // expected-error @below {{'fusion.qkv_proj' op (num_heads + 2 * num_kv_heads) * head_dim = (1 + 2 * 1) * 6148914691236517206 overflows a 64-bit size}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 1 : i64, num_kv_heads = 1 : i64, head_dim = 6148914691236517206 : i64}
+      : tensor<?x64xf16>, tensor<2x64xf16> -> tensor<?x1x16xf16>, tensor<?x1x16xf16>, tensor<?x1x16xf16>
+  return
+}
+
+// -----
+
+func.func @rope_batches_disagree(%q: tensor<?x32x128xf16>, %k: tensor<3x8x128xf16>, %pos: tensor<5xi32>) {
+  // expected-error @below {{'fusion.rope' op positions dimension 0 is 5 but the batch size of key is 3}}
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x32x128xf16>, tensor<3x8x128xf16>, tensor<5xi32>
+  return
+}
+
+// -----
+
+func.func @rope_dynamic_key_head_dim(%q: tensor<?x32x128xf16>, %k: tensor<?x8x?xf16>, %pos: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op key dimension 2 (head_dim) must be static and positive, got 'tensor<?x8x?xf16>'}}
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x32x128xf16>, tensor<?x8x?xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @rope_heads_not_multiple(%q: tensor<?x32x128xf16>, %k: tensor<?x6x128xf16>, %pos: tensor<?xi32>) {
+  // expected-error @below {{'fusion.rope' op num_heads of query (32) must be a multiple of num_kv_heads of key (6)}}
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x32x128xf16>, tensor<?x6x128xf16>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_same_cache(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x8x128xf16>,
+    %bt: tensor<?x?xi32>, %pos: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key_cache and value_cache must be distinct buffers}}
+  fusion.kv_append %k, %v into %kc, %kc[%bt, %pos]
+      : tensor<?x8x128xf16> into memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_batches_disagree(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<?x16x8x128xf16>,
+    %vc: memref<?x16x8x128xf16>, %bt: tensor<3x?xi32>, %pos: tensor<5xi32>) {
+  // expected-error @below {{'fusion.kv_append' op positions dimension 0 is 5 but the batch size of block_table is 3}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %pos]
+      : tensor<?x8x128xf16> into memref<?x16x8x128xf16>, tensor<3x?xi32>, tensor<5xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_dynamic_key(%k: tensor<?x?x?xf16>, %v: tensor<?x?x?xf16>, %kc: memref<?x16x8x128xf16>,
+    %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %pos: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key dimension 1 (num_kv_heads) must be static and positive, got 'tensor<?x?x?xf16>'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %pos]
+      : tensor<?x?x?xf16> into memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @kv_append_strided_cache(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>,
+    %kc: memref<?x16x8x128xf16, strided<[?, ?, ?, 1]>>, %vc: memref<?x16x8x128xf16, strided<[?, ?, ?, 1]>>,
+    %bt: tensor<?x?xi32>, %pos: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key_cache must have the identity layout in the default memory space, got 'memref<?x16x8x128xf16, strided<[?, ?, ?, 1]>>'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %pos]
+      : tensor<?x8x128xf16> into memref<?x16x8x128xf16, strided<[?, ?, ?, 1]>>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_zero_kv_heads(%q: tensor<?x32x128xf16>, %kc: memref<?x16x0x128xf16>, %vc: memref<?x16x0x128xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op key_cache dimension 2 (num_kv_heads) must be static and positive, got 'memref<?x16x0x128xf16>'}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %sl]
+      : tensor<?x32x128xf16>, memref<?x16x0x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_same_cache(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op key_cache and value_cache must be distinct buffers}}
+  %o = fusion.decode_attention %q, %kc, %kc[%bt, %sl]
+      : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @attention_batches_disagree(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
+    %bt: tensor<3x?xi32>, %sl: tensor<5xi32>) {
+  // expected-error @below {{'fusion.decode_attention' op seq_lens dimension 0 is 5 but the batch size of block_table is 3}}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %sl]
+      : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<3x?xi32>, tensor<5xi32>
+  return
+}
+
+// -----
+
+func.func @kernel_nested(%x: tensor<?x64xf16>) {
+  fusion.kernel @outer (%a = %x) : (tensor<?x64xf16>) -> () {
+    // expected-error @below {{'fusion.kernel' op cannot be nested in another fusion.kernel}}
+    fusion.kernel @inner (%b = %a) : (tensor<?x64xf16>) -> () {
+      fusion.yield
+    }
+    fusion.yield
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_duplicate_name(%x: tensor<?x64xf16>) {
+  fusion.kernel @k (%a = %x) : (tensor<?x64xf16>) -> () {
+    fusion.yield
+  }
+  // expected-error @below {{'fusion.kernel' op entry name @k is already used by another fusion.kernel}}
+  fusion.kernel @k (%a = %x) : (tensor<?x64xf16>) -> () {
+    fusion.yield
+  }
+  return
 }

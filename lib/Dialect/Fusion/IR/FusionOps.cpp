@@ -11,6 +11,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include "llvm/Support/CheckedArithmetic.h"
+
 #include <cmath>
 
 using namespace mlir;
@@ -35,13 +37,33 @@ public:
                              << type;
   }
 
-  /// Dimension `dim` of `role` must be static (a model dimension).
-  LogicalResult isStatic(StringRef role, ShapedType type, unsigned dim,
+  /// Dimension `dim` of `role` is a model dimension: static and positive.
+  LogicalResult modelDim(StringRef role, ShapedType type, unsigned dim,
                          StringRef what) {
-    if (!type.isDynamicDim(dim))
+    if (!type.isDynamicDim(dim) && type.getDimSize(dim) > 0)
       return success();
     return op->emitOpError() << role << " dimension " << dim << " (" << what
-                             << ") must be static, got " << type;
+                             << ") must be static and positive, got " << type;
+  }
+
+  /// Dimension 0 (the batch) of every `(role, type)` must agree wherever it
+  /// is static; the first static one is the reference.
+  LogicalResult batch(ArrayRef<std::pair<StringRef, ShapedType>> operands) {
+    const std::pair<StringRef, ShapedType> *reference = nullptr;
+    for (const auto &operand : operands) {
+      if (operand.second.isDynamicDim(0))
+        continue;
+      if (!reference) {
+        reference = &operand;
+        continue;
+      }
+      if (failed(dimEquals(operand.first, operand.second, 0,
+                           reference->second.getDimSize(0),
+                           (Twine("the batch size of ") + reference->first)
+                               .str())))
+        return failure();
+    }
+    return success();
   }
 
   /// Dimension `dim` of `role` must equal `expected` (the size of `what`),
@@ -87,6 +109,7 @@ private:
 static LogicalResult verifyNormParam(ShapeChecker &check, StringRef role,
                                      ShapedType param, ShapedType input) {
   if (failed(check.rank(role, param, 1)) ||
+      failed(check.modelDim(role, param, 0, "hidden size")) ||
       failed(check.elementType(role, param, input.getElementType(), "input")))
     return failure();
   return check.dimEquals(role, param, 0, input.getDimSize(1),
@@ -98,10 +121,11 @@ static LogicalResult verifyNormParam(ShapeChecker &check, StringRef role,
 static LogicalResult verifyNormInput(Operation *op, ShapeChecker &check,
                                      ShapedType input, double epsilon) {
   if (failed(check.rank("input", input, 2)) ||
-      failed(check.isStatic("input", input, 1, "hidden size")))
+      failed(check.modelDim("input", input, 1, "hidden size")))
     return failure();
-  if (!(epsilon > 0.0))
-    return op->emitOpError() << "epsilon must be > 0, got " << epsilon;
+  if (!(epsilon > 0.0) || !std::isfinite(epsilon))
+    return op->emitOpError() << "epsilon must be finite and > 0, got "
+                             << epsilon;
   return success();
 }
 
@@ -146,19 +170,19 @@ LogicalResult LayerNormOp::verify() {
 // QKVProjOp
 //===----------------------------------------------------------------------===//
 
-/// Verifies a `[B, heads, D]` head tensor against the batch of `input`.
+/// Verifies a `[B, heads, D]` projection result: static heads and head_dim
+/// equal to the attributes, the element type of `input`.
 static LogicalResult verifyHeads(ShapeChecker &check, StringRef role,
-                                 ShapedType type, ShapedType batchSource,
-                                 StringRef batchRole, int64_t heads,
-                                 StringRef headsWhat, int64_t headDim) {
+                                 ShapedType type, ShapedType input,
+                                 int64_t heads, StringRef headsWhat,
+                                 int64_t headDim) {
   if (failed(check.rank(role, type, 3)) ||
-      failed(check.dimEquals(role, type, 0, batchSource.getDimSize(0),
-                             (Twine("the batch size of ") + batchRole).str())) ||
+      failed(check.modelDim(role, type, 1, headsWhat)) ||
+      failed(check.modelDim(role, type, 2, "head_dim")) ||
       failed(check.dimEquals(role, type, 1, heads, headsWhat)) ||
       failed(check.dimEquals(role, type, 2, headDim, "head_dim")))
     return failure();
-  return check.elementType(role, type, batchSource.getElementType(),
-                           batchRole);
+  return check.elementType(role, type, input.getElementType(), "input");
 }
 
 LogicalResult QKVProjOp::verify() {
@@ -170,9 +194,18 @@ LogicalResult QKVProjOp::verify() {
     return emitOpError() << "num_heads (" << hq
                          << ") must be a multiple of num_kv_heads (" << hkv
                          << ")";
-  int64_t rows = (hq + 2 * hkv) * d;
+  std::optional<int64_t> kvRows = llvm::checkedMul(int64_t{2}, hkv);
+  std::optional<int64_t> heads =
+      kvRows ? llvm::checkedAdd(hq, *kvRows) : std::nullopt;
+  std::optional<int64_t> packedRows =
+      heads ? llvm::checkedMul(*heads, d) : std::nullopt;
+  if (!packedRows)
+    return emitOpError() << "(num_heads + 2 * num_kv_heads) * head_dim = ("
+                         << hq << " + 2 * " << hkv << ") * " << d
+                         << " overflows a 64-bit size";
+  int64_t rows = *packedRows;
   if (failed(check.rank("input", input, 2)) ||
-      failed(check.isStatic("input", input, 1, "hidden size")) ||
+      failed(check.modelDim("input", input, 1, "hidden size")) ||
       failed(check.rank("weight", weight, 2)) ||
       failed(check.elementType("weight", weight, input.getElementType(),
                                "input")))
@@ -186,35 +219,29 @@ LogicalResult QKVProjOp::verify() {
   if (auto bias = getBias()) {
     auto biasType = bias.getType();
     if (failed(check.rank("bias", biasType, 1)) ||
+        failed(check.modelDim("bias", biasType, 0, "packed rows")) ||
         failed(check.elementType("bias", biasType, input.getElementType(),
                                  "input")) ||
         failed(check.dimEquals("bias", biasType, 0, rows,
                                "(num_heads + 2 * num_kv_heads) * head_dim")))
       return failure();
   }
-  if (failed(verifyHeads(check, "query", getQuery().getType(), input, "input",
-                         hq, "num_heads", d)) ||
-      failed(verifyHeads(check, "key", getKey().getType(), input, "input", hkv,
+  if (failed(verifyHeads(check, "query", getQuery().getType(), input, hq,
+                         "num_heads", d)) ||
+      failed(verifyHeads(check, "key", getKey().getType(), input, hkv,
+                         "num_kv_heads", d)) ||
+      failed(verifyHeads(check, "value", getValue().getType(), input, hkv,
                          "num_kv_heads", d)))
     return failure();
-  return verifyHeads(check, "value", getValue().getType(), input, "input", hkv,
-                     "num_kv_heads", d);
+  return check.batch({{"input", input},
+                      {"query", getQuery().getType()},
+                      {"key", getKey().getType()},
+                      {"value", getValue().getType()}});
 }
 
 //===----------------------------------------------------------------------===//
 // RopeOp
 //===----------------------------------------------------------------------===//
-
-/// Verifies a rank-1 `[B]` i32 per-sequence vector against the batch of
-/// `batchSource`.
-static LogicalResult verifyPerSequence(ShapeChecker &check, StringRef role,
-                                       ShapedType type, ShapedType batchSource,
-                                       StringRef batchRole) {
-  if (failed(check.rank(role, type, 1)))
-    return failure();
-  return check.dimEquals(role, type, 0, batchSource.getDimSize(0),
-                         (Twine("the batch size of ") + batchRole).str());
-}
 
 int64_t RopeOp::getEffectiveRotaryDim() {
   if (auto rotaryDim = getRotaryDim())
@@ -226,15 +253,24 @@ LogicalResult RopeOp::verify() {
   ShapeChecker check(*this);
   auto query = getQuery().getType();
   auto key = getKey().getType();
+  auto positions = getPositions().getType();
   if (failed(check.rank("query", query, 3)) ||
-      failed(check.isStatic("query", query, 1, "num_heads")) ||
-      failed(check.isStatic("query", query, 2, "head_dim")) ||
-      failed(verifyHeads(check, "key", key, query, "query", key.getDimSize(1),
-                         "", query.getDimSize(2))) ||
-      failed(check.isStatic("key", key, 1, "num_kv_heads")) ||
-      failed(verifyPerSequence(check, "positions", getPositions().getType(),
-                               query, "query")))
+      failed(check.modelDim("query", query, 1, "num_heads")) ||
+      failed(check.modelDim("query", query, 2, "head_dim")) ||
+      failed(check.rank("key", key, 3)) ||
+      failed(check.modelDim("key", key, 1, "num_kv_heads")) ||
+      failed(check.modelDim("key", key, 2, "head_dim")) ||
+      failed(check.dimEquals("key", key, 2, query.getDimSize(2),
+                             "the head_dim of query")) ||
+      failed(check.elementType("key", key, query.getElementType(), "query")) ||
+      failed(check.rank("positions", positions, 1)) ||
+      failed(check.batch(
+          {{"query", query}, {"key", key}, {"positions", positions}})))
     return failure();
+  if (query.getDimSize(1) % key.getDimSize(1) != 0)
+    return emitOpError() << "num_heads of query (" << query.getDimSize(1)
+                         << ") must be a multiple of num_kv_heads of key ("
+                         << key.getDimSize(1) << ")";
   int64_t headDim = query.getDimSize(2);
   int64_t rotaryDim = getEffectiveRotaryDim();
   if (rotaryDim % 2 != 0 || rotaryDim > headDim)
@@ -242,8 +278,8 @@ LogicalResult RopeOp::verify() {
                          << ") must be even and <= head_dim (" << headDim
                          << ")";
   double theta = getTheta().convertToDouble();
-  if (!(theta > 1.0))
-    return emitOpError() << "theta must be > 1, got " << theta;
+  if (!(theta > 1.0) || !std::isfinite(theta))
+    return emitOpError() << "theta must be finite and > 1, got " << theta;
   return success();
 }
 
@@ -251,42 +287,51 @@ LogicalResult RopeOp::verify() {
 // KVAppendOp / DecodeAttentionOp
 //===----------------------------------------------------------------------===//
 
-/// Verifies paged K/V caches `[num_pages, P, Hkv, D]` (static P > 0, Hkv, D)
-/// and the `[B, max_pages]` block table against a `[B, heads, D]` tensor.
+/// Verifies paged K/V caches `[num_pages, P, Hkv, D]` (static P, Hkv, D > 0;
+/// identity layout in the default memory space; two distinct buffers) and the
+/// rank of the `[B, max_pages]` block table against a `[B, heads, D]` tensor.
 static LogicalResult verifyCache(Operation *op, ShapeChecker &check,
-                                 MemRefType cache, ShapedType heads,
-                                 StringRef headsRole, ShapedType blockTable) {
+                                 Value keyCache, Value valueCache,
+                                 ShapedType heads, StringRef headsRole,
+                                 ShapedType blockTable) {
+  auto cache = cast<MemRefType>(keyCache.getType());
   if (failed(check.rank("key_cache", cache, 4)) ||
-      failed(check.isStatic("key_cache", cache, 1, "page size")) ||
-      failed(check.isStatic("key_cache", cache, 2, "num_kv_heads")) ||
-      failed(check.isStatic("key_cache", cache, 3, "head_dim")))
+      failed(check.modelDim("key_cache", cache, 1, "page size")) ||
+      failed(check.modelDim("key_cache", cache, 2, "num_kv_heads")) ||
+      failed(check.modelDim("key_cache", cache, 3, "head_dim")))
     return failure();
-  if (cache.getDimSize(1) <= 0)
-    return op->emitOpError() << "page size (key_cache dimension 1) must be "
-                                "> 0, got "
-                             << cache.getDimSize(1);
+  if (!cache.getLayout().isIdentity() || cache.getMemorySpace())
+    return op->emitOpError() << "key_cache must have the identity layout in "
+                                "the default memory space, got "
+                             << cache;
+  if (keyCache == valueCache)
+    return op->emitOpError()
+           << "key_cache and value_cache must be distinct buffers";
   if (failed(check.elementType("key_cache", cache, heads.getElementType(),
                                headsRole)) ||
       failed(check.dimEquals("key_cache", cache, 3, heads.getDimSize(2),
-                             (Twine("the head_dim of ") + headsRole).str())) ||
-      failed(check.rank("block_table", blockTable, 2)))
+                             (Twine("the head_dim of ") + headsRole).str())))
     return failure();
-  return check.dimEquals("block_table", blockTable, 0, heads.getDimSize(0),
-                         (Twine("the batch size of ") + headsRole).str());
+  return check.rank("block_table", blockTable, 2);
 }
 
 LogicalResult KVAppendOp::verify() {
   ShapeChecker check(*this);
   auto key = getKey().getType();
   auto cache = getKeyCache().getType();
+  auto positions = getPositions().getType();
   if (failed(check.rank("key", key, 3)) ||
-      failed(verifyCache(*this, check, cache, key, "key",
-                         getBlockTable().getType())) ||
+      failed(check.modelDim("key", key, 1, "num_kv_heads")) ||
+      failed(check.modelDim("key", key, 2, "head_dim")) ||
+      failed(verifyCache(*this, check, getKeyCache(), getValueCache(), key,
+                         "key", getBlockTable().getType())) ||
       failed(check.dimEquals("key_cache", cache, 2, key.getDimSize(1),
-                             "the num_kv_heads of key")))
+                             "the num_kv_heads of key")) ||
+      failed(check.rank("positions", positions, 1)))
     return failure();
-  return verifyPerSequence(check, "positions", getPositions().getType(), key,
-                           "key");
+  return check.batch({{"key", key},
+                      {"block_table", getBlockTable().getType()},
+                      {"positions", positions}});
 }
 
 double DecodeAttentionOp::getEffectiveScale() {
@@ -300,21 +345,26 @@ LogicalResult DecodeAttentionOp::verify() {
   ShapeChecker check(*this);
   auto query = getQuery().getType();
   auto cache = getKeyCache().getType();
+  auto seqLens = getSeqLens().getType();
   if (failed(check.rank("query", query, 3)) ||
-      failed(check.isStatic("query", query, 1, "num_heads")) ||
-      failed(check.isStatic("query", query, 2, "head_dim")) ||
-      failed(verifyCache(*this, check, cache, query, "query",
-                         getBlockTable().getType())) ||
-      failed(verifyPerSequence(check, "seq_lens", getSeqLens().getType(),
-                               query, "query")))
+      failed(check.modelDim("query", query, 1, "num_heads")) ||
+      failed(check.modelDim("query", query, 2, "head_dim")) ||
+      failed(verifyCache(*this, check, getKeyCache(), getValueCache(), query,
+                         "query", getBlockTable().getType())) ||
+      failed(check.rank("seq_lens", seqLens, 1)) ||
+      failed(check.batch({{"query", query},
+                          {"block_table", getBlockTable().getType()},
+                          {"seq_lens", seqLens}})))
     return failure();
   int64_t hq = query.getDimSize(1), hkv = cache.getDimSize(2);
   if (hq % hkv != 0)
     return emitOpError() << "num_heads of query (" << hq
                          << ") must be a multiple of num_kv_heads of key_cache ("
                          << hkv << ")";
-  if (auto scale = getScale(); scale && !(scale->convertToDouble() > 0.0))
-    return emitOpError() << "scale must be > 0, got "
+  if (auto scale = getScale();
+      scale && (!(scale->convertToDouble() > 0.0) ||
+                !std::isfinite(scale->convertToDouble())))
+    return emitOpError() << "scale must be finite and > 0, got "
                          << scale->convertToDouble();
   return success();
 }
@@ -328,6 +378,20 @@ YieldOp KernelOp::getYield() {
 }
 
 LogicalResult KernelOp::verifyRegions() {
+  if ((*this)->getParentOfType<KernelOp>())
+    return emitOpError() << "cannot be nested in another fusion.kernel";
+  // Entry names must be unique in the enclosing symbol table (module): each
+  // becomes one PTX entry.
+  if (Operation *table = (*this)->getParentWithTrait<OpTrait::SymbolTable>()) {
+    KernelOp first;
+    table->walk([&](KernelOp other) {
+      if (!first && other.getSymName() == getSymName())
+        first = other;
+    });
+    if (first && first != *this)
+      return emitOpError() << "entry name @" << getSymName()
+                           << " is already used by another fusion.kernel";
+  }
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError() << "body has " << body.getNumArguments()
