@@ -15,7 +15,7 @@ Also checks that the arrival counters are zero again after every launch.
 
 Usage:
   # on the build machine (no GPU): write the .mlir inputs, compile, ptxas
-  python3 test/gpu/check_attention.py --emit .gpu/attention --fusion-opt build/bin/fusion-opt
+  python3 test/gpu/check_attention.py --emit .gpu/attention  # uses build/bin/fusion-compile
   # on the GPU machine
   python3 test/gpu/check_attention.py --ptx-dir .gpu/attention
   python3 test/gpu/check_attention.py --ptx-dir .gpu/attention --sanitize   # one small config
@@ -58,97 +58,51 @@ SPLITS = [1, 3, 16]
 
 
 def mlir_for(name, hq, hkv, d, dtype, p):
+    """A model of one decode_attention; fusion-compile wraps it in a kernel
+    named <name>_k0_decode_attention."""
     t = dtype
     q = f"tensor<?x{hq}x{d}x{t}>"
     c = f"memref<?x{p}x{hkv}x{d}x{t}>"
     return f"""func.func @{name}(%q: {q}, %kc: {c}, %vc: {c},
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> {q} {{
-  %o = fusion.kernel @{name} (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
-      : ({q}, {c}, {c}, tensor<?x?xi32>, tensor<?xi32>) -> {q} {{
-    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
-        : {q}, {c}, tensor<?x?xi32>, tensor<?xi32>
-    fusion.yield %0 : {q}
-  }}
+  %o = fusion.decode_attention %q, %kc, %vc[%bt, %sl]
+      : {q}, {c}, tensor<?x?xi32>, tensor<?xi32>
   return %o : {q}
 }}
 """
 
 
-def emit(out_dir, fusion_opt, ptxas):
-    """Compiles every configuration to PTX (no GPU needed)."""
+def emit(out_dir, fusion_compile, ptxas):
+    """Compiles every configuration with fusion-compile (no GPU needed):
+    <name>.ptx and <name>.manifest.json; checks them with ptxas."""
     os.makedirs(out_dir, exist_ok=True)
-    pipeline = ("builtin.module(convert-fusion-to-gpu,"
-                "gpu.module(canonicalize,cse,convert-scf-to-cf),"
-                "nvvm-attach-target{chip=sm_90 features=+ptx80 O=3},"
-                "gpu.module(convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},"
-                "reconcile-unrealized-casts),"
-                "gpu-module-to-binary{format=isa})")
     ok = True
     for cfg in CONFIGS:
         name = cfg[0]
         src = os.path.join(out_dir, name + ".mlir")
         with open(src, "w") as f:
             f.write(mlir_for(*cfg))
-        # Launch description (schedule, params) from the conversion alone.
-        conv = subprocess.run([fusion_opt, src, "--convert-fusion-to-gpu"],
-                              capture_output=True, text=True)
-        if conv.returncode != 0:
-            print(f"FAIL emit {name}: {conv.stderr}")
-            ok = False
-            continue
-        with open(os.path.join(out_dir, name + ".gpu.mlir"), "w") as f:
-            f.write(conv.stdout)
-        res = subprocess.run([fusion_opt, src, f"--pass-pipeline={pipeline}"],
+        res = subprocess.run([fusion_compile, src, "-o",
+                              os.path.join(out_dir, name)],
                              capture_output=True, text=True)
-        if res.returncode != 0 or "error" in res.stderr.lower():
+        if res.returncode != 0:
             print(f"FAIL emit {name}: {res.stderr}")
             ok = False
             continue
-        start = res.stdout.index('assembly = "') + len('assembly = "')
-        end = res.stdout.index('"', start)
-        ptx = decode_mlir_string(res.stdout[start:end])
         path = os.path.join(out_dir, name + ".ptx")
-        with open(path, "w") as f:
-            f.write(ptx)
-        if "__nv_" in ptx:
-            print(f"FAIL {name}: libdevice call in PTX")
+        ptx = open(path).read()
+        if "__nv_" in ptx or ".extern" in ptx:
+            print(f"FAIL {name}: external (libdevice) call in PTX")
             ok = False
         r = subprocess.run([ptxas, "-arch=sm_90", "-v", path, "-o", os.devnull],
                            capture_output=True, text=True)
-        info = " ".join(l.strip() for l in r.stderr.splitlines()
+        info = " ".join(l.split("info    :")[-1].strip() for l in r.stderr.splitlines()
                         if "registers" in l or "spill" in l)
         print(f"{'ok  ' if r.returncode == 0 else 'FAIL'} ptxas {name}: {info}")
         if r.returncode != 0:
             print(r.stderr)
             ok = False
     return ok
-
-
-def decode_mlir_string(s):
-    out = bytearray()
-    i = 0
-    while i < len(s):
-        if s[i] == "\\":
-            nxt = s[i + 1]
-            if nxt == "\\":
-                out.append(ord("\\"))
-                i += 2
-            elif nxt == '"':
-                out.append(ord('"'))
-                i += 2
-            elif nxt == "n":
-                out.append(10)
-                i += 2
-            elif nxt == "t":
-                out.append(9)
-                i += 2
-            else:
-                out.append(int(s[i + 1:i + 3], 16))
-                i += 3
-        else:
-            out.extend(s[i].encode())
-            i += 1
-    return out.decode()
 
 
 # ----------------------------------------------------------------------------
@@ -278,18 +232,20 @@ class Kernel:
         self.cp = cp
         self.cfg = cfg
         name = cfg[0]
+        with open(os.path.join(ptx_dir, name + ".manifest.json")) as f:
+            manifest = json.load(f)
+        (kernel,) = manifest["kernels"]
         self.module = cp.RawModule(path=os.path.join(ptx_dir, name + ".ptx"))
-        self.fn = self.module.get_function(name)
-        launch = read_launch(os.path.join(ptx_dir, name + ".gpu.mlir"))
-        self.launch = launch
-        self.threads = launch["block"]
-        self.max_splits = launch["max_splits"]
-        self.grid_y = launch["grid_y"]
-        roles = launch["roles"]
+        self.fn = self.module.get_function(kernel["entry"])
+        self.threads = int(kernel["block"][0])
+        self.max_splits = int(kernel["schedule"]["max_splits"])
+        self.grid_y = int(kernel["grid"][1])
+        roles = [p["role"] for p in kernel["params"]]
         expected = ["query", "key_cache", "value_cache", "block_table",
                     "seq_lens", "output", "partial_out", "partial_stats",
                     "split_counters", "batch", "max_pages", "num_splits"]
         assert roles == expected, f"unexpected ABI {roles}"
+        assert kernel["grid"][0] == "num_splits" and kernel["grid"][2] == "batch"
         self.counters = None
 
     def run(self, prob, kc, vc, num_splits, out=None):
@@ -316,18 +272,6 @@ class Kernel:
         return int(self.cp.count_nonzero(self.counters).get()) == 0
 
 
-def read_launch(path):
-    """Pulls the launch description and schedule out of the converted .mlir."""
-    text = open(path).read()
-    import re
-    block = int(re.search(r"block = (\d+)", text).group(1))
-    max_splits = int(re.search(r"max_splits = (\d+)", text).group(1))
-    grid = re.search(r'grid = \["([^"]*)", "([^"]*)", "([^"]*)"\]', text)
-    roles = re.findall(r'role = "([^"]*)"', text)
-    return dict(block=block, max_splits=max_splits, grid_y=int(grid.group(2)),
-                roles=roles, grid=grid.groups())
-
-
 def compare(prob, out_dev):
     dt = prob["dt"]
     out = dt.decode(out_dev.get())
@@ -346,7 +290,7 @@ def compare(prob, out_dev):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--emit", help="compile PTX into this directory (no GPU)")
-    ap.add_argument("--fusion-opt", default="build/bin/fusion-opt")
+    ap.add_argument("--fusion-compile", default="build/bin/fusion-compile")
     ap.add_argument("--ptxas", default="/usr/local/cuda/bin/ptxas")
     ap.add_argument("--ptx-dir", default=".gpu/attention")
     ap.add_argument("--sanitize", action="store_true",
@@ -356,7 +300,7 @@ def main():
     args = ap.parse_args()
 
     if args.emit:
-        return 0 if emit(args.emit, args.fusion_opt, args.ptxas) else 1
+        return 0 if emit(args.emit, args.fusion_compile, args.ptxas) else 1
 
     try:
         import cupy as cp
@@ -365,6 +309,10 @@ def main():
         print(f"SKIP: no GPU / CuPy ({e})")
         return 0
 
+    if args.sanitize:
+        # One cudaMalloc per array, so that compute-sanitizer sees the true
+        # bounds of every buffer (the pool would hide overruns).
+        cp.cuda.set_allocator(None)
     rng = np.random.default_rng(1234)
     results = []
     all_ok = True
