@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ ccache python3 libgtest-dev
+packages=(cmake ninja-build g++ ccache python3 python3-pip libgtest-dev
           llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools)
 missing=()
 for p in "${packages[@]}"; do
@@ -19,6 +19,9 @@ if ((${#missing[@]})); then
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
 fi
+
+# numpy for the golden-data cross-check (test/golden/check_goldens.py).
+python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q numpy
 
 if [ ! -f build/build.ninja ]; then
   cmake -G Ninja -S . -B build \
