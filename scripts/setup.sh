@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ ccache python3 python3-pip libgtest-dev
           llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools)
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -14,14 +16,16 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
 fi
 
 # numpy for the golden-data cross-check (test/golden/check_goldens.py).
-python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q numpy
+# (pip where python3 is a user install; Debian's package for the system one.)
+if ! python3 -c "import numpy" 2>/dev/null; then
+  python3 -m pip install -q numpy 2>/dev/null ||
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q python3-numpy
+fi
 
 if [ ! -f build/build.ninja ]; then
   cmake -G Ninja -S . -B build \
