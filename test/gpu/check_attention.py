@@ -48,6 +48,22 @@ CONFIGS = [
     ("g16_d128_f16", 32, 2, 128, "f16", 16),    # two head blocks per KV head
 ]
 
+# Schedule variants for --sweep (tuning): name, config, schedule overrides.
+SWEEP_VARIANTS = [
+    ("llama_t128_u4", CONFIGS[1], dict(threads=128, kv_unroll=4, max_splits=64)),
+    ("llama_t128_u2", CONFIGS[1], dict(threads=128, kv_unroll=2, max_splits=64)),
+    ("llama_t128_u8", CONFIGS[1], dict(threads=128, kv_unroll=8, max_splits=64)),
+    ("llama_t256_u4", CONFIGS[1], dict(threads=256, kv_unroll=4, max_splits=64)),
+    ("llama_t256_u2", CONFIGS[1], dict(threads=256, kv_unroll=2, max_splits=64)),
+    ("llama_t64_u4", CONFIGS[1], dict(threads=64, kv_unroll=4, max_splits=64)),
+    ("g7_t128_u2", CONFIGS[2], dict(threads=128, kv_unroll=2, max_splits=64)),
+    ("g7_t128_u4", CONFIGS[2], dict(threads=128, kv_unroll=4, max_splits=64)),
+    ("g7_t256_u2", CONFIGS[2], dict(threads=256, kv_unroll=2, max_splits=64)),
+]
+SWEEP_SHAPES = [(1, 1024), (1, 8192), (1, 32768), (4, 4096), (16, 4096),
+                (64, 4096)]
+SWEEP_SPLITS = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64]
+
 LENGTH_SETS = [
     [0, 1, 17, 1000, 4097],  # mixed lengths, B = 5
     [15, 16, 17],
@@ -102,6 +118,41 @@ def emit(out_dir, fusion_compile, ptxas):
         if r.returncode != 0:
             print(r.stderr)
             ok = False
+    return ok
+
+
+def kernel_mlir_for(name, cfg, overrides):
+    """A pre-formed fusion.kernel with schedule overrides (for --sweep)."""
+    _, hq, hkv, d, t, p = cfg
+    q = f"tensor<?x{hq}x{d}x{t}>"
+    c = f"memref<?x{p}x{hkv}x{d}x{t}>"
+    sched = ", ".join(f"{k} = {v} : i64" for k, v in overrides.items())
+    return f"""func.func @{name}(%q: {q}, %kc: {c}, %vc: {c},
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> {q} {{
+  %o = fusion.kernel @{name}_k0_decode_attention (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : ({q}, {c}, {c}, tensor<?x?xi32>, tensor<?xi32>) -> {q}
+      attributes {{schedule = {{{sched}}}}} {{
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : {q}, {c}, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : {q}
+  }}
+  return %o : {q}
+}}
+"""
+
+
+def emit_sweep(out_dir, fusion_compile):
+    os.makedirs(out_dir, exist_ok=True)
+    ok = True
+    for name, cfg, overrides in SWEEP_VARIANTS:
+        src = os.path.join(out_dir, name + ".mlir")
+        with open(src, "w") as f:
+            f.write(kernel_mlir_for(name, cfg, overrides))
+        res = subprocess.run([fusion_compile, src, "-o",
+                              os.path.join(out_dir, name)],
+                             capture_output=True, text=True)
+        print(f"{'ok  ' if res.returncode == 0 else 'FAIL'} emit {name} {res.stderr.strip()}")
+        ok &= res.returncode == 0
     return ok
 
 
@@ -228,10 +279,10 @@ def upload_cache(cp, prob, cfg, pages):
 
 
 class Kernel:
-    def __init__(self, cp, ptx_dir, cfg):
+    def __init__(self, cp, ptx_dir, cfg, name=None):
         self.cp = cp
         self.cfg = cfg
-        name = cfg[0]
+        name = name or cfg[0]
         with open(os.path.join(ptx_dir, name + ".manifest.json")) as f:
             manifest = json.load(f)
         (kernel,) = manifest["kernels"]
@@ -266,7 +317,16 @@ class Kernel:
         args = (q, kc, vc, bt, sl, out, part_o, part_s, self.counters,
                 np.int32(b), np.int32(prob["max_pages"]), np.int32(num_splits))
         self.fn((num_splits, self.grid_y, b), (self.threads, 1, 1), args)
+        self.last_stats = part_s
         return out
+
+    def partials_written(self, num_splits):
+        """With several splits every CTA writes its (m, l): l is never NaN."""
+        if num_splits <= 1:
+            return True
+        ns = min(num_splits, self.max_splits)
+        l = self.last_stats[:, :, :ns, 1].get()
+        return bool(np.isfinite(l).all())
 
     def counters_zero(self):
         return int(self.cp.count_nonzero(self.counters).get()) == 0
@@ -296,11 +356,18 @@ def main():
     ap.add_argument("--sanitize", action="store_true",
                     help="one small configuration (for compute-sanitizer)")
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--emit-sweep", help="compile the --sweep variants here")
+    ap.add_argument("--sweep", help="time the schedule variants in this dir")
     ap.add_argument("--json", help="write the results table here")
     args = ap.parse_args()
 
-    if args.emit:
-        return 0 if emit(args.emit, args.fusion_compile, args.ptxas) else 1
+    if args.emit or args.emit_sweep:
+        ok = True
+        if args.emit:
+            ok &= emit(args.emit, args.fusion_compile, args.ptxas)
+        if args.emit_sweep:
+            ok &= emit_sweep(args.emit_sweep, args.fusion_compile)
+        return 0 if ok else 1
 
     try:
         import cupy as cp
@@ -336,7 +403,8 @@ def main():
                     cp.cuda.runtime.deviceSynchronize()
                 ok, max_abs, rel, finite, zr = compare(prob, out)
                 cz = kern.counters_zero()
-                ok = ok and cz
+                pw = kern.partials_written(ns)
+                ok = ok and cz and pw
                 all_ok &= ok
                 row = dict(config=cfg[0], lens=lens, splits=ns, max_abs=max_abs,
                            rel=rel, finite=finite, zero_rows=zr, counters=cz,
@@ -345,7 +413,7 @@ def main():
                 print(f"{'ok  ' if ok else 'FAIL'} {cfg[0]:16s} lens={str(lens):24s} "
                       f"splits={ns:2d} max_abs={max_abs:.3e} rel={rel:.3e}"
                       f"{'' if finite else ' NONFINITE'}{'' if zr else ' ZERO-ROWS'}"
-                      f"{'' if cz else ' COUNTERS'}", flush=True)
+                      f"{'' if cz else ' COUNTERS'}{'' if pw else ' PARTIALS'}", flush=True)
             del kc, vc
     if not args.sanitize:
         # 64-bit page offsets: the used pages live past 2^31 elements.
@@ -368,6 +436,9 @@ def main():
         cp.get_default_memory_pool().free_all_blocks()
     if args.bench:
         bench(cp, args.ptx_dir, rng)
+    if args.sweep:
+        all_ok &= check_variants(cp, args.sweep, rng)
+        sweep(cp, args.sweep, rng, args.json)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
@@ -413,6 +484,103 @@ def bench(cp, ptx_dir, rng):
               f"{nbytes / t / 1e6:.2f} TB/s (K+V bytes)", flush=True)
         del kc, vc
         cp.get_default_memory_pool().free_all_blocks()
+
+
+def time_launches(cp, fn, grid, block, arg_sets, reps=5, per=20):
+    """Median over `reps` of the mean time of `per` back-to-back launches
+    (rotating over arg_sets so that L2 holds none of the caches)."""
+    for a in arg_sets[:2]:
+        fn(grid, block, a)
+    res = []
+    for _ in range(reps):
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        s.record()
+        for i in range(per):
+            fn(grid, block, arg_sets[i % len(arg_sets)])
+        e.record()
+        e.synchronize()
+        res.append(cp.cuda.get_elapsed_time(s, e) * 1000 / per)
+    return sorted(res)[len(res) // 2]
+
+
+def check_variants(cp, sweep_dir, rng):
+    """Correctness of every schedule variant (mixed lengths, 1..64 splits)."""
+    ok_all = True
+    for name, cfg, _ in SWEEP_VARIANTS:
+        kern = Kernel(cp, sweep_dir, cfg, name)
+        prob = build_problem(rng, cfg, [0, 1, 17, 1000, 4097])
+        kc = upload_cache(cp, prob, cfg, prob["k_pages"])
+        vc = upload_cache(cp, prob, cfg, prob["v_pages"])
+        for ns in (1, 3, 16, 64):
+            out = kern.run(prob, kc, vc, ns)
+            cp.cuda.runtime.deviceSynchronize()
+            ok, max_abs, rel, finite, zr = compare(prob, out)
+            ok = ok and kern.counters_zero() and kern.partials_written(ns)
+            ok_all &= ok
+            print(f"{'ok  ' if ok else 'FAIL'} variant {name:14s} splits={ns:2d} "
+                  f"max_abs={max_abs:.3e} rel={rel:.3e}", flush=True)
+    return ok_all
+
+
+def sweep(cp, sweep_dir, rng, json_path):
+    rows = []
+    groups = {}
+    for name, cfg, _ in SWEEP_VARIANTS:
+        groups.setdefault(cfg, []).append(name)
+    for cfg, names in groups.items():
+        _, hq, hkv, d, dtname, p = cfg
+        kerns = {n: Kernel(cp, sweep_dir, cfg, n) for n in names}
+        for b, l in SWEEP_SHAPES:
+            pages = math.ceil(l / p)
+            kv_bytes = 2 * b * l * hkv * d * 2
+            copies = max(1, min(32, math.ceil(400e6 / kv_bytes)))
+            num_pages = copies * b * pages
+            kc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
+            vc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
+            if dtname == "bf16":  # same bits are fine for timing
+                kc = kc.view(cp.uint16)
+                vc = vc.view(cp.uint16)
+            q = cp.random.standard_normal((b, hq, d), dtype=cp.float32).astype(cp.float16)
+            if dtname == "bf16":
+                q = q.view(cp.uint16)
+            sl = cp.asarray(np.full(b, l, dtype=np.int32))
+            bts = [cp.asarray((rng.permutation(b * pages) + c * b * pages)
+                              .astype(np.int32).reshape(b, pages))
+                   for c in range(copies)]
+            out = cp.empty_like(q)
+            best = None
+            for n, k in kerns.items():
+                ms = k.max_splits
+                part_o = cp.empty((b, hq, ms, d), dtype=cp.float32)
+                part_s = cp.empty((b, hq, ms, 2), dtype=cp.float32)
+                counters = cp.zeros((b, k.grid_y), dtype=cp.int32)
+                for ns in SWEEP_SPLITS:
+                    if ns > ms or (ns > 1 and math.ceil(l / ns) < 16):
+                        continue
+                    arg_sets = [(q, kc, vc, bt, sl, out, part_o, part_s, counters,
+                                 np.int32(b), np.int32(pages), np.int32(ns))
+                                for bt in bts]
+                    t = time_launches(cp, k.fn, (ns, k.grid_y, b), (k.threads, 1, 1),
+                                      arg_sets)
+                    tbs = kv_bytes / t / 1e6
+                    rows.append(dict(variant=n, batch=b, len=l, splits=ns,
+                                     us=t, tbs=tbs))
+                    if best is None or t < best[0]:
+                        best = (t, n, ns)
+                if int(cp.count_nonzero(counters).get()) != 0:
+                    print(f"FAIL counters not reset: {n}")
+            line = " ".join(f"{r['variant'].split('_', 1)[1]}/{r['splits']}:{r['us']:.1f}"
+                            for r in rows if r["batch"] == b and r["len"] == l
+                            and r["variant"] in names)
+            print(f"sweep {cfg[0]} B={b} L={l} ({kv_bytes/1e6:.0f} MB K+V): best "
+                  f"{best[1]} splits={best[2]} {best[0]:.1f} us "
+                  f"{kv_bytes / best[0] / 1e6:.2f} TB/s", flush=True)
+            print("   ", line, flush=True)
+            del kc, vc, bts
+            cp.get_default_memory_pool().free_all_blocks()
+    if json_path:
+        with open(json_path + ".sweep.json", "w") as f:
+            json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":
