@@ -74,6 +74,15 @@ namespace {
 
 /// A JSON value for an attribute of a schedule / launch dictionary.
 json::Value toJSON(Attribute attr) {
+  if (auto pairing = dyn_cast<RopePairingAttr>(attr))
+    return stringifyRopePairing(pairing.getValue()).str();
+  if (auto scaling = dyn_cast<Llama3RopeScalingAttr>(attr))
+    return json::Object{
+        {"type", "llama3"},
+        {"factor", scaling.getFactor().convertToDouble()},
+        {"low_freq_factor", scaling.getLowFreqFactor().convertToDouble()},
+        {"high_freq_factor", scaling.getHighFreqFactor().convertToDouble()},
+        {"original_max_position", scaling.getOriginalMaxPosition()}};
   if (auto s = dyn_cast<StringAttr>(attr))
     return s.getValue().str();
   if (auto b = dyn_cast<BoolAttr>(attr))
@@ -343,6 +352,26 @@ private:
       k["static_shared_bytes"] = s.getInt();
     if (DictionaryAttr schedule = kernel.getScheduleAttr())
       k["schedule"] = toJSON(schedule);
+    // The ops the kernel computes, with their attributes (for references
+    // and for users who want to know the math without reading MLIR).
+    json::Array ops;
+    for (Operation &op : kernel.getBody().front().without_terminator()) {
+      json::Object o{{"op", op.getName().stripDialect().str()}};
+      json::Object attrs;
+      for (NamedAttribute a : op.getAttrs())
+        attrs[a.getName().getValue()] = toJSON(a.getValue());
+      if (auto rope = dyn_cast<RopeOp>(op))
+        attrs["rotary_dim"] = rope.getEffectiveRotaryDim();
+      if (auto attn = dyn_cast<DecodeAttentionOp>(op))
+        attrs["scale"] = attn.getEffectiveScale();
+      if (auto norm = dyn_cast<RMSNormOp>(op))
+        attrs["residual"] = static_cast<bool>(norm.getResidual());
+      if (auto qkv = dyn_cast<QKVProjOp>(op))
+        attrs["bias"] = static_cast<bool>(qkv.getBias());
+      o["attributes"] = std::move(attrs);
+      ops.push_back(std::move(o));
+    }
+    k["ops"] = std::move(ops);
 
     unsigned numInputs = kernel.getInputs().size();
     json::Array params;

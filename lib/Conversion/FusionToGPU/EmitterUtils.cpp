@@ -251,7 +251,14 @@ Value mlir::fusion::addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType,
       gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
   auto type = MemRefType::get({count}, elementType, MemRefLayoutAttrInterface(),
                               space);
-  return func.addWorkgroupAttribution(type, func.getLoc());
+  BlockArgument buffer = func.addWorkgroupAttribution(type, func.getLoc());
+  // 16-byte alignment, so that vector<8xf16> accesses may be ld.shared.v4
+  // (the default would be the element's alignment).
+  func.setWorkgroupAttributionAttr(
+      func.getNumWorkgroupAttributions() - 1,
+      LLVM::LLVMDialect::getAlignAttrName(),
+      IntegerAttr::get(IntegerType::get(context, 64), 16));
+  return buffer;
 }
 
 DictionaryAttr mlir::fusion::getLaunchAttr(MLIRContext *context,

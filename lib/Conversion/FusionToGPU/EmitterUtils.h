@@ -103,7 +103,8 @@ gpu::GPUFuncOp createKernelFunc(OpBuilder &builder, Location loc,
                                 int64_t blockSize);
 
 /// Adds a workgroup (shared memory) attribution
-/// `memref<count x elementType, #gpu.address_space<workgroup>>` to `func`.
+/// `memref<count x elementType, #gpu.address_space<workgroup>>` to `func`,
+/// 16-byte aligned (`llvm.align = 16`, so 16-byte vector accesses are legal).
 Value addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType, int64_t count);
 
 /// The launch attribute `fusion.launch` for `launch` (see Passes.td).

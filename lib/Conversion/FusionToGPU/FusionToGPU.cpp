@@ -20,6 +20,8 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OperationSupport.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mlir::fusion {
 #define GEN_PASS_DEF_CONVERTFUSIONTOGPUPASS
@@ -70,7 +72,26 @@ struct ConvertFusionToGPUPass
                                         smCount.getValue()));
 
     bool failed = false;
+    // Kernels with identical bodies (e.g. the layers of a model) share one
+    // gpu.func: the key is the body printed without the kernel's name.
+    llvm::StringMap<std::pair<KernelLaunch, DictionaryAttr>> emitted;
     for (KernelOp kernel : kernels) {
+      std::string key;
+      {
+        llvm::raw_string_ostream os(key);
+        OpPrintingFlags flags;
+        flags.printGenericOpForm().useLocalScope();
+        kernel->print(os, flags);
+      }
+      std::string quotedName = ("\"" + kernel.getSymName() + "\"").str();
+      for (size_t at = key.find(quotedName); at != std::string::npos;
+           at = key.find(quotedName))
+        key.erase(at, quotedName.size());
+      if (auto it = emitted.find(key); it != emitted.end()) {
+        recordSchedule(kernel, it->second.first.schedule);
+        kernel->setAttr(kLaunchAttrName, it->second.second);
+        continue;
+      }
       if (gpuModule.lookupSymbol(kernel.getSymName())) {
         kernel.emitOpError("kernel '")
             << kernel.getSymName() << "' is already in the gpu.module";
@@ -104,8 +125,9 @@ struct ConvertFusionToGPUPass
       entries.set("static_smem",
                   IntegerAttr::get(IntegerType::get(&getContext(), 64),
                                    staticShared));
-      kernel->setAttr(kLaunchAttrName,
-                      entries.getDictionary(&getContext()));
+      DictionaryAttr finalAttr = entries.getDictionary(&getContext());
+      kernel->setAttr(kLaunchAttrName, finalAttr);
+      emitted[key] = {*launch, finalAttr};
     }
     if (failed)
       signalPassFailure();

@@ -1,0 +1,604 @@
+#!/usr/bin/env python3
+"""GPU check of the projection and elementwise kernels (fusion-compile output).
+
+For every <name>.<strategy>.ptx / .manifest.json pair in --dir, this script
+launches the kernels of each function in manifest order (skipping attention,
+which test/gpu/check_attention.py covers), binding buffers exactly as the
+manifest says (function arguments, earlier kernels' outputs), on fresh random
+inputs with NaN-poisoned outputs and caches, and compares every output with a
+float64 numpy reference of design.md 2.1 (the same math as
+runtime/src/Reference.cpp):
+
+  rmsnorm    h = round(x + r); y = round(h * (1/sqrt(mean(h^2) + eps)) * w)
+             (w + 1 with unit_offset); layernorm with the biased variance
+  qkv_proj   round(y @ W^T + b)
+  rope       inv_freq in fp32 as Hugging Face computes it, angle =
+             float32(pos) * inv_freq (one fp32 multiply), cos/sin in float64,
+             (a, b) -> round(a cos - b sin), round(b cos + a sin)
+  kv_append  cache[block_table[b, pos // P], pos % P, h, :] = k / v
+
+Pass: ||out - ref|| / ||ref|| < 2e-3 (f16) or 1e-2 (bf16) for every output,
+no NaN left in any output, every written cache slot right and every other
+cache element still NaN. It also checks that the fused (decode) and unfused
+(none) kernels agree on the same inputs.
+
+Usage (on the GPU machine; CuPy + numpy):
+  python3 test/gpu/check_kernels.py --dir .gpu/proj [--only NAME] [--bench]
+  python3 test/gpu/check_kernels.py --dir .gpu/proj --dry-run   # no GPU: numpy only,
+                                                             # exercises the plumbing
+Exit status 0 iff every case passes.
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+# ---------------------------------------------------------------------------
+# dtypes
+# ---------------------------------------------------------------------------
+
+
+def f32_to_bf16_bits(a):
+    a = np.ascontiguousarray(np.asarray(a, dtype=np.float32))
+    u = a.view(np.uint32).astype(np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    rounded[np.isnan(a)] = 0x7FC0
+    return rounded
+
+
+def bf16_bits_to_f64(b):
+    return (np.asarray(b, dtype=np.uint16).astype(np.uint32) << 16).view(
+        np.float32).astype(np.float64)
+
+
+class DType:
+    def __init__(self, name):
+        self.name = name
+        self.storage = {"f16": np.float16, "bf16": np.uint16,
+                        "f32": np.float32, "i32": np.int32}[name]
+        self.tol = {"f16": 2e-3, "bf16": 1e-2}.get(name, 1e-6)
+
+    def encode(self, values):
+        """float64 values -> storage array (round to nearest even)."""
+        values = np.asarray(values, dtype=np.float64)
+        if self.name == "f16":
+            return values.astype(np.float16)
+        if self.name == "bf16":
+            return f32_to_bf16_bits(values.astype(np.float32))
+        return values.astype(self.storage)
+
+    def decode(self, stored):
+        stored = np.asarray(stored)
+        if self.name == "bf16":
+            return bf16_bits_to_f64(stored)
+        return stored.astype(np.float64)
+
+    def round(self, values):
+        return self.decode(self.encode(values))
+
+    def nan(self):
+        return {"f16": np.float16(np.nan), "bf16": np.uint16(0x7FC0),
+                "f32": np.float32(np.nan)}[self.name]
+
+
+# ---------------------------------------------------------------------------
+# Reference (float64, rounding at op boundaries)
+# ---------------------------------------------------------------------------
+
+
+def ref_rmsnorm(dt, x, r, w, eps, unit_offset):
+    h = dt.round(x + r) if r is not None else x
+    ms = np.mean(h * h, axis=1, keepdims=True)
+    ww = (1.0 + w) if unit_offset else w
+    return dt.round(h * (1.0 / np.sqrt(ms + eps)) * ww), h
+
+
+def ref_layernorm(dt, x, w, b, eps):
+    mean = np.mean(x, axis=1, keepdims=True)
+    var = np.mean((x - mean) ** 2, axis=1, keepdims=True)
+    return dt.round((x - mean) * (1.0 / np.sqrt(var + eps)) * w + b)
+
+
+def inv_freq_f32(theta, rd, scaling):
+    """runtime/src/Reference.cpp invFreqF32 (Hugging Face's fp32 math)."""
+    f32 = np.float32
+    theta32 = f32(theta)
+    out = []
+    for i in range(rd // 2):
+        exponent = f32(2 * i) / f32(rd)
+        power = f32(float(theta32) ** float(exponent))
+        inv = f32(1.0) / power
+        if scaling:
+            factor = f32(scaling["factor"])
+            low = f32(scaling["low_freq_factor"])
+            orig_d = float(scaling["original_max_position"])
+            orig = f32(orig_d)
+            low_wavelen = f32(orig_d / scaling["low_freq_factor"])
+            high_wavelen = f32(orig_d / scaling["high_freq_factor"])
+            span = f32(scaling["high_freq_factor"] - scaling["low_freq_factor"])
+            wavelen = (f32(1.0) / inv) * f32(2.0 * math.pi)
+            if wavelen > low_wavelen:
+                inv = inv / factor
+            elif not (wavelen < high_wavelen):
+                smooth = ((f32(1.0) / wavelen) * orig - low) / span
+                inv = (f32(1.0) - smooth) * inv / factor + smooth * inv
+        out.append(f32(inv))
+    return np.array(out, dtype=np.float32)
+
+
+def ref_rope(dt, t, pos, attrs):
+    """t: [B, heads, D] float64 (already rounded), pos: [B] int."""
+    D = t.shape[2]
+    rd = attrs.get("rotary_dim", D)
+    inv = inv_freq_f32(attrs["theta"], rd, attrs.get("scaling"))
+    angle = (pos.astype(np.float32)[:, None] * inv[None, :]).astype(np.float64)
+    c = np.cos(angle)[:, None, :]
+    s = np.sin(angle)[:, None, :]
+    out = t.copy()
+    half = rd // 2
+    if attrs["pairing"] == "neox":
+        ia, ib = np.arange(half), np.arange(half) + half
+    else:
+        ia, ib = 2 * np.arange(half), 2 * np.arange(half) + 1
+    a, b = t[:, :, ia], t[:, :, ib]
+    out[:, :, ia] = dt.round(a * c - b * s)
+    out[:, :, ib] = dt.round(b * c + a * s)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Manifest helpers
+# ---------------------------------------------------------------------------
+
+
+def resolve_shape(shape, env):
+    return tuple(int(env[d]) if isinstance(d, str) else int(d) for d in shape)
+
+
+def kernel_ops(kernel):
+    return {op["op"]: op["attributes"] for op in kernel["ops"]}
+
+
+SUPPORTED_KINDS = {"projection", "norm_row", "rope", "kv_append",
+                   "rope_kv_append"}
+
+
+class Case:
+    """One (module, batch, positions) run."""
+
+    def __init__(self, name, batch, positions, outlier=False, big_pages=False):
+        self.name = name
+        self.batch = batch
+        self.positions = np.array(positions, dtype=np.int32)
+        self.outlier = outlier
+        self.big_pages = big_pages
+
+    def label(self):
+        pos = ",".join(str(p) for p in self.positions)
+        extra = (" outlier" if self.outlier else "") + \
+            (" pages>2^17" if self.big_pages else "")
+        return f"B={self.batch} pos=[{pos}]{extra}"
+
+
+def make_inputs(manifest, fn, case, rng):
+    """Random function arguments (numpy), by the roles their users give them."""
+    roles = {}
+    for k in manifest["kernels"]:
+        if k["function"] != fn["name"]:
+            continue
+        for p in k["params"]:
+            b = p.get("binding", {})
+            if p["kind"] == "input" and "argument" in b:
+                roles.setdefault(b["argument"], p["role"])
+    B = case.batch
+    page_size = None
+    for a in fn["arguments"]:
+        if roles.get(a["index"]) == "key_cache":
+            page_size = a["shape"][1]
+    max_pos = int(case.positions.max())
+    max_pages = (max_pos // page_size + 1) if page_size else 1
+    num_pages = 140000 if case.big_pages else 4 * B + 8
+    env = {"batch": B, "max_pages": max_pages, "num_pages": num_pages}
+    args = {}
+    hidden = None
+    for a in fn["arguments"]:
+        role = roles.get(a["index"], "unused")
+        dt = DType(a["dtype"])
+        shape = resolve_shape(a["shape"], env)
+        if role in ("input", "residual"):
+            v = rng.standard_normal(shape)
+            hidden = shape[1]
+            if case.outlier and role == "input":
+                v[min(2, B - 1)] *= 300.0   # squares overflow fp16
+                v[:, 7] = 500.0              # an outlier channel
+            args[a["index"]] = dt.encode(v)
+        elif role == "norm_weight":
+            args[a["index"]] = dt.encode(1.0 + 0.1 * rng.standard_normal(shape))
+        elif role == "norm_bias":
+            args[a["index"]] = dt.encode(0.1 * rng.standard_normal(shape))
+        elif role == "qkv_weight":
+            args[a["index"]] = dt.encode(
+                rng.standard_normal(shape) / math.sqrt(shape[1]))
+        elif role == "qkv_bias":
+            args[a["index"]] = dt.encode(0.5 * rng.standard_normal(shape))
+        elif role == "positions":
+            args[a["index"]] = case.positions.copy()
+        elif role == "seq_lens":
+            args[a["index"]] = (case.positions + 1).astype(np.int32)
+        elif role == "block_table":
+            # Distinct pages for the page each sequence writes; the rest
+            # random. With big_pages the last sequence writes page 139999
+            # (element offsets past 2^31).
+            table = rng.integers(0, num_pages, size=shape, dtype=np.int64)
+            pages = rng.permutation(num_pages - 1)[:B]
+            if case.big_pages:
+                pages[-1] = num_pages - 1
+            for b in range(B):
+                table[b, case.positions[b] // page_size] = pages[b]
+            args[a["index"]] = table.astype(np.int32)
+        elif role in ("key_cache", "value_cache"):
+            args[a["index"]] = ("nan", dt, shape)  # allocated on the device
+        else:
+            args[a["index"]] = np.zeros(shape, dtype=dt.storage)
+    return args, env
+
+
+def reference(manifest, fn, args, case):
+    """The float64 reference of the function's front half."""
+    kernels = [k for k in manifest["kernels"] if k["function"] == fn["name"]]
+    ops = {}
+    for k in kernels:
+        ops.update(kernel_ops(k))
+    # Argument index of each role.
+    arg_of = {}
+    for k in kernels:
+        for p in k["params"]:
+            b = p.get("binding", {})
+            if p["kind"] == "input" and "argument" in b:
+                arg_of.setdefault(p["role"], b["argument"])
+    dtype = DType(fn["arguments"][arg_of["input"]]["dtype"])
+    val = lambda role: dtype.decode(args[arg_of[role]]) if role in arg_of else None
+    x = val("input")
+    ref = {}
+    if "rmsnorm" in ops:
+        a = ops["rmsnorm"]
+        y, h = ref_rmsnorm(dtype, x, val("residual"), val("norm_weight"),
+                           a["epsilon"], a.get("unit_offset", False))
+        ref["normed"], ref["residual_out"] = y, h
+    elif "layernorm" in ops:
+        a = ops["layernorm"]
+        y = ref_layernorm(dtype, x, val("norm_weight"), val("norm_bias"),
+                          a["epsilon"])
+        ref["normed"] = y
+    else:
+        y = x
+    a = ops["qkv_proj"]
+    hq, hkv, D = a["num_heads"], a["num_kv_heads"], a["head_dim"]
+    out = y @ val("qkv_weight").T
+    if "qkv_bias" in arg_of:
+        out = out + val("qkv_bias")
+    out = dtype.round(out)
+    B = x.shape[0]
+    q = out[:, :hq * D].reshape(B, hq, D)
+    k = out[:, hq * D:(hq + hkv) * D].reshape(B, hkv, D)
+    v = out[:, (hq + hkv) * D:].reshape(B, hkv, D)
+    ref["query_raw"], ref["key_raw"], ref["value"] = q, k, v
+    if "rope" in ops:
+        pos = args[arg_of["positions"]]
+        ref["query_rot"] = ref_rope(dtype, q, pos, ops["rope"])
+        ref["key_rot"] = ref_rope(dtype, k, pos, ops["rope"])
+    else:
+        ref["query_rot"], ref["key_rot"] = q, k
+    ref["cache_key"] = ref["key_rot"]
+    ref["cache_value"] = v
+    return ref, dtype, arg_of
+
+
+# ---------------------------------------------------------------------------
+# Device
+# ---------------------------------------------------------------------------
+
+
+class Device:
+    def __init__(self, dry_run):
+        self.dry = dry_run
+        if dry_run:
+            self.xp = np
+        else:
+            import cupy
+            self.xp = cupy
+        self.modules = {}
+
+    def function(self, ptx, entry):
+        if self.dry:
+            return None
+        if ptx not in self.modules:
+            self.modules[ptx] = self.xp.RawModule(path=ptx)
+        return self.modules[ptx].get_function(entry)
+
+    def to_device(self, a):
+        return self.xp.asarray(a)
+
+    def to_host(self, a):
+        return a if self.dry else a.get()
+
+    def full(self, shape, value, dtype):
+        return self.xp.full(shape, value, dtype=dtype)
+
+    def sync(self):
+        if not self.dry:
+            self.xp.cuda.Device().synchronize()
+
+
+def run_function(dev, ptx, manifest, fn, case, seed, report):
+    rng = np.random.default_rng(seed)
+    args, env = make_inputs(manifest, fn, case, rng)
+    ref, dtype, arg_of = reference(manifest, fn, args, case)
+    device_args = {}
+    for index, a in args.items():
+        if isinstance(a, tuple) and a[0] == "nan":
+            device_args[index] = dev.full(a[2], a[1].nan(), a[1].storage)
+        else:
+            device_args[index] = dev.to_device(np.ascontiguousarray(a))
+    outputs = {}  # (kernel index, result index) -> device array
+    checks = []
+    kernels = [k for k in manifest["kernels"] if k["function"] == fn["name"]]
+    for k in kernels:
+        kind = k.get("schedule", {}).get("kind")
+        if kind not in SUPPORTED_KINDS:
+            continue
+        launch_args = []
+        kernel_outputs = []
+        for p in k["params"]:
+            dt = DType(p["dtype"])
+            if p["kind"] == "input":
+                b = p["binding"]
+                if "argument" in b:
+                    buf = device_args[b["argument"]]
+                else:
+                    buf = outputs[(b["kernel"], b["result"])]
+                launch_args.append(buf)
+            elif p["kind"] == "output":
+                shape = resolve_shape(p["shape"], env)
+                buf = dev.full(shape, dt.nan(), dt.storage)
+                outputs[(k["index"], p["binding"]["result"])] = buf
+                kernel_outputs.append((p, buf))
+                launch_args.append(buf)
+            elif p["kind"] == "workspace":
+                shape = resolve_shape(p["shape"], env)
+                launch_args.append(dev.xp.zeros(shape, dtype=dt.storage))
+            else:
+                launch_args.append(np.int32(env[p["role"]]))
+        grid = tuple(int(env[g]) if isinstance(g, str) else g for g in k["grid"])
+        block = tuple(k["block"])
+        fnc = dev.function(ptx, k["entry"])
+        if fnc is not None:
+            fnc(grid, block, tuple(launch_args),
+                shared_mem=k["dynamic_shared_bytes"])
+        has_rope = "rope" in kernel_ops(k)
+        for p, buf in kernel_outputs:
+            role = p["role"]
+            if role in ("query", "key"):
+                key = role + ("_rot" if has_rope else "_raw")
+            else:
+                key = role
+            checks.append((k["name"], role, key, buf))
+    dev.sync()
+    ok = True
+    results = {}
+    for kname, role, key, buf in checks:
+        got = dtype.decode(dev.to_host(buf)).reshape(ref[key].shape)
+        err = compare(got, ref[key])
+        passed = err["rel"] < dtype.tol and not err["nan"]
+        ok &= passed
+        results[key] = got
+        report.append((case.label(), f"{kname}:{role}", err, passed))
+    # Caches: written slots and untouched NaN elsewhere.
+    for cache_role, ref_key in (("key_cache", "cache_key"),
+                                ("value_cache", "cache_value")):
+        if cache_role not in arg_of:
+            continue
+        cache = device_args[arg_of[cache_role]]
+        table = args[arg_of["block_table"]]
+        pos = case.positions
+        P = cache.shape[1]
+        pages = table[np.arange(case.batch), pos // P]
+        slots = pos % P
+        if dev.dry:
+            got = cache[pages, slots]
+            untouched_nan = True
+        else:
+            import cupy
+            got = cache[cupy.asarray(pages), cupy.asarray(slots)].get()
+            expected_nan = cache.size - case.batch * cache.shape[2] * cache.shape[3]
+            if dtype.name == "bf16":
+                nan_count = int(((cache & 0x7FFF) > 0x7F80).sum())
+            else:
+                nan_count = int(cupy.isnan(cache).sum())
+            untouched_nan = nan_count == expected_nan
+        err = compare(dtype.decode(got), ref[ref_key])
+        passed = err["rel"] < dtype.tol and not err["nan"] and untouched_nan
+        if not untouched_nan:
+            err["note"] = "cache elements outside the written slots changed"
+        ok &= passed
+        results[ref_key] = dtype.decode(got)
+        report.append((case.label(), f"{fn['name']}:{cache_role}", err, passed))
+    return ok, results
+
+
+def compare(got, ref):
+    diff = got - ref
+    nan = bool(np.isnan(got).any())
+    denom = np.linalg.norm(ref)
+    rel = float(np.linalg.norm(np.nan_to_num(diff, nan=1e30)) / denom) \
+        if denom > 0 else float(np.abs(diff).max())
+    return {"rel": rel, "max_abs": float(np.nanmax(np.abs(diff))) if diff.size else 0.0,
+            "nan": nan}
+
+
+# ---------------------------------------------------------------------------
+# Benchmark (fused projection vs the unfused chain), weights rotated
+# ---------------------------------------------------------------------------
+
+
+def bench(dev, directory, name, batches, copies=8, iters=50):
+    import cupy
+    lines = []
+    for strategy in ("decode", "none"):
+        path = os.path.join(directory, f"{name}.{strategy}")
+        manifest = json.load(open(path + ".manifest.json"))
+        fn = manifest["functions"][0]
+        for B in batches:
+            case = Case(name, B, [1000 + 37 * b for b in range(B)])
+            rng = np.random.default_rng(7)
+            sets = []
+            for _ in range(copies):
+                args, env = make_inputs(manifest, fn, case, rng)
+                sets.append(args)
+            dev_sets = []
+            for args in sets:
+                d = {}
+                for i, a in args.items():
+                    if isinstance(a, tuple):
+                        d[i] = cupy.zeros(a[2], dtype=a[1].storage)
+                    else:
+                        d[i] = cupy.asarray(np.ascontiguousarray(a))
+                dev_sets.append(d)
+            kernels = [k for k in manifest["kernels"]
+                       if k.get("schedule", {}).get("kind") in SUPPORTED_KINDS]
+            launches = []
+            for d in dev_sets:
+                outs = {}
+                seq = []
+                for k in kernels:
+                    la = []
+                    for p in k["params"]:
+                        dt = DType(p["dtype"])
+                        if p["kind"] == "input":
+                            b = p["binding"]
+                            la.append(d[b["argument"]] if "argument" in b
+                                      else outs[(b["kernel"], b["result"])])
+                        elif p["kind"] == "output":
+                            buf = cupy.zeros(resolve_shape(p["shape"], env),
+                                             dtype=dt.storage)
+                            outs[(k["index"], p["binding"]["result"])] = buf
+                            la.append(buf)
+                        else:
+                            la.append(np.int32(env[p["role"]]))
+                    grid = tuple(int(env[g]) if isinstance(g, str) else g
+                                 for g in k["grid"])
+                    seq.append((dev.function(path + ".ptx", k["entry"]), grid,
+                                tuple(k["block"]), tuple(la)))
+                launches.append(seq)
+            weight_bytes = sum(a.nbytes for i, a in sets[0].items()
+                               if not isinstance(a, tuple))
+            for seq in launches:  # warm up
+                for f, g, bl, la in seq:
+                    f(g, bl, la)
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            times = []
+            for _ in range(iters):
+                start.record()
+                for seq in launches:
+                    for f, g, bl, la in seq:
+                        f(g, bl, la)
+                stop.record()
+                stop.synchronize()
+                times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3 / copies)
+            t = float(np.median(times))
+            lines.append(f"{name} {strategy:6s} B={B:3d}: {t:8.2f} us per "
+                         f"front half ({len(kernels)} launches), "
+                         f"{weight_bytes / t / 1e6:6.2f} TB/s of input bytes")
+    return lines
+
+
+# ---------------------------------------------------------------------------
+
+
+def cases_for(name):
+    cases = [Case(name, 1, [0]), Case(name, 1, [1000]), Case(name, 1, [131071]),
+             Case(name, 3, [5, 1, 17]),
+             Case(name, 5, [0, 1, 1000, 100003, 131071], outlier=True),
+             Case(name, 16, [(977 * i) % 40000 for i in range(16)])]
+    if name.startswith("llama3_8b") and "32layers" not in name:
+        cases.append(Case(name, 5, [3, 100000, 31, 7, 2047], big_pages=True))
+    return cases
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--only", default=None, help="module name prefix")
+    parser.add_argument("--batches", default=None,
+                        help="comma-separated batch sizes to keep")
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--bench", action="store_true")
+    parser.add_argument("--no-big-pages", action="store_true")
+    args = parser.parse_args()
+    dev = Device(args.dry_run)
+    names = sorted({os.path.basename(p).rsplit(".", 3)[0]
+                    for p in glob.glob(os.path.join(args.dir, "*.manifest.json"))})
+    if args.only:
+        names = [n for n in names if n.startswith(args.only)]
+    keep = {int(b) for b in args.batches.split(",")} if args.batches else None
+    all_ok = True
+    report = []
+    agree = []
+    for name in names:
+        for ci, case in enumerate(cases_for(name)):
+            if keep and case.batch not in keep:
+                continue
+            if case.big_pages and args.no_big_pages:
+                continue
+            per_strategy = {}
+            for strategy in ("decode", "none"):
+                path = os.path.join(args.dir, f"{name}.{strategy}")
+                if not os.path.exists(path + ".manifest.json"):
+                    continue
+                manifest = json.load(open(path + ".manifest.json"))
+                for fn in manifest["functions"]:
+                    if not any(k.get("schedule", {}).get("kind") == "projection"
+                               for k in manifest["kernels"]
+                               if k["function"] == fn["name"]):
+                        continue
+                    sub = []
+                    ok, results = run_function(dev, path + ".ptx", manifest, fn,
+                                               case, 1000 + ci, sub)
+                    report += [(f"{name} {strategy}",) + r for r in sub]
+                    all_ok &= ok
+                    per_strategy[strategy] = results
+            if "decode" in per_strategy and "none" in per_strategy:
+                d, n = per_strategy["decode"], per_strategy["none"]
+                common = sorted(set(d) & set(n))
+                diffs = {c: float(np.nanmax(np.abs(d[c] - n[c]))) for c in common}
+                agree.append((name, case.label(), diffs))
+    width = max((len(r[0]) + len(r[1]) for r in report), default=20) + 2
+    print(f"{'module / case':{width}s} {'output':44s} {'rel err':>9s} {'max abs':>9s}")
+    for mod, label, what, err, passed in report:
+        status = "PASS" if passed else "FAIL"
+        note = (" NaN" if err["nan"] else "") + (" " + err["note"] if "note" in err else "")
+        print(f"{mod + ' ' + label:{width}s} {what:44s} {err['rel']:9.2e} "
+              f"{err['max_abs']:9.2e} {status}{note}")
+    print()
+    print("fused (decode) vs unfused (none), max |difference| per output:")
+    for name, label, diffs in agree:
+        text = ", ".join(f"{k}={v:.3g}" for k, v in diffs.items())
+        print(f"  {name} {label}: {text}")
+    passed = sum(1 for r in report if r[4])
+    print(f"\n{passed}/{len(report)} checks passed")
+    if args.bench and not args.dry_run:
+        print()
+        for line in bench(dev, args.dir, "llama3_8b", [1, 16]):
+            print(line)
+    print("RESULT:", "PASS" if all_ok else "FAIL")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
