@@ -31,11 +31,53 @@ public:
   using Error::Error;
 };
 
-/// A request exceeds a capacity: the KV-cache page pool is exhausted or a
-/// sequence would exceed its maximum number of pages.
+/// A request exceeds a capacity: the KV-cache page pool is exhausted, a
+/// sequence would exceed its maximum number of pages, or a decode step asks
+/// for a larger batch / block table than the buffers were allocated for.
 class CapacityError : public Error {
 public:
   using Error::Error;
+};
+
+/// A file or document is malformed or inconsistent: a manifest, a
+/// safetensors file, a config.json, a PTX module that does not match its
+/// manifest. The message names the file and where in it (a JSON path such as
+/// `kernels[1].params[3].shape`, a tensor name).
+class FormatError : public Error {
+public:
+  using Error::Error;
+};
+
+/// An operation the runtime does not support (yet): an unknown dtype, a
+/// rope_scaling type without a reference implementation, ...
+class UnsupportedError : public Error {
+public:
+  using Error::Error;
+};
+
+/// The CUDA driver cannot be used at all: libcuda.so.1 is missing, cuInit
+/// fails (no driver, CUDA_ERROR_NO_DEVICE, ...) or the device ordinal does
+/// not exist. Tools map it to "skipped" (exit status 77) in tests.
+class DeviceUnavailableError : public Error {
+public:
+  using Error::Error;
+};
+
+/// A CUDA driver call failed. The message names the CUDA error
+/// (cuGetErrorName and cuGetErrorString), the operation and, for launches
+/// and module loads, the kernel involved.
+class CudaError : public Error {
+public:
+  CudaError(const std::string &message, int code, std::string errorName)
+      : Error(message), code_(code), errorName_(std::move(errorName)) {}
+  /// The CUresult value.
+  int code() const { return code_; }
+  /// "CUDA_ERROR_...".
+  const std::string &errorName() const { return errorName_; }
+
+private:
+  int code_;
+  std::string errorName_;
 };
 
 namespace detail {
@@ -57,6 +99,16 @@ template <typename... Args>
 /// Throws a CapacityError whose message is the concatenation of `args`.
 template <typename... Args> [[noreturn]] void throwCapacity(Args &&...args) {
   throw CapacityError(detail::concat(std::forward<Args>(args)...));
+}
+
+/// Throws a FormatError whose message is the concatenation of `args`.
+template <typename... Args> [[noreturn]] void throwFormat(Args &&...args) {
+  throw FormatError(detail::concat(std::forward<Args>(args)...));
+}
+
+/// Throws an UnsupportedError whose message is the concatenation of `args`.
+template <typename... Args> [[noreturn]] void throwUnsupported(Args &&...args) {
+  throw UnsupportedError(detail::concat(std::forward<Args>(args)...));
 }
 
 } // namespace fusion::runtime

@@ -1,0 +1,126 @@
+//===- DecodeStep.h - run a compiled decode step on the GPU -------*- C++ -*-===//
+//
+// DecodeStep loads the PTX of a Model, allocates the buffers the runtime owns
+// (kernel outputs and workspaces, sized for a Capacity), takes the caller's
+// device buffers for the function arguments (activations, weights,
+// positions, block table, KV caches), and launches the kernels of one step
+// in manifest order on a stream, directly or as a CUDA graph captured once
+// per step shape and replayed.
+//
+//   cuda::Context ctx = cuda::Context::open();
+//   Model model = Model::load("model.manifest.json");
+//   DecodeStep step(ctx, model, readFile("model.ptx"), "model.ptx",
+//                   Capacity{/*maxBatch=*/8, /*maxPages=*/64, /*numPages=*/512});
+//   step.bind("x", xBuffer);  ...                // every argument
+//   step.runGraph({batch, maxPages, numSplits}); // capture + replay
+//   step.synchronize();
+//   step.downloadResult(0, shape, host.data(), host.size() * 2);
+//
+// Checks: construction checks the PTX entries against the manifest
+// (parameter count and kinds) before loading it; bind() checks sizes; every
+// run validates the step shape (LaunchPlan::validate). Errors are the
+// runtime's exceptions (Error.h) and name the kernel involved.
+//
+// Graphs capture the kernel arguments (device addresses and the batch,
+// max_pages, num_splits scalars), not the contents of the buffers: write
+// the new token's inputs, positions, seq_lens and block table into the same
+// buffers before each replay. runGraph re-captures when the step shape or a
+// binding changes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_RUNTIME_DECODESTEP_H
+#define FUSION_RUNTIME_DECODESTEP_H
+
+#include "fusion/runtime/Cuda.h"
+#include "fusion/runtime/Model.h"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fusion::runtime {
+
+class DecodeStep {
+public:
+  struct Options {
+    /// Synchronize after every kernel of run() so that a fault (e.g.
+    /// CUDA_ERROR_ILLEGAL_ADDRESS) names the kernel that caused it. Slow;
+    /// for debugging. Ignored by runGraph().
+    bool syncEachKernel = false;
+  };
+
+  /// Checks `ptx` against the model's manifest, JIT-loads it, resolves
+  /// every kernel entry and allocates (and zeroes) the internal buffers for
+  /// `capacity`. `ptxName` names the PTX in messages. `context` and `model`
+  /// must outlive the DecodeStep.
+  DecodeStep(const cuda::Context &context, const Model &model,
+             const std::string &ptx, const std::string &ptxName,
+             const Capacity &capacity);
+  DecodeStep(const cuda::Context &context, const Model &model,
+             const std::string &ptx, const std::string &ptxName,
+             const Capacity &capacity, const Options &options);
+
+  const Model &model() const { return *model_; }
+  const LaunchPlan &plan() const { return plan_; }
+  const cuda::Module &module() const { return module_; }
+  /// The stream run() and runGraph() use when given none.
+  CUstream stream() const { return stream_.get(); }
+
+  /// Binds function argument `i` (or the one called `name`) to device
+  /// memory. See LaunchPlan::bindArgument for the checks.
+  void bind(int i, CUdeviceptr address, uint64_t bytes);
+  void bind(int i, const cuda::DeviceBuffer &buffer);
+  void bind(std::string_view name, const cuda::DeviceBuffer &buffer);
+
+  /// The runtime's buffer `i` (Model::internalBuffers()).
+  const cuda::DeviceBuffer &internal(int i) const { return internal_[i]; }
+  /// Device address of function result `r`.
+  CUdeviceptr resultAddress(int r) const { return plan_.resultAddress(r); }
+  /// Synchronously copies result `r` of a step of `shape` (its first
+  /// LaunchPlan::resultBytes bytes) to `dst`, which holds `capacity` bytes.
+  void downloadResult(int r, const StepShape &shape, void *dst,
+                      uint64_t capacity) const;
+
+  /// Fills every kernel output buffer (not the workspaces) with 0xFF bytes,
+  /// NaN in f16, bf16 and f32, so that an element a kernel fails to write
+  /// shows up as NaN. Stream-ordered on `stream` (null: stream()).
+  void poisonOutputs(CUstream stream = nullptr);
+
+  /// Validates `shape` and launches the kernels in order on `stream` (null:
+  /// stream()).
+  void run(const StepShape &shape, CUstream stream = nullptr);
+  /// As run(), through a CUDA graph: captured on the first call and
+  /// whenever the shape, the stream or a binding changed since the last
+  /// capture, then launched.
+  void runGraph(const StepShape &shape, CUstream stream = nullptr);
+  /// Number of graph captures so far.
+  int graphCaptures() const { return captures_; }
+  /// Waits for `stream` (null: stream()); a kernel fault is reported here
+  /// with the kernels of the step.
+  void synchronize(CUstream stream = nullptr) const;
+
+private:
+  void launchAll(const std::vector<PreparedLaunch> &launches, CUstream stream,
+                 bool syncEach);
+  std::string stepLabel() const;
+
+  const cuda::Context *context_;
+  const Model *model_;
+  Options options_;
+  LaunchPlan plan_;
+  cuda::Module module_;
+  std::vector<CUfunction> functions_;
+  std::vector<cuda::DeviceBuffer> internal_;
+  cuda::Stream stream_;
+  cuda::GraphExec graph_;
+  std::optional<StepShape> graphShape_;
+  CUstream graphStream_ = nullptr;
+  uint64_t graphGeneration_ = 0;
+  int captures_ = 0;
+};
+
+} // namespace fusion::runtime
+
+#endif // FUSION_RUNTIME_DECODESTEP_H

@@ -1,0 +1,232 @@
+//===- Manifest.h - the compiler's kernel manifest ----------------*- C++ -*-===//
+//
+// `fusion-compile` writes <prefix>.ptx and <prefix>.manifest.json (format:
+// docs/abi.md). This header holds the manifest as plain C++ data, its parser
+// and validator, and a scanner of the PTX entry signatures so that the two
+// files can be checked against each other without a GPU.
+//
+// Manifest shape (version 1; unknown members are ignored):
+//
+//   { "format": "fusion-manifest", "version": 1, "ptx": "model.ptx",
+//     "functions": [ { "name": "decode_layer",
+//         "arguments": [ {"index": 0, "name": "x", "kind": "tensor"|"buffer",
+//                         "dtype": "f16", "shape": ["batch", 4096]}, ... ],
+//         "kernels": [0, 1],                  (launch order)
+//         "results": [ {"index": 0, "dtype": "f16", "shape": [...],
+//                       "source": {"kernel": 1, "result": 0}
+//                               | {"argument": 3}}, ... ] } ],
+//     "kernels": [ { "index": 0, "function": "decode_layer", "name": "...",
+//         "entry": "<PTX .entry name>",
+//         "grid": [<dim>, <dim>, <dim>],       (a count or "batch"/"num_splits")
+//         "block": [256, 1, 1],
+//         "dynamic_shared_bytes": 0, "static_shared_bytes": 2048,  (optional)
+//         "schedule": { "max_splits": 32, ... },                   (optional)
+//         "params": [ {"index": 0, "kind": "input"|"output"|"workspace"|"scalar",
+//                      "role": "input", "dtype": "f16"|"bf16"|"f32"|"i32",
+//                      "shape": [<dim>, ...],             (buffers only)
+//                      "zero_init": true,                 (workspaces, optional)
+//                      "binding": {"argument": i}         (inputs)
+//                               | {"kernel": k, "result": r, "reshaped": true}
+//                               | {"result": r}           (outputs: result r of
+//                                                          this kernel)
+//                    }, ... ] } ],
+//     "model": { <Hugging Face config.json fields> } }     (optional)
+//
+// A <dim> is a non-negative integer (or its decimal string) or one of the
+// run-time sizes "batch", "num_splits", "max_pages" (block-table row
+// length), "num_pages" (pages in the KV cache).
+//
+// Errors: FormatError naming the file and the JSON path of the problem
+// ("model.manifest.json: kernels[1].params[4].binding: kernel 3 is not an
+// earlier kernel"), UnsupportedError for a newer format version.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_RUNTIME_MANIFEST_H
+#define FUSION_RUNTIME_MANIFEST_H
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fusion::runtime {
+
+/// Element types of kernel parameters and function arguments.
+enum class ElemType { F16, BF16, F32, I32 };
+/// "f16", "bf16", "f32", "i32".
+std::string_view elemTypeName(ElemType type);
+/// Bytes per element (2 or 4).
+int64_t elemTypeSize(ElemType type);
+/// Parses "f16", "bf16", "f32", "i32"; nullopt otherwise.
+std::optional<ElemType> parseElemType(std::string_view name);
+
+/// Values of the run-time sizes a shape or grid dimension can name.
+struct Symbols {
+  int64_t batch = 0;
+  int64_t num_splits = 1;
+  int64_t max_pages = 0;
+  int64_t num_pages = 0;
+  /// The value of "batch", "num_splits", "max_pages" or "num_pages".
+  std::optional<int64_t> lookup(std::string_view name) const;
+};
+
+/// One dimension: a constant, or a run-time size named by `symbol`.
+struct Dim {
+  int64_t value = 0;
+  std::string symbol; ///< empty for a constant
+  bool isSymbol() const { return !symbol.empty(); }
+  /// The dimension's value under `symbols` (throws InvalidArgumentError for
+  /// an unknown name).
+  int64_t evaluate(const Symbols &symbols) const;
+  /// "4096" or "batch".
+  std::string str() const;
+  bool operator==(const Dim &o) const {
+    return value == o.value && symbol == o.symbol;
+  }
+};
+/// "[batch, 32, 128]".
+std::string shapeString(const std::vector<Dim> &shape);
+/// Product of the dimensions under `symbols`.
+int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols);
+
+enum class ParamKind { Input, Output, Workspace, Scalar };
+std::string_view paramKindName(ParamKind kind);
+
+/// Where an input comes from (inputs), or which result of its kernel an
+/// output is (outputs).
+struct Binding {
+  enum class Kind {
+    None,         ///< workspaces and scalars
+    Argument,     ///< function argument `index`
+    KernelResult, ///< result `result` of the earlier kernel `index`
+    OwnResult,    ///< an output param: result `result` of this kernel
+  };
+  Kind kind = Kind::None;
+  int index = -1;
+  int result = -1;
+  /// The value is a reshape of the source (same elements, other shape).
+  bool reshaped = false;
+  std::string str() const;
+};
+
+/// One kernel parameter, in ABI order.
+struct ManifestParam {
+  int index = 0;
+  ParamKind kind = ParamKind::Input;
+  std::string role;
+  ElemType dtype = ElemType::F16;
+  std::vector<Dim> shape; ///< empty for scalars
+  bool zeroInit = false;
+  Binding binding;
+  bool isBuffer() const { return kind != ParamKind::Scalar; }
+  int64_t bytes(const Symbols &symbols) const {
+    return numElements(shape, symbols) * elemTypeSize(dtype);
+  }
+};
+
+/// One kernel: its PTX entry, launch geometry and parameters.
+struct ManifestKernel {
+  int index = 0;
+  std::string function;
+  std::string name;
+  std::string entry;
+  std::array<Dim, 3> grid;
+  std::array<int64_t, 3> block{1, 1, 1};
+  int64_t dynamicSharedBytes = 0;
+  int64_t staticSharedBytes = 0;
+  /// The schedule object as JSON text ("{}" if absent).
+  std::string scheduleJson = "{}";
+  /// Its integer and string members (e.g. max_splits, kind).
+  std::map<std::string, int64_t> scheduleInts;
+  std::map<std::string, std::string> scheduleStrings;
+  std::vector<ManifestParam> params;
+
+  /// Whether the grid or a scalar parameter uses num_splits.
+  bool usesNumSplits() const;
+  /// Whether a scalar parameter is max_pages.
+  bool usesMaxPages() const;
+  /// schedule.max_splits (1 for a kernel that does not use num_splits).
+  int64_t maxSplits() const;
+  /// The grid under `symbols`.
+  std::array<int64_t, 3> gridFor(const Symbols &symbols) const;
+  /// Number of output params (= kernel results).
+  int numOutputs() const;
+  /// The output param for result `r`, or null.
+  const ManifestParam *output(int r) const;
+  /// "kernel 1 (decode_layer_kernel_1)".
+  std::string label() const;
+};
+
+struct ManifestArgument {
+  int index = 0;
+  std::string name;
+  std::string kind; ///< "tensor" or "buffer"
+  ElemType dtype = ElemType::F16;
+  std::vector<Dim> shape;
+};
+
+struct ManifestResult {
+  int index = 0;
+  ElemType dtype = ElemType::F16;
+  std::vector<Dim> shape;
+  Binding source; ///< Argument or KernelResult
+};
+
+struct ManifestFunction {
+  std::string name;
+  std::vector<ManifestArgument> arguments;
+  std::vector<int> kernels; ///< launch order
+  std::vector<ManifestResult> results;
+};
+
+/// A parsed and validated manifest.
+struct Manifest {
+  /// Where it was read from (for messages).
+  std::string source;
+  int64_t version = 1;
+  std::string ptx;
+  std::string chip;
+  std::string strategy;
+  std::vector<ManifestFunction> functions;
+  std::vector<ManifestKernel> kernels;
+  /// The optional "model" object (Hugging Face config.json fields) as JSON
+  /// text, for ModelConfig::parse.
+  std::optional<std::string> modelJson;
+
+  /// Parses and validates manifest text (see the file comment). `source`
+  /// names it in messages.
+  static Manifest parse(std::string_view text,
+                        const std::string &source = "<manifest>");
+  /// Reads and parses a manifest file. Throws Error if it cannot be read.
+  static Manifest load(const std::string &path);
+
+  /// The function called `name`; with an empty name, the only function.
+  /// Throws InvalidArgumentError listing the functions otherwise.
+  const ManifestFunction &function(std::string_view name = {}) const;
+};
+
+/// The signature of one PTX `.entry`: its name and the type of each
+/// parameter (".u64", ".u32", ".b32", ...; ".b8[16]" for arrays).
+struct PtxEntry {
+  std::string name;
+  std::vector<std::string> paramTypes;
+};
+/// Every `.entry` of a PTX module, in order (comments are skipped).
+/// Throws FormatError (naming `source`) for an unterminated parameter list.
+std::vector<PtxEntry> scanPtxEntries(std::string_view ptx,
+                                     const std::string &source = "<ptx>");
+
+/// Checks that every kernel of `manifest` has an entry in `ptx` whose
+/// parameters match the manifest: one 64-bit (.u64/.b64/.s64) parameter per
+/// buffer, one 32-bit (.u32/.b32/.s32) per i32 scalar, in order. Throws
+/// FormatError naming the kernel, the entry and the first mismatch.
+void checkPtxAgainstManifest(std::string_view ptx, const std::string &ptxName,
+                             const Manifest &manifest);
+
+} // namespace fusion::runtime
+
+#endif // FUSION_RUNTIME_MANIFEST_H

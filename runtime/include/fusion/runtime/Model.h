@@ -1,0 +1,269 @@
+//===- Model.h - a compiled model and its launch plan (CPU side) --*- C++ -*-===//
+//
+// `Model` is one function of a manifest made ready to run: the kernels it
+// launches in order, where each kernel parameter comes from (a function
+// argument the caller binds, a buffer the runtime allocates for a kernel
+// result or a workspace, or a scalar), and the launch geometry and buffer
+// sizes as functions of the run-time sizes.
+//
+// `LaunchPlan` adds capacities (maximum batch, block-table width, KV pages)
+// and device addresses, validates a step's shape against them and produces
+// the exact argument list and grid of every launch. It never touches a GPU:
+// DecodeStep (DecodeStep.h) feeds its output to cuLaunchKernel, and the unit
+// tests inspect it directly.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_RUNTIME_MODEL_H
+#define FUSION_RUNTIME_MODEL_H
+
+#include "fusion/runtime/DType.h"
+#include "fusion/runtime/Manifest.h"
+#include "fusion/runtime/Reference.h"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fusion::runtime {
+
+/// A buffer the runtime owns: the output of a kernel (an intermediate or a
+/// function result) or a kernel's workspace.
+struct InternalBuffer {
+  /// "kernel 1 (entry) output 0 \"output\"" / "... workspace \"partials\"".
+  std::string label;
+  int kernel = 0;
+  /// The kernel parameter it is passed as.
+  int param = 0;
+  ParamKind kind = ParamKind::Output;
+  std::string role;
+  ElemType dtype = ElemType::F16;
+  std::vector<Dim> shape;
+  /// Must be zero before the first launch (the kernel leaves it zero).
+  bool zeroInit = false;
+};
+
+/// Where one kernel parameter's value comes from.
+struct ParamSource {
+  enum class Kind { Argument, Internal, Scalar };
+  Kind kind = Kind::Argument;
+  /// Function argument index (Argument) or internal buffer index (Internal).
+  int index = 0;
+  /// The scalar's role (Scalar): "batch", "max_pages" or "num_splits".
+  std::string scalar;
+};
+
+/// One function of a manifest, resolved.
+class Model {
+public:
+  /// The function `function` of `manifest` (empty: its only function).
+  /// Throws InvalidArgumentError for an unknown function name.
+  Model(Manifest manifest, std::string_view function = {});
+  /// Movable (the kernels it points at move with it), not copyable.
+  Model(Model &&) = default;
+  Model &operator=(Model &&) = default;
+  Model(const Model &) = delete;
+  Model &operator=(const Model &) = delete;
+  /// Model(Manifest::load(path), function).
+  static Model load(const std::string &manifestPath,
+                    std::string_view function = {});
+
+  const Manifest &manifest() const { return manifest_; }
+  const ManifestFunction &function() const { return *function_; }
+  const std::vector<ManifestArgument> &arguments() const {
+    return function_->arguments;
+  }
+  const std::vector<ManifestResult> &results() const {
+    return function_->results;
+  }
+  /// The kernels in launch order.
+  const std::vector<const ManifestKernel *> &kernels() const {
+    return kernels_;
+  }
+  /// Sources of the parameters of kernels()[i], in ABI order.
+  const std::vector<ParamSource> &paramSources(size_t i) const {
+    return sources_[i];
+  }
+  /// Buffers the runtime allocates (kernel outputs and workspaces).
+  const std::vector<InternalBuffer> &internalBuffers() const {
+    return internal_;
+  }
+  /// The internal buffer holding result `r` of manifest kernel `kernel`.
+  int internalForResult(int kernel, int r) const;
+
+  /// Index of the argument called `name`; throws InvalidArgumentError
+  /// listing the arguments if there is none.
+  int argumentIndex(std::string_view name) const;
+  /// The role of argument `i`: the role of the first kernel parameter bound
+  /// to it ("input", "residual", "norm_weight", "qkv_weight", "qkv_bias",
+  /// "positions", "seq_lens", "block_table", "key_cache", "value_cache",
+  /// ...), or "unused".
+  const std::string &argumentRole(int i) const { return argRoles_[i]; }
+  /// The first argument with role `role`, or -1.
+  int argumentWithRole(std::string_view role) const;
+  /// The role of result `r` (the role of the kernel output it comes from,
+  /// e.g. "output", "residual_out"; an argument's role if it is one).
+  const std::string &resultRole(int r) const { return resultRoles_[r]; }
+  /// The first result with role `role`, or -1.
+  int resultWithRole(std::string_view role) const;
+
+  /// Whether some kernel takes num_splits / max_pages.
+  bool usesNumSplits() const { return usesNumSplits_; }
+  bool usesMaxPages() const { return usesMaxPages_; }
+  /// The largest num_splits every kernel accepts (min of their
+  /// schedule.max_splits; 1 if none uses num_splits).
+  int64_t maxSplits() const { return maxSplits_; }
+  /// The num_splits policy of the first split-KV kernel's schedule:
+  /// max(1, min(max_splits, ceil(target_ctas / (batch * grid_y)),
+  /// ceil(maxSeqLen / min_chunk_tokens))); 1 if no kernel uses num_splits
+  /// (target_ctas defaults to 264, min_chunk_tokens to 64).
+  int64_t defaultNumSplits(int64_t batch, int64_t maxSeqLen) const;
+
+  /// The optional "model" section of the manifest (config.json fields).
+  const std::optional<std::string> &modelJson() const {
+    return manifest_.modelJson;
+  }
+
+private:
+  Manifest manifest_;
+  const ManifestFunction *function_ = nullptr;
+  std::vector<const ManifestKernel *> kernels_;
+  std::vector<std::vector<ParamSource>> sources_;
+  std::vector<InternalBuffer> internal_;
+  std::vector<std::string> argRoles_;
+  std::vector<std::string> resultRoles_;
+  bool usesNumSplits_ = false;
+  bool usesMaxPages_ = false;
+  int64_t maxSplits_ = 1;
+};
+
+/// Capacities the buffers are allocated for.
+struct Capacity {
+  /// Largest batch a step may use.
+  int64_t maxBatch = 1;
+  /// Largest block-table row length (max_pages) a step may use.
+  int64_t maxPages = 1;
+  /// Pages in the KV cache buffers (the "num_pages" size).
+  int64_t numPages = 1;
+  /// The sizes at capacity (num_splits = its largest value).
+  Symbols symbols(int64_t maxSplits) const {
+    return {maxBatch, maxSplits, maxPages, numPages};
+  }
+};
+
+/// The run-time sizes of one decode step.
+struct StepShape {
+  int64_t batch = 1;
+  /// Block-table row length (the block table buffer is [batch, maxPages]).
+  int64_t maxPages = 1;
+  /// KV splits of split-KV attention; ignored unless the model uses them.
+  int64_t numSplits = 1;
+  bool operator==(const StepShape &o) const {
+    return batch == o.batch && maxPages == o.maxPages &&
+           numSplits == o.numSplits;
+  }
+  bool operator!=(const StepShape &o) const { return !(*this == o); }
+};
+
+/// One kernel argument: a device address or an i32.
+struct KernelArg {
+  bool isScalar = false;
+  uint64_t pointer = 0;
+  int32_t scalar = 0;
+};
+
+/// Everything cuLaunchKernel needs for one kernel of a step.
+struct PreparedLaunch {
+  /// Position in Model::kernels() (launch order).
+  int kernel = 0;
+  std::string entry;
+  std::array<uint32_t, 3> grid{};
+  std::array<uint32_t, 3> block{};
+  uint32_t dynamicSharedBytes = 0;
+  std::vector<KernelArg> args;
+};
+
+/// A Model with capacities and device addresses: validates steps and
+/// produces launches. Holds a reference to the Model (keep it alive).
+class LaunchPlan {
+public:
+  /// Throws InvalidArgumentError for capacities < 1 and CapacityError if a
+  /// buffer at capacity exceeds 2^63 bytes.
+  LaunchPlan(const Model &model, const Capacity &capacity);
+
+  const Model &model() const { return *model_; }
+  const Capacity &capacity() const { return capacity_; }
+
+  /// Bytes argument `i` needs at capacity.
+  int64_t argumentBytes(int i) const;
+  /// Bytes internal buffer `i` needs at capacity.
+  int64_t internalBytes(int i) const;
+  /// Bytes of the result `r` for a step of `shape` (what to copy back).
+  int64_t resultBytes(int r, const StepShape &shape) const;
+
+  /// Binds function argument `i` (or the one called `name`) to device
+  /// memory at `address` holding `bytes`. Throws InvalidArgumentError for
+  /// an unknown argument, a null address, or fewer bytes than the argument
+  /// needs at capacity (the message gives its shape and the capacities).
+  void bindArgument(int i, uint64_t address, uint64_t bytes);
+  void bindArgument(std::string_view name, uint64_t address, uint64_t bytes);
+  bool isBound(int i) const { return argAddress_[i] != 0; }
+  uint64_t argumentAddress(int i) const { return argAddress_[i]; }
+  /// Sets the address of internal buffer `i` (the owner allocates
+  /// internalBytes(i)). Throws InvalidArgumentError for a null address.
+  void setInternal(int i, uint64_t address);
+  uint64_t internalAddress(int i) const { return internalAddress_[i]; }
+  /// The device address of function result `r` (an internal buffer, or a
+  /// bound argument).
+  uint64_t resultAddress(int r) const;
+  /// Incremented by every bind/setInternal (a captured CUDA graph is stale
+  /// when it changes).
+  uint64_t generation() const { return generation_; }
+
+  /// Throws unless a step of `shape` can run: CapacityError for a batch
+  /// above maxBatch or a block-table width above maxPages,
+  /// InvalidArgumentError for batch < 1, maxPages < 1 (when a kernel reads
+  /// a block table), numSplits outside [1, maxSplits] (when a kernel uses
+  /// it), unbound arguments (all listed), unset internal buffers, or a grid
+  /// dimension out of the CUDA limits.
+  void validate(const StepShape &shape) const;
+  /// validate(shape), then the launches of the step in order.
+  std::vector<PreparedLaunch> prepare(const StepShape &shape) const;
+
+private:
+  const Model *model_;
+  Capacity capacity_;
+  std::vector<uint64_t> argAddress_;
+  std::vector<uint64_t> internalAddress_;
+  uint64_t generation_ = 0;
+};
+
+/// The front half of a decoder layer as a compiled function exposes it:
+/// which argument/result plays which role and the shapes they imply. Found
+/// from the parameter roles, not from argument names.
+struct FrontHalfSignature {
+  DType dtype = DType::F16;
+  int64_t hidden = 0;
+  ref::AttentionDims dims;
+  int64_t pageSize = 0;
+  /// Argument indices (-1 when absent: residual, qkvBias).
+  int x = -1, residual = -1, normWeight = -1, normBias = -1, qkvWeight = -1,
+      qkvBias = -1, positions = -1, seqLens = -1, blockTable = -1,
+      keyCache = -1, valueCache = -1;
+  /// Result indices (-1 when absent: residualOut).
+  int output = -1, residualOut = -1;
+
+  /// Reads the signature from `model`. Throws InvalidArgumentError naming
+  /// the missing role or the inconsistent shape if the function is not a
+  /// front half (x [batch, H], norm weight [H], qkv weight
+  /// [(Hq + 2 Hkv) D, H], caches [num_pages, P, Hkv, D], output
+  /// [batch, Hq, D]).
+  static FrontHalfSignature fromModel(const Model &model);
+};
+
+} // namespace fusion::runtime
+
+#endif // FUSION_RUNTIME_MODEL_H

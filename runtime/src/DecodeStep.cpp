@@ -1,0 +1,158 @@
+//===- DecodeStep.cpp - run a compiled decode step on the GPU -------------===//
+
+#include "fusion/runtime/DecodeStep.h"
+
+#include "fusion/runtime/Error.h"
+
+namespace fusion::runtime {
+
+namespace {
+/// Static shared memory plus dynamic above this needs an opt-in.
+constexpr int64_t kDefaultSharedLimit = 48 * 1024;
+} // namespace
+
+DecodeStep::DecodeStep(const cuda::Context &context, const Model &model,
+                       const std::string &ptx, const std::string &ptxName,
+                       const Capacity &capacity)
+    : DecodeStep(context, model, ptx, ptxName, capacity, Options()) {}
+
+DecodeStep::DecodeStep(const cuda::Context &context, const Model &model,
+                       const std::string &ptx, const std::string &ptxName,
+                       const Capacity &capacity, const Options &options)
+    : context_(&context), model_(&model), options_(options),
+      plan_(model, capacity),
+      module_((checkPtxAgainstManifest(ptx, ptxName, model.manifest()),
+               context.makeCurrent(), cuda::Module::loadPtx(ptx, ptxName))),
+      stream_(cuda::Stream::create()) {
+  for (const ManifestKernel *k : model.kernels()) {
+    CUfunction f = module_.function(k->entry);
+    if (k->dynamicSharedBytes > kDefaultSharedLimit)
+      cuda::setMaxDynamicSharedMemory(f, k->entry,
+                                      static_cast<int>(k->dynamicSharedBytes));
+    functions_.push_back(f);
+  }
+  const auto &buffers = model.internalBuffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    internal_.emplace_back(
+        static_cast<uint64_t>(plan_.internalBytes(static_cast<int>(i))),
+        buffers[i].label);
+    // Zero everything once: zero_init workspaces need it, and the rest
+    // starts deterministic.
+    internal_.back().fill(0);
+    plan_.setInternal(static_cast<int>(i), internal_.back().get());
+  }
+}
+
+void DecodeStep::bind(int i, CUdeviceptr address, uint64_t bytes) {
+  plan_.bindArgument(i, address, bytes);
+}
+
+void DecodeStep::bind(int i, const cuda::DeviceBuffer &buffer) {
+  plan_.bindArgument(i, buffer.get(), buffer.bytes());
+}
+
+void DecodeStep::bind(std::string_view name, const cuda::DeviceBuffer &buffer) {
+  plan_.bindArgument(name, buffer.get(), buffer.bytes());
+}
+
+void DecodeStep::downloadResult(int r, const StepShape &shape, void *dst,
+                                uint64_t capacity) const {
+  if (r < 0 || r >= static_cast<int>(model_->results().size()))
+    throwInvalidArgument("DecodeStep::downloadResult: no result ", r, " (",
+                         model_->results().size(), " results)");
+  uint64_t bytes = static_cast<uint64_t>(plan_.resultBytes(r, shape));
+  if (bytes > capacity)
+    throwInvalidArgument("DecodeStep::downloadResult: result ", r, " (",
+                         model_->resultRole(r), ") of batch ", shape.batch,
+                         " is ", bytes, " bytes; the destination holds ",
+                         capacity);
+  CUdeviceptr src = plan_.resultAddress(r);
+  if (!src)
+    throwInvalidArgument("DecodeStep::downloadResult: result ", r,
+                         " has no device buffer (unbound argument)");
+  cuda::copyToHost(dst, src, bytes,
+                   "result " + std::to_string(r) + " (" +
+                       model_->resultRole(r) + ") of " + stepLabel());
+}
+
+void DecodeStep::poisonOutputs(CUstream stream) {
+  if (!stream)
+    stream = stream_.get();
+  const auto &buffers = model_->internalBuffers();
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].kind == ParamKind::Output)
+      internal_[i].fill(0xFF, stream);
+}
+
+std::string DecodeStep::stepLabel() const {
+  std::string s = "decode step of \"" + model_->function().name + "\" (";
+  for (size_t i = 0; i < model_->kernels().size(); ++i)
+    s += (i ? ", " : "") + model_->kernels()[i]->entry;
+  return s + ")";
+}
+
+void DecodeStep::launchAll(const std::vector<PreparedLaunch> &launches,
+                           CUstream stream, bool syncEach) {
+  for (const PreparedLaunch &l : launches) {
+    // cuLaunchKernel copies the arguments, so local storage suffices.
+    std::vector<CUdeviceptr> pointers(l.args.size());
+    std::vector<int32_t> scalars(l.args.size());
+    std::vector<void *> params(l.args.size());
+    for (size_t i = 0; i < l.args.size(); ++i) {
+      if (l.args[i].isScalar) {
+        scalars[i] = l.args[i].scalar;
+        params[i] = &scalars[i];
+      } else {
+        pointers[i] = static_cast<CUdeviceptr>(l.args[i].pointer);
+        params[i] = &pointers[i];
+      }
+    }
+    unsigned grid[3] = {l.grid[0], l.grid[1], l.grid[2]};
+    unsigned block[3] = {l.block[0], l.block[1], l.block[2]};
+    cuda::launchKernel(functions_[l.kernel], l.entry, grid, block,
+                       l.dynamicSharedBytes, stream, params.data());
+    if (syncEach) {
+      try {
+        context_->synchronize("kernel " + l.entry);
+      } catch (const CudaError &e) {
+        throw CudaError(std::string(e.what()) + " [kernel " +
+                            std::to_string(l.kernel) + " of the step: " +
+                            l.entry + "]",
+                        e.code(), e.errorName());
+      }
+    }
+  }
+}
+
+void DecodeStep::run(const StepShape &shape, CUstream stream) {
+  if (!stream)
+    stream = stream_.get();
+  context_->makeCurrent();
+  launchAll(plan_.prepare(shape), stream, options_.syncEachKernel);
+}
+
+void DecodeStep::runGraph(const StepShape &shape, CUstream stream) {
+  if (!stream)
+    stream = stream_.get();
+  context_->makeCurrent();
+  std::vector<PreparedLaunch> launches = plan_.prepare(shape);
+  if (!graph_ || !graphShape_ || *graphShape_ != shape ||
+      graphStream_ != stream || graphGeneration_ != plan_.generation()) {
+    graph_ = cuda::GraphExec();
+    graphShape_.reset();
+    graph_ = cuda::GraphExec::capture(stream, stepLabel(), [&](CUstream s) {
+      launchAll(launches, s, /*syncEach=*/false);
+    });
+    graphShape_ = shape;
+    graphStream_ = stream;
+    graphGeneration_ = plan_.generation();
+    ++captures_;
+  }
+  graph_.launch(stream, stepLabel());
+}
+
+void DecodeStep::synchronize(CUstream stream) const {
+  cuda::synchronize(stream ? stream : stream_.get(), stepLabel());
+}
+
+} // namespace fusion::runtime

@@ -1,0 +1,769 @@
+//===- Manifest.cpp - the compiler's kernel manifest ----------------------===//
+
+#include "fusion/runtime/Manifest.h"
+
+#include "JsonUtil.h"
+#include "fusion/runtime/Error.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace fusion::runtime {
+
+using jsonutil::json;
+using jsonutil::Node;
+
+//===----------------------------------------------------------------------===//
+// Small types
+//===----------------------------------------------------------------------===//
+
+std::string_view elemTypeName(ElemType type) {
+  switch (type) {
+  case ElemType::F16:
+    return "f16";
+  case ElemType::BF16:
+    return "bf16";
+  case ElemType::F32:
+    return "f32";
+  case ElemType::I32:
+    return "i32";
+  }
+  return "?";
+}
+
+int64_t elemTypeSize(ElemType type) {
+  return type == ElemType::F16 || type == ElemType::BF16 ? 2 : 4;
+}
+
+std::optional<ElemType> parseElemType(std::string_view name) {
+  if (name == "f16")
+    return ElemType::F16;
+  if (name == "bf16")
+    return ElemType::BF16;
+  if (name == "f32")
+    return ElemType::F32;
+  if (name == "i32")
+    return ElemType::I32;
+  return std::nullopt;
+}
+
+std::optional<int64_t> Symbols::lookup(std::string_view name) const {
+  if (name == "batch")
+    return batch;
+  if (name == "num_splits")
+    return num_splits;
+  if (name == "max_pages")
+    return max_pages;
+  if (name == "num_pages")
+    return num_pages;
+  return std::nullopt;
+}
+
+int64_t Dim::evaluate(const Symbols &symbols) const {
+  if (!isSymbol())
+    return value;
+  std::optional<int64_t> v = symbols.lookup(symbol);
+  if (!v)
+    throwInvalidArgument("unknown run-time size \"", symbol, "\"");
+  return *v;
+}
+
+std::string Dim::str() const {
+  return isSymbol() ? symbol : std::to_string(value);
+}
+
+std::string shapeString(const std::vector<Dim> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + shape[i].str();
+  return s + "]";
+}
+
+int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols) {
+  int64_t n = 1;
+  for (const Dim &d : shape) {
+    int64_t v = d.evaluate(symbols);
+    if (v != 0 && n > std::numeric_limits<int64_t>::max() / v)
+      throwInvalidArgument("shape ", shapeString(shape),
+                           " overflows 64-bit element counts");
+    n *= v;
+  }
+  return n;
+}
+
+std::string_view paramKindName(ParamKind kind) {
+  switch (kind) {
+  case ParamKind::Input:
+    return "input";
+  case ParamKind::Output:
+    return "output";
+  case ParamKind::Workspace:
+    return "workspace";
+  case ParamKind::Scalar:
+    return "scalar";
+  }
+  return "?";
+}
+
+std::string Binding::str() const {
+  switch (kind) {
+  case Kind::None:
+    return "none";
+  case Kind::Argument:
+    return "argument " + std::to_string(index);
+  case Kind::KernelResult:
+    return "result " + std::to_string(result) + " of kernel " +
+           std::to_string(index) + (reshaped ? " (reshaped)" : "");
+  case Kind::OwnResult:
+    return "result " + std::to_string(result);
+  }
+  return "?";
+}
+
+//===----------------------------------------------------------------------===//
+// ManifestKernel
+//===----------------------------------------------------------------------===//
+
+bool ManifestKernel::usesNumSplits() const {
+  for (const Dim &d : grid)
+    if (d.symbol == "num_splits")
+      return true;
+  for (const ManifestParam &p : params)
+    if (p.kind == ParamKind::Scalar && p.role == "num_splits")
+      return true;
+  return false;
+}
+
+bool ManifestKernel::usesMaxPages() const {
+  for (const ManifestParam &p : params)
+    if (p.kind == ParamKind::Scalar && p.role == "max_pages")
+      return true;
+  return false;
+}
+
+int64_t ManifestKernel::maxSplits() const {
+  if (!usesNumSplits())
+    return 1;
+  auto it = scheduleInts.find("max_splits");
+  return it == scheduleInts.end() ? 1 : it->second;
+}
+
+std::array<int64_t, 3> ManifestKernel::gridFor(const Symbols &symbols) const {
+  return {grid[0].evaluate(symbols), grid[1].evaluate(symbols),
+          grid[2].evaluate(symbols)};
+}
+
+int ManifestKernel::numOutputs() const {
+  int n = 0;
+  for (const ManifestParam &p : params)
+    n += p.kind == ParamKind::Output;
+  return n;
+}
+
+const ManifestParam *ManifestKernel::output(int r) const {
+  for (const ManifestParam &p : params)
+    if (p.kind == ParamKind::Output && p.binding.result == r)
+      return &p;
+  return nullptr;
+}
+
+std::string ManifestKernel::label() const {
+  return "kernel " + std::to_string(index) + " (" + entry + ")";
+}
+
+//===----------------------------------------------------------------------===//
+// Parsing
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A dimension: an integer, a decimal string, or a known size name (any of
+/// `allowed`).
+Dim parseDim(const Node &n, const std::vector<std::string_view> &allowed) {
+  Dim d;
+  if (n.isInteger()) {
+    d.value = n.asInt(0, std::numeric_limits<int64_t>::max());
+    return d;
+  }
+  if (!n.isString())
+    n.fail("expected an integer or a size name, got " +
+           jsonutil::describe(n.raw()));
+  std::string s = n.asString();
+  if (!s.empty() &&
+      s.find_first_not_of("0123456789") == std::string::npos) {
+    if (s.size() > 18)
+      n.fail("dimension " + s + " is too large");
+    d.value = std::stoll(s);
+    return d;
+  }
+  for (std::string_view a : allowed)
+    if (s == a) {
+      d.symbol = s;
+      return d;
+    }
+  std::string names;
+  for (size_t i = 0; i < allowed.size(); ++i)
+    names += std::string(i ? ", " : "") + "\"" + std::string(allowed[i]) +
+             "\"";
+  n.fail("unknown size \"" + s + "\" (expected an integer or one of " +
+         names + ")");
+}
+
+std::vector<Dim> parseShape(const Node &n) {
+  n.expectArray();
+  std::vector<Dim> shape;
+  for (size_t i = 0; i < n.size(); ++i)
+    shape.push_back(
+        parseDim(n.at(i), {"batch", "max_pages", "num_pages", "num_splits"}));
+  return shape;
+}
+
+ElemType parseDType(const Node &n) {
+  std::string s = n.asString();
+  std::optional<ElemType> t = parseElemType(s);
+  if (!t)
+    n.fail("unsupported dtype \"" + s + "\" (expected f16, bf16, f32 or i32)");
+  return *t;
+}
+
+Binding parseSource(const Node &n) {
+  n.expectObject();
+  Binding b;
+  if (auto a = n.find("argument")) {
+    b.kind = Binding::Kind::Argument;
+    b.index = static_cast<int>(a->asInt(0, std::numeric_limits<int>::max()));
+  } else if (auto k = n.find("kernel")) {
+    b.kind = Binding::Kind::KernelResult;
+    b.index = static_cast<int>(k->asInt(0, std::numeric_limits<int>::max()));
+    b.result = static_cast<int>(
+        n.at("result").asInt(0, std::numeric_limits<int>::max()));
+  } else if (auto r = n.find("result")) {
+    b.kind = Binding::Kind::OwnResult;
+    b.result = static_cast<int>(r->asInt(0, std::numeric_limits<int>::max()));
+  } else if (n.has("unknown")) {
+    n.fail("the compiler could not trace this value to a function argument "
+           "or a kernel result");
+  } else {
+    n.fail("expected {\"argument\": i}, {\"kernel\": k, \"result\": r} or "
+           "{\"result\": r}");
+  }
+  if (auto r = n.find("reshaped"))
+    b.reshaped = r->asBool();
+  return b;
+}
+
+ManifestParam parseParam(const Node &n, size_t position) {
+  ManifestParam p;
+  p.index = static_cast<int>(position);
+  if (auto i = n.find("index"))
+    if (i->asInt() != static_cast<int64_t>(position))
+      i->fail("index " + std::to_string(i->asInt()) + " at position " +
+              std::to_string(position));
+  std::string kind = n.at("kind").asString();
+  if (kind == "input")
+    p.kind = ParamKind::Input;
+  else if (kind == "output")
+    p.kind = ParamKind::Output;
+  else if (kind == "workspace")
+    p.kind = ParamKind::Workspace;
+  else if (kind == "scalar")
+    p.kind = ParamKind::Scalar;
+  else
+    n.at("kind").fail("unknown parameter kind \"" + kind +
+                      "\" (expected input, output, workspace or scalar)");
+  p.role = n.at("role").asString();
+  p.dtype = parseDType(n.at("dtype"));
+  if (p.kind == ParamKind::Scalar) {
+    if (p.dtype != ElemType::I32)
+      n.at("dtype").fail("scalar parameters are i32");
+    if (p.role != "batch" && p.role != "max_pages" && p.role != "num_splits")
+      n.at("role").fail("unknown scalar \"" + p.role +
+                        "\" (the runtime supplies batch, max_pages and "
+                        "num_splits)");
+  } else {
+    p.shape = parseShape(n.at("shape"));
+  }
+  if (auto z = n.find("zero_init"))
+    p.zeroInit = z->asBool();
+  if (auto b = n.find("binding"))
+    p.binding = parseSource(*b);
+  return p;
+}
+
+ManifestKernel parseKernel(const Node &n, size_t position) {
+  n.expectObject();
+  ManifestKernel k;
+  k.index = static_cast<int>(position);
+  if (auto i = n.find("index"))
+    if (i->asInt() != static_cast<int64_t>(position))
+      i->fail("kernel index " + std::to_string(i->asInt()) +
+              " at position " + std::to_string(position));
+  if (auto f = n.find("function"))
+    k.function = f->asString();
+  k.entry = n.at("entry").asString();
+  if (k.entry.empty())
+    n.at("entry").fail("empty entry name");
+  k.name = k.entry;
+  if (auto nm = n.find("name"))
+    k.name = nm->asString();
+  Node grid = n.at("grid");
+  grid.expectArray();
+  if (grid.size() < 1 || grid.size() > 3)
+    grid.fail("expected 1 to 3 dimensions");
+  for (size_t i = 0; i < 3; ++i) {
+    if (i < grid.size())
+      k.grid[i] = parseDim(grid.at(i), {"batch", "num_splits"});
+    else
+      k.grid[i].value = 1;
+    if (!k.grid[i].isSymbol() &&
+        (k.grid[i].value < 1 ||
+         k.grid[i].value > (i == 0 ? 2147483647 : 65535)))
+      grid.at(i < grid.size() ? i : 0)
+          .fail("grid dimension " + std::to_string(k.grid[i].value) +
+                " out of range");
+  }
+  Node block = n.at("block");
+  if (block.isArray()) {
+    if (block.size() < 1 || block.size() > 3)
+      block.fail("expected 1 to 3 dimensions");
+    for (size_t i = 0; i < block.size(); ++i)
+      k.block[i] = block.at(i).asInt(1, 1024);
+  } else {
+    k.block[0] = block.asInt(1, 1024);
+  }
+  if (k.block[0] * k.block[1] * k.block[2] > 1024)
+    block.fail("more than 1024 threads per block");
+  if (auto s = n.find("dynamic_shared_bytes"))
+    k.dynamicSharedBytes = s->asInt(0, std::numeric_limits<int32_t>::max());
+  if (auto s = n.find("static_shared_bytes"))
+    k.staticSharedBytes = s->asInt(0, std::numeric_limits<int32_t>::max());
+  if (auto s = n.find("schedule")) {
+    s->expectObject();
+    k.scheduleJson = s->raw().dump();
+    for (auto it = s->raw().begin(); it != s->raw().end(); ++it) {
+      if (it->is_number_integer())
+        k.scheduleInts[it.key()] = it->get<int64_t>();
+      else if (it->is_string())
+        k.scheduleStrings[it.key()] = it->get<std::string>();
+    }
+  }
+  Node params = n.at("params");
+  params.expectArray();
+  int outputs = 0;
+  ParamKind last = ParamKind::Input;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Node pn = params.at(i);
+    ManifestParam p = parseParam(pn, i);
+    if (static_cast<int>(p.kind) < static_cast<int>(last))
+      pn.at("kind").fail(
+          "parameter of kind " + std::string(paramKindName(p.kind)) +
+          " after one of kind " + std::string(paramKindName(last)) +
+          " (the ABI order is inputs, outputs, workspaces, scalars)");
+    last = p.kind;
+    switch (p.kind) {
+    case ParamKind::Input:
+      if (p.binding.kind != Binding::Kind::Argument &&
+          p.binding.kind != Binding::Kind::KernelResult)
+        pn.fail("input \"" + p.role +
+                "\" has no binding to a function argument or an earlier "
+                "kernel's result");
+      break;
+    case ParamKind::Output:
+      if (p.binding.kind == Binding::Kind::None) {
+        p.binding.kind = Binding::Kind::OwnResult;
+        p.binding.result = outputs;
+      }
+      if (p.binding.kind != Binding::Kind::OwnResult ||
+          p.binding.result != outputs)
+        pn.at("binding").fail("output parameter should be result " +
+                              std::to_string(outputs) + " of its kernel");
+      ++outputs;
+      break;
+    case ParamKind::Workspace:
+    case ParamKind::Scalar:
+      if (p.binding.kind != Binding::Kind::None)
+        pn.at("binding").fail("workspaces and scalars have no binding");
+      break;
+    }
+    k.params.push_back(std::move(p));
+  }
+  std::set<std::string> scalars;
+  for (const ManifestParam &p : k.params)
+    if (p.kind == ParamKind::Scalar && !scalars.insert(p.role).second)
+      params.fail("scalar \"" + p.role + "\" appears twice");
+  if (k.usesNumSplits()) {
+    auto it = k.scheduleInts.find("max_splits");
+    if (it == k.scheduleInts.end() || it->second < 1)
+      n.fail("the kernel uses num_splits but its schedule has no "
+             "max_splits >= 1 (the workspace bound)");
+  }
+  return k;
+}
+
+/// Element counts of two shapes agree for a few assignments of the sizes
+/// (a symbolic test of "same number of elements").
+bool sameElementCount(const std::vector<Dim> &a, const std::vector<Dim> &b) {
+  const Symbols samples[] = {{3, 2, 5, 7}, {11, 4, 13, 17}};
+  for (const Symbols &s : samples)
+    if (numElements(a, s) != numElements(b, s))
+      return false;
+  return true;
+}
+
+/// Cross-references: bindings point at real arguments / earlier kernels of
+/// the same function, with matching dtypes and element counts.
+void validate(Manifest &m, const json &doc) {
+  Node root(doc, m.source);
+  std::set<std::string> names;
+  std::vector<int> owner(m.kernels.size(), -1);
+  for (size_t fi = 0; fi < m.functions.size(); ++fi) {
+    ManifestFunction &f = m.functions[fi];
+    Node fn = root.at("functions").at(fi);
+    if (!names.insert(f.name).second)
+      fn.at("name").fail("duplicate function \"" + f.name + "\"");
+    std::vector<int> position(m.kernels.size(), -1);
+    for (size_t i = 0; i < f.kernels.size(); ++i) {
+      int k = f.kernels[i];
+      Node kn = fn.at("kernels").at(i);
+      if (k < 0 || k >= static_cast<int>(m.kernels.size()))
+        kn.fail("no kernel " + std::to_string(k) + " (" +
+                std::to_string(m.kernels.size()) + " kernels)");
+      if (owner[k] != -1)
+        kn.fail("kernel " + std::to_string(k) +
+                " is launched twice or by two functions");
+      owner[k] = static_cast<int>(fi);
+      position[k] = static_cast<int>(i);
+    }
+    for (size_t i = 0; i < f.kernels.size(); ++i) {
+      const ManifestKernel &k = m.kernels[f.kernels[i]];
+      Node kn = root.at("kernels").at(static_cast<size_t>(k.index));
+      if (!k.function.empty() && k.function != f.name)
+        kn.at("function").fail("kernel belongs to \"" + k.function +
+                               "\" but is launched by \"" + f.name + "\"");
+      for (const ManifestParam &p : k.params) {
+        if (p.kind != ParamKind::Input)
+          continue;
+        Node pn = kn.at("params").at(static_cast<size_t>(p.index));
+        const std::vector<Dim> *srcShape = nullptr;
+        ElemType srcType{};
+        if (p.binding.kind == Binding::Kind::Argument) {
+          if (p.binding.index >= static_cast<int>(f.arguments.size()))
+            pn.at("binding").fail("function \"" + f.name + "\" has only " +
+                                  std::to_string(f.arguments.size()) +
+                                  " arguments");
+          srcShape = &f.arguments[p.binding.index].shape;
+          srcType = f.arguments[p.binding.index].dtype;
+        } else {
+          int src = p.binding.index;
+          if (src >= static_cast<int>(m.kernels.size()) || position[src] < 0 ||
+              position[src] >= static_cast<int>(i))
+            pn.at("binding").fail("kernel " + std::to_string(src) +
+                                  " is not an earlier kernel of \"" + f.name +
+                                  "\"");
+          const ManifestParam *out = m.kernels[src].output(p.binding.result);
+          if (!out)
+            pn.at("binding").fail("kernel " + std::to_string(src) +
+                                  " has no result " +
+                                  std::to_string(p.binding.result));
+          srcShape = &out->shape;
+          srcType = out->dtype;
+        }
+        if (srcType != p.dtype)
+          pn.fail("dtype " + std::string(elemTypeName(p.dtype)) +
+                  " but its source (" + p.binding.str() + ") is " +
+                  std::string(elemTypeName(srcType)));
+        if (!sameElementCount(*srcShape, p.shape))
+          pn.fail("shape " + shapeString(p.shape) + " but its source (" +
+                  p.binding.str() + ") has shape " + shapeString(*srcShape));
+      }
+    }
+    for (size_t i = 0; i < f.results.size(); ++i) {
+      const ManifestResult &r = f.results[i];
+      Node rn = fn.at("results").at(i);
+      if (r.source.kind == Binding::Kind::Argument) {
+        if (r.source.index >= static_cast<int>(f.arguments.size()))
+          rn.at("source").fail("no argument " +
+                               std::to_string(r.source.index));
+      } else if (r.source.kind == Binding::Kind::KernelResult) {
+        int src = r.source.index;
+        if (src >= static_cast<int>(m.kernels.size()) || position[src] < 0)
+          rn.at("source").fail("kernel " + std::to_string(src) +
+                               " is not launched by \"" + f.name + "\"");
+        const ManifestParam *out = m.kernels[src].output(r.source.result);
+        if (!out)
+          rn.at("source").fail("kernel " + std::to_string(src) +
+                               " has no result " +
+                               std::to_string(r.source.result));
+        if (out->dtype != r.dtype)
+          rn.fail("dtype " + std::string(elemTypeName(r.dtype)) +
+                  " but kernel " + std::to_string(src) + " result " +
+                  std::to_string(r.source.result) + " is " +
+                  std::string(elemTypeName(out->dtype)));
+      } else {
+        rn.at("source").fail("expected {\"argument\": i} or {\"kernel\": k, "
+                             "\"result\": r}");
+      }
+    }
+  }
+}
+
+} // namespace
+
+Manifest Manifest::parse(std::string_view text, const std::string &source) {
+  json doc = jsonutil::parse(text, source);
+  Node root(doc, source);
+  root.expectObject();
+  Manifest m;
+  m.source = source;
+  if (auto f = root.find("format"))
+    if (f->asString() != "fusion-manifest")
+      f->fail("not a fusion manifest (format \"" + f->asString() + "\")");
+  if (auto v = root.find("version")) {
+    m.version = v->asInt();
+    if (m.version != 1)
+      throwUnsupported(v->where(), ": manifest version ", m.version,
+                       " (this runtime reads version 1)");
+  }
+  if (auto p = root.find("ptx"))
+    m.ptx = p->asString();
+  if (auto c = root.find("chip"))
+    m.chip = c->asString();
+  if (auto s = root.find("strategy"))
+    m.strategy = s->asString();
+  if (auto md = root.find("model")) {
+    md->expectObject();
+    m.modelJson = md->raw().dump();
+  }
+
+  Node kernels = root.at("kernels");
+  kernels.expectArray();
+  std::set<std::string> entries;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    m.kernels.push_back(parseKernel(kernels.at(i), i));
+    if (!entries.insert(m.kernels.back().entry).second)
+      kernels.at(i).at("entry").fail("duplicate entry \"" +
+                                     m.kernels.back().entry + "\"");
+  }
+
+  Node functions = root.at("functions");
+  functions.expectArray();
+  if (functions.size() == 0)
+    functions.fail("no functions");
+  for (size_t i = 0; i < functions.size(); ++i) {
+    Node fn = functions.at(i);
+    ManifestFunction f;
+    f.name = fn.at("name").asString();
+    Node args = fn.at("arguments");
+    args.expectArray();
+    std::set<std::string> argNames;
+    for (size_t a = 0; a < args.size(); ++a) {
+      Node an = args.at(a);
+      ManifestArgument arg;
+      arg.index = static_cast<int>(a);
+      if (auto idx = an.find("index"))
+        if (idx->asInt() != static_cast<int64_t>(a))
+          idx->fail("argument index " + std::to_string(idx->asInt()) +
+                    " at position " + std::to_string(a));
+      arg.name = "arg" + std::to_string(a);
+      if (auto nm = an.find("name"))
+        arg.name = nm->asString();
+      if (!argNames.insert(arg.name).second)
+        an.at("name").fail("duplicate argument name \"" + arg.name + "\"");
+      arg.kind = "tensor";
+      if (auto k = an.find("kind"))
+        arg.kind = k->asString();
+      arg.dtype = parseDType(an.at("dtype"));
+      arg.shape = parseShape(an.at("shape"));
+      f.arguments.push_back(std::move(arg));
+    }
+    Node ks = fn.at("kernels");
+    ks.expectArray();
+    for (size_t k = 0; k < ks.size(); ++k)
+      f.kernels.push_back(static_cast<int>(
+          ks.at(k).asInt(0, std::numeric_limits<int>::max())));
+    if (auto rs = fn.find("results")) {
+      rs->expectArray();
+      for (size_t r = 0; r < rs->size(); ++r) {
+        Node rn = rs->at(r);
+        ManifestResult res;
+        res.index = static_cast<int>(r);
+        res.dtype = parseDType(rn.at("dtype"));
+        res.shape = parseShape(rn.at("shape"));
+        res.source = parseSource(rn.at("source"));
+        f.results.push_back(std::move(res));
+      }
+    }
+    m.functions.push_back(std::move(f));
+  }
+  validate(m, doc);
+  return m;
+}
+
+Manifest Manifest::load(const std::string &path) {
+  std::ifstream is(path, std::ios::binary);
+  if (!is)
+    throw Error("cannot open manifest " + path + ": " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << is.rdbuf();
+  return parse(ss.str(), path);
+}
+
+const ManifestFunction &Manifest::function(std::string_view name) const {
+  if (name.empty() && functions.size() == 1)
+    return functions.front();
+  for (const ManifestFunction &f : functions)
+    if (f.name == name)
+      return f;
+  std::string list;
+  for (size_t i = 0; i < functions.size(); ++i)
+    list += (i ? ", " : "") + functions[i].name;
+  if (name.empty())
+    throwInvalidArgument(source, ": ", functions.size(),
+                         " functions (", list, "); name the one to run");
+  throwInvalidArgument(source, ": no function \"", name, "\" (functions: ",
+                       list, ")");
+}
+
+//===----------------------------------------------------------------------===//
+// PTX entries
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// `ptx` with // and /* */ comments replaced by spaces.
+std::string stripComments(std::string_view ptx) {
+  std::string out(ptx);
+  for (size_t i = 0; i + 1 < out.size(); ++i) {
+    if (out[i] == '"') { // skip string literals (e.g. in .file)
+      size_t j = out.find('"', i + 1);
+      if (j == std::string::npos)
+        break;
+      i = j;
+    } else if (out[i] == '/' && out[i + 1] == '/') {
+      size_t j = out.find('\n', i);
+      if (j == std::string::npos)
+        j = out.size();
+      std::fill(out.begin() + i, out.begin() + j, ' ');
+      i = j;
+    } else if (out[i] == '/' && out[i + 1] == '*') {
+      size_t j = out.find("*/", i + 2);
+      j = j == std::string::npos ? out.size() : j + 2;
+      std::fill(out.begin() + i, out.begin() + j, ' ');
+      i = j - 1;
+    }
+  }
+  return out;
+}
+
+bool isIdentChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' ||
+         c == '%' || c == '.';
+}
+
+std::vector<std::string> tokens(const std::string &s) {
+  std::vector<std::string> out;
+  std::istringstream is(s);
+  std::string t;
+  while (is >> t)
+    out.push_back(t);
+  return out;
+}
+
+} // namespace
+
+std::vector<PtxEntry> scanPtxEntries(std::string_view ptxText,
+                                     const std::string &source) {
+  std::string ptx = stripComments(ptxText);
+  std::vector<PtxEntry> entries;
+  size_t pos = 0;
+  while ((pos = ptx.find(".entry", pos)) != std::string::npos) {
+    // A whole-word directive.
+    bool wordStart = pos == 0 || !isIdentChar(ptx[pos - 1]);
+    size_t after = pos + 6;
+    if (!wordStart || (after < ptx.size() && isIdentChar(ptx[after]))) {
+      pos = after;
+      continue;
+    }
+    size_t nameBegin = ptx.find_first_not_of(" \t\r\n", after);
+    size_t nameEnd = nameBegin;
+    while (nameEnd < ptx.size() && isIdentChar(ptx[nameEnd]) &&
+           ptx[nameEnd] != '.')
+      ++nameEnd;
+    PtxEntry e;
+    e.name = ptx.substr(nameBegin, nameEnd - nameBegin);
+    size_t open = ptx.find_first_not_of(" \t\r\n", nameEnd);
+    if (open != std::string::npos && ptx[open] == '(') {
+      size_t close = ptx.find(')', open);
+      if (close == std::string::npos)
+        throwFormat(source, ": .entry ", e.name,
+                    ": unterminated parameter list");
+      std::string list = ptx.substr(open + 1, close - open - 1);
+      std::stringstream ss(list);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        std::vector<std::string> t = tokens(item);
+        if (t.empty())
+          continue;
+        if (t[0] != ".param" || t.size() < 2)
+          throwFormat(source, ": .entry ", e.name, ": unexpected parameter \"",
+                      item, "\"");
+        // .param [.align N] .type [.ptr ...] name[...]
+        size_t ti = 1;
+        if (t[ti] == ".align" && ti + 2 < t.size())
+          ti += 2;
+        std::string type = t[ti];
+        const std::string &name = t.back();
+        size_t bracket = name.find('[');
+        if (bracket != std::string::npos)
+          type += name.substr(bracket);
+        e.paramTypes.push_back(type);
+      }
+      pos = close;
+    } else {
+      pos = nameEnd;
+    }
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+void checkPtxAgainstManifest(std::string_view ptx, const std::string &ptxName,
+                             const Manifest &manifest) {
+  std::vector<PtxEntry> entries = scanPtxEntries(ptx, ptxName);
+  for (const ManifestKernel &k : manifest.kernels) {
+    const PtxEntry *e = nullptr;
+    for (const PtxEntry &c : entries)
+      if (c.name == k.entry)
+        e = &c;
+    if (!e) {
+      std::string list;
+      for (size_t i = 0; i < entries.size() && i < 8; ++i)
+        list += (i ? ", " : "") + entries[i].name;
+      throwFormat(ptxName, ": no .entry ", k.entry, " for ", k.label(),
+                  " of ", manifest.source, " (the PTX has ", entries.size(),
+                  " entries", entries.empty() ? "" : ": ", list, ")");
+    }
+    if (e->paramTypes.size() != k.params.size())
+      throwFormat(ptxName, ": .entry ", k.entry, " has ", e->paramTypes.size(),
+                  " parameters but ", manifest.source, " lists ",
+                  k.params.size(), " for ", k.label());
+    for (size_t i = 0; i < k.params.size(); ++i) {
+      const ManifestParam &p = k.params[i];
+      const std::string &t = e->paramTypes[i];
+      bool ok = p.isBuffer() ? (t == ".u64" || t == ".b64" || t == ".s64")
+                             : (t == ".u32" || t == ".b32" || t == ".s32");
+      if (!ok)
+        throwFormat(ptxName, ": .entry ", k.entry, " parameter ", i, " is ",
+                    t, " but ", manifest.source, " says ",
+                    paramKindName(p.kind), " \"", p.role, "\" (",
+                    p.isBuffer() ? "a 64-bit pointer" : "a 32-bit i32", ")");
+    }
+  }
+}
+
+} // namespace fusion::runtime

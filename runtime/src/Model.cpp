@@ -1,0 +1,453 @@
+//===- Model.cpp - a compiled model and its launch plan (CPU side) --------===//
+
+#include "fusion/runtime/Model.h"
+
+#include "fusion/runtime/Error.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace fusion::runtime {
+
+//===----------------------------------------------------------------------===//
+// Model
+//===----------------------------------------------------------------------===//
+
+Model::Model(Manifest manifest, std::string_view function)
+    : manifest_(std::move(manifest)) {
+  function_ = &manifest_.function(function);
+  const ManifestFunction &f = *function_;
+  argRoles_.assign(f.arguments.size(), "unused");
+  std::vector<bool> roleSet(f.arguments.size(), false);
+  maxSplits_ = std::numeric_limits<int64_t>::max();
+  for (int k : f.kernels) {
+    const ManifestKernel &kernel = manifest_.kernels[k];
+    kernels_.push_back(&kernel);
+    usesNumSplits_ |= kernel.usesNumSplits();
+    usesMaxPages_ |= kernel.usesMaxPages();
+    if (kernel.usesNumSplits())
+      maxSplits_ = std::min(maxSplits_, kernel.maxSplits());
+    std::vector<ParamSource> sources;
+    for (const ManifestParam &p : kernel.params) {
+      ParamSource s;
+      switch (p.kind) {
+      case ParamKind::Input:
+        if (p.binding.kind == Binding::Kind::Argument) {
+          s.kind = ParamSource::Kind::Argument;
+          s.index = p.binding.index;
+          if (!roleSet[s.index]) {
+            roleSet[s.index] = true;
+            argRoles_[s.index] = p.role;
+          }
+        } else {
+          s.kind = ParamSource::Kind::Internal;
+          s.index = internalForResult(p.binding.index, p.binding.result);
+        }
+        break;
+      case ParamKind::Output:
+      case ParamKind::Workspace: {
+        InternalBuffer b;
+        b.kernel = kernel.index;
+        b.param = p.index;
+        b.kind = p.kind;
+        b.role = p.role;
+        b.dtype = p.dtype;
+        b.shape = p.shape;
+        b.zeroInit = p.zeroInit;
+        b.label = kernel.label() + " " +
+                  (p.kind == ParamKind::Output
+                       ? "output " + std::to_string(p.binding.result)
+                       : std::string("workspace")) +
+                  " \"" + p.role + "\"";
+        s.kind = ParamSource::Kind::Internal;
+        s.index = static_cast<int>(internal_.size());
+        internal_.push_back(std::move(b));
+        break;
+      }
+      case ParamKind::Scalar:
+        s.kind = ParamSource::Kind::Scalar;
+        s.scalar = p.role;
+        break;
+      }
+      sources.push_back(std::move(s));
+    }
+    sources_.push_back(std::move(sources));
+  }
+  if (!usesNumSplits_)
+    maxSplits_ = 1;
+  for (const ManifestResult &r : f.results) {
+    if (r.source.kind == Binding::Kind::Argument) {
+      resultRoles_.push_back(argRoles_[r.source.index]);
+    } else {
+      const ManifestParam *out =
+          manifest_.kernels[r.source.index].output(r.source.result);
+      resultRoles_.push_back(out ? out->role : "result");
+    }
+  }
+}
+
+Model Model::load(const std::string &manifestPath, std::string_view function) {
+  return Model(Manifest::load(manifestPath), function);
+}
+
+int Model::internalForResult(int kernel, int r) const {
+  const ManifestParam *out = manifest_.kernels[kernel].output(r);
+  if (!out)
+    return -1;
+  for (size_t i = 0; i < internal_.size(); ++i)
+    if (internal_[i].kernel == kernel && internal_[i].param == out->index)
+      return static_cast<int>(i);
+  return -1;
+}
+
+int Model::argumentIndex(std::string_view name) const {
+  for (const ManifestArgument &a : function_->arguments)
+    if (a.name == name)
+      return a.index;
+  std::string list;
+  for (const ManifestArgument &a : function_->arguments)
+    list += (a.index ? ", " : "") + a.name;
+  throwInvalidArgument("function \"", function_->name, "\" of ",
+                       manifest_.source, " has no argument \"", name,
+                       "\" (arguments: ", list, ")");
+}
+
+int Model::argumentWithRole(std::string_view role) const {
+  for (size_t i = 0; i < argRoles_.size(); ++i)
+    if (argRoles_[i] == role)
+      return static_cast<int>(i);
+  return -1;
+}
+
+int Model::resultWithRole(std::string_view role) const {
+  for (size_t i = 0; i < resultRoles_.size(); ++i)
+    if (resultRoles_[i] == role)
+      return static_cast<int>(i);
+  return -1;
+}
+
+int64_t Model::defaultNumSplits(int64_t batch, int64_t maxSeqLen) const {
+  if (!usesNumSplits_)
+    return 1;
+  for (const ManifestKernel *k : kernels_) {
+    if (!k->usesNumSplits())
+      continue;
+    auto get = [&](const char *key, int64_t fallback) {
+      auto it = k->scheduleInts.find(key);
+      return it == k->scheduleInts.end() || it->second < 1 ? fallback
+                                                           : it->second;
+    };
+    int64_t targetCtas = get("target_ctas", 264);
+    int64_t minChunk = get("min_chunk_tokens", 64);
+    Symbols s{std::max<int64_t>(batch, 1), 1, 1, 1};
+    int64_t gridY = 1;
+    try {
+      gridY = k->grid[1].evaluate(s);
+    } catch (const Error &) {
+    }
+    int64_t ctasPerSplit = std::max<int64_t>(1, s.batch * gridY);
+    int64_t byCtas = (targetCtas + ctasPerSplit - 1) / ctasPerSplit;
+    int64_t byLength = (std::max<int64_t>(maxSeqLen, 1) + minChunk - 1) /
+                       minChunk;
+    return std::max<int64_t>(1, std::min({maxSplits_, byCtas, byLength}));
+  }
+  return 1;
+}
+
+//===----------------------------------------------------------------------===//
+// LaunchPlan
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+int64_t checkedBytes(const std::vector<Dim> &shape, ElemType dtype,
+                     const Symbols &s, const std::string &what) {
+  int64_t n = 1;
+  for (const Dim &d : shape) {
+    int64_t v = d.evaluate(s);
+    if (v != 0 && n > std::numeric_limits<int64_t>::max() / 8 / v)
+      throwCapacity(what, ": shape ", shapeString(shape),
+                    " at capacity overflows 64-bit sizes");
+    n *= v;
+  }
+  return n * elemTypeSize(dtype);
+}
+
+std::string capacityString(const Capacity &c) {
+  return "batch " + std::to_string(c.maxBatch) + ", max_pages " +
+         std::to_string(c.maxPages) + ", num_pages " +
+         std::to_string(c.numPages);
+}
+
+} // namespace
+
+LaunchPlan::LaunchPlan(const Model &model, const Capacity &capacity)
+    : model_(&model), capacity_(capacity) {
+  if (capacity.maxBatch < 1 || capacity.maxPages < 1 || capacity.numPages < 1)
+    throwInvalidArgument("LaunchPlan: capacities must be >= 1, got ",
+                         capacityString(capacity));
+  if (capacity.maxBatch > std::numeric_limits<int32_t>::max() ||
+      capacity.maxPages > std::numeric_limits<int32_t>::max() ||
+      capacity.numPages > std::numeric_limits<int32_t>::max())
+    throwInvalidArgument("LaunchPlan: capacities must fit in int32, got ",
+                         capacityString(capacity));
+  argAddress_.assign(model.arguments().size(), 0);
+  internalAddress_.assign(model.internalBuffers().size(), 0);
+  // Size everything once so that overflow shows up here.
+  for (size_t i = 0; i < argAddress_.size(); ++i)
+    argumentBytes(static_cast<int>(i));
+  for (size_t i = 0; i < internalAddress_.size(); ++i)
+    internalBytes(static_cast<int>(i));
+}
+
+int64_t LaunchPlan::argumentBytes(int i) const {
+  const ManifestArgument &a = model_->arguments().at(i);
+  return checkedBytes(a.shape, a.dtype,
+                      capacity_.symbols(model_->maxSplits()),
+                      "argument \"" + a.name + "\"");
+}
+
+int64_t LaunchPlan::internalBytes(int i) const {
+  const InternalBuffer &b = model_->internalBuffers().at(i);
+  return checkedBytes(b.shape, b.dtype, capacity_.symbols(model_->maxSplits()),
+                      b.label);
+}
+
+int64_t LaunchPlan::resultBytes(int r, const StepShape &shape) const {
+  const ManifestResult &res = model_->results().at(r);
+  Symbols s{shape.batch, shape.numSplits, shape.maxPages, capacity_.numPages};
+  return numElements(res.shape, s) * elemTypeSize(res.dtype);
+}
+
+void LaunchPlan::bindArgument(int i, uint64_t address, uint64_t bytes) {
+  if (i < 0 || i >= static_cast<int>(argAddress_.size()))
+    throwInvalidArgument("LaunchPlan::bindArgument: no argument ", i,
+                         " (function \"", model_->function().name, "\" has ",
+                         argAddress_.size(), ")");
+  const ManifestArgument &a = model_->arguments()[i];
+  if (address == 0)
+    throwInvalidArgument("LaunchPlan::bindArgument: argument \"", a.name,
+                         "\": null device address");
+  uint64_t need = static_cast<uint64_t>(argumentBytes(i));
+  if (bytes < need)
+    throwInvalidArgument(
+        "LaunchPlan::bindArgument: argument \"", a.name, "\" (",
+        elemTypeName(a.dtype), shapeString(a.shape), ") needs ", need,
+        " bytes at capacity (", capacityString(capacity_), "), got a buffer of ",
+        bytes, " bytes");
+  argAddress_[i] = address;
+  ++generation_;
+}
+
+void LaunchPlan::bindArgument(std::string_view name, uint64_t address,
+                              uint64_t bytes) {
+  bindArgument(model_->argumentIndex(name), address, bytes);
+}
+
+void LaunchPlan::setInternal(int i, uint64_t address) {
+  if (i < 0 || i >= static_cast<int>(internalAddress_.size()))
+    throwInvalidArgument("LaunchPlan::setInternal: no internal buffer ", i);
+  if (address == 0)
+    throwInvalidArgument("LaunchPlan::setInternal: ",
+                         model_->internalBuffers()[i].label,
+                         ": null device address");
+  internalAddress_[i] = address;
+  ++generation_;
+}
+
+uint64_t LaunchPlan::resultAddress(int r) const {
+  const ManifestResult &res = model_->results().at(r);
+  if (res.source.kind == Binding::Kind::Argument)
+    return argAddress_[res.source.index];
+  int i = model_->internalForResult(res.source.index, res.source.result);
+  return i < 0 ? 0 : internalAddress_[i];
+}
+
+void LaunchPlan::validate(const StepShape &shape) const {
+  const Model &m = *model_;
+  const std::string fn = "decode step of \"" + m.function().name + "\"";
+  if (shape.batch < 1)
+    throwInvalidArgument(fn, ": batch must be >= 1, got ", shape.batch);
+  if (shape.batch > capacity_.maxBatch)
+    throwCapacity(fn, ": batch ", shape.batch,
+                  " exceeds the batch the buffers were allocated for (",
+                  capacity_.maxBatch, ")");
+  if (m.usesMaxPages()) {
+    if (shape.maxPages < 1)
+      throwInvalidArgument(fn, ": the block table needs max_pages >= 1, got ",
+                           shape.maxPages);
+    if (shape.maxPages > capacity_.maxPages)
+      throwCapacity(fn, ": block-table width max_pages ", shape.maxPages,
+                    " exceeds the width the buffers were allocated for (",
+                    capacity_.maxPages, ")");
+  }
+  if (m.usesNumSplits() &&
+      (shape.numSplits < 1 || shape.numSplits > m.maxSplits()))
+    throwInvalidArgument(fn, ": num_splits ", shape.numSplits,
+                         " is outside [1, ", m.maxSplits(),
+                         "] (max_splits of the split-KV kernels)");
+  std::string unbound;
+  for (size_t i = 0; i < argAddress_.size(); ++i) {
+    if (argAddress_[i] != 0)
+      continue;
+    // Arguments no kernel reads (and no result returns) need no buffer.
+    bool used = m.argumentRole(static_cast<int>(i)) != "unused";
+    for (const ManifestResult &r : m.results())
+      used |= r.source.kind == Binding::Kind::Argument &&
+              r.source.index == static_cast<int>(i);
+    if (used)
+      unbound += (unbound.empty() ? "" : ", ") + m.arguments()[i].name;
+  }
+  if (!unbound.empty())
+    throwInvalidArgument(fn, ": unbound arguments: ", unbound);
+  for (size_t i = 0; i < internalAddress_.size(); ++i)
+    if (internalAddress_[i] == 0)
+      throwInvalidArgument(fn, ": internal buffer ",
+                           m.internalBuffers()[i].label,
+                           " has no device memory");
+  Symbols s{shape.batch, shape.numSplits, shape.maxPages, capacity_.numPages};
+  for (const ManifestKernel *k : m.kernels()) {
+    std::array<int64_t, 3> g = k->gridFor(s);
+    const int64_t limits[3] = {2147483647, 65535, 65535};
+    for (int d = 0; d < 3; ++d)
+      if (g[d] < 1 || g[d] > limits[d])
+        throwInvalidArgument(fn, ": ", k->label(), ": grid dimension ", d,
+                             " = ", k->grid[d].str(), " = ", g[d],
+                             " is outside [1, ", limits[d], "]");
+  }
+}
+
+std::vector<PreparedLaunch> LaunchPlan::prepare(const StepShape &shape) const {
+  validate(shape);
+  const Model &m = *model_;
+  Symbols s{shape.batch, shape.numSplits, shape.maxPages, capacity_.numPages};
+  std::vector<PreparedLaunch> out;
+  for (size_t i = 0; i < m.kernels().size(); ++i) {
+    const ManifestKernel &k = *m.kernels()[i];
+    PreparedLaunch l;
+    l.kernel = static_cast<int>(i);
+    l.entry = k.entry;
+    std::array<int64_t, 3> g = k.gridFor(s);
+    for (int d = 0; d < 3; ++d) {
+      l.grid[d] = static_cast<uint32_t>(g[d]);
+      l.block[d] = static_cast<uint32_t>(k.block[d]);
+    }
+    l.dynamicSharedBytes = static_cast<uint32_t>(k.dynamicSharedBytes);
+    for (const ParamSource &src : m.paramSources(i)) {
+      KernelArg a;
+      switch (src.kind) {
+      case ParamSource::Kind::Argument:
+        a.pointer = argAddress_[src.index];
+        break;
+      case ParamSource::Kind::Internal:
+        a.pointer = internalAddress_[src.index];
+        break;
+      case ParamSource::Kind::Scalar:
+        a.isScalar = true;
+        a.scalar = static_cast<int32_t>(*s.lookup(src.scalar));
+        break;
+      }
+      l.args.push_back(a);
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// FrontHalfSignature
+//===----------------------------------------------------------------------===//
+
+FrontHalfSignature FrontHalfSignature::fromModel(const Model &m) {
+  FrontHalfSignature sig;
+  const std::string fn = "function \"" + m.function().name + "\" of " +
+                         m.manifest().source;
+  auto need = [&](const char *role) {
+    int i = m.argumentWithRole(role);
+    if (i < 0)
+      throwInvalidArgument(fn, " is not a decode-layer front half: no argument ",
+                           "with role \"", role, "\"");
+    return i;
+  };
+  auto arg = [&](int i) -> const ManifestArgument & {
+    return m.arguments()[i];
+  };
+  auto constDim = [&](const ManifestArgument &a, size_t d) -> int64_t {
+    if (d >= a.shape.size() || a.shape[d].isSymbol())
+      throwInvalidArgument(fn, ": argument \"", a.name, "\" has shape ",
+                           shapeString(a.shape), "; expected a constant ",
+                           "dimension ", d);
+    return a.shape[d].value;
+  };
+  sig.x = need("input");
+  sig.residual = m.argumentWithRole("residual");
+  sig.normWeight = need("norm_weight");
+  sig.normBias = m.argumentWithRole("norm_bias");
+  sig.qkvWeight = need("qkv_weight");
+  sig.qkvBias = m.argumentWithRole("qkv_bias");
+  sig.positions = need("positions");
+  sig.seqLens = need("seq_lens");
+  sig.blockTable = need("block_table");
+  sig.keyCache = need("key_cache");
+  sig.valueCache = need("value_cache");
+  sig.output = m.resultWithRole("output");
+  if (sig.output < 0)
+    throwInvalidArgument(fn, " is not a decode-layer front half: no result ",
+                         "with role \"output\" (attention output)");
+  sig.residualOut = m.resultWithRole("residual_out");
+
+  const ManifestArgument &x = arg(sig.x);
+  if (x.dtype == ElemType::F16)
+    sig.dtype = DType::F16;
+  else if (x.dtype == ElemType::BF16)
+    sig.dtype = DType::BF16;
+  else
+    throwInvalidArgument(fn, ": activation \"", x.name, "\" is ",
+                         elemTypeName(x.dtype), ", expected f16 or bf16");
+  if (x.shape.size() != 2)
+    throwInvalidArgument(fn, ": activation \"", x.name, "\" has shape ",
+                         shapeString(x.shape), ", expected [batch, hidden]");
+  sig.hidden = constDim(x, 1);
+  const ManifestArgument &kc = arg(sig.keyCache);
+  if (kc.shape.size() != 4)
+    throwInvalidArgument(fn, ": key cache \"", kc.name, "\" has shape ",
+                         shapeString(kc.shape),
+                         ", expected [num_pages, page_size, Hkv, D]");
+  sig.pageSize = constDim(kc, 1);
+  sig.dims.numKVHeads = constDim(kc, 2);
+  sig.dims.headDim = constDim(kc, 3);
+  const ManifestResult &o = m.results()[sig.output];
+  if (o.shape.size() != 3 || o.shape[1].isSymbol() || o.shape[2].isSymbol() ||
+      o.shape[2].value != sig.dims.headDim)
+    throwInvalidArgument(fn, ": attention output has shape ",
+                         shapeString(o.shape), ", expected [batch, Hq, ",
+                         sig.dims.headDim, "]");
+  sig.dims.numQHeads = o.shape[1].value;
+  const ManifestArgument &w = arg(sig.qkvWeight);
+  if (w.shape.size() != 2 || constDim(w, 0) != sig.dims.qkvRows() ||
+      constDim(w, 1) != sig.hidden)
+    throwInvalidArgument(fn, ": qkv weight \"", w.name, "\" has shape ",
+                         shapeString(w.shape), ", expected [",
+                         sig.dims.qkvRows(), ", ", sig.hidden, "] for ",
+                         sig.dims.numQHeads, "/", sig.dims.numKVHeads,
+                         " heads of ", sig.dims.headDim);
+  const ManifestArgument &nw = arg(sig.normWeight);
+  if (nw.shape.size() != 1 || constDim(nw, 0) != sig.hidden)
+    throwInvalidArgument(fn, ": norm weight \"", nw.name, "\" has shape ",
+                         shapeString(nw.shape), ", expected [", sig.hidden,
+                         "]");
+  if (sig.qkvBias >= 0) {
+    const ManifestArgument &b = arg(sig.qkvBias);
+    if (b.shape.size() != 1 || constDim(b, 0) != sig.dims.qkvRows())
+      throwInvalidArgument(fn, ": qkv bias \"", b.name, "\" has shape ",
+                           shapeString(b.shape), ", expected [",
+                           sig.dims.qkvRows(), "]");
+  }
+  if (sig.dims.numQHeads % sig.dims.numKVHeads != 0)
+    throwInvalidArgument(fn, ": ", sig.dims.numQHeads,
+                         " query heads are not a multiple of ",
+                         sig.dims.numKVHeads, " KV heads");
+  return sig;
+}
+
+} // namespace fusion::runtime

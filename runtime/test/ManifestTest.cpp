@@ -1,0 +1,302 @@
+//===- ManifestTest.cpp - manifest parsing/validation and PTX signatures ---===//
+
+#include "fusion/runtime/Error.h"
+#include "fusion/runtime/Manifest.h"
+
+#include "TestUtil.h"
+
+#include <nlohmann/json.hpp>
+
+using namespace fusion::runtime;
+using namespace fusion::runtime::test;
+using nlohmann::json;
+
+namespace {
+
+json tinyJson() {
+  return json::parse(readText(dataPath("tiny_decode.manifest.json")));
+}
+
+/// Parses `j` as a manifest called "m.json".
+Manifest parseJson(const json &j) { return Manifest::parse(j.dump(), "m.json"); }
+
+} // namespace
+
+TEST(Manifest, ParsesTheTinyManifest) {
+  Manifest m = Manifest::load(dataPath("tiny_decode.manifest.json"));
+  EXPECT_EQ(m.version, 1);
+  EXPECT_EQ(m.ptx, "tiny_decode.ptx");
+  EXPECT_EQ(m.chip, "sm_90");
+  EXPECT_EQ(m.strategy, "decode");
+  EXPECT_FALSE(m.modelJson.has_value());
+  ASSERT_EQ(m.functions.size(), 1u);
+  const ManifestFunction &f = m.function();
+  EXPECT_EQ(&f, &m.function("decode_layer"));
+  EXPECT_EQ(f.arguments.size(), 9u);
+  EXPECT_EQ(f.arguments[6].name, "block_table");
+  EXPECT_EQ(shapeString(f.arguments[6].shape), "[batch, max_pages]");
+  EXPECT_EQ(f.arguments[7].kind, "buffer");
+  EXPECT_EQ(shapeString(f.arguments[7].shape), "[num_pages, 4, 2, 16]");
+  EXPECT_EQ(f.kernels, (std::vector<int>{0, 1}));
+  ASSERT_EQ(f.results.size(), 2u);
+  EXPECT_EQ(f.results[0].source.kind, Binding::Kind::KernelResult);
+  EXPECT_EQ(f.results[0].source.index, 1);
+  EXPECT_EQ(f.results[1].source.result, 1);
+
+  ASSERT_EQ(m.kernels.size(), 2u);
+  const ManifestKernel &k0 = m.kernels[0];
+  EXPECT_EQ(k0.entry, "decode_layer_kernel_0");
+  EXPECT_EQ(k0.grid[0].value, 132);
+  EXPECT_EQ(k0.block, (std::array<int64_t, 3>{256, 1, 1}));
+  EXPECT_EQ(k0.staticSharedBytes, 1056);
+  EXPECT_EQ(k0.params.size(), 12u);
+  EXPECT_FALSE(k0.usesNumSplits());
+  EXPECT_TRUE(k0.usesMaxPages());
+  EXPECT_EQ(k0.maxSplits(), 1);
+  EXPECT_EQ(k0.numOutputs(), 2);
+  EXPECT_EQ(k0.output(1)->role, "residual_out");
+  EXPECT_EQ(k0.scheduleStrings.at("kind"), "projection");
+  EXPECT_EQ(k0.label(), "kernel 0 (decode_layer_kernel_0)");
+
+  const ManifestKernel &k1 = m.kernels[1];
+  EXPECT_EQ(k1.grid[0].symbol, "num_splits");
+  EXPECT_EQ(k1.grid[1].value, 2);
+  EXPECT_EQ(k1.grid[2].symbol, "batch");
+  EXPECT_TRUE(k1.usesNumSplits());
+  EXPECT_EQ(k1.maxSplits(), 32);
+  EXPECT_EQ(k1.scheduleInts.at("target_ctas"), 264);
+  const ManifestParam &q = k1.params[0];
+  EXPECT_EQ(q.kind, ParamKind::Input);
+  EXPECT_EQ(q.binding.kind, Binding::Kind::KernelResult);
+  EXPECT_EQ(q.binding.str(), "result 0 of kernel 0");
+  const ManifestParam &counters = k1.params[8];
+  EXPECT_EQ(counters.kind, ParamKind::Workspace);
+  EXPECT_TRUE(counters.zeroInit);
+  EXPECT_EQ(counters.dtype, ElemType::I32);
+  Symbols s{3, 4, 5, 100};
+  EXPECT_EQ(counters.bytes(s), 3 * 2 * 4);
+  EXPECT_EQ(k1.gridFor(s), (std::array<int64_t, 3>{4, 2, 3}));
+  EXPECT_EQ(k1.params[6].bytes(s), 3 * 4 * 32 * 16 * 4);
+}
+
+TEST(Manifest, DimsAndSymbols) {
+  Symbols s{2, 3, 4, 5};
+  EXPECT_EQ(s.lookup("batch"), 2);
+  EXPECT_EQ(s.lookup("num_splits"), 3);
+  EXPECT_EQ(s.lookup("max_pages"), 4);
+  EXPECT_EQ(s.lookup("num_pages"), 5);
+  EXPECT_FALSE(s.lookup("seq_len").has_value());
+  Dim d{0, "max_pages"};
+  EXPECT_EQ(d.evaluate(s), 4);
+  EXPECT_EQ((Dim{7, ""}.evaluate(s)), 7);
+  std::vector<Dim> shape = {{0, "batch"}, {0, "max_pages"}, {3, ""}};
+  EXPECT_EQ(numElements(shape, s), 24);
+  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                                     (Dim{0, "seq_len"}.evaluate(s)));
+  EXPECT_CONTAINS(msg, "unknown run-time size \"seq_len\"");
+  EXPECT_EQ(elemTypeSize(ElemType::BF16), 2);
+  EXPECT_EQ(elemTypeSize(ElemType::F32), 4);
+  EXPECT_EQ(parseElemType("bf16"), ElemType::BF16);
+  EXPECT_FALSE(parseElemType("f64").has_value());
+}
+
+TEST(Manifest, AcceptsOptionalMembersAndDecimalStrings) {
+  json j = tinyJson();
+  j.erase("format");
+  j.erase("version");
+  j["kernels"][0]["grid"] = json::array({"132"}); // one dim, as a string
+  j["kernels"][0]["block"] = 256;                  // a plain number
+  j["kernels"][0]["params"][8].erase("binding");   // outputs default in order
+  j["kernels"][0]["params"][9].erase("binding");
+  j["model"] = {{"hidden_size", 64}, {"num_attention_heads", 4}};
+  j["extra"] = "ignored";
+  Manifest m = parseJson(j);
+  EXPECT_EQ(m.kernels[0].grid[0].value, 132);
+  EXPECT_EQ(m.kernels[0].grid[2].value, 1);
+  EXPECT_EQ(m.kernels[0].block[0], 256);
+  EXPECT_EQ(m.kernels[0].params[9].binding.result, 1);
+  ASSERT_TRUE(m.modelJson.has_value());
+  EXPECT_CONTAINS(*m.modelJson, "\"hidden_size\":64");
+}
+
+TEST(Manifest, ErrorsNameTheFileAndPath) {
+  struct Case {
+    const char *name;
+    std::function<void(json &)> mutate;
+    const char *expected;
+  };
+  const Case cases[] = {
+      {"unknown size name",
+       [](json &j) { j["kernels"][1]["params"][6]["shape"][0] = "dynamic"; },
+       "m.json: kernels[1].params[6].shape[0]: unknown size \"dynamic\""},
+      {"bad grid name",
+       [](json &j) { j["kernels"][1]["grid"][0] = "max_pages"; },
+       "kernels[1].grid[0]: unknown size \"max_pages\""},
+      {"bad dtype",
+       [](json &j) { j["kernels"][0]["params"][0]["dtype"] = "f64"; },
+       "kernels[0].params[0].dtype: unsupported dtype \"f64\""},
+      {"kinds out of ABI order",
+       [](json &j) {
+         std::swap(j["kernels"][0]["params"][9], j["kernels"][0]["params"][10]);
+         j["kernels"][0]["params"][9]["index"] = 9;
+         j["kernels"][0]["params"][10]["index"] = 10;
+       },
+       "kernels[0].params[10].kind: parameter of kind output after one of "
+       "kind scalar"},
+      {"unknown scalar",
+       [](json &j) { j["kernels"][0]["params"][11]["role"] = "seq_len"; },
+       "kernels[0].params[11].role: unknown scalar \"seq_len\""},
+      {"input without binding",
+       [](json &j) { j["kernels"][0]["params"][3].erase("binding"); },
+       "kernels[0].params[3]: input \"qkv_weight\" has no binding"},
+      {"untraceable input",
+       [](json &j) {
+         j["kernels"][0]["params"][3]["binding"] = {{"unknown", true}};
+       },
+       "kernels[0].params[3].binding: the compiler could not trace"},
+      {"binding to a later kernel",
+       [](json &j) {
+         j["kernels"][0]["params"][0]["binding"] = {{"kernel", 1},
+                                                    {"result", 0}};
+       },
+       "kernels[0].params[0].binding: kernel 1 is not an earlier kernel"},
+      {"binding to a missing result",
+       [](json &j) {
+         j["kernels"][1]["params"][0]["binding"] = {{"kernel", 0},
+                                                    {"result", 5}};
+       },
+       "kernels[1].params[0].binding: kernel 0 has no result 5"},
+      {"binding to a missing argument",
+       [](json &j) {
+         j["kernels"][0]["params"][0]["binding"] = {{"argument", 9}};
+       },
+       "has only 9 arguments"},
+      {"dtype differs from the source",
+       [](json &j) { j["kernels"][1]["params"][0]["dtype"] = "bf16"; },
+       "kernels[1].params[0]: dtype bf16 but its source (result 0 of kernel "
+       "0) is f16"},
+      {"element count differs from the source",
+       [](json &j) { j["kernels"][1]["params"][0]["shape"][1] = 8; },
+       "kernels[1].params[0]: shape [batch, 8, 16] but its source"},
+      {"num_splits without max_splits",
+       [](json &j) { j["kernels"][1]["schedule"].erase("max_splits"); },
+       "m.json: kernels[1]: the kernel uses num_splits but its schedule has "
+       "no max_splits"},
+      {"output out of order",
+       [](json &j) {
+         j["kernels"][0]["params"][8]["binding"] = {{"result", 1}};
+       },
+       "kernels[0].params[8].binding: output parameter should be result 0"},
+      {"scalar with a binding",
+       [](json &j) {
+         j["kernels"][0]["params"][10]["binding"] = {{"argument", 0}};
+       },
+       "workspaces and scalars have no binding"},
+      {"too many threads",
+       [](json &j) { j["kernels"][0]["block"] = {512, 4, 1}; },
+       "kernels[0].block: more than 1024 threads"},
+      {"duplicate entry",
+       [](json &j) {
+         j["kernels"][1]["entry"] = "decode_layer_kernel_0";
+       },
+       "duplicate entry \"decode_layer_kernel_0\""},
+      {"kernel launched twice",
+       [](json &j) { j["functions"][0]["kernels"] = {0, 1, 1}; },
+       "functions[0].kernels[2]: kernel 1 is launched twice"},
+      {"result from a missing kernel",
+       [](json &j) {
+         j["functions"][0]["results"][0]["source"] = {{"kernel", 4},
+                                                      {"result", 0}};
+       },
+       "functions[0].results[0].source: kernel 4 is not launched"},
+      {"wrong format",
+       [](json &j) { j["format"] = "something-else"; },
+       "m.json: format: not a fusion manifest"},
+      {"missing member",
+       [](json &j) { j["kernels"][0].erase("entry"); },
+       "m.json: kernels[0]: missing member \"entry\""},
+      {"index mismatch",
+       [](json &j) { j["kernels"][1]["index"] = 3; },
+       "kernels[1].index: kernel index 3 at position 1"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    json j = tinyJson();
+    c.mutate(j);
+    std::string msg = EXPECT_THROW_MSG(FormatError, parseJson(j));
+    EXPECT_CONTAINS(msg, c.expected);
+  }
+}
+
+TEST(Manifest, VersionAndFunctionErrors) {
+  json j = tinyJson();
+  j["version"] = 2;
+  std::string msg = EXPECT_THROW_MSG(UnsupportedError, parseJson(j));
+  EXPECT_CONTAINS(msg, "m.json: version: manifest version 2");
+  Manifest m = parseJson(tinyJson());
+  msg = EXPECT_THROW_MSG(InvalidArgumentError, m.function("prefill"));
+  EXPECT_CONTAINS(msg, "no function \"prefill\" (functions: decode_layer)");
+  msg = EXPECT_THROW_MSG(FormatError, Manifest::parse("{\"kernels\": 3}", "x"));
+  EXPECT_CONTAINS(msg, "x: kernels: expected an array, got 3");
+  msg = EXPECT_THROW_MSG(Error, Manifest::load("/nonexistent.json"));
+  EXPECT_CONTAINS(msg, "cannot open manifest /nonexistent.json");
+}
+
+//===----------------------------------------------------------------------===//
+// PTX signatures
+//===----------------------------------------------------------------------===//
+
+TEST(PtxEntries, ScansSignatures) {
+  std::vector<PtxEntry> e =
+      scanPtxEntries(readText(dataPath("tiny_decode.ptx")), "tiny.ptx");
+  ASSERT_EQ(e.size(), 2u); // the ".entry fake(" in a comment is skipped
+  EXPECT_EQ(e[0].name, "decode_layer_kernel_0");
+  ASSERT_EQ(e[0].paramTypes.size(), 12u);
+  EXPECT_EQ(e[0].paramTypes[2], ".u64"); // .ptr .global .align 16 skipped
+  EXPECT_EQ(e[0].paramTypes[11], ".u32");
+  EXPECT_EQ(e[1].name, "decode_layer_kernel_1");
+
+  std::vector<PtxEntry> other = scanPtxEntries(
+      ".entry k(.param .align 8 .b8 k_param_0[16], .param .s32 k_param_1)\n"
+      ".entry noparams()\n.visible .func f(.param .u64 x)\n");
+  ASSERT_EQ(other.size(), 2u);
+  EXPECT_EQ(other[0].paramTypes,
+            (std::vector<std::string>{".b8[16]", ".s32"}));
+  EXPECT_TRUE(other[1].paramTypes.empty());
+  std::string msg = EXPECT_THROW_MSG(
+      FormatError, scanPtxEntries(".entry k(.param .u64 a", "p.ptx"));
+  EXPECT_CONTAINS(msg, "p.ptx: .entry k: unterminated parameter list");
+}
+
+TEST(PtxEntries, ChecksThePtxAgainstTheManifest) {
+  Manifest m = Manifest::load(dataPath("tiny_decode.manifest.json"));
+  std::string ptx = readText(dataPath("tiny_decode.ptx"));
+  checkPtxAgainstManifest(ptx, "tiny.ptx", m);
+
+  std::string msg;
+  std::string renamed = ptx;
+  for (size_t p; (p = renamed.find("decode_layer_kernel_1")) !=
+                 std::string::npos;)
+    renamed.replace(p, 21, "other_kernel_1xxxxxxxx");
+  msg = EXPECT_THROW_MSG(FormatError,
+                         checkPtxAgainstManifest(renamed, "tiny.ptx", m));
+  EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_kernel_1 for kernel 1");
+
+  std::string fewer = ptx;
+  fewer.erase(fewer.find(",\n\t.param .u32 decode_layer_kernel_1_param_11"),
+              std::string(",\n\t.param .u32 decode_layer_kernel_1_param_11")
+                  .size());
+  msg = EXPECT_THROW_MSG(FormatError,
+                         checkPtxAgainstManifest(fewer, "tiny.ptx", m));
+  EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_1 has 11 parameters but");
+  EXPECT_CONTAINS(msg, "lists 12");
+
+  std::string wrongType = ptx;
+  std::string from = ".param .u64 decode_layer_kernel_0_param_9";
+  wrongType.replace(wrongType.find(from), from.size(),
+                    ".param .u32 decode_layer_kernel_0_param_9");
+  msg = EXPECT_THROW_MSG(FormatError,
+                         checkPtxAgainstManifest(wrongType, "tiny.ptx", m));
+  EXPECT_CONTAINS(msg, "parameter 9 is .u32 but");
+  EXPECT_CONTAINS(msg, "output \"residual_out\" (a 64-bit pointer)");
+}

@@ -1,0 +1,284 @@
+//===- ModelTest.cpp - Model, LaunchPlan, FrontHalfSignature (CPU) ---------===//
+
+#include "fusion/runtime/Error.h"
+#include "fusion/runtime/Model.h"
+
+#include "TestUtil.h"
+
+#include <nlohmann/json.hpp>
+
+using namespace fusion::runtime;
+using namespace fusion::runtime::test;
+using nlohmann::json;
+
+namespace {
+
+Model tinyModel() {
+  return Model::load(dataPath("tiny_decode.manifest.json"));
+}
+
+/// Binds every argument of `plan` to distinct fake addresses
+/// 0x1000 * (i + 1) with exactly the bytes they need.
+void bindAll(LaunchPlan &plan) {
+  for (size_t i = 0; i < plan.model().arguments().size(); ++i)
+    plan.bindArgument(static_cast<int>(i), 0x1000 * (i + 1),
+                      plan.argumentBytes(static_cast<int>(i)));
+  for (size_t i = 0; i < plan.model().internalBuffers().size(); ++i)
+    plan.setInternal(static_cast<int>(i), 0x100000 * (i + 1));
+}
+
+} // namespace
+
+TEST(Model, ResolvesKernelsBuffersAndRoles) {
+  Model m = tinyModel();
+  EXPECT_EQ(m.function().name, "decode_layer");
+  ASSERT_EQ(m.kernels().size(), 2u);
+  EXPECT_EQ(m.kernels()[1]->entry, "decode_layer_kernel_1");
+  // Kernel outputs (query, residual_out, output) and 3 workspaces.
+  const auto &b = m.internalBuffers();
+  ASSERT_EQ(b.size(), 6u);
+  EXPECT_EQ(b[0].role, "query");
+  EXPECT_EQ(b[0].label, "kernel 0 (decode_layer_kernel_0) output 0 \"query\"");
+  EXPECT_EQ(b[1].role, "residual_out");
+  EXPECT_EQ(b[2].role, "output");
+  EXPECT_EQ(b[3].kind, ParamKind::Workspace);
+  EXPECT_EQ(b[3].role, "partial_out");
+  EXPECT_TRUE(b[5].zeroInit);
+  EXPECT_EQ(m.internalForResult(0, 1), 1);
+  EXPECT_EQ(m.internalForResult(1, 0), 2);
+  EXPECT_EQ(m.internalForResult(1, 3), -1);
+
+  EXPECT_EQ(m.argumentRole(0), "input");
+  EXPECT_EQ(m.argumentRole(2), "norm_weight");
+  EXPECT_EQ(m.argumentRole(5), "seq_lens");
+  EXPECT_EQ(m.argumentRole(6), "block_table");
+  EXPECT_EQ(m.argumentRole(8), "value_cache");
+  EXPECT_EQ(m.argumentWithRole("qkv_weight"), 3);
+  EXPECT_EQ(m.argumentWithRole("qkv_bias"), -1);
+  EXPECT_EQ(m.resultRole(0), "output");
+  EXPECT_EQ(m.resultRole(1), "residual_out");
+  EXPECT_EQ(m.resultWithRole("residual_out"), 1);
+  EXPECT_EQ(m.argumentIndex("k_cache"), 7);
+  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                                     m.argumentIndex("kv"));
+  EXPECT_CONTAINS(msg, "has no argument \"kv\" (arguments: x, residual, "
+                       "norm_w, qkv_w");
+
+  // Parameter sources of the attention kernel.
+  const auto &src = m.paramSources(1);
+  ASSERT_EQ(src.size(), 12u);
+  EXPECT_EQ(src[0].kind, ParamSource::Kind::Internal); // query from kernel 0
+  EXPECT_EQ(src[0].index, 0);
+  EXPECT_EQ(src[1].kind, ParamSource::Kind::Argument);
+  EXPECT_EQ(src[1].index, 7);
+  EXPECT_EQ(src[5].index, 2); // output
+  EXPECT_EQ(src[11].kind, ParamSource::Kind::Scalar);
+  EXPECT_EQ(src[11].scalar, "num_splits");
+
+  EXPECT_TRUE(m.usesNumSplits());
+  EXPECT_TRUE(m.usesMaxPages());
+  EXPECT_EQ(m.maxSplits(), 32);
+}
+
+TEST(Model, DefaultNumSplitsFollowsTheSchedulePolicy) {
+  Model m = tinyModel();
+  // grid_y = 2: ceil(264 / (B * 2)) CTAs-wise, ceil(L / 64) length-wise.
+  EXPECT_EQ(m.defaultNumSplits(1, 1000), 16);  // min(32, 132, 16)
+  EXPECT_EQ(m.defaultNumSplits(1, 100000), 32); // max_splits
+  EXPECT_EQ(m.defaultNumSplits(64, 4096), 3);   // ceil(264 / 128)
+  EXPECT_EQ(m.defaultNumSplits(200, 4096), 1);
+  EXPECT_EQ(m.defaultNumSplits(1, 0), 1);
+  EXPECT_EQ(m.defaultNumSplits(1, 1), 1);
+}
+
+TEST(LaunchPlan, SizesAtCapacity) {
+  Model m = tinyModel();
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  EXPECT_EQ(plan.argumentBytes(0), 8 * 64 * 2);            // x
+  EXPECT_EQ(plan.argumentBytes(3), 128 * 64 * 2);          // qkv_w
+  EXPECT_EQ(plan.argumentBytes(6), 8 * 16 * 4);            // block table
+  EXPECT_EQ(plan.argumentBytes(7), 100 * 4 * 2 * 16 * 2);  // k cache
+  EXPECT_EQ(plan.internalBytes(0), 8 * 4 * 16 * 2);        // query
+  EXPECT_EQ(plan.internalBytes(3), 8 * 4 * 32 * 16 * 4);   // partial_out
+  EXPECT_EQ(plan.internalBytes(5), 8 * 2 * 4);             // counters
+  EXPECT_EQ(plan.resultBytes(0, (StepShape{3, 5, 2})), 3 * 4 * 16 * 2);
+  EXPECT_EQ(plan.resultBytes(1, (StepShape{3, 5, 2})), 3 * 64 * 2);
+}
+
+TEST(LaunchPlan, PreparesLaunchesInOrder) {
+  Model m = tinyModel();
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  bindAll(plan);
+  std::vector<PreparedLaunch> l = plan.prepare(StepShape{3, 5, 4});
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0].entry, "decode_layer_kernel_0");
+  EXPECT_EQ(l[0].grid, (std::array<uint32_t, 3>{132, 1, 1}));
+  EXPECT_EQ(l[0].block, (std::array<uint32_t, 3>{256, 1, 1}));
+  ASSERT_EQ(l[0].args.size(), 12u);
+  // x, residual, norm_w, qkv_w, positions, k_cache, v_cache, block_table.
+  const uint64_t argOrder[] = {0, 1, 2, 3, 4, 7, 8, 6};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_FALSE(l[0].args[i].isScalar);
+    EXPECT_EQ(l[0].args[i].pointer, 0x1000 * (argOrder[i] + 1)) << i;
+  }
+  EXPECT_EQ(l[0].args[8].pointer, 0x100000u);     // query buffer
+  EXPECT_EQ(l[0].args[9].pointer, 0x200000u);     // residual_out buffer
+  EXPECT_TRUE(l[0].args[10].isScalar);
+  EXPECT_EQ(l[0].args[10].scalar, 3);             // batch
+  EXPECT_EQ(l[0].args[11].scalar, 5);             // max_pages
+
+  EXPECT_EQ(l[1].entry, "decode_layer_kernel_1");
+  EXPECT_EQ(l[1].grid, (std::array<uint32_t, 3>{4, 2, 3}));
+  EXPECT_EQ(l[1].block, (std::array<uint32_t, 3>{128, 1, 1}));
+  EXPECT_EQ(l[1].args[0].pointer, 0x100000u);     // query from kernel 0
+  EXPECT_EQ(l[1].args[4].pointer, 0x1000u * 6);   // seq_lens
+  EXPECT_EQ(l[1].args[5].pointer, 0x300000u);     // output
+  EXPECT_EQ(l[1].args[8].pointer, 0x600000u);     // counters
+  EXPECT_EQ(l[1].args[9].scalar, 3);
+  EXPECT_EQ(l[1].args[10].scalar, 5);
+  EXPECT_EQ(l[1].args[11].scalar, 4);             // num_splits
+
+  EXPECT_EQ(plan.resultAddress(0), 0x300000u);
+  EXPECT_EQ(plan.resultAddress(1), 0x200000u);
+}
+
+TEST(LaunchPlan, BindingErrors) {
+  Model m = tinyModel();
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  std::string msg;
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.bindArgument("x", 0x1000, 8 * 64 * 2 - 1));
+  EXPECT_CONTAINS(msg, "argument \"x\" (f16[batch, 64]) needs 1024 bytes at "
+                       "capacity (batch 8, max_pages 16, num_pages 100), got "
+                       "a buffer of 1023 bytes");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.bindArgument("k_cache", 0x1000, 100));
+  EXPECT_CONTAINS(msg, "f16[num_pages, 4, 2, 16]) needs 25600 bytes");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError, plan.bindArgument(0, 0, 4096));
+  EXPECT_CONTAINS(msg, "null device address");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError, plan.bindArgument(12, 1, 1));
+  EXPECT_CONTAINS(msg, "no argument 12");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.bindArgument("xx", 0x1000, 1 << 20));
+  EXPECT_CONTAINS(msg, "no argument \"xx\"");
+
+  uint64_t g = plan.generation();
+  plan.bindArgument("x", 0x1000, 1024);
+  EXPECT_TRUE(plan.isBound(0));
+  EXPECT_GT(plan.generation(), g);
+
+  // Everything else unbound: all listed at once.
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.validate(StepShape{1, 1, 1}));
+  EXPECT_CONTAINS(msg, "unbound arguments: residual, norm_w, qkv_w, "
+                       "positions, seq_lens, block_table, k_cache, v_cache");
+  for (int i = 1; i < 9; ++i)
+    plan.bindArgument(i, 0x1000 * (i + 1), plan.argumentBytes(i));
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.validate(StepShape{1, 1, 1}));
+  EXPECT_CONTAINS(msg, "internal buffer kernel 0 (decode_layer_kernel_0) "
+                       "output 0 \"query\" has no device memory");
+}
+
+TEST(LaunchPlan, StepShapeErrors) {
+  Model m = tinyModel();
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  bindAll(plan);
+  plan.validate(StepShape{8, 16, 32});
+  std::string msg;
+  msg = EXPECT_THROW_MSG(CapacityError, plan.validate(StepShape{9, 1, 1}));
+  EXPECT_CONTAINS(msg, "decode step of \"decode_layer\": batch 9 exceeds the "
+                       "batch the buffers were allocated for (8)");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.validate(StepShape{0, 1, 1}));
+  EXPECT_CONTAINS(msg, "batch must be >= 1, got 0");
+  msg = EXPECT_THROW_MSG(CapacityError, plan.validate(StepShape{1, 17, 1}));
+  EXPECT_CONTAINS(msg, "block-table width max_pages 17 exceeds the width the "
+                       "buffers were allocated for (16)");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.validate(StepShape{1, 0, 1}));
+  EXPECT_CONTAINS(msg, "max_pages >= 1");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.validate(StepShape{1, 1, 33}));
+  EXPECT_CONTAINS(msg, "num_splits 33 is outside [1, 32]");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.prepare(StepShape{1, 1, 0}));
+  EXPECT_CONTAINS(msg, "num_splits 0 is outside [1, 32]");
+
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         LaunchPlan(m, Capacity{0, 1, 1}));
+  EXPECT_CONTAINS(msg, "capacities must be >= 1");
+}
+
+TEST(LaunchPlan, GridLimits) {
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  j["kernels"][1]["grid"] = {"num_splits", 2, "batch"};
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  LaunchPlan plan(m, Capacity{70000, 1, 1});
+  bindAll(plan);
+  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                                     plan.validate(StepShape{65536, 1, 1}));
+  EXPECT_CONTAINS(msg, "kernel 1 (decode_layer_kernel_1): grid dimension 2 = "
+                       "batch = 65536 is outside [1, 65535]");
+}
+
+TEST(LaunchPlan, NoSplitsNoBlockTable) {
+  // A model with one kernel that takes only batch: num_splits and max_pages
+  // are ignored.
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  j["functions"][0]["kernels"] = {0};
+  j["functions"][0]["results"] = {j["functions"][0]["results"][1]};
+  j["kernels"].erase(1);
+  auto &params = j["kernels"][0]["params"];
+  params.erase(11); // max_pages
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  EXPECT_FALSE(m.usesNumSplits());
+  EXPECT_FALSE(m.usesMaxPages());
+  EXPECT_EQ(m.maxSplits(), 1);
+  EXPECT_EQ(m.defaultNumSplits(1, 4096), 1);
+  LaunchPlan plan(m, Capacity{4, 4, 4});
+  bindAll(plan);
+  EXPECT_EQ(plan.prepare(StepShape{2, 0, 0}).size(), size_t(1));
+}
+
+TEST(FrontHalfSignature, FromTheTinyModel) {
+  Model m = tinyModel();
+  FrontHalfSignature s = FrontHalfSignature::fromModel(m);
+  EXPECT_EQ(s.dtype, DType::F16);
+  EXPECT_EQ(s.hidden, 64);
+  EXPECT_EQ(s.dims.numQHeads, 4);
+  EXPECT_EQ(s.dims.numKVHeads, 2);
+  EXPECT_EQ(s.dims.headDim, 16);
+  EXPECT_EQ(s.pageSize, 4);
+  EXPECT_EQ(s.x, 0);
+  EXPECT_EQ(s.residual, 1);
+  EXPECT_EQ(s.normWeight, 2);
+  EXPECT_EQ(s.qkvWeight, 3);
+  EXPECT_EQ(s.qkvBias, -1);
+  EXPECT_EQ(s.normBias, -1);
+  EXPECT_EQ(s.positions, 4);
+  EXPECT_EQ(s.seqLens, 5);
+  EXPECT_EQ(s.blockTable, 6);
+  EXPECT_EQ(s.keyCache, 7);
+  EXPECT_EQ(s.valueCache, 8);
+  EXPECT_EQ(s.output, 0);
+  EXPECT_EQ(s.residualOut, 1);
+}
+
+TEST(FrontHalfSignature, RejectsOtherFunctions) {
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  j["functions"][0]["arguments"][3]["shape"] = {96, 64};
+  j["kernels"][0]["params"][3]["shape"] = {96, 64};
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                                     FrontHalfSignature::fromModel(m));
+  EXPECT_CONTAINS(msg, "qkv weight \"qkv_w\" has shape [96, 64], expected "
+                       "[128, 64] for 4/2 heads of 16");
+
+  json k = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  k["kernels"][1]["params"][4]["role"] = "lengths";
+  Model m2(Manifest::parse(k.dump(), "m.json"));
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         FrontHalfSignature::fromModel(m2));
+  EXPECT_CONTAINS(msg, "no argument with role \"seq_lens\"");
+}

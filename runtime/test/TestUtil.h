@@ -1,0 +1,77 @@
+//===- TestUtil.h - helpers shared by the runtime unit tests ------*- C++ -*-===//
+
+#ifndef FUSION_RUNTIME_TEST_TESTUTIL_H
+#define FUSION_RUNTIME_TEST_TESTUTIL_H
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#define EXPECT_CONTAINS(str, sub)                                              \
+  EXPECT_NE(std::string(str).find(sub), std::string::npos)                     \
+      << "expected \"" << (sub) << "\" in: " << (str)
+
+/// Runs `fn`, expects it to throw `E`, and returns the message.
+#define EXPECT_THROW_MSG(E, stmt)                                              \
+  ([&]() -> std::string {                                                      \
+    try {                                                                      \
+      stmt;                                                                    \
+    } catch (const E &e) {                                                     \
+      return e.what();                                                         \
+    } catch (const std::exception &e) {                                        \
+      ADD_FAILURE() << "expected " #E ", got another exception: " << e.what(); \
+      return "";                                                               \
+    }                                                                          \
+    ADD_FAILURE() << "expected " #E " from: " #stmt;                           \
+    return "";                                                                 \
+  }())
+
+namespace fusion::runtime::test {
+
+/// The test data directory (runtime/test/data).
+inline std::string dataPath(const std::string &name) {
+  return std::string(FUSION_RUNTIME_TEST_DATA) + "/" + name;
+}
+
+inline std::string readText(const std::string &path) {
+  std::ifstream is(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << is.rdbuf();
+  return ss.str();
+}
+
+inline void writeText(const std::string &path, const std::string &text) {
+  std::ofstream os(path, std::ios::binary | std::ios::trunc);
+  os << text;
+}
+
+/// A fresh temporary directory, removed at the end of the test.
+class TempDir {
+public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "fusion-rt-XXXXXX").string();
+    char *made = mkdtemp(pattern.data());
+    if (made)
+      path_ = made;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty())
+      std::filesystem::remove_all(path_, ec);
+  }
+  const std::string &path() const { return path_; }
+  std::string file(const std::string &name) const { return path_ + "/" + name; }
+
+private:
+  std::string path_;
+};
+
+} // namespace fusion::runtime::test
+
+#endif // FUSION_RUNTIME_TEST_TESTUTIL_H
