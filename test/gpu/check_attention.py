@@ -291,6 +291,8 @@ class Kernel:
         self.threads = int(kernel["block"][0])
         self.max_splits = int(kernel["schedule"]["max_splits"])
         self.grid_y = int(kernel["grid"][1])
+        self.target_ctas = int(kernel["schedule"]["target_ctas"])
+        self.min_chunk = int(kernel["schedule"]["min_chunk_tokens"])
         roles = [p["role"] for p in kernel["params"]]
         expected = ["query", "key_cache", "value_cache", "block_table",
                     "seq_lens", "output", "partial_out", "partial_stats",
@@ -446,45 +448,49 @@ def main():
     return 0 if all_ok else 1
 
 
-def bench(cp, ptx_dir, rng):
-    """Rough timing of the Llama-3-8B shape (32/8, D=128, f16)."""
-    cfg = CONFIGS[1]
-    name, hq, hkv, d, dtname, p = cfg
-    kern = Kernel(cp, ptx_dir, cfg)
-    for b, l in ((1, 1024), (1, 32768), (16, 4096), (64, 4096)):
-        lens = [l] * b
-        pages = math.ceil(l / p)
-        num_pages = b * pages + 1
-        kc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
-        vc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
-        bt = cp.asarray(rng.permutation(b * pages).astype(np.int32).reshape(b, pages))
-        sl = cp.asarray(np.array(lens, dtype=np.int32))
-        q = cp.random.standard_normal((b, hq, d), dtype=cp.float32).astype(cp.float16)
-        out = cp.empty((b, hq, d), dtype=cp.float16)
-        ms = kern.max_splits
-        part_o = cp.empty((b, hq, ms, d), dtype=cp.float32)
-        part_s = cp.empty((b, hq, ms, 2), dtype=cp.float32)
-        counters = cp.zeros((b, kern.grid_y), dtype=cp.int32)
-        ns = max(1, min(ms, math.ceil(264 / (b * kern.grid_y)), math.ceil(l / 64)))
-        args = (q, kc, vc, bt, sl, out, part_o, part_s, counters,
-                np.int32(b), np.int32(pages), np.int32(ns))
-        for _ in range(3):
-            kern.fn((ns, kern.grid_y, b), (kern.threads, 1, 1), args)
-        times = []
-        for _ in range(20):
-            s, e = cp.cuda.Event(), cp.cuda.Event()
-            s.record()
-            kern.fn((ns, kern.grid_y, b), (kern.threads, 1, 1), args)
-            e.record()
-            e.synchronize()
-            times.append(cp.cuda.get_elapsed_time(s, e) * 1000)
-        t = sorted(times)[len(times) // 2]
-        nbytes = 2 * b * l * hkv * d * 2
-        print(f"bench B={b:3d} L={l:6d} splits={ns:2d}: {t:8.1f} us  "
-              f"{nbytes / t / 1e6:.2f} TB/s (K+V bytes)", flush=True)
-        del kc, vc
-        cp.get_default_memory_pool().free_all_blocks()
+def recommended_splits(kern, b, max_len):
+    """The num_splits policy recorded in the schedule (num_splits_policy)."""
+    return max(1, min(kern.max_splits, kern.target_ctas // (b * kern.grid_y),
+                      math.ceil(max_len / kern.min_chunk)))
 
+
+def bench(cp, ptx_dir, rng):
+    """Default schedules with the recommended num_splits, L2-cold (the caches
+    rotate over copies totalling >= 400 MB): Llama-3-8B (32/8, D=128, f16)
+    and G=7 (28/4, D=128, bf16)."""
+    for cfg in (CONFIGS[1], CONFIGS[2]):
+        name, hq, hkv, d, dtname, p = cfg
+        kern = Kernel(cp, ptx_dir, cfg)
+        for b, l in ((1, 1024), (1, 8192), (1, 32768), (4, 4096), (16, 4096),
+                     (64, 4096)):
+            pages = math.ceil(l / p)
+            kv_bytes = 2 * b * l * hkv * d * 2
+            copies = max(1, min(32, math.ceil(400e6 / kv_bytes)))
+            num_pages = copies * b * pages
+            kc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
+            vc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
+            q = cp.random.standard_normal((b, hq, d), dtype=cp.float32).astype(cp.float16)
+            if dtname == "bf16":  # any bits will do for timing
+                kc, vc, q = kc.view(cp.uint16), vc.view(cp.uint16), q.view(cp.uint16)
+            sl = cp.asarray(np.full(b, l, dtype=np.int32))
+            bts = [cp.asarray((rng.permutation(b * pages) + c * b * pages)
+                              .astype(np.int32).reshape(b, pages))
+                   for c in range(copies)]
+            out = cp.empty_like(q)
+            ms = kern.max_splits
+            part_o = cp.empty((b, hq, ms, d), dtype=cp.float32)
+            part_s = cp.empty((b, hq, ms, 2), dtype=cp.float32)
+            counters = cp.zeros((b, kern.grid_y), dtype=cp.int32)
+            ns = recommended_splits(kern, b, l)
+            arg_sets = [(q, kc, vc, bt, sl, out, part_o, part_s, counters,
+                         np.int32(b), np.int32(pages), np.int32(ns)) for bt in bts]
+            t = time_launches(cp, kern.fn, (ns, kern.grid_y, b),
+                              (kern.threads, 1, 1), arg_sets)
+            print(f"bench {name:14s} B={b:3d} L={l:6d} splits={ns:2d} "
+                  f"threads={kern.threads}: {t:8.1f} us  "
+                  f"{kv_bytes / t / 1e6:.2f} TB/s (K+V bytes)", flush=True)
+            del kc, vc, bts
+            cp.get_default_memory_pool().free_all_blocks()
 
 def time_launches(cp, fn, grid, block, arg_sets, reps=5, per=20):
     """Median over `reps` of the mean time of `per` back-to-back launches

@@ -10,8 +10,8 @@
 // block_table[b, t / P], slot t % P. Only tokens below len_b are read;
 // len_b = 0 gives zeros.
 //
-// Launch: grid (num_splits, Hkv * head_blocks, batch), `threads` (default
-// 128) threads per CTA. One CTA per (split, KV head, sequence) handles the
+// Launch: grid (num_splits, Hkv * head_blocks, batch), `threads` threads per
+// CTA (default 256 when a CTA holds at most 4 heads, else 128). One CTA per (split, KV head, sequence) handles the
 // query heads of one KV group (all G of them when G <= 8, else G / Gc
 // blocks of Gc heads, Gc the largest divisor of G not above 8), so every
 // K/V byte is read from HBM once (twice or more only when G > 8).
@@ -33,7 +33,7 @@
 // Split s covers tokens [s * chunk, min(len, (s + 1) * chunk)) with
 //   chunk = roundUp(ceil(len / num_splits), tokens_per_iter)
 // where tokens_per_iter = (threads / 32) * (32 / LPR) * unroll is the number
-// of tokens the CTA consumes per iteration (16..64): every split but the
+// of tokens the CTA consumes per iteration (16..128): every split but the
 // last of a sequence runs only full iterations. Tokens past the end of a
 // split are clamped to its last token (an L1/L2 hit) and masked to -inf, so
 // K/V at or past seq_lens[b] is never read and NaN there cannot leak. Page
@@ -72,9 +72,9 @@ namespace {
 
 /// The schedule of one attention kernel (recorded in KernelLaunch::schedule).
 struct AttentionSchedule {
-  int64_t threads = 128;
+  int64_t threads = 256;
   /// Upper bound on num_splits; sizes the workspace.
-  int64_t maxSplits = 32;
+  int64_t maxSplits = 64;
   /// Tokens per row group per loop iteration (K/V loads in flight: 2x this).
   int64_t unroll = 4;
   /// Query heads per CTA (Gc) and head blocks per KV head (G / Gc).
@@ -257,8 +257,12 @@ FailureOr<AttentionSchedule> chooseSchedule(KernelOp kernel,
       gc = d;
       break;
     }
-  auto threads = getScheduleInt(kernel, "threads", 128);
-  auto maxSplits = getScheduleInt(kernel, "max_splits", 32);
+  // Defaults from a sweep on the H200 (test/gpu/check_attention.py --sweep,
+  // 2026-11-29): for Gc <= 4, 256 threads with 4 tokens per row group
+  // (~128 registers, 2 CTAs per SM) were fastest at every (B, L) tried; for
+  // Gc > 4 (~170-210 registers), 128 threads with 2 tokens.
+  auto threads = getScheduleInt(kernel, "threads", gc > 4 ? 128 : 256);
+  auto maxSplits = getScheduleInt(kernel, "max_splits", 64);
   auto unroll = getScheduleInt(kernel, "kv_unroll", gc > 4 ? 2 : 4);
   auto headsPerCta = getScheduleInt(kernel, "heads_per_cta", gc);
   if (failed(threads) || failed(maxSplits) || failed(unroll) ||
@@ -327,7 +331,7 @@ DictionaryAttr getScheduleAttr(MLIRContext *context,
       b.getNamedAttr(
           "num_splits_policy",
           b.getStringAttr("num_splits = max(1, min(max_splits, "
-                          "ceil(target_ctas / (batch * grid_y)), "
+                          "floor(target_ctas / (batch * grid_y)), "
                           "ceil(max_seq_len / min_chunk_tokens)))")),
       b.getNamedAttr("partials", b.getStringAttr("unnormalized")),
   });
@@ -841,6 +845,8 @@ FailureOr<KernelLaunch> mlir::fusion::emitAttentionKernel(KernelOp kernel,
   FailureOr<AttentionSchedule> sched = chooseSchedule(kernel, shape);
   if (failed(sched))
     return failure();
+  // About one wave of resident CTAs (2 per SM): more splits than that ran
+  // slower in the sweep (a second, partial wave).
   sched->targetCtas = 2 * getSMCount(module);
 
   // --- Parameters ---------------------------------------------------------------

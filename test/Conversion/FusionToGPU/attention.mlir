@@ -3,33 +3,34 @@
 // Split-KV GQA decode attention (AttentionEmitter.cpp). Llama-3-8B shapes:
 // Hq/Hkv = 32/8 (G = 4), D = 128, f16, page size 16.
 
-// The launch: grid (num_splits, Hkv, batch), 128 threads, the ABI order
+// The launch: grid (num_splits, Hkv, batch), 256 threads, the ABI order
 // inputs / output / workspace (partials, statistics, zero-initialised
 // counters) / scalars, and the schedule.
 // CHECK-LABEL: func.func @llama
 // CHECK:       fusion.kernel @attn_g4
-// CHECK-SAME:    fusion.launch = {block = 128 : i64, entry = "attn_g4", grid = ["num_splits", "8", "batch"]
+// CHECK-SAME:    fusion.launch = {block = 256 : i64, entry = "attn_g4", grid = ["num_splits", "8", "batch"]
 // CHECK-SAME:    {dtype = "f16", kind = "input", role = "query", shape = ["batch", "32", "128"]}
 // CHECK-SAME:    {dtype = "f16", kind = "input", role = "key_cache", shape = ["num_pages", "16", "8", "128"]}
 // CHECK-SAME:    {dtype = "f16", kind = "input", role = "value_cache", shape = ["num_pages", "16", "8", "128"]}
 // CHECK-SAME:    {dtype = "i32", kind = "input", role = "block_table", shape = ["batch", "max_pages"]}
 // CHECK-SAME:    {dtype = "i32", kind = "input", role = "seq_lens", shape = ["batch"]}
 // CHECK-SAME:    {dtype = "f16", kind = "output", role = "output", shape = ["batch", "32", "128"]}
-// CHECK-SAME:    {dtype = "f32", kind = "workspace", role = "partial_out", shape = ["batch", "32", "32", "128"]}
-// CHECK-SAME:    {dtype = "f32", kind = "workspace", role = "partial_stats", shape = ["batch", "32", "32", "2"]}
+// CHECK-SAME:    {dtype = "f32", kind = "workspace", role = "partial_out", shape = ["batch", "32", "64", "128"]}
+// CHECK-SAME:    {dtype = "f32", kind = "workspace", role = "partial_stats", shape = ["batch", "32", "64", "2"]}
 // CHECK-SAME:    {dtype = "i32", kind = "workspace", role = "split_counters", shape = ["batch", "8"], zero_init}
-// CHECK-SAME:    {dtype = "i32", kind = "scalar", role = "batch"}, {dtype = "i32", kind = "scalar", role = "max_pages"}, {dtype = "i32", kind = "scalar", role = "num_splits"}
-// CHECK-SAME:    schedule = {chunk_multiple = 32 : i64
-// CHECK-SAME:    head_blocks = 1 : i64, heads_per_cta = 4 : i64, kind = "split_kv_attention", kv_unroll = 4 : i64, lanes_per_row = 16 : i64, max_splits = 32 : i64
-// CHECK-SAME:    num_splits_policy = "num_splits = max(1, min(max_splits, ceil(target_ctas / (batch * grid_y)), ceil(max_seq_len / min_chunk_tokens)))"
-// CHECK-SAME:    partials = "unnormalized", strategy = "decode", target_ctas = 264 : i64, threads = 128 : i64, vector_width = 8 : i64}
+// CHECK-SAME:    {dtype = "i32", kind = "scalar", role = "batch"}, {dtype = "i32", kind = "scalar", role = "max_pages"}, {dtype = "i32", kind = "scalar", role = "num_splits"}]
+// CHECK-SAME:    static_smem = 16644 : i64
+// CHECK-SAME:    schedule = {chunk_multiple = 64 : i64
+// CHECK-SAME:    head_blocks = 1 : i64, heads_per_cta = 4 : i64, kind = "split_kv_attention", kv_unroll = 4 : i64, lanes_per_row = 16 : i64, max_splits = 64 : i64
+// CHECK-SAME:    num_splits_policy = "num_splits = max(1, min(max_splits, floor(target_ctas / (batch * grid_y)), ceil(max_seq_len / min_chunk_tokens)))"
+// CHECK-SAME:    partials = "unnormalized", strategy = "decode", target_ctas = 264 : i64, threads = 256 : i64, vector_width = 8 : i64}
 
 // The kernel: bare flat buffers, then the i32 scalars; aligned shared memory
 // for the cross-warp merge.
 // CHECK:       gpu.module @fusion_kernels
 // CHECK:       gpu.func @attn_g4(%[[Q:.*]]: memref<1099511627776xf16>, %[[KC:.*]]: memref<1099511627776xf16>, %[[VC:.*]]: memref<1099511627776xf16>, %[[BT:.*]]: memref<1099511627776xi32>, %[[SL:.*]]: memref<1099511627776xi32>, %[[O:.*]]: memref<1099511627776xf16>, %[[PO:.*]]: memref<1099511627776xf32>, %[[PS:.*]]: memref<1099511627776xf32>, %[[CNT:.*]]: memref<1099511627776xi32>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32)
-// CHECK-SAME:    workgroup(%[[SMEM:.*]] : memref<2080xf32, #gpu.address_space<workgroup>> {llvm.align = 32 : i64}, %[[FLAG:.*]] : memref<1xi32, #gpu.address_space<workgroup>>)
-// CHECK-SAME:    kernel attributes {known_block_size = array<i32: 128, 1, 1>}
+// CHECK-SAME:    workgroup(%[[SMEM:.*]] : memref<4160xf32, #gpu.address_space<workgroup>> {llvm.align = 32 : i64}, %[[FLAG:.*]] : memref<1xi32, #gpu.address_space<workgroup>>{{.*}})
+// CHECK-SAME:    kernel attributes {known_block_size = array<i32: 256, 1, 1>}
 // The query is loaded once as 16-byte vectors, one per head of the group.
 // CHECK-COUNT-4: vector.load %[[Q]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
 // The token loop: 64-bit page addressing from the block table, then all K/V
