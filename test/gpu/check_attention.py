@@ -70,7 +70,7 @@ LENGTH_SETS = [
     [4097],
     [0],
 ]
-SPLITS = [1, 3, 16]
+SPLITS = [1, 3, 16, 64]
 
 
 def mlir_for(name, hq, hkv, d, dtype, p):
@@ -391,7 +391,7 @@ def main():
     if args.sanitize:
         configs = [c for c in CONFIGS if c[0] in ("g7_d128_bf16", "g3_d80_f16_p12")]
         length_sets = [[0, 1, 17, 100, 33]]
-        splits = [1, 3, 16]
+        splits = [1, 3, 64]
     for cfg in configs:
         kern = Kernel(cp, args.ptx_dir, cfg)
         for lens in length_sets:
