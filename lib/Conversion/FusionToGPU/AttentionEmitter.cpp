@@ -447,7 +447,6 @@ SoftmaxState AttentionEmitter::emitMainLoop(ImplicitLocOpBuilder &b,
   const int64_t p = shape.pageSize, hkv = shape.numKvHeads,
                 d = shape.headDim, u = sched.unroll, rgt = sched.rowGroups,
                 lpr = sched.lanesPerRow;
-  Type f32 = b.getF32Type();
   // Loop invariants.
   Value btRow = mulIndex(b, seq, i32ToIndex(b, maxPagesArg));
   Value laneOff = indexToI32(
@@ -540,7 +539,6 @@ SoftmaxState AttentionEmitter::emitMainLoop(ImplicitLocOpBuilder &b,
         }
         scf::YieldOp::create(lb, st.flatten());
       });
-  (void)f32;
   return SoftmaxState::unflatten(loop.getResults(), gc(), W);
 }
 
