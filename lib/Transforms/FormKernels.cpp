@@ -1,4 +1,5 @@
-//===- FormKernels.cpp - group fusion ops into fusion.kernel regions -------===//
+//===- FormKernels.cpp - group fusion ops into fusion.kernel regions
+//-------===//
 //
 // Implements --fusion-form-kernels. See Passes.td for the strategies and the
 // legality rules; the numbers below refer to those rules.
@@ -140,8 +141,7 @@ private:
     SmallVector<Operation *> members(group.begin(), group.end());
     group.clear();
 
-    llvm::SmallPtrSet<Operation *, 8> memberSet(members.begin(),
-                                                members.end());
+    llvm::SmallPtrSet<Operation *, 8> memberSet(members.begin(), members.end());
     SmallVector<Operation *> recomputed;
     for (auto [index, member] : llvm::enumerate(members)) {
       for (Value result : member->getResults()) {
@@ -191,8 +191,7 @@ private:
   /// outside for their other users.
   void createKernel(ArrayRef<Operation *> members,
                     ArrayRef<Operation *> recomputed) {
-    llvm::SmallPtrSet<Operation *, 8> memberSet(members.begin(),
-                                                members.end());
+    llvm::SmallPtrSet<Operation *, 8> memberSet(members.begin(), members.end());
     llvm::SetVector<Value> inputs;
     for (Operation *member : members)
       for (Value operand : member->getOperands())
@@ -203,9 +202,8 @@ private:
       if (llvm::is_contained(recomputed, member))
         continue;
       for (Value result : member->getResults())
-        if (llvm::any_of(result.getUsers(), [&](Operation *u) {
-              return !memberSet.contains(u);
-            }))
+        if (llvm::any_of(result.getUsers(),
+                         [&](Operation *u) { return !memberSet.contains(u); }))
           outputs.push_back(result);
     }
 
@@ -220,9 +218,8 @@ private:
         builder, front->getLoc(), ValueRange(outputs).getTypes(),
         inputs.getArrayRef(), builder.getStringAttr(name),
         builder.getDictionaryAttr(builder.getNamedAttr(
-            "strategy", builder.getStringAttr(strategy == Strategy::None
-                                                  ? "none"
-                                                  : "decode"))));
+            "strategy", builder.getStringAttr(
+                            strategy == Strategy::None ? "none" : "decode"))));
     Block *body = builder.createBlock(&kernel.getBody());
     IRMapping mapping;
     for (Value input : inputs)
@@ -230,9 +227,8 @@ private:
     for (Operation *member : members)
       builder.clone(*member, mapping);
     YieldOp::create(builder, kernel.getLoc(),
-                    llvm::map_to_vector(outputs, [&](Value v) {
-                      return mapping.lookup(v);
-                    }));
+                    llvm::map_to_vector(
+                        outputs, [&](Value v) { return mapping.lookup(v); }));
 
     for (auto [output, result] : llvm::zip(outputs, kernel.getResults()))
       output.replaceUsesWithIf(result, [&](OpOperand &use) {
@@ -262,9 +258,8 @@ struct FusionFormKernelsPass
     } else if (strategy == "none") {
       parsed = Strategy::None;
     } else {
-      getOperation().emitError()
-          << "unknown fusion strategy '" << strategy
-          << "'; expected 'decode' or 'none'";
+      getOperation().emitError() << "unknown fusion strategy '" << strategy
+                                 << "'; expected 'decode' or 'none'";
       return signalPassFailure();
     }
 

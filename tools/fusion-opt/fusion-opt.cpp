@@ -1,4 +1,5 @@
-//===- fusion-opt.cpp - the fusion compiler driver ---------------------------===//
+//===- fusion-opt.cpp - the fusion compiler driver
+//---------------------------===//
 //
 // MlirOptMain with the fusion dialect and passes plus every upstream dialect,
 // extension and pass (func, arith, tensor, scf, memref, vector, gpu, nvvm,

@@ -1,4 +1,5 @@
-//===- Passes.h - fusion transformation passes --------------------*- C++ -*-===//
+//===- Passes.h - fusion transformation passes --------------------*- C++
+//-*-===//
 
 #ifndef FUSION_TRANSFORMS_PASSES_H
 #define FUSION_TRANSFORMS_PASSES_H

@@ -1,4 +1,5 @@
-//===- FusionDialect.cpp - fusion dialect and attributes -------------------===//
+//===- FusionDialect.cpp - fusion dialect and attributes
+//-------------------===//
 
 #include "fusion/Dialect/Fusion/IR/FusionDialect.h"
 #include "fusion/Dialect/Fusion/IR/FusionOps.h"
@@ -10,8 +11,8 @@
 using namespace mlir;
 using namespace mlir::fusion;
 
-#include "fusion/Dialect/Fusion/IR/FusionOpsDialect.cpp.inc"
 #include "fusion/Dialect/Fusion/IR/FusionEnums.cpp.inc"
+#include "fusion/Dialect/Fusion/IR/FusionOpsDialect.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "fusion/Dialect/Fusion/IR/FusionAttrs.cpp.inc"
@@ -41,8 +42,7 @@ Llama3RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "llama3_scaling low_freq_factor must be > 0, got "
                        << lowFreqFactor;
   if (!(highFreqFactor > lowFreqFactor))
-    return emitError() << "llama3_scaling high_freq_factor ("
-                       << highFreqFactor
+    return emitError() << "llama3_scaling high_freq_factor (" << highFreqFactor
                        << ") must be greater than low_freq_factor ("
                        << lowFreqFactor << ")";
   if (originalMaxPosition <= 0)

@@ -1,4 +1,5 @@
-//===- FusionOps.cpp - fusion dialect operations ---------------------------===//
+//===- FusionOps.cpp - fusion dialect operations
+//---------------------------===//
 //
 // Verifiers reject every inconsistent combination of shapes, element types
 // and attributes with a message naming the values involved, and the custom
@@ -33,8 +34,8 @@ public:
   LogicalResult rank(StringRef role, ShapedType type, int64_t rank) {
     if (type.getRank() == rank)
       return success();
-    return op->emitOpError() << role << " must have rank " << rank << ", got "
-                             << type;
+    return op->emitOpError()
+           << role << " must have rank " << rank << ", got " << type;
   }
 
   /// Dimension `dim` of `role` is a model dimension: static and positive.
@@ -57,10 +58,9 @@ public:
         reference = &operand;
         continue;
       }
-      if (failed(dimEquals(operand.first, operand.second, 0,
-                           reference->second.getDimSize(0),
-                           (Twine("the batch size of ") + reference->first)
-                               .str())))
+      if (failed(dimEquals(
+              operand.first, operand.second, 0, reference->second.getDimSize(0),
+              (Twine("the batch size of ") + reference->first).str())))
         return failure();
     }
     return success();
@@ -74,9 +74,8 @@ public:
     if (ShapedType::isDynamic(actual) || ShapedType::isDynamic(expected) ||
         actual == expected)
       return success();
-    return op->emitOpError() << role << " dimension " << dim << " is "
-                             << actual << " but " << what << " is "
-                             << expected;
+    return op->emitOpError() << role << " dimension " << dim << " is " << actual
+                             << " but " << what << " is " << expected;
   }
 
   /// `role` must have element type `expected` (that of `what`).
@@ -84,9 +83,9 @@ public:
                             StringRef what) {
     if (type.getElementType() == expected)
       return success();
-    return op->emitOpError() << role << " element type "
-                             << type.getElementType() << " does not match "
-                             << what << " element type " << expected;
+    return op->emitOpError()
+           << role << " element type " << type.getElementType()
+           << " does not match " << what << " element type " << expected;
   }
 
   /// `role` must have exactly type `expected` (that of `what`).
@@ -94,9 +93,8 @@ public:
                          StringRef what) {
     if (type == expected)
       return success();
-    return op->emitOpError() << role << " type " << type
-                             << " does not match " << what << " type "
-                             << expected;
+    return op->emitOpError() << role << " type " << type << " does not match "
+                             << what << " type " << expected;
   }
 
 private:
@@ -124,8 +122,8 @@ static LogicalResult verifyNormInput(Operation *op, ShapeChecker &check,
       failed(check.modelDim("input", input, 1, "hidden size")))
     return failure();
   if (!(epsilon > 0.0) || !std::isfinite(epsilon))
-    return op->emitOpError() << "epsilon must be finite and > 0, got "
-                             << epsilon;
+    return op->emitOpError()
+           << "epsilon must be finite and > 0, got " << epsilon;
   return success();
 }
 
@@ -207,8 +205,8 @@ LogicalResult QKVProjOp::verify() {
   if (failed(check.rank("input", input, 2)) ||
       failed(check.modelDim("input", input, 1, "hidden size")) ||
       failed(check.rank("weight", weight, 2)) ||
-      failed(check.elementType("weight", weight, input.getElementType(),
-                               "input")))
+      failed(
+          check.elementType("weight", weight, input.getElementType(), "input")))
     return failure();
   if (weight.getShape() != ArrayRef<int64_t>{rows, input.getDimSize(1)})
     return emitOpError() << "weight shape must be [(num_heads + 2 * "
@@ -337,8 +335,8 @@ LogicalResult KVAppendOp::verify() {
 double DecodeAttentionOp::getEffectiveScale() {
   if (auto scale = getScale())
     return scale->convertToDouble();
-  return 1.0 / std::sqrt(static_cast<double>(
-                   getQuery().getType().getDimSize(2)));
+  return 1.0 /
+         std::sqrt(static_cast<double>(getQuery().getType().getDimSize(2)));
 }
 
 LogicalResult DecodeAttentionOp::verify() {
@@ -358,9 +356,10 @@ LogicalResult DecodeAttentionOp::verify() {
     return failure();
   int64_t hq = query.getDimSize(1), hkv = cache.getDimSize(2);
   if (hq % hkv != 0)
-    return emitOpError() << "num_heads of query (" << hq
-                         << ") must be a multiple of num_kv_heads of key_cache ("
-                         << hkv << ")";
+    return emitOpError()
+           << "num_heads of query (" << hq
+           << ") must be a multiple of num_kv_heads of key_cache (" << hkv
+           << ")";
   if (auto scale = getScale();
       scale && (!(scale->convertToDouble() > 0.0) ||
                 !std::isfinite(scale->convertToDouble())))
@@ -397,8 +396,8 @@ LogicalResult KernelOp::verifyRegions() {
     return emitOpError() << "body has " << body.getNumArguments()
                          << " arguments but the kernel has "
                          << getInputs().size() << " inputs";
-  for (auto [i, arg, input] : llvm::enumerate(body.getArguments(),
-                                              getInputs().getTypes()))
+  for (auto [i, arg, input] :
+       llvm::enumerate(body.getArguments(), getInputs().getTypes()))
     if (arg.getType() != input)
       return emitOpError() << "body argument #" << i << " has type "
                            << arg.getType() << " but input #" << i
@@ -409,8 +408,8 @@ LogicalResult KernelOp::verifyRegions() {
   if (yield.getValues().getTypes() != getResultTypes())
     return emitOpError() << "yields " << yield.getValues().size()
                          << " values of types (" << yield.getValues().getTypes()
-                         << ") but the kernel has results ("
-                         << getResultTypes() << ")";
+                         << ") but the kernel has results (" << getResultTypes()
+                         << ")";
   return success();
 }
 
@@ -422,10 +421,9 @@ void KernelOp::print(OpAsmPrinter &p) {
   p.printSymbolName(getSymName());
   p << " (";
   Block &body = getBody().front();
-  llvm::interleaveComma(llvm::zip(body.getArguments(), getInputs()), p,
-                        [&](auto pair) {
-                          p << std::get<0>(pair) << " = " << std::get<1>(pair);
-                        });
+  llvm::interleaveComma(
+      llvm::zip(body.getArguments(), getInputs()), p,
+      [&](auto pair) { p << std::get<0>(pair) << " = " << std::get<1>(pair); });
   p << ") : ";
   p.printFunctionalType(getInputs().getTypes(), getResultTypes());
   p.printOptionalAttrDictWithKeyword((*this)->getAttrs(),

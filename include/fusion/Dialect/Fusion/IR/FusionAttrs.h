@@ -1,4 +1,5 @@
-//===- FusionAttrs.h - fusion attributes and enums ----------------*- C++ -*-===//
+//===- FusionAttrs.h - fusion attributes and enums ----------------*- C++
+//-*-===//
 
 #ifndef FUSION_DIALECT_FUSION_IR_FUSIONATTRS_H
 #define FUSION_DIALECT_FUSION_IR_FUSIONATTRS_H

@@ -1,4 +1,5 @@
-//===- FusionDialect.h - fusion dialect ---------------------------*- C++ -*-===//
+//===- FusionDialect.h - fusion dialect ---------------------------*- C++
+//-*-===//
 //
 // The `fusion` dialect: LLM decode operators and fused-kernel regions.
 //

@@ -1,4 +1,5 @@
-//===- FusionOps.h - fusion dialect operations --------------------*- C++ -*-===//
+//===- FusionOps.h - fusion dialect operations --------------------*- C++
+//-*-===//
 
 #ifndef FUSION_DIALECT_FUSION_IR_FUSIONOPS_H
 #define FUSION_DIALECT_FUSION_IR_FUSIONOPS_H
