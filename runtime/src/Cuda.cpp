@@ -174,12 +174,43 @@ void initialize() {
     throw DeviceUnavailableError(d.failure);
 }
 
+namespace {
+/// Names of the errors a driver that cannot name them (a stub, one that
+/// failed to initialise) typically returns.
+const char *fallbackErrorName(CUresult result) {
+  switch (result) {
+  case CUDA_ERROR_NOT_INITIALIZED:
+    return "CUDA_ERROR_NOT_INITIALIZED";
+  case CUDA_ERROR_STUB_LIBRARY:
+    return "CUDA_ERROR_STUB_LIBRARY";
+  case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
+    return "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER";
+  case CUDA_ERROR_NO_DEVICE:
+    return "CUDA_ERROR_NO_DEVICE";
+  case CUDA_ERROR_INVALID_DEVICE:
+    return "CUDA_ERROR_INVALID_DEVICE";
+  case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+  case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+    return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
+  case CUDA_ERROR_OPERATING_SYSTEM:
+    return "CUDA_ERROR_OPERATING_SYSTEM";
+  default:
+    // 35, CUDA_ERROR_INSUFFICIENT_DRIVER before CUDA 13.
+    return static_cast<int>(result) == 35 ? "CUDA_ERROR_INSUFFICIENT_DRIVER"
+                                          : nullptr;
+  }
+}
+} // namespace
+
 std::string errorName(CUresult result) {
   Driver &d = driverState();
   const char *name = nullptr;
   if (d.loaded && d.api.cuGetErrorName &&
       d.api.cuGetErrorName(result, &name) == CUDA_SUCCESS && name)
     return name;
+  if (const char *fallback = fallbackErrorName(result))
+    return fallback;
   return "CUresult " + std::to_string(static_cast<int>(result));
 }
 
@@ -189,7 +220,11 @@ std::string errorString(CUresult result) {
   if (d.loaded && d.api.cuGetErrorString &&
       d.api.cuGetErrorString(result, &text) == CUDA_SUCCESS && text)
     return text;
-  return "unknown error";
+  if (result == CUDA_ERROR_STUB_LIBRARY)
+    return "the CUDA driver is a stub library, not the real driver";
+  if (result == CUDA_ERROR_NO_DEVICE)
+    return "no CUDA-capable device is detected";
+  return "the driver gives no description";
 }
 
 void check(CUresult result, std::string_view operation) {

@@ -295,6 +295,24 @@ ManifestParam parseParam(const Node &n, size_t position) {
   return p;
 }
 
+/// Adds the members of the attribute object `n` to `op` under `prefix`.
+void flattenAttributes(const Node &n, const std::string &prefix,
+                       ManifestOp &op) {
+  n.expectObject();
+  for (auto it = n.raw().begin(); it != n.raw().end(); ++it) {
+    std::string key = prefix + it.key();
+    if (it->is_number())
+      op.numbers[key] = it->get<double>();
+    else if (it->is_boolean())
+      op.flags[key] = it->get<bool>();
+    else if (it->is_string())
+      op.strings[key] = it->get<std::string>();
+    else if (it->is_object())
+      flattenAttributes(Node(*it, n.source(), n.path() + "." + it.key()),
+                        key + ".", op);
+  }
+}
+
 ManifestKernel parseKernel(const Node &n, size_t position) {
   n.expectObject();
   ManifestKernel k;
@@ -350,6 +368,17 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
         k.scheduleInts[it.key()] = it->get<int64_t>();
       else if (it->is_string())
         k.scheduleStrings[it.key()] = it->get<std::string>();
+    }
+  }
+  if (auto ops = n.find("ops")) {
+    ops->expectArray();
+    for (size_t i = 0; i < ops->size(); ++i) {
+      Node on = ops->at(i);
+      ManifestOp op;
+      op.name = on.at("op").asString();
+      if (auto attrs = on.find("attributes"))
+        flattenAttributes(*attrs, "", op);
+      k.ops.push_back(std::move(op));
     }
   }
   Node params = n.at("params");
@@ -542,12 +571,23 @@ Manifest Manifest::parse(std::string_view text, const std::string &source) {
 
   Node kernels = root.at("kernels");
   kernels.expectArray();
-  std::set<std::string> entries;
+  std::map<std::string, size_t> entries;
   for (size_t i = 0; i < kernels.size(); ++i) {
     m.kernels.push_back(parseKernel(kernels.at(i), i));
-    if (!entries.insert(m.kernels.back().entry).second)
-      kernels.at(i).at("entry").fail("duplicate entry \"" +
-                                     m.kernels.back().entry + "\"");
+    // Kernels sharing an entry must agree on its signature.
+    const ManifestKernel &k = m.kernels.back();
+    auto [it, inserted] = entries.emplace(k.entry, i);
+    if (inserted)
+      continue;
+    const ManifestKernel &first = m.kernels[it->second];
+    bool same = first.params.size() == k.params.size();
+    for (size_t p = 0; same && p < k.params.size(); ++p)
+      same = first.params[p].kind == k.params[p].kind &&
+             first.params[p].dtype == k.params[p].dtype;
+    if (!same)
+      kernels.at(i).at("entry").fail(
+          "entry \"" + k.entry + "\" is shared with kernel " +
+          std::to_string(it->second) + " but the parameters differ");
   }
 
   Node functions = root.at("functions");

@@ -5,6 +5,7 @@
 #include "fusion/runtime/Error.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace fusion::runtime {
@@ -358,6 +359,104 @@ std::vector<PreparedLaunch> LaunchPlan::prepare(const StepShape &shape) const {
 // FrontHalfSignature
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// The reference configuration the kernels' ops describe (see
+/// FrontHalfSignature::reference).
+std::optional<ref::FrontHalfConfig>
+referenceFromOps(const Model &m, const FrontHalfSignature &sig,
+                 const std::string &fn) {
+  const ManifestOp *norm = nullptr, *qkv = nullptr, *rope = nullptr,
+                   *attn = nullptr;
+  bool any = false;
+  for (const ManifestKernel *k : m.kernels())
+    for (const ManifestOp &op : k->ops) {
+      any = true;
+      if ((op.name == "rmsnorm" || op.name == "layernorm") && !norm)
+        norm = &op;
+      else if (op.name == "qkv_proj" && !qkv)
+        qkv = &op;
+      else if (op.name == "rope" && !rope)
+        rope = &op;
+      else if (op.name == "decode_attention" && !attn)
+        attn = &op;
+    }
+  if (!any)
+    return std::nullopt;
+  const char *missing = !norm ? "rmsnorm or layernorm"
+                        : !qkv ? "qkv_proj"
+                        : !rope ? "rope"
+                        : !attn ? "decode_attention"
+                                : nullptr;
+  if (missing)
+    throwInvalidArgument(fn, ": the kernels' ops have no ", missing,
+                         " (not a decode-layer front half)");
+  ref::FrontHalfConfig c;
+  c.dtype = sig.dtype;
+  c.hidden = sig.hidden;
+  c.dims = sig.dims;
+  c.norm = norm->name == "rmsnorm" ? ref::NormKind::RMSNorm
+                                   : ref::NormKind::LayerNorm;
+  c.normOptions.eps = norm->number("epsilon", 1e-6);
+  c.normOptions.unit_offset = norm->flag("unit_offset");
+  if (norm->flag("residual") != (sig.residual >= 0))
+    throwInvalidArgument(fn, ": the ", norm->name, " op ",
+                         norm->flag("residual") ? "adds" : "has no",
+                         " residual but the function ",
+                         sig.residual >= 0 ? "has" : "has no",
+                         " residual argument");
+  auto checkDim = [&](const char *key, int64_t expected) {
+    double v = qkv->number(key, static_cast<double>(expected));
+    if (v != static_cast<double>(expected))
+      throwInvalidArgument(fn, ": qkv_proj ", key, " = ", v,
+                           " but the buffers imply ", expected);
+  };
+  checkDim("num_heads", sig.dims.numQHeads);
+  checkDim("num_kv_heads", sig.dims.numKVHeads);
+  checkDim("head_dim", sig.dims.headDim);
+  if (qkv->flags.count("bias") && qkv->flag("bias") != (sig.qkvBias >= 0))
+    throwInvalidArgument(fn, ": qkv_proj bias = ",
+                         qkv->flag("bias") ? "true" : "false",
+                         " but the function ",
+                         sig.qkvBias >= 0 ? "has" : "has no",
+                         " qkv_bias argument");
+  auto pairing = rope->strings.find("pairing");
+  std::string p = pairing == rope->strings.end() ? "neox" : pairing->second;
+  if (p == "neox")
+    c.rope.pairing = ref::RopePairing::NeoX;
+  else if (p == "gptj")
+    c.rope.pairing = ref::RopePairing::GPTJ;
+  else
+    throwUnsupported(fn, ": unknown rope pairing \"", p, "\"");
+  c.rope.theta = rope->number("theta", 10000.0);
+  int64_t rd = static_cast<int64_t>(
+      rope->number("rotary_dim", static_cast<double>(sig.dims.headDim)));
+  c.rope.rotaryDim = rd == sig.dims.headDim ? 0 : rd;
+  auto scaling = rope->strings.find("scaling.type");
+  if (scaling != rope->strings.end()) {
+    if (scaling->second != "llama3")
+      throwUnsupported(fn, ": rope scaling \"", scaling->second,
+                       "\" has no reference");
+    ref::Llama3RopeScaling l;
+    l.factor = rope->number("scaling.factor", l.factor);
+    l.lowFreqFactor = rope->number("scaling.low_freq_factor", l.lowFreqFactor);
+    l.highFreqFactor =
+        rope->number("scaling.high_freq_factor", l.highFreqFactor);
+    l.originalMaxPosition = static_cast<int64_t>(rope->number(
+        "scaling.original_max_position",
+        static_cast<double>(l.originalMaxPosition)));
+    c.rope.llama3 = l;
+  }
+  // The default scale is 1/sqrt(D); record only a different one.
+  double scale = attn->number("scale", 0.0);
+  double def = 1.0 / std::sqrt(static_cast<double>(sig.dims.headDim));
+  if (scale != 0.0 && std::fabs(scale - def) > 1e-12 * def)
+    c.attention.scale = scale;
+  return c;
+}
+
+} // namespace
+
 FrontHalfSignature FrontHalfSignature::fromModel(const Model &m) {
   FrontHalfSignature sig;
   const std::string fn = "function \"" + m.function().name + "\" of " +
@@ -447,6 +546,7 @@ FrontHalfSignature FrontHalfSignature::fromModel(const Model &m) {
     throwInvalidArgument(fn, ": ", sig.dims.numQHeads,
                          " query heads are not a multiple of ",
                          sig.dims.numKVHeads, " KV heads");
+  sig.reference = referenceFromOps(m, sig, fn);
   return sig;
 }
 

@@ -87,9 +87,19 @@ std::string encodeSafetensors(const std::vector<TensorRef> &tensors,
     header["__metadata__"] = std::move(meta);
   }
   std::set<std::string> names;
-  std::vector<uint64_t> sizes;
-  uint64_t offset = 0;
-  for (const TensorRef &t : tensors) {
+  std::vector<uint64_t> sizes(tensors.size()), offsets(tensors.size());
+  // Data in order of decreasing element size (stable), as the Python
+  // library writes it, so that every tensor is aligned to its element size
+  // (the data section starts 8-byte aligned).
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return safetensorsDTypeSize(tensors[a].dtype) >
+           safetensorsDTypeSize(tensors[b].dtype);
+  });
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorRef &t = tensors[i];
     if (t.name.empty())
       throwInvalidArgument("encodeSafetensors: a tensor has an empty name");
     if (t.name == "__metadata__")
@@ -109,12 +119,17 @@ std::string encodeSafetensors(const std::vector<TensorRef> &tensors,
     if (bytes > 0 && !t.data)
       throwInvalidArgument("encodeSafetensors: tensor \"", t.name,
                            "\": null data for ", bytes, " bytes");
-    header[t.name] = {{"dtype", t.dtype},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + bytes}}};
-    sizes.push_back(static_cast<uint64_t>(bytes));
-    offset += static_cast<uint64_t>(bytes);
+    sizes[i] = static_cast<uint64_t>(bytes);
   }
+  uint64_t offset = 0;
+  for (size_t i : order) {
+    offsets[i] = offset;
+    offset += sizes[i];
+  }
+  for (size_t i = 0; i < tensors.size(); ++i)
+    header[tensors[i].name] = {{"dtype", tensors[i].dtype},
+                               {"shape", tensors[i].shape},
+                               {"data_offsets", {offsets[i], offsets[i] + sizes[i]}}};
   std::string text = header.dump();
   // Pad with spaces so the data section starts 8-byte aligned.
   text.append((8 - text.size() % 8) % 8, ' ');
@@ -124,7 +139,7 @@ std::string encodeSafetensors(const std::vector<TensorRef> &tensors,
   for (int i = 0; i < 8; ++i)
     out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out += text;
-  for (size_t i = 0; i < tensors.size(); ++i)
+  for (size_t i : order)
     if (sizes[i])
       out.append(static_cast<const char *>(tensors[i].data), sizes[i]);
   return out;

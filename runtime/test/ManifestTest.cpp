@@ -195,11 +195,12 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
       {"too many threads",
        [](json &j) { j["kernels"][0]["block"] = {512, 4, 1}; },
        "kernels[0].block: more than 1024 threads"},
-      {"duplicate entry",
+      {"shared entry with another signature",
        [](json &j) {
          j["kernels"][1]["entry"] = "decode_layer_kernel_0";
        },
-       "duplicate entry \"decode_layer_kernel_0\""},
+       "kernels[1].entry: entry \"decode_layer_kernel_0\" is shared with "
+       "kernel 0 but the parameters differ"},
       {"kernel launched twice",
        [](json &j) { j["functions"][0]["kernels"] = {0, 1, 1}; },
        "functions[0].kernels[2]: kernel 1 is launched twice"},

@@ -282,3 +282,73 @@ TEST(FrontHalfSignature, RejectsOtherFunctions) {
                          FrontHalfSignature::fromModel(m2));
   EXPECT_CONTAINS(msg, "no argument with role \"seq_lens\"");
 }
+
+TEST(FrontHalfSignature, ReferenceFromTheKernelOps) {
+  FrontHalfSignature s = FrontHalfSignature::fromModel(tinyModel());
+  ASSERT_TRUE(s.reference.has_value());
+  const ref::FrontHalfConfig &c = *s.reference;
+  EXPECT_EQ(c.dtype, DType::F16);
+  EXPECT_EQ(c.hidden, 64);
+  EXPECT_EQ(c.dims.qkvRows(), 128);
+  EXPECT_EQ(c.norm, ref::NormKind::RMSNorm);
+  EXPECT_DOUBLE_EQ(c.normOptions.eps, 1e-5);
+  EXPECT_FALSE(c.normOptions.unit_offset);
+  EXPECT_EQ(c.rope.pairing, ref::RopePairing::NeoX);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 500000.0);
+  EXPECT_EQ(c.rope.rotaryDim, 0); // = head_dim
+  ASSERT_TRUE(c.rope.llama3.has_value());
+  EXPECT_DOUBLE_EQ(c.rope.llama3->factor, 8.0);
+  EXPECT_EQ(c.rope.llama3->originalMaxPosition, 8192);
+  EXPECT_FALSE(c.attention.scale.has_value()); // 0.25 = 1/sqrt(16)
+
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  auto &ops = j["kernels"][0]["ops"];
+  ops[0] = {{"op", "rmsnorm"},
+            {"attributes",
+             {{"epsilon", 1e-6}, {"residual", true}, {"unit_offset", true}}}};
+  ops[2]["attributes"] = {{"pairing", "gptj"}, {"rotary_dim", 8},
+                          {"theta", 10000}};
+  j["kernels"][1]["ops"][0]["attributes"]["scale"] = 0.125;
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  FrontHalfSignature t = FrontHalfSignature::fromModel(m);
+  ASSERT_TRUE(t.reference.has_value());
+  EXPECT_TRUE(t.reference->normOptions.unit_offset);
+  EXPECT_EQ(t.reference->rope.pairing, ref::RopePairing::GPTJ);
+  EXPECT_EQ(t.reference->rope.rotaryDim, 8);
+  EXPECT_FALSE(t.reference->rope.llama3.has_value());
+  EXPECT_DOUBLE_EQ(*t.reference->attention.scale, 0.125);
+
+  // No ops at all: no reference (the caller needs config.json or flags).
+  for (auto &k : j["kernels"])
+    k.erase("ops");
+  Model none(Manifest::parse(j.dump(), "m.json"));
+  EXPECT_FALSE(FrontHalfSignature::fromModel(none).reference.has_value());
+}
+
+TEST(FrontHalfSignature, OpsThatContradictTheBuffers) {
+  auto check = [](const std::function<void(json &)> &mutate,
+                  const std::string &expected) {
+    json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+    mutate(j);
+    Model m(Manifest::parse(j.dump(), "m.json"));
+    std::string msg = EXPECT_THROW_MSG(Error, FrontHalfSignature::fromModel(m));
+    EXPECT_CONTAINS(msg, expected);
+  };
+  check([](json &j) {
+    j["kernels"][0]["ops"][1]["attributes"]["num_kv_heads"] = 1;
+  }, "qkv_proj num_kv_heads = 1 but the buffers imply 2");
+  check([](json &j) {
+    j["kernels"][0]["ops"][1]["attributes"]["bias"] = true;
+  }, "qkv_proj bias = true but the function has no qkv_bias argument");
+  check([](json &j) {
+    j["kernels"][0]["ops"][0]["attributes"]["residual"] = false;
+  }, "the rmsnorm op has no residual but the function has residual argument");
+  check([](json &j) { j["kernels"][1]["ops"] = json::array(); },
+        "the kernels' ops have no decode_attention");
+  check([](json &j) {
+    j["kernels"][0]["ops"][2]["attributes"]["pairing"] = "interleaved";
+  }, "unknown rope pairing \"interleaved\"");
+  check([](json &j) {
+    j["kernels"][0]["ops"][2]["attributes"]["scaling"]["type"] = "yarn";
+  }, "rope scaling \"yarn\" has no reference");
+}

@@ -62,8 +62,13 @@ TEST(Safetensors, RoundTripInMemory) {
   SafetensorsFile f = SafetensorsFile::fromBytes(bytes, "mem");
   ASSERT_EQ(f.tensors().size(), 4u);
   EXPECT_EQ(f.metadata().at("format"), "pt");
-  // Data order = the order written.
-  EXPECT_EQ(f.tensors()[0].name, "layer.a");
+  // Data in order of decreasing element size, so every tensor is aligned
+  // to its element size: b (I32), scalar (F32), layer.a (F16), empty.
+  EXPECT_EQ(f.tensors()[0].name, "b");
+  EXPECT_EQ(f.tensors()[1].name, "scalar");
+  EXPECT_EQ(f.tensors()[2].name, "layer.a");
+  for (const TensorInfo &t : f.tensors())
+    EXPECT_EQ(t.offset % safetensorsDTypeSize(t.dtype), 0u) << t.name;
   const TensorInfo &ta = f.info("layer.a");
   EXPECT_EQ(ta.dtype, "F16");
   EXPECT_EQ(ta.shape, (std::vector<int64_t>{2, 3}));

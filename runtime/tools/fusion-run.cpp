@@ -1,1 +1,991 @@
-int main(){}
+//===- fusion-run.cpp - run a compiled decode layer and check it ----------===//
+//
+// Runs the front half of a decoder layer compiled by fusion-compile
+// (<prefix>.ptx + <prefix>.manifest.json) on the GPU, on random or
+// checkpoint weights, over a paged KV cache filled with a random history,
+// and compares every output with the CPU reference (fusion_reference, fp32
+// and fp64). No MLIR: only the runtime libraries.
+//
+// Exit status: 0 all outputs within tolerance, 1 a mismatch (or NaN),
+// 2 a usage / input / CUDA error, 77 no CUDA driver or device (a test
+// harness reports "skipped").
+//
+// See `fusion-run --help` and docs/runtime.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fusion/runtime/Checkpoint.h"
+#include "fusion/runtime/Cuda.h"
+#include "fusion/runtime/DType.h"
+#include "fusion/runtime/DecodeStep.h"
+#include "fusion/runtime/Error.h"
+#include "fusion/runtime/KVCacheLayout.h"
+#include "fusion/runtime/KVCacheManager.h"
+#include "fusion/runtime/Manifest.h"
+#include "fusion/runtime/Model.h"
+#include "fusion/runtime/ModelConfig.h"
+#include "fusion/runtime/Reference.h"
+#include "fusion/runtime/Safetensors.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace fusion::runtime;
+
+namespace {
+
+constexpr int kExitMismatch = 1;
+constexpr int kExitError = 2;
+constexpr int kExitSkipped = 77;
+
+const char *const kUsage = R"(usage: fusion-run --ptx FILE --manifest FILE [options]
+
+Runs the decode-layer front half compiled by fusion-compile on the GPU and
+checks it against the CPU reference (fp32 and fp64).
+
+Inputs
+  --ptx FILE              the PTX module (<prefix>.ptx)
+  --manifest FILE         its manifest (<prefix>.manifest.json)
+  --function NAME         the function to run (default: the only one)
+  --weights PATH          a Hugging Face checkpoint directory (config.json +
+                          model.safetensors or a sharded index), or one
+                          .safetensors file with HF names
+                          (model.layers.N.self_attn.q_proj.weight, ...) or
+                          packed names (norm_weight, qkv_weight, qkv_bias, or
+                          the manifest's argument names)
+  --layer N               layer of the checkpoint (default 0)
+  --seed N                seed of the random weights, inputs and KV history
+                          (default 1); weights are random unless --weights
+  --config FILE           a config.json for the reference when the manifest
+                          lists no op attributes (checked against them
+                          otherwise)
+
+Shape of the run
+  --batch B               sequences (default 1, or the number of --kv-lens)
+  --kv-len L              tokens already in every sequence's cache (default 64)
+  --kv-lens L1,L2,...     per-sequence history lengths (mixed lengths)
+  --steps N               decode steps, one new token per sequence each
+                          (default 1)
+  --num-splits S          KV splits of split-KV attention (default: the
+                          schedule's policy for the batch and length)
+  --num-pages N           pages in the KV cache (default: what the run needs
+                          plus one per sequence)
+  --graph                 capture the step in a CUDA graph and replay it
+
+Checking and timing
+  --tol X                 relative L2 tolerance vs the fp64 reference
+                          (default 2e-3 for f16, 1e-2 for bf16)
+  --iters N               timed repetitions of the last step (default 100;
+                          0: no timing); CUDA events, median of 5 batches
+  --warmup N              untimed repetitions first (default 10)
+  --out FILE              write outputs, references and inputs of the last
+                          step to a .safetensors file
+  --device N              CUDA device ordinal (default 0)
+  --sync-each             synchronize after every kernel (a fault names it)
+  --inspect               no GPU: check the PTX against the manifest, print
+                          the plan (kernels, grids, buffers) and exit
+  --dry-run               no GPU: everything else (weights, KV cache, both
+                          references, comparisons, --out), with the fp32
+                          reference standing in for the GPU's outputs
+  --check-device          only open the CUDA device: exit 0 if there is one,
+                          77 if not
+  --help
+)";
+
+//===----------------------------------------------------------------------===//
+// Options
+//===----------------------------------------------------------------------===//
+
+struct Options {
+  std::string ptx, manifest, function, weights, config, out;
+  int64_t layer = 0;
+  uint64_t seed = 1;
+  int64_t batch = 0;
+  int64_t kvLen = 64;
+  std::vector<int64_t> kvLens;
+  int64_t steps = 1;
+  int64_t numSplits = 0;
+  int64_t numPages = 0;
+  bool graph = false;
+  double tol = 0;
+  int64_t iters = 100;
+  int64_t warmup = 10;
+  int device = 0;
+  bool syncEach = false;
+  bool inspect = false;
+  bool dryRun = false;
+  bool checkDevice = false;
+};
+
+[[noreturn]] void usageError(const std::string &message) {
+  throw InvalidArgumentError("fusion-run: " + message +
+                             " (fusion-run --help lists the options)");
+}
+
+int64_t parseInt(const std::string &flag, const std::string &value,
+                 int64_t lo, int64_t hi) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end || errno || v < lo || v > hi)
+    usageError(flag + " expects an integer in [" + std::to_string(lo) + ", " +
+               std::to_string(hi) + "], got \"" + value + "\"");
+  return v;
+}
+
+double parseDouble(const std::string &flag, const std::string &value) {
+  char *end = nullptr;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end || !(v > 0))
+    usageError(flag + " expects a positive number, got \"" + value + "\"");
+  return v;
+}
+
+Options parseOptions(int argc, char **argv) {
+  Options o;
+  bool kvLenGiven = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool hasValue = false;
+    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 &&
+                                   eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      hasValue = true;
+    }
+    auto next = [&]() -> std::string {
+      if (hasValue)
+        return value;
+      if (i + 1 >= argc)
+        usageError(arg + " needs a value");
+      return argv[++i];
+    };
+    constexpr int64_t kBig = int64_t(1) << 31;
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (arg == "--ptx") {
+      o.ptx = next();
+    } else if (arg == "--manifest") {
+      o.manifest = next();
+    } else if (arg == "--function") {
+      o.function = next();
+    } else if (arg == "--weights") {
+      o.weights = next();
+    } else if (arg == "--config") {
+      o.config = next();
+    } else if (arg == "--layer") {
+      o.layer = parseInt(arg, next(), 0, kBig);
+    } else if (arg == "--seed") {
+      o.seed = static_cast<uint64_t>(parseInt(arg, next(), 0, INT64_MAX));
+    } else if (arg == "--batch") {
+      o.batch = parseInt(arg, next(), 1, kBig);
+    } else if (arg == "--kv-len") {
+      o.kvLen = parseInt(arg, next(), 0, kBig);
+      kvLenGiven = true;
+    } else if (arg == "--kv-lens") {
+      std::stringstream ss(next());
+      std::string item;
+      while (std::getline(ss, item, ','))
+        o.kvLens.push_back(parseInt("--kv-lens", item, 0, kBig));
+      if (o.kvLens.empty())
+        usageError("--kv-lens needs at least one length");
+    } else if (arg == "--steps") {
+      o.steps = parseInt(arg, next(), 1, 1 << 20);
+    } else if (arg == "--num-splits") {
+      o.numSplits = parseInt(arg, next(), 1, 1 << 20);
+    } else if (arg == "--num-pages") {
+      o.numPages = parseInt(arg, next(), 1, kBig - 1);
+    } else if (arg == "--graph") {
+      o.graph = true;
+    } else if (arg == "--tol") {
+      o.tol = parseDouble(arg, next());
+    } else if (arg == "--iters") {
+      o.iters = parseInt(arg, next(), 0, 1 << 24);
+    } else if (arg == "--warmup") {
+      o.warmup = parseInt(arg, next(), 0, 1 << 24);
+    } else if (arg == "--out") {
+      o.out = next();
+    } else if (arg == "--device") {
+      o.device = static_cast<int>(parseInt(arg, next(), 0, 1024));
+    } else if (arg == "--sync-each") {
+      o.syncEach = true;
+    } else if (arg == "--inspect") {
+      o.inspect = true;
+    } else if (arg == "--dry-run") {
+      o.dryRun = true;
+    } else if (arg == "--check-device") {
+      o.checkDevice = true;
+    } else {
+      usageError("unknown argument \"" + arg + "\"");
+    }
+  }
+  if (o.checkDevice)
+    return o;
+  if (o.ptx.empty() || o.manifest.empty())
+    usageError("--ptx and --manifest are required");
+  if (!o.kvLens.empty()) {
+    if (kvLenGiven)
+      usageError("give --kv-len or --kv-lens, not both");
+    if (o.batch && o.batch != static_cast<int64_t>(o.kvLens.size()))
+      usageError("--batch " + std::to_string(o.batch) + " but --kv-lens has " +
+                 std::to_string(o.kvLens.size()) + " lengths");
+    o.batch = static_cast<int64_t>(o.kvLens.size());
+  } else {
+    if (!o.batch)
+      o.batch = 1;
+    o.kvLens.assign(static_cast<size_t>(o.batch), o.kvLen);
+  }
+  return o;
+}
+
+std::string readFile(const std::string &path, const char *what) {
+  std::ifstream is(path, std::ios::binary);
+  if (!is)
+    throw Error(std::string("cannot open ") + what + " " + path + ": " +
+                std::strerror(errno));
+  std::ostringstream ss;
+  ss << is.rdbuf();
+  return ss.str();
+}
+
+//===----------------------------------------------------------------------===//
+// Random data (splitmix64: the same numbers on every platform)
+//===----------------------------------------------------------------------===//
+
+class Random {
+public:
+  explicit Random(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [lo, hi).
+  double uniform(double lo, double hi) {
+    return lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1.0p-53;
+  }
+  std::vector<uint16_t> tensor(DType dtype, int64_t n, double lo, double hi) {
+    std::vector<uint16_t> v(static_cast<size_t>(n));
+    for (uint16_t &e : v)
+      e = fromDouble(dtype, uniform(lo, hi));
+    return v;
+  }
+
+private:
+  uint64_t state_;
+};
+
+uint16_t nanBits(DType dtype) { return dtype == DType::F16 ? 0x7E00 : 0x7FC0; }
+
+//===----------------------------------------------------------------------===//
+// Comparison
+//===----------------------------------------------------------------------===//
+
+struct Diff {
+  double maxAbs = 0;
+  double rel = 0; ///< ||a - b|| / ||b||
+  int64_t nan = 0; ///< NaN/inf in `a` where `b` is finite
+};
+
+Diff compare(DType dtype, const uint16_t *a, const uint16_t *b, int64_t n) {
+  Diff d;
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double x = toFloat(dtype, a[i]), y = toFloat(dtype, b[i]);
+    if (!std::isfinite(x) && std::isfinite(y)) {
+      ++d.nan;
+      continue;
+    }
+    double e = std::fabs(x - y);
+    d.maxAbs = std::max(d.maxAbs, e);
+    num += e * e;
+    den += y * y;
+  }
+  d.rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return d;
+}
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2e", v);
+  return buf;
+}
+
+//===----------------------------------------------------------------------===//
+// Reference configuration and weights
+//===----------------------------------------------------------------------===//
+
+/// Differences between the reference the ops describe and a config.json.
+std::vector<std::string> configMismatches(const ref::FrontHalfConfig &ops,
+                                          const ref::FrontHalfConfig &cfg) {
+  std::vector<std::string> out;
+  auto num = [&](const char *what, double a, double b) {
+    if (std::fabs(a - b) > 1e-9 * std::max(std::fabs(a), std::fabs(b)))
+      out.push_back(std::string(what) + ": kernels " + std::to_string(a) +
+                    ", config " + std::to_string(b));
+  };
+  num("num_attention_heads", ops.dims.numQHeads, cfg.dims.numQHeads);
+  num("num_key_value_heads", ops.dims.numKVHeads, cfg.dims.numKVHeads);
+  num("head_dim", ops.dims.headDim, cfg.dims.headDim);
+  num("hidden_size", ops.hidden, cfg.hidden);
+  num("rms_norm_eps", ops.normOptions.eps, cfg.normOptions.eps);
+  num("rope_theta", ops.rope.theta, cfg.rope.theta);
+  num("rotary_dim", ops.rope.rotaryDim, cfg.rope.rotaryDim);
+  if (ops.rope.llama3.has_value() != cfg.rope.llama3.has_value())
+    out.push_back(std::string("llama3 rope scaling: kernels ") +
+                  (ops.rope.llama3 ? "yes" : "no") + ", config " +
+                  (cfg.rope.llama3 ? "yes" : "no"));
+  else if (ops.rope.llama3) {
+    num("rope_scaling.factor", ops.rope.llama3->factor,
+        cfg.rope.llama3->factor);
+    num("rope_scaling.low_freq_factor", ops.rope.llama3->lowFreqFactor,
+        cfg.rope.llama3->lowFreqFactor);
+    num("rope_scaling.high_freq_factor", ops.rope.llama3->highFreqFactor,
+        cfg.rope.llama3->highFreqFactor);
+    num("rope_scaling.original_max_position_embeddings",
+        static_cast<double>(ops.rope.llama3->originalMaxPosition),
+        static_cast<double>(cfg.rope.llama3->originalMaxPosition));
+  }
+  return out;
+}
+
+/// A ModelConfig describing the compiled shapes (to read HF-named tensors
+/// when no config.json is given).
+ModelConfig configFromSignature(const FrontHalfSignature &sig) {
+  ModelConfig c;
+  c.modelType = "compiled";
+  c.hiddenSize = sig.hidden;
+  c.numAttentionHeads = sig.dims.numQHeads;
+  c.numKeyValueHeads = sig.dims.numKVHeads;
+  c.headDim = sig.dims.headDim;
+  c.rotaryDim = sig.dims.headDim;
+  c.attentionBias = sig.qkvBias >= 0;
+  return c;
+}
+
+/// Reads one packed tensor of a plain safetensors file by any of `names`.
+std::optional<std::vector<uint16_t>>
+readPacked(const TensorStore &store, const std::vector<std::string> &names,
+           const std::vector<int64_t> &shape, DType dtype) {
+  for (const std::string &n : names) {
+    const TensorInfo *t = store.find(n);
+    if (!t)
+      continue;
+    if (t->shape != shape) {
+      std::string s = "[";
+      for (size_t i = 0; i < shape.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
+      throwFormat(store.path(), ": ", n, " is ", t->describe(), ", expected ",
+                  s, "]");
+    }
+    std::vector<uint8_t> bytes = store.read(n);
+    return convertTo16(t->dtype, bytes.data(), t->numElements(), dtype,
+                       store.path() + ": " + n);
+  }
+  return std::nullopt;
+}
+
+struct Weights {
+  std::vector<uint16_t> norm, qkv, bias;
+  std::string origin;
+};
+
+Weights loadWeights(const Options &o, const Model &model,
+                    const FrontHalfSignature &sig,
+                    const std::optional<ModelConfig> &config) {
+  Weights w;
+  const int64_t H = sig.hidden, R = sig.dims.qkvRows();
+  if (o.weights.empty()) {
+    Random rng(o.seed ^ 0x57E16475ull);
+    w.norm = rng.tensor(sig.dtype, H, 0.5, 1.5);
+    double a = std::sqrt(3.0 / static_cast<double>(H));
+    w.qkv = rng.tensor(sig.dtype, R * H, -a, a);
+    if (sig.qkvBias >= 0)
+      w.bias = rng.tensor(sig.dtype, R, -0.5, 0.5);
+    w.origin = "random (seed " + std::to_string(o.seed) + ")";
+    return w;
+  }
+  TensorStore store = TensorStore::open(o.weights);
+  std::string layerQ = hfLayerNames(o.layer).qWeight;
+  bool hf = store.find(layerQ) ||
+            store.find(hfLayerNames(o.layer, "layers.").qWeight) ||
+            store.find(hfLayerNames(o.layer,
+                                    "model.language_model.layers.").qWeight);
+  if (hf) {
+    ModelConfig c = config ? *config : configFromSignature(sig);
+    FrontHalfWeights f = loadFrontHalfWeights(store, c, o.layer, sig.dtype);
+    if (f.hidden != H || f.dims.qkvRows() != R)
+      throwFormat(o.weights, ": layer ", o.layer, " has hidden ", f.hidden,
+                  " and ", f.dims.qkvRows(), " qkv rows; the compiled model "
+                  "has ", H, " and ", R);
+    w.norm = std::move(f.normWeight);
+    w.qkv = std::move(f.qkvWeight);
+    w.bias = std::move(f.qkvBias);
+    if (sig.qkvBias >= 0 && w.bias.empty())
+      throwFormat(o.weights, ": the compiled model has a qkv bias but the "
+                  "checkpoint config has attention_bias false");
+    if (sig.qkvBias < 0 && !w.bias.empty())
+      throwFormat(o.weights, ": the checkpoint has q/k/v biases but the "
+                  "compiled model takes none");
+    w.origin = o.weights + " layer " + std::to_string(o.layer) +
+               " (Hugging Face names, packed cat(q, k, v))";
+    return w;
+  }
+  auto names = [&](const char *packed, int arg) {
+    std::vector<std::string> n = {packed};
+    if (arg >= 0)
+      n.push_back(model.arguments()[arg].name);
+    return n;
+  };
+  auto norm = readPacked(store, names("norm_weight", sig.normWeight), {H},
+                         sig.dtype);
+  auto qkv = readPacked(store, names("qkv_weight", sig.qkvWeight), {R, H},
+                        sig.dtype);
+  if (!norm || !qkv)
+    throwFormat(o.weights, ": neither ", layerQ, " (Hugging Face names) nor ",
+                "norm_weight / qkv_weight (packed names) found");
+  w.norm = std::move(*norm);
+  w.qkv = std::move(*qkv);
+  if (sig.qkvBias >= 0) {
+    auto bias = readPacked(store, names("qkv_bias", sig.qkvBias), {R},
+                           sig.dtype);
+    if (!bias)
+      throwFormat(o.weights, ": the compiled model has a qkv bias but the "
+                  "file has no qkv_bias");
+    w.bias = std::move(*bias);
+  }
+  w.origin = o.weights + " (packed names)";
+  return w;
+}
+
+std::string describeReference(const ref::FrontHalfConfig &c) {
+  std::ostringstream os;
+  os << (c.norm == ref::NormKind::RMSNorm ? "rmsnorm" : "layernorm")
+     << " eps " << c.normOptions.eps
+     << (c.normOptions.unit_offset ? " (1 + w)" : "") << ", rope "
+     << (c.rope.pairing == ref::RopePairing::NeoX ? "neox" : "gptj")
+     << " theta " << c.rope.theta;
+  if (c.rope.rotaryDim)
+    os << " rotary_dim " << c.rope.rotaryDim;
+  if (c.rope.llama3)
+    os << " llama3 x" << c.rope.llama3->factor;
+  if (c.attention.scale)
+    os << ", scale " << *c.attention.scale;
+  return os.str();
+}
+
+//===----------------------------------------------------------------------===//
+// The CPU reference, rows in parallel
+//===----------------------------------------------------------------------===//
+
+struct HostStep {
+  std::vector<uint16_t> x, residual;
+  BatchView view;
+};
+
+struct RefOutputs {
+  std::vector<uint16_t> out, residualOut, k, v;
+};
+
+RefOutputs runReference(const ref::FrontHalfConfig &cfg, const Weights &w,
+                        const HostStep &s, const ref::PagedKVCache &cache,
+                        bool hasResidual, ref::Precision precision) {
+  const int64_t B = s.view.batch, H = cfg.hidden;
+  const int64_t Hq = cfg.dims.numQHeads, Hkv = cfg.dims.numKVHeads,
+                D = cfg.dims.headDim;
+  RefOutputs r;
+  r.out.resize(B * Hq * D);
+  r.residualOut.resize(B * H);
+  r.k.resize(B * Hkv * D);
+  r.v.resize(B * Hkv * D);
+  // Rows are independent (distinct cache pages): split them over threads.
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<int64_t>(threads, B));
+  std::vector<std::thread> pool;
+  std::vector<std::exception_ptr> errors(threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        for (int64_t b = t; b < B; b += threads) {
+          ref::FrontHalfInputs in;
+          in.x = s.x.data() + b * H;
+          in.residual = hasResidual ? s.residual.data() + b * H : nullptr;
+          in.normWeight = w.norm.data();
+          in.qkvWeight = w.qkv.data();
+          in.qkvBias = w.bias.empty() ? nullptr : w.bias.data();
+          in.positions = s.view.positions.data() + b;
+          in.seqLens = s.view.seq_lens.data() + b;
+          in.blockTable = {s.view.block_table.data() + b * s.view.max_pages,
+                           s.view.max_pages};
+          ref::FrontHalfOutputs out;
+          out.attnOut = r.out.data() + b * Hq * D;
+          out.residualOut = hasResidual ? r.residualOut.data() + b * H
+                                        : nullptr;
+          out.k = r.k.data() + b * Hkv * D;
+          out.v = r.v.data() + b * Hkv * D;
+          ref::decodeLayerFrontHalf(cfg, 1, in, cache, out, precision);
+        }
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread &t : pool)
+    t.join();
+  for (const std::exception_ptr &e : errors)
+    if (e)
+      std::rethrow_exception(e);
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// Main
+//===----------------------------------------------------------------------===//
+
+int run(const Options &o) {
+  // --- Model, PTX, signature -------------------------------------------------
+  Model model = Model::load(o.manifest, o.function);
+  std::string ptx = readFile(o.ptx, "PTX");
+  checkPtxAgainstManifest(ptx, o.ptx, model.manifest());
+  FrontHalfSignature sig = FrontHalfSignature::fromModel(model);
+  const int64_t B = o.batch, P = sig.pageSize;
+  const int64_t Hq = sig.dims.numQHeads, Hkv = sig.dims.numKVHeads,
+                D = sig.dims.headDim, H = sig.hidden;
+
+  // --- Reference configuration ----------------------------------------------
+  std::optional<ModelConfig> config;
+  std::string configPath = o.config;
+  if (configPath.empty() && !o.weights.empty() &&
+      std::filesystem::is_directory(o.weights))
+    configPath = (std::filesystem::path(o.weights) / "config.json").string();
+  if (!configPath.empty())
+    config = ModelConfig::load(configPath);
+  if (config)
+    for (const std::string &w : config->warnings)
+      std::cout << "warning: " << configPath << ": " << w << "\n";
+  ref::FrontHalfConfig reference;
+  std::string referenceOrigin;
+  if (sig.reference) {
+    reference = *sig.reference;
+    referenceOrigin = "the manifest's op attributes";
+    if (config) {
+      std::vector<std::string> diffs =
+          configMismatches(reference, config->frontHalf(sig.dtype));
+      if (!diffs.empty()) {
+        std::string all;
+        for (const std::string &d : diffs)
+          all += "\n  " + d;
+        throw InvalidArgumentError("the compiled kernels do not match " +
+                                   configPath + ":" + all);
+      }
+      referenceOrigin += " (matches " + configPath + ")";
+    }
+  } else if (config) {
+    reference = config->frontHalf(sig.dtype);
+    if (sig.normBias >= 0)
+      reference.norm = ref::NormKind::LayerNorm;
+    if (config->hiddenSize != H || config->numAttentionHeads != Hq ||
+        config->numKeyValueHeads != Hkv || config->headDim != D)
+      throw InvalidArgumentError(
+          configPath + " describes hidden " +
+          std::to_string(config->hiddenSize) + ", heads " +
+          std::to_string(config->numAttentionHeads) + "/" +
+          std::to_string(config->numKeyValueHeads) + ", head_dim " +
+          std::to_string(config->headDim) + "; the compiled model has " +
+          std::to_string(H) + ", " + std::to_string(Hq) + "/" +
+          std::to_string(Hkv) + ", " + std::to_string(D));
+    referenceOrigin = configPath;
+  } else {
+    throw InvalidArgumentError(
+        o.manifest + " lists no op attributes (an older fusion-compile); "
+        "pass --config config.json (or --weights DIR with one) so the "
+        "reference knows eps, rope_theta and rope_scaling");
+  }
+  reference.dtype = sig.dtype;
+  reference.hidden = H;
+  reference.dims = sig.dims;
+  const double tol = o.tol > 0 ? o.tol : (sig.dtype == DType::F16 ? 2e-3 : 1e-2);
+
+  // --- Cache geometry -------------------------------------------------------
+  int64_t maxPages = 1, neededPages = 0, maxLen = 0;
+  for (int64_t len : o.kvLens) {
+    int64_t pages = KVCacheManager::pagesForTokens(len + o.steps, P);
+    maxPages = std::max(maxPages, pages);
+    neededPages += pages;
+    maxLen = std::max(maxLen, len + o.steps);
+  }
+  const int64_t numPages = o.numPages ? o.numPages : neededPages + B;
+  int64_t numSplits = o.numSplits ? o.numSplits
+                                  : model.defaultNumSplits(B, maxLen);
+
+  std::cout << "fusion-run: " << o.ptx << " + " << o.manifest << ", function "
+            << model.function().name << " (" << model.kernels().size()
+            << " kernels";
+  if (!model.manifest().strategy.empty())
+    std::cout << ", strategy " << model.manifest().strategy;
+  std::cout << ")\n";
+  std::cout << "  model: " << dtypeName(sig.dtype) << ", hidden " << H
+            << ", heads " << Hq << "/" << Hkv << ", head_dim " << D
+            << ", page " << P << (sig.qkvBias >= 0 ? ", qkv bias" : "")
+            << (sig.residual >= 0 ? ", residual" : "") << "\n";
+  std::cout << "  reference: " << describeReference(reference) << " (from "
+            << referenceOrigin << "), tolerance " << sci(tol)
+            << " relative L2 vs fp64\n";
+  std::cout << "  run: batch " << B << ", history";
+  bool mixed = std::adjacent_find(o.kvLens.begin(), o.kvLens.end(),
+                                  std::not_equal_to<>()) != o.kvLens.end();
+  if (mixed) {
+    std::cout << " lengths";
+    for (size_t i = 0; i < o.kvLens.size(); ++i)
+      std::cout << (i ? "," : " ") << o.kvLens[i];
+  } else {
+    std::cout << " length " << o.kvLens[0];
+  }
+  std::cout << ", " << o.steps << " step(s), " << numPages << " pages of " << P
+            << " tokens, block-table width " << maxPages;
+  if (model.usesNumSplits())
+    std::cout << ", num_splits " << numSplits << " (max "
+              << model.maxSplits() << ")";
+  std::cout << (o.graph ? ", CUDA graph" : ", direct launches") << "\n";
+
+  if (o.inspect) {
+    Capacity cap{B, maxPages, numPages};
+    LaunchPlan plan(model, cap);
+    Symbols s{B, numSplits, maxPages, numPages};
+    std::cout << "  kernels (launch order):\n";
+    for (const ManifestKernel *k : model.kernels()) {
+      auto g = k->gridFor(s);
+      std::cout << "    " << k->label() << ": grid [" << g[0] << ", " << g[1]
+                << ", " << g[2] << "] = [" << k->grid[0].str() << ", "
+                << k->grid[1].str() << ", " << k->grid[2].str()
+                << "], block [" << k->block[0] << ", " << k->block[1] << ", "
+                << k->block[2] << "], " << k->params.size() << " params";
+      if (!k->ops.empty()) {
+        std::cout << ", ops";
+        for (const ManifestOp &op : k->ops)
+          std::cout << " " << op.name;
+      }
+      std::cout << "\n";
+    }
+    std::cout << "  arguments (bytes at capacity):\n";
+    for (const ManifestArgument &a : model.arguments())
+      std::cout << "    " << a.name << " " << elemTypeName(a.dtype)
+                << shapeString(a.shape) << " role "
+                << model.argumentRole(a.index) << ": "
+                << plan.argumentBytes(a.index) << "\n";
+    std::cout << "  runtime buffers (bytes at capacity):\n";
+    for (size_t i = 0; i < model.internalBuffers().size(); ++i) {
+      const InternalBuffer &b = model.internalBuffers()[i];
+      std::cout << "    " << b.label << " " << elemTypeName(b.dtype)
+                << shapeString(b.shape) << (b.zeroInit ? " zero-init" : "")
+                << ": " << plan.internalBytes(static_cast<int>(i)) << "\n";
+    }
+    std::cout << "inspect: the PTX matches the manifest\n";
+    return 0;
+  }
+
+  // --- The device (skip early when there is none) ----------------------------
+  const bool gpu = !o.dryRun;
+  std::optional<cuda::Context> ctx;
+  if (gpu) {
+    ctx.emplace(cuda::Context::open(o.device));
+    auto cc = ctx->computeCapability();
+    std::cout << "  device " << o.device << ": " << ctx->name() << " (sm_"
+              << cc.first << cc.second << ", " << ctx->multiprocessorCount()
+              << " SMs), driver " << cuda::Context::driverVersion() << "\n";
+  } else {
+    std::cout << "  dry run: no GPU; the fp32 reference stands in for the "
+                 "kernels' outputs\n";
+  }
+
+  // --- Host data -------------------------------------------------------------
+  Weights weights = loadWeights(o, model, sig, config);
+  std::cout << "  weights: " << weights.origin << "\n";
+  Random rng(o.seed);
+  KVCacheManager kv(numPages, P);
+  std::vector<SeqId> ids;
+  for (int64_t b = 0; b < B; ++b) {
+    ids.push_back(b);
+    kv.addSequence(b);
+  }
+  // The history, a page at a time round-robin, so that every sequence's
+  // pages are scattered over the pool.
+  for (int64_t done = 0;; done += P) {
+    bool any = false;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t n = std::min<int64_t>(P, o.kvLens[b] - done);
+      if (n > 0) {
+        kv.appendTokens(b, n);
+        any = true;
+      }
+    }
+    if (!any)
+      break;
+  }
+  const int64_t cacheElems = numPages * P * Hkv * D;
+  // Random K/V for the history, NaN everywhere else (must never be read).
+  std::vector<uint16_t> kHost(cacheElems, nanBits(sig.dtype));
+  std::vector<uint16_t> vHost(cacheElems, nanBits(sig.dtype));
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<int32_t> &pages = kv.pages(b);
+    for (int64_t t = 0; t < o.kvLens[b]; ++t) {
+      int64_t off = kvCacheOffset(pages[t / P], t % P, 0, P, Hkv, D);
+      for (int64_t e = 0; e < Hkv * D; ++e) {
+        kHost[off + e] = fromDouble(sig.dtype, rng.uniform(-1, 1));
+        vHost[off + e] = fromDouble(sig.dtype, rng.uniform(-1, 1));
+      }
+    }
+  }
+
+  // --- Device buffers --------------------------------------------------------
+  DecodeStep::Options stepOptions;
+  stepOptions.syncEachKernel = o.syncEach;
+  Capacity capacity{B, maxPages, numPages};
+  std::optional<DecodeStep> step;
+  std::map<int, cuda::DeviceBuffer> args;
+  if (gpu) {
+    step.emplace(*ctx, model, ptx, o.ptx, capacity, stepOptions);
+    for (const ManifestArgument &a : model.arguments())
+      args.emplace(a.index, cuda::DeviceBuffer(
+                                static_cast<uint64_t>(
+                                    step->plan().argumentBytes(a.index)),
+                                "argument \"" + a.name + "\""));
+    for (auto &[i, buf] : args)
+      step->bind(i, buf);
+    args.at(sig.normWeight).upload(weights.norm.data(),
+                                   weights.norm.size() * 2);
+    args.at(sig.qkvWeight).upload(weights.qkv.data(), weights.qkv.size() * 2);
+    if (sig.qkvBias >= 0)
+      args.at(sig.qkvBias).upload(weights.bias.data(),
+                                  weights.bias.size() * 2);
+    args.at(sig.keyCache).upload(kHost.data(), kHost.size() * 2);
+    args.at(sig.valueCache).upload(vHost.data(), vHost.size() * 2);
+  }
+
+  // The reference caches (fp32 and fp64 evolve separately).
+  std::vector<uint16_t> k32 = kHost, v32 = vHost;
+  std::vector<uint16_t> &k64 = kHost, &v64 = vHost;
+  ref::PagedKVCache cache32{k32.data(), v32.data(), numPages, P, Hkv, D};
+  ref::PagedKVCache cache64{k64.data(), v64.data(), numPages, P, Hkv, D};
+
+  // --- Steps -----------------------------------------------------------------
+  bool pass = true;
+  HostStep last;
+  RefOutputs lastRef64, lastRef32;
+  std::vector<uint16_t> out(B * Hq * D), residualOut(B * H);
+  std::vector<uint16_t> kNew(B * Hkv * D), vNew(B * Hkv * D);
+  StepShape shape{B, maxPages, numSplits};
+  const bool hasResidual = sig.residual >= 0;
+  for (int64_t s = 0; s < o.steps; ++s) {
+    HostStep hs;
+    hs.view = kv.appendBatch(ids, 1, maxPages);
+    hs.x = rng.tensor(sig.dtype, B * H, -2, 2);
+    if (hasResidual)
+      hs.residual = rng.tensor(sig.dtype, B * H, -2, 2);
+    if (gpu) {
+      args.at(sig.x).upload(hs.x.data(), hs.x.size() * 2);
+      if (hasResidual)
+        args.at(sig.residual).upload(hs.residual.data(),
+                                     hs.residual.size() * 2);
+      args.at(sig.positions).upload(hs.view.positions.data(), B * 4);
+      args.at(sig.seqLens).upload(hs.view.seq_lens.data(), B * 4);
+      args.at(sig.blockTable).upload(hs.view.block_table.data(),
+                                     hs.view.block_table.size() * 4);
+      step->poisonOutputs();
+      if (o.graph)
+        step->runGraph(shape);
+      else
+        step->run(shape);
+      step->synchronize();
+
+      step->downloadResult(sig.output, shape, out.data(), out.size() * 2);
+      if (sig.residualOut >= 0)
+        step->downloadResult(sig.residualOut, shape, residualOut.data(),
+                             residualOut.size() * 2);
+      for (int64_t b = 0; b < B; ++b) {
+        int32_t pos = hs.view.positions[b];
+        int32_t page = hs.view.block_table[b * maxPages + pos / P];
+        uint64_t off = static_cast<uint64_t>(
+                           kvCacheOffset(page, pos % P, 0, P, Hkv, D)) *
+                       2;
+        args.at(sig.keyCache).download(kNew.data() + b * Hkv * D,
+                                       Hkv * D * 2, off);
+        args.at(sig.valueCache).download(vNew.data() + b * Hkv * D,
+                                         Hkv * D * 2, off);
+      }
+    }
+
+    RefOutputs r64 = runReference(reference, weights, hs, cache64, hasResidual,
+                                  ref::Precision::F64);
+    RefOutputs r32 = runReference(reference, weights, hs, cache32, hasResidual,
+                                  ref::Precision::F32);
+    if (!gpu) {
+      // The dry run's "kernel outputs", read back from the fp32 cache as
+      // the GPU path reads its cache.
+      out = r32.out;
+      residualOut = r32.residualOut;
+      for (int64_t b = 0; b < B; ++b) {
+        int32_t pos = hs.view.positions[b];
+        int32_t page = hs.view.block_table[b * maxPages + pos / P];
+        int64_t off = kvCacheOffset(page, pos % P, 0, P, Hkv, D);
+        std::copy_n(k32.begin() + off, Hkv * D, kNew.begin() + b * Hkv * D);
+        std::copy_n(v32.begin() + off, Hkv * D, vNew.begin() + b * Hkv * D);
+      }
+    }
+    struct Row {
+      const char *name;
+      const std::vector<uint16_t> &gpu, &r64, &r32;
+    };
+    std::vector<Row> rows = {{"output", out, r64.out, r32.out}};
+    if (sig.residualOut >= 0)
+      rows.push_back({"residual_out", residualOut, r64.residualOut,
+                      r32.residualOut});
+    rows.push_back({"k_new", kNew, r64.k, r32.k});
+    rows.push_back({"v_new", vNew, r64.v, r32.v});
+    auto [lo, hi] = std::minmax_element(hs.view.positions.begin(),
+                                        hs.view.positions.end());
+    std::cout << "step " << s << " (position" << (B > 1 ? "s " : " ") << *lo;
+    if (*hi != *lo)
+      std::cout << ".." << *hi;
+    std::cout << "):\n";
+    for (const Row &r : rows) {
+      Diff g = compare(sig.dtype, r.gpu.data(), r.r64.data(),
+                       static_cast<int64_t>(r.gpu.size()));
+      Diff g32 = compare(sig.dtype, r.gpu.data(), r.r32.data(),
+                         static_cast<int64_t>(r.gpu.size()));
+      Diff base = compare(sig.dtype, r.r32.data(), r.r64.data(),
+                          static_cast<int64_t>(r.gpu.size()));
+      bool ok = g.nan == 0 && g.rel < tol;
+      pass &= ok;
+      std::printf("  %-13s vs fp64: max|d| %s rel %s | vs fp32: max|d| %s "
+                  "rel %s | fp32 ref vs fp64: rel %s%s  %s\n",
+                  r.name, sci(g.maxAbs).c_str(), sci(g.rel).c_str(),
+                  sci(g32.maxAbs).c_str(), sci(g32.rel).c_str(),
+                  sci(base.rel).c_str(),
+                  g.nan ? (" | " + std::to_string(g.nan) + " NaN/inf").c_str()
+                        : "",
+                  ok ? "ok" : "MISMATCH");
+    }
+    std::fflush(stdout);
+    last = std::move(hs);
+    lastRef64 = std::move(r64);
+    lastRef32 = std::move(r32);
+  }
+
+  // --- Timing ---------------------------------------------------------------
+  double medianUs = 0, minUs = 0;
+  if (gpu && o.iters > 0) {
+    auto once = [&] {
+      if (o.graph)
+        step->runGraph(shape);
+      else
+        step->run(shape);
+    };
+    for (int64_t i = 0; i < o.warmup; ++i)
+      once();
+    step->synchronize();
+    const int64_t reps = 5, per = std::max<int64_t>(1, o.iters / reps);
+    std::vector<double> us;
+    cuda::Event start = cuda::Event::create(), end = cuda::Event::create();
+    for (int64_t r = 0; r < reps; ++r) {
+      start.record(step->stream());
+      for (int64_t i = 0; i < per; ++i)
+        once();
+      end.record(step->stream());
+      end.synchronize();
+      us.push_back(1000.0 * cuda::Event::elapsedMs(start, end) /
+                   static_cast<double>(per));
+    }
+    step->synchronize();
+    std::sort(us.begin(), us.end());
+    medianUs = us[us.size() / 2];
+    minUs = us.front();
+    std::printf("timing: %.2f us/step (median of %lld x %lld %s; min %.2f)\n",
+                medianUs, static_cast<long long>(reps),
+                static_cast<long long>(per),
+                o.graph ? "graph replays" : "direct launches", minUs);
+  }
+
+  // --- Output file ----------------------------------------------------------
+  if (!o.out.empty()) {
+    std::string dt(safetensorsDTypeName(sig.dtype));
+    std::vector<TensorRef> t = {
+        {"output", dt, {B, Hq, D}, out.data()},
+        {"ref_f64.output", dt, {B, Hq, D}, lastRef64.out.data()},
+        {"ref_f32.output", dt, {B, Hq, D}, lastRef32.out.data()},
+        {"k_new", dt, {B, Hkv, D}, kNew.data()},
+        {"v_new", dt, {B, Hkv, D}, vNew.data()},
+        {"ref_f64.k_new", dt, {B, Hkv, D}, lastRef64.k.data()},
+        {"ref_f64.v_new", dt, {B, Hkv, D}, lastRef64.v.data()},
+        {"x", dt, {B, H}, last.x.data()},
+        {"positions", "I32", {B}, last.view.positions.data()},
+        {"seq_lens", "I32", {B}, last.view.seq_lens.data()},
+        {"block_table", "I32", {B, maxPages}, last.view.block_table.data()},
+    };
+    if (sig.residualOut >= 0) {
+      t.push_back({"residual_out", dt, {B, H}, residualOut.data()});
+      t.push_back(
+          {"ref_f64.residual_out", dt, {B, H}, lastRef64.residualOut.data()});
+    }
+    if (hasResidual)
+      t.push_back({"residual", dt, {B, H}, last.residual.data()});
+    std::map<std::string, std::string> meta = {
+        {"ptx", o.ptx},
+        {"manifest", o.manifest},
+        {"function", model.function().name},
+        {"weights", weights.origin},
+        {"batch", std::to_string(B)},
+        {"steps", std::to_string(o.steps)},
+        {"num_splits", std::to_string(numSplits)},
+        {"graph", o.graph ? "true" : "false"},
+        {"result", pass ? "pass" : "mismatch"},
+    };
+    if (gpu && o.iters > 0)
+      meta["us_per_step"] = std::to_string(medianUs);
+    if (!gpu)
+      meta["dry_run"] = "true";
+    writeSafetensors(o.out, t, meta);
+    std::cout << "wrote " << o.out << "\n";
+  }
+  std::cout << (pass ? "PASS" : "FAIL: outputs differ from the reference")
+            << "\n";
+  return pass ? 0 : kExitMismatch;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    Options o = parseOptions(argc, argv);
+    if (o.checkDevice) {
+      cuda::Context ctx = cuda::Context::open(o.device);
+      std::cout << "CUDA device " << o.device << ": " << ctx.name() << "\n";
+      return 0;
+    }
+    return run(o);
+  } catch (const DeviceUnavailableError &e) {
+    std::cout << "no CUDA device: skipped (" << e.what() << ")\n";
+    return kExitSkipped;
+  } catch (const CudaError &e) {
+    std::cerr << "fusion-run: CUDA error: " << e.what() << "\n";
+    return kExitError;
+  } catch (const std::exception &e) {
+    std::cerr << "fusion-run: " << e.what() << "\n";
+    return kExitError;
+  }
+}

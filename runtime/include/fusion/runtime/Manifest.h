@@ -21,6 +21,9 @@
 //         "block": [256, 1, 1],
 //         "dynamic_shared_bytes": 0, "static_shared_bytes": 2048,  (optional)
 //         "schedule": { "max_splits": 32, ... },                   (optional)
+//         "ops": [ {"op": "rmsnorm", "attributes": {"epsilon": 1e-5}},
+//                  {"op": "rope", "attributes": {"theta": 5e5,
+//                   "pairing": "neox", "scaling": {...}}}, ... ], (optional)
 //         "params": [ {"index": 0, "kind": "input"|"output"|"workspace"|"scalar",
 //                      "role": "input", "dtype": "f16"|"bf16"|"f32"|"i32",
 //                      "shape": [<dim>, ...],             (buffers only)
@@ -128,7 +131,27 @@ struct ManifestParam {
   }
 };
 
-/// One kernel: its PTX entry, launch geometry and parameters.
+/// One op a kernel computes, with its attributes (the manifest's "ops").
+/// Nested objects are flattened with dotted keys ("scaling.factor").
+struct ManifestOp {
+  std::string name; ///< "rmsnorm", "qkv_proj", "rope", "kv_append", ...
+  std::map<std::string, double> numbers;
+  std::map<std::string, std::string> strings;
+  std::map<std::string, bool> flags;
+  /// The number `key`, or `fallback`.
+  double number(const std::string &key, double fallback) const {
+    auto it = numbers.find(key);
+    return it == numbers.end() ? fallback : it->second;
+  }
+  bool flag(const std::string &key) const {
+    auto it = flags.find(key);
+    return it != flags.end() && it->second;
+  }
+};
+
+/// One kernel: its PTX entry, launch geometry and parameters. Several
+/// kernels may share an entry (the compiler emits identical kernels, e.g.
+/// the layers of a model, once).
 struct ManifestKernel {
   int index = 0;
   std::string function;
@@ -144,6 +167,8 @@ struct ManifestKernel {
   std::map<std::string, int64_t> scheduleInts;
   std::map<std::string, std::string> scheduleStrings;
   std::vector<ManifestParam> params;
+  /// The ops it computes, in order (empty if the manifest does not say).
+  std::vector<ManifestOp> ops;
 
   /// Whether the grid or a scalar parameter uses num_splits.
   bool usesNumSplits() const;

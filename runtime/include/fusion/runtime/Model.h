@@ -255,12 +255,18 @@ struct FrontHalfSignature {
       keyCache = -1, valueCache = -1;
   /// Result indices (-1 when absent: residualOut).
   int output = -1, residualOut = -1;
+  /// The reference configuration read from the kernels' "ops" (norm kind
+  /// and epsilon, unit offset, rope pairing / theta / rotary_dim / llama3
+  /// scaling, attention scale), or nothing if the manifest lists no ops.
+  std::optional<ref::FrontHalfConfig> reference;
 
   /// Reads the signature from `model`. Throws InvalidArgumentError naming
   /// the missing role or the inconsistent shape if the function is not a
   /// front half (x [batch, H], norm weight [H], qkv weight
   /// [(Hq + 2 Hkv) D, H], caches [num_pages, P, Hkv, D], output
-  /// [batch, Hq, D]).
+  /// [batch, Hq, D]), or if its ops contradict the shapes (head counts,
+  /// bias) or are missing one of norm, qkv_proj, rope, decode_attention;
+  /// UnsupportedError for an unknown rope pairing or scaling type.
   static FrontHalfSignature fromModel(const Model &model);
 };
 

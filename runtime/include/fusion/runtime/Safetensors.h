@@ -71,8 +71,9 @@ struct TensorRef {
   const void *data = nullptr;
 };
 
-/// The bytes of a safetensors file holding `tensors` (in the given order)
-/// and `metadata`. Throws InvalidArgumentError for an empty, duplicate or
+/// The bytes of a safetensors file holding `tensors` and `metadata`. The
+/// header lists the tensors in the given order; their data is laid out by
+/// decreasing element size (stable), so each is aligned to its element size. Throws InvalidArgumentError for an empty, duplicate or
 /// reserved ("__metadata__") name, an unknown dtype, a negative dimension or
 /// a null data pointer of a non-empty tensor.
 std::string encodeSafetensors(const std::vector<TensorRef> &tensors,

@@ -1,0 +1,166 @@
+//===- CudaTest.cpp - CUDA driver wrappers and DecodeStep on a GPU ---------===//
+//
+// These tests need a CUDA device; without one (no libcuda.so.1, no device)
+// each reports itself skipped. The DecodeStep tests launch the hand-written
+// kernels of test/data/tiny_decode.ptx, whose bodies are empty: they check
+// the runtime's mechanics (JIT load, binding, launches, graph capture and
+// replay, errors), not the math (fusion-run checks that).
+//
+//===----------------------------------------------------------------------===//
+
+#include "fusion/runtime/Cuda.h"
+#include "fusion/runtime/DecodeStep.h"
+#include "fusion/runtime/Error.h"
+
+#include "TestUtil.h"
+
+#include <optional>
+
+using namespace fusion::runtime;
+using namespace fusion::runtime::test;
+
+namespace {
+
+/// The device context, or a skip when there is none.
+class Gpu : public ::testing::Test {
+protected:
+  void SetUp() override {
+    try {
+      ctx_.emplace(cuda::Context::open(0));
+    } catch (const DeviceUnavailableError &e) {
+      GTEST_SKIP() << "no CUDA device: " << e.what();
+    }
+  }
+  const cuda::Context &ctx() const { return *ctx_; }
+
+private:
+  std::optional<cuda::Context> ctx_;
+};
+
+} // namespace
+
+TEST(CudaDriver, UnavailableDeviceIsADeviceUnavailableError) {
+  // Either there is a device, or opening it says clearly why not.
+  try {
+    cuda::Context ctx = cuda::Context::open(0);
+    std::string msg = EXPECT_THROW_MSG(DeviceUnavailableError,
+                                       cuda::Context::open(4096));
+    EXPECT_CONTAINS(msg, "no CUDA device 4096");
+  } catch (const DeviceUnavailableError &e) {
+    std::string msg = e.what();
+    EXPECT_CONTAINS(msg, "no CUDA");
+    // Every later call reports the same.
+    std::string again = EXPECT_THROW_MSG(DeviceUnavailableError,
+                                         cuda::initialize());
+    EXPECT_EQ(again, msg);
+  }
+}
+
+TEST_F(Gpu, ContextAndBuffers) {
+  EXPECT_FALSE(ctx().name().empty());
+  EXPECT_GE(ctx().computeCapability().first, 7);
+  EXPECT_GT(ctx().multiprocessorCount(), 0);
+  EXPECT_GT(cuda::Context::driverVersion(), 0);
+
+  cuda::DeviceBuffer buf(1024, "test buffer");
+  std::vector<uint8_t> in(1024), out(1024);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = static_cast<uint8_t>(i * 7);
+  buf.upload(in.data(), in.size());
+  buf.download(out.data(), out.size());
+  EXPECT_EQ(in, out);
+  buf.fill(0xAB, nullptr, 16);
+  buf.download(out.data(), 32);
+  EXPECT_EQ(out[0], 0xAB);
+  EXPECT_EQ(out[15], 0xAB);
+  EXPECT_EQ(out[16], in[16]);
+  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                                     buf.upload(in.data(), 16, 1020));
+  EXPECT_CONTAINS(msg, "16 bytes at offset 1020 exceed buffer \"test buffer\" "
+                       "of 1024 bytes");
+}
+
+TEST_F(Gpu, BadPtxReportsTheJitLog) {
+  std::string ptx = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                    ".visible .entry broken()\n{\n  this is not ptx;\n}\n";
+  try {
+    cuda::Module::loadPtx(ptx, "broken.ptx");
+    ADD_FAILURE() << "expected a CudaError";
+  } catch (const CudaError &e) {
+    std::string msg = e.what();
+    EXPECT_CONTAINS(msg, "cuModuleLoadDataEx(broken.ptx");
+    EXPECT_CONTAINS(msg, "CUDA_ERROR_INVALID_PTX");
+    EXPECT_CONTAINS(msg, "JIT error log");
+    EXPECT_EQ(e.errorName(), "CUDA_ERROR_INVALID_PTX");
+  }
+}
+
+TEST_F(Gpu, MissingEntryNamesIt) {
+  cuda::Module m =
+      cuda::Module::loadPtx(readText(dataPath("tiny_decode.ptx")), "tiny.ptx");
+  std::string msg = EXPECT_THROW_MSG(CudaError, m.function("nope"));
+  EXPECT_CONTAINS(msg, "cuModuleGetFunction(nope in tiny.ptx)");
+  EXPECT_CONTAINS(msg, "CUDA_ERROR_NOT_FOUND");
+}
+
+TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
+  Model model = Model::load(dataPath("tiny_decode.manifest.json"));
+  std::string ptx = readText(dataPath("tiny_decode.ptx"));
+  Capacity cap{4, 8, 32};
+  DecodeStep step(ctx(), model, ptx, "tiny.ptx", cap);
+  std::vector<cuda::DeviceBuffer> args;
+  for (const ManifestArgument &a : model.arguments())
+    args.emplace_back(step.plan().argumentBytes(a.index), a.name);
+
+  // Unbound arguments are reported before anything is launched.
+  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                                     step.run(StepShape{1, 1, 1}));
+  EXPECT_CONTAINS(msg, "unbound arguments: x, residual");
+  for (size_t i = 0; i < args.size(); ++i)
+    step.bind(static_cast<int>(i), args[i]);
+  cuda::DeviceBuffer small(16, "small");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError, step.bind("x", small));
+  EXPECT_CONTAINS(msg, "needs 512 bytes");
+
+  // The internal buffers start at zero; poisoning fills outputs only.
+  std::vector<uint16_t> host(4 * 4 * 16);
+  step.downloadResult(0, StepShape{4, 1, 1}, host.data(), host.size() * 2);
+  EXPECT_EQ(host[0], 0);
+  step.poisonOutputs();
+  step.synchronize();
+  step.downloadResult(0, StepShape{4, 1, 1}, host.data(), host.size() * 2);
+  EXPECT_EQ(host[0], 0xFFFF);
+  std::vector<int32_t> counters(8, -1);
+  int counterBuffer = 5; // kernel 1 workspace "split_counters"
+  step.internal(counterBuffer).download(counters.data(), 32);
+  EXPECT_EQ(counters[0], 0);
+
+  step.run(StepShape{2, 3, 4});
+  step.synchronize();
+  EXPECT_EQ(step.graphCaptures(), 0);
+  step.runGraph(StepShape{2, 3, 4});
+  step.runGraph(StepShape{2, 3, 4});
+  EXPECT_EQ(step.graphCaptures(), 1);
+  step.runGraph(StepShape{3, 3, 4}); // new batch: re-capture
+  EXPECT_EQ(step.graphCaptures(), 2);
+  step.bind("x", args[0]); // a binding changed: re-capture
+  step.runGraph(StepShape{3, 3, 4});
+  EXPECT_EQ(step.graphCaptures(), 3);
+  step.synchronize();
+
+  msg = EXPECT_THROW_MSG(CapacityError, step.runGraph(StepShape{5, 3, 4}));
+  EXPECT_CONTAINS(msg, "batch 5 exceeds");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError, step.run(StepShape{1, 1, 33}));
+  EXPECT_CONTAINS(msg, "num_splits 33 is outside [1, 32]");
+  step.synchronize();
+}
+
+TEST_F(Gpu, DecodeStepChecksThePtxFirst) {
+  Model model = Model::load(dataPath("tiny_decode.manifest.json"));
+  std::string ptx = readText(dataPath("tiny_decode.ptx"));
+  std::string from = ".param .u32 decode_layer_kernel_1_param_11";
+  ptx.erase(ptx.find(",\n\t" + from), from.size() + 3);
+  std::string msg = EXPECT_THROW_MSG(
+      FormatError, DecodeStep(ctx(), model, ptx, "tiny.ptx", Capacity{1, 1, 1}));
+  EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_1 has 11 parameters");
+}
