@@ -345,10 +345,15 @@ void DeviceBuffer::checkRange(const char *op, uint64_t bytes,
 
 void DeviceBuffer::upload(const void *src, uint64_t bytes, uint64_t offset) {
   checkRange("DeviceBuffer::upload", bytes, offset);
-  if (bytes)
-    check(api().cuMemcpyHtoD(ptr_ + offset, src, bytes),
-          "cuMemcpyHtoD(" + std::to_string(bytes) + " bytes to " + label_ +
-              ")");
+  if (!bytes)
+    return;
+  std::string op =
+      "cuMemcpyHtoD(" + std::to_string(bytes) + " bytes to " + label_ + ")";
+  check(api().cuMemcpyHtoD(ptr_ + offset, src, bytes), op);
+  // From pageable memory the call may return before the DMA lands, and it
+  // is ordered on the legacy stream only: wait, so that work on any stream
+  // sees the data.
+  check(api().cuStreamSynchronize(nullptr), op);
 }
 
 void DeviceBuffer::download(void *dst, uint64_t bytes, uint64_t offset) const {
@@ -385,10 +390,13 @@ void DeviceBuffer::fill(uint8_t value, CUstream stream, uint64_t bytes) {
     return;
   std::string op = "cuMemsetD8(" + std::to_string(bytes) + " bytes of " +
                    label_ + " to " + hex(value) + ")";
-  if (stream)
+  if (stream) {
     check(api().cuMemsetD8Async(ptr_, value, bytes, stream), op);
-  else
+  } else {
+    // cuMemsetD8 is asynchronous to the host for device memory: wait.
     check(api().cuMemsetD8(ptr_, value, bytes), op);
+    check(api().cuStreamSynchronize(nullptr), op);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -540,10 +548,12 @@ void copyToHost(void *dst, CUdeviceptr src, uint64_t bytes,
 
 void copyToDevice(CUdeviceptr dst, const void *src, uint64_t bytes,
                   std::string_view what) {
-  if (bytes)
-    check(api().cuMemcpyHtoD(dst, src, bytes),
-          "cuMemcpyHtoD(" + std::to_string(bytes) + " bytes of " +
-              std::string(what) + ")");
+  if (!bytes)
+    return;
+  std::string op = "cuMemcpyHtoD(" + std::to_string(bytes) + " bytes of " +
+                   std::string(what) + ")";
+  check(api().cuMemcpyHtoD(dst, src, bytes), op);
+  check(api().cuStreamSynchronize(nullptr), op);
 }
 
 void synchronize(CUstream stream, std::string_view what) {

@@ -67,6 +67,8 @@ void DecodeStep::downloadResult(int r, const StepShape &shape, void *dst,
                          " is ", bytes, " bytes; the destination holds ",
                          capacity);
   CUdeviceptr src = plan_.resultAddress(r);
+  // The result was written on the step's stream.
+  cuda::synchronize(stream_.get(), stepLabel());
   if (!src)
     throwInvalidArgument("DecodeStep::downloadResult: result ", r,
                          " has no device buffer (unbound argument)");

@@ -130,8 +130,7 @@ struct Options {
 };
 
 [[noreturn]] void usageError(const std::string &message) {
-  throw InvalidArgumentError("fusion-run: " + message +
-                             " (fusion-run --help lists the options)");
+  throw InvalidArgumentError(message + " (fusion-run --help lists the options)");
 }
 
 int64_t parseInt(const std::string &flag, const std::string &value,
@@ -663,6 +662,18 @@ int run(const Options &o) {
               << model.maxSplits() << ")";
   std::cout << (o.graph ? ", CUDA graph" : ", direct launches") << "\n";
 
+  // The step shape against the model, before any work (fake addresses; the
+  // GPU path checks again with real ones).
+  {
+    LaunchPlan probe(model, Capacity{B, maxPages, numPages});
+    for (const ManifestArgument &a : model.arguments())
+      probe.bindArgument(a.index, 0x1000,
+                         static_cast<uint64_t>(probe.argumentBytes(a.index)));
+    for (size_t i = 0; i < model.internalBuffers().size(); ++i)
+      probe.setInternal(static_cast<int>(i), 0x1000);
+    probe.validate(StepShape{B, maxPages, numSplits});
+  }
+
   if (o.inspect) {
     Capacity cap{B, maxPages, numPages};
     LaunchPlan plan(model, cap);
@@ -798,14 +809,16 @@ int run(const Options &o) {
     if (hasResidual)
       hs.residual = rng.tensor(sig.dtype, B * H, -2, 2);
     if (gpu) {
-      args.at(sig.x).upload(hs.x.data(), hs.x.size() * 2);
+      // Ordered on the step's stream (the host data outlives the step).
+      CUstream st = step->stream();
+      args.at(sig.x).uploadAsync(hs.x.data(), hs.x.size() * 2, st);
       if (hasResidual)
-        args.at(sig.residual).upload(hs.residual.data(),
-                                     hs.residual.size() * 2);
-      args.at(sig.positions).upload(hs.view.positions.data(), B * 4);
-      args.at(sig.seqLens).upload(hs.view.seq_lens.data(), B * 4);
-      args.at(sig.blockTable).upload(hs.view.block_table.data(),
-                                     hs.view.block_table.size() * 4);
+        args.at(sig.residual).uploadAsync(hs.residual.data(),
+                                          hs.residual.size() * 2, st);
+      args.at(sig.positions).uploadAsync(hs.view.positions.data(), B * 4, st);
+      args.at(sig.seqLens).uploadAsync(hs.view.seq_lens.data(), B * 4, st);
+      args.at(sig.blockTable).uploadAsync(hs.view.block_table.data(),
+                                          hs.view.block_table.size() * 4, st);
       step->poisonOutputs();
       if (o.graph)
         step->runGraph(shape);

@@ -124,18 +124,20 @@ public:
   const std::string &label() const { return label_; }
   explicit operator bool() const { return ptr_ != 0; }
 
-  /// Synchronous copies of `bytes` at byte `offset` (checked against the
-  /// size: InvalidArgumentError).
+  /// Copies of `bytes` at byte `offset` (checked against the size:
+  /// InvalidArgumentError) that are complete on the device when they
+  /// return. They are not ordered with other streams: synchronize the
+  /// stream that wrote the buffer before download().
   void upload(const void *src, uint64_t bytes, uint64_t offset = 0);
   void download(void *dst, uint64_t bytes, uint64_t offset = 0) const;
-  /// Stream-ordered copies (the host memory must stay valid until the
-  /// stream reaches them; pageable memory makes them synchronous).
+  /// Copies ordered on `stream` (the host memory must stay valid until the
+  /// stream reaches them).
   void uploadAsync(const void *src, uint64_t bytes, CUstream stream,
                    uint64_t offset = 0);
   void downloadAsync(void *dst, uint64_t bytes, CUstream stream,
                      uint64_t offset = 0) const;
-  /// Sets every byte to `value` (cuMemsetD8Async on `stream`, or
-  /// synchronously when stream is null).
+  /// Sets the first `bytes` (default: all) to `value`: cuMemsetD8Async on
+  /// `stream`, or, when stream is null, cuMemsetD8 waited for.
   void fill(uint8_t value, CUstream stream = nullptr, uint64_t bytes = ~0ull);
 
 private:
@@ -270,8 +272,9 @@ private:
   CUgraphExec exec_ = nullptr;
 };
 
-/// Synchronous copies between host memory and a device address; `what`
-/// names the data in messages.
+/// Copies between host memory and a device address, complete when they
+/// return (not ordered with other streams); `what` names the data in
+/// messages.
 void copyToHost(void *dst, CUdeviceptr src, uint64_t bytes,
                 std::string_view what);
 void copyToDevice(CUdeviceptr dst, const void *src, uint64_t bytes,

@@ -78,8 +78,9 @@ public:
   const cuda::DeviceBuffer &internal(int i) const { return internal_[i]; }
   /// Device address of function result `r`.
   CUdeviceptr resultAddress(int r) const { return plan_.resultAddress(r); }
-  /// Synchronously copies result `r` of a step of `shape` (its first
-  /// LaunchPlan::resultBytes bytes) to `dst`, which holds `capacity` bytes.
+  /// Waits for stream() and copies result `r` of a step of `shape` (its
+  /// first LaunchPlan::resultBytes bytes) to `dst`, which holds `capacity`
+  /// bytes. (Synchronize any other stream the step ran on first.)
   void downloadResult(int r, const StepShape &shape, void *dst,
                       uint64_t capacity) const;
 
