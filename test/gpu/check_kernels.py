@@ -447,11 +447,17 @@ def compare(got, ref):
 # ---------------------------------------------------------------------------
 
 
-def bench(dev, directory, name, batches, copies=8, iters=50):
+def bench(dev, directory, name, batches, copies=8, iters=50, variants=None):
+    """Median time per front half (all copies' launches in one event pair).
+    `variants`: extra PTX files with the decode manifest's entries (e.g. other
+    schedules or ptxas hints) timed the same way."""
     import cupy
     lines = []
-    for strategy in ("decode", "none"):
+    runs = [("decode", None), ("none", None)]
+    runs += [("decode", v) for v in (variants or [])]
+    for strategy, ptx_override in runs:
         path = os.path.join(directory, f"{name}.{strategy}")
+        ptx = ptx_override or path + ".ptx"
         manifest = json.load(open(path + ".manifest.json"))
         fn = manifest["functions"][0]
         for B in batches:
@@ -493,7 +499,7 @@ def bench(dev, directory, name, batches, copies=8, iters=50):
                             la.append(np.int32(env[p["role"]]))
                     grid = tuple(int(env[g]) if isinstance(g, str) else g
                                  for g in k["grid"])
-                    seq.append((dev.function(path + ".ptx", k["entry"]), grid,
+                    seq.append((dev.function(ptx, k["entry"]), grid,
                                 tuple(k["block"]), tuple(la)))
                 launches.append(seq)
             weight_bytes = sum(a.nbytes for i, a in sets[0].items()
@@ -512,7 +518,8 @@ def bench(dev, directory, name, batches, copies=8, iters=50):
                 stop.synchronize()
                 times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3 / copies)
             t = float(np.median(times))
-            lines.append(f"{name} {strategy:6s} B={B:3d}: {t:8.2f} us per "
+            label = strategy if not ptx_override else os.path.basename(ptx_override)
+            lines.append(f"{name} {label:22s} B={B:3d}: {t:8.2f} us per "
                          f"front half ({len(kernels)} launches), "
                          f"{weight_bytes / t / 1e6:6.2f} TB/s of input bytes")
     return lines
@@ -540,6 +547,9 @@ def main():
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--bench", action="store_true")
     parser.add_argument("--no-big-pages", action="store_true")
+    parser.add_argument("--bench-batches", default="1,16")
+    parser.add_argument("--bench-variants", default=None,
+                        help="folder of extra PTX files for llama3_8b.decode")
     args = parser.parse_args()
     dev = Device(args.dry_run)
     names = sorted({os.path.basename(p).rsplit(".", 3)[0]
@@ -594,7 +604,10 @@ def main():
     print(f"\n{passed}/{len(report)} checks passed")
     if args.bench and not args.dry_run:
         print()
-        for line in bench(dev, args.dir, "llama3_8b", [1, 16]):
+        variants = sorted(glob.glob(os.path.join(args.bench_variants, "*.ptx"))) \
+            if args.bench_variants else None
+        batches = [int(b) for b in args.bench_batches.split(",")]
+        for line in bench(dev, args.dir, "llama3_8b", batches, variants=variants):
             print(line)
     print("RESULT:", "PASS" if all_ok else "FAIL")
     return 0 if all_ok else 1

@@ -253,14 +253,17 @@ struct NormSpec {
 
 /// Normalises row `token` (index) of `spec.input` with the whole CTA
 /// (`blockSize` threads, 8 elements per thread and step; needs
-/// hidden % 8 == 0) into `row` (a buffer of the activation type, e.g. shared
+/// hidden % 8 == 0), or with the calling warp alone if `warpOnly` (then
+/// `scratch` is unused and no barrier is emitted), into `row` (a buffer of the activation type, e.g. shared
 /// memory) at element offset `rowBase`. Each thread reads back only the
 /// elements it wrote, so `row` needs no barrier for this thread's later use;
 /// other threads need a barrier. `scratch` is a workgroup f32 buffer of
-/// blockSize/32 elements. Must be called by every thread of the CTA.
+/// blockSize/32 elements. Must be called by every thread of the CTA (of the
+/// warp if `warpOnly`).
 void emitNormalizeToken(ImplicitLocOpBuilder &b, const NormSpec &spec,
                         Value token, Value row, Value rowBase,
-                        Value writeOutputs, Value scratch, int64_t blockSize);
+                        Value writeOutputs, Value scratch, int64_t blockSize,
+                        bool warpOnly = false);
 
 } // namespace mlir::fusion
 

@@ -14,13 +14,13 @@ static Value splat(ImplicitLocOpBuilder &b, Value scalar, int64_t width) {
 /// vector<8xf32> accumulator; returns its horizontal sum (0 if no body
 /// accumulates).
 static Value forEachChunk(
-    ImplicitLocOpBuilder &b, int64_t hidden, int64_t blockSize,
+    ImplicitLocOpBuilder &b, int64_t hidden, Value thread, int64_t threads,
     llvm::function_ref<Value(ImplicitLocOpBuilder &, Value, Value)> body) {
   constexpr int64_t kWidth = 8;
-  Value start = mulIndex(b, threadIdX(b), kWidth);
+  Value start = mulIndex(b, thread, kWidth);
   Value zero = splat(b, constF32(b, 0.0), kWidth);
   auto loop = scf::ForOp::create(
-      b, start, constIndex(b, hidden), constIndex(b, blockSize * kWidth),
+      b, start, constIndex(b, hidden), constIndex(b, threads * kWidth),
       ValueRange{zero},
       [&](OpBuilder &nested, Location loc, Value i, ValueRange args) {
         ImplicitLocOpBuilder ib(loc, nested);
@@ -35,8 +35,16 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
                                       const NormSpec &spec, Value token,
                                       Value row, Value rowBase,
                                       Value writeOutputs, Value scratch,
-                                      int64_t blockSize) {
+                                      int64_t blockSize, bool warpOnly) {
   constexpr int64_t kWidth = 8;
+  // Who cooperates: the whole CTA (block reductions) or one warp (shuffles
+  // only, no barrier).
+  Value thread = warpOnly ? laneId(b) : threadIdX(b);
+  int64_t threads = warpOnly ? 32 : blockSize;
+  auto reduce = [&](Value v) {
+    return warpOnly ? warpReduce(b, v, ReduceKind::Sum)
+                    : blockReduce(b, v, ReduceKind::Sum, scratch, blockSize);
+  };
   const int64_t hidden = spec.hidden;
   Type act = spec.elementType;
   Value xBase = mulIndex(b, token, hidden);
@@ -47,7 +55,7 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
   // Pass 1: h = round(x + r) (or x) into the row; residual_out; the sum of
   // squares (rmsnorm) or the sum (layernorm).
   Value total = forEachChunk(
-      b, hidden, blockSize,
+      b, hidden, thread, threads,
       [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
         Value global = addIndex(ib, xBase, i);
         Value h = loadVector(ib, spec.input, global, kWidth);
@@ -75,7 +83,7 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
 
   Value invHidden = constF32(b, static_cast<double>(hidden));
   Value eps = constF32(b, spec.epsilon);
-  total = blockReduce(b, total, ReduceKind::Sum, scratch, blockSize);
+  total = reduce(total);
   Value mean, inv;
   if (spec.kind == NormSpec::Kind::RMS) {
     Value meanSquare = arith::DivFOp::create(b, total, invHidden);
@@ -84,14 +92,14 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
     mean = arith::DivFOp::create(b, total, invHidden);
     Value meanV = splat(b, mean, kWidth);
     Value squares = forEachChunk(
-        b, hidden, blockSize,
+        b, hidden, thread, threads,
         [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
           Value h32 =
               extToF32(ib, loadVector(ib, row, rowIndex(ib, i), kWidth));
           Value d = arith::SubFOp::create(ib, h32, meanV);
           return arith::AddFOp::create(ib, acc, arith::MulFOp::create(ib, d, d));
         });
-    squares = blockReduce(b, squares, ReduceKind::Sum, scratch, blockSize);
+    squares = reduce(squares);
     Value var = arith::DivFOp::create(b, squares, invHidden);
     inv = rsqrtF32(b, arith::AddFOp::create(b, var, eps));
   }
@@ -101,7 +109,7 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
   Value meanV = mean ? splat(b, mean, kWidth) : Value();
   Value one = splat(b, constF32(b, 1.0), kWidth);
   forEachChunk(
-      b, hidden, blockSize,
+      b, hidden, thread, threads,
       [&](ImplicitLocOpBuilder &ib, Value i, Value) -> Value {
         Value h32 = extToF32(ib, loadVector(ib, row, rowIndex(ib, i), kWidth));
         Value w32 = extToF32(ib, loadVector(ib, spec.weight, i, kWidth));

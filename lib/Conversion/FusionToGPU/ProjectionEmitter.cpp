@@ -67,7 +67,7 @@ struct ProjectionPlan {
   Value batch;
   // Schedule.
   int64_t warps = 8, blockSize = 256, batchTile = 4, unroll = 4;
-  int64_t pairsPerWarp = 1, grid = 1;
+  int64_t pairsPerWarp = 1, grid = 1, minCtasPerSM = 1;
   Value xs, scratch;
 };
 
@@ -151,7 +151,10 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
   constexpr int64_t kWidth = 8;
   const int64_t T = numTokens;
   const int64_t chunk = 32 * kWidth; // elements per warp and step
-  const int64_t step = p.unroll * chunk;
+  // Fewer chunks per step for bigger token tiles: the loads in flight stay
+  // about the same and the registers bounded (2T accumulators).
+  const int64_t unroll = std::max<int64_t>(1, p.unroll / T);
+  const int64_t step = unroll * chunk;
   const int64_t mainEnd = (p.hidden / step) * step;
   const int64_t H = p.hidden, D = p.headDim, halfD = D / 2;
   const int64_t halfRd = p.rotaryDim / 2;
@@ -219,7 +222,7 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
             SmallVector<Value> wVecs, elems;
             // All 2U weight loads first: independent 16-byte loads in
             // flight.
-            for (int64_t u = 0; u < p.unroll; ++u) {
+            for (int64_t u = 0; u < unroll; ++u) {
               Value e = addIndex(ib, addIndex(ib, k, u * chunk), laneOffset);
               elems.push_back(e);
               wVecs.push_back(
@@ -412,7 +415,7 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
     p.batchTile /= 2;
   p.batchTile = std::min<int64_t>(p.batchTile, 4);
   const int64_t chunks = p.hidden / 256;
-  p.unroll = chunks >= 4 ? 4 : std::max<int64_t>(chunks, 1);
+  p.unroll = chunks >= 2 ? 2 : 1;
 
   // Parameters and the gpu.func.
   KernelLaunch launch;
@@ -495,6 +498,18 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   // Shared memory: the normalised rows of one batch tile, and the
   // reduction scratch.
   p.xs = addWorkgroupBuffer(func, p.act, p.batchTile * p.hidden);
+  // Ask ptxas for at least 3 CTAs per SM (.minnctapersm; bounds the
+  // registers per thread: 80 at 256 threads), as shared memory allows
+  // (227 KiB per SM, ~1 KiB reserved per CTA). Measured on the H200 for the
+  // Llama-3-8B front half (test/gpu/check_kernels.py --bench-variants):
+  // 3 is best at B=4 (33.0 us vs 40.9) and B=16 (108 vs 121) and 6% behind
+  // no hint at B=1 (23.8 vs 22.5); 4 forces 64 registers and spills (28.6
+  // us at B=1).
+  const int64_t ctaShared = p.batchTile * p.hidden * elemBytes + 4 * p.warps;
+  p.minCtasPerSM = std::max<int64_t>(
+      1, std::min<int64_t>({3, (227 * 1024) / (ctaShared + 1024),
+                            2048 / p.blockSize}));
+  func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(p.minCtasPerSM));
   p.scratch = addWorkgroupBuffer(func, b.getF32Type(), p.warps);
 
   // for tileStart in [0, batch) step batchTile:
@@ -505,13 +520,29 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
         b, constIndex(b, p.batchTile), arith::SubIOp::create(b, p.batch, tileStart));
     // The previous tile's readers are done with the shared rows.
     barrier(b);
-    for (int64_t t = 0; t < p.batchTile; ++t) {
-      Value present = cmpI(b, arith::CmpIPredicate::ult, constIndex(b, t), count);
-      ifThen(b, present, [&](ImplicitLocOpBuilder &b) {
-        emitNormalizeToken(b, p.norm, addIndex(b, tileStart, t), p.xs,
-                           constIndex(b, t * p.hidden), isCta0, p.scratch,
-                           p.blockSize);
-      });
+    // One token: the whole CTA normalises it (lowest latency). Several:
+    // warp t % warps normalises token t with shuffles only, in parallel.
+    Value single = cmpI(b, arith::CmpIPredicate::eq, count, constIndex(b, 1));
+    auto ifSingle = scf::IfOp::create(b, single, /*withElseRegion=*/true);
+    {
+      ImplicitLocOpBuilder tb(b.getLoc(), b.getContext());
+      tb.setInsertionPoint(ifSingle.thenBlock()->getTerminator());
+      emitNormalizeToken(tb, p.norm, tileStart, p.xs, constIndex(tb, 0),
+                         isCta0, p.scratch, p.blockSize);
+      tb.setInsertionPoint(ifSingle.elseBlock()->getTerminator());
+      Value warp = warpId(tb);
+      for (int64_t t = 0; t < p.batchTile; ++t) {
+        Value present =
+            cmpI(tb, arith::CmpIPredicate::ult, constIndex(tb, t), count);
+        Value mine = cmpI(tb, arith::CmpIPredicate::eq, warp,
+                          constIndex(tb, t % p.warps));
+        ifThen(tb, arith::AndIOp::create(tb, present, mine),
+               [&](ImplicitLocOpBuilder &b) {
+                 emitNormalizeToken(b, p.norm, addIndex(b, tileStart, t), p.xs,
+                                    constIndex(b, t * p.hidden), isCta0,
+                                    p.scratch, p.blockSize, /*warpOnly=*/true);
+               });
+      }
     }
     barrier(b);
     // Binary decomposition of count: sub-tiles of T = batchTile, ..., 1
@@ -539,6 +570,8 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
       attrs.getNamedAttr("vector_width", attrs.getI64IntegerAttr(8)),
       attrs.getNamedAttr("k_unroll", attrs.getI64IntegerAttr(p.unroll)),
       attrs.getNamedAttr("batch_tile", attrs.getI64IntegerAttr(p.batchTile)),
+      attrs.getNamedAttr("min_ctas_per_sm",
+                         attrs.getI64IntegerAttr(p.minCtasPerSM)),
   });
   return launch;
 }
