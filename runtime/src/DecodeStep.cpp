@@ -55,6 +55,11 @@ void DecodeStep::bind(std::string_view name, const cuda::DeviceBuffer &buffer) {
   plan_.bindArgument(name, buffer.get(), buffer.bytes());
 }
 
+void DecodeStep::bindRole(std::string_view role,
+                          const cuda::DeviceBuffer &buffer) {
+  plan_.bindRole(role, buffer.get(), buffer.bytes());
+}
+
 void DecodeStep::downloadResult(int r, const StepShape &shape, void *dst,
                                 uint64_t capacity) const {
   if (r < 0 || r >= static_cast<int>(model_->results().size()))

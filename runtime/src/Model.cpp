@@ -245,6 +245,20 @@ void LaunchPlan::bindArgument(std::string_view name, uint64_t address,
   bindArgument(model_->argumentIndex(name), address, bytes);
 }
 
+void LaunchPlan::bindRole(std::string_view role, uint64_t address,
+                          uint64_t bytes) {
+  int i = model_->argumentWithRole(role);
+  if (i < 0) {
+    std::string roles;
+    for (size_t a = 0; a < model_->arguments().size(); ++a)
+      roles += (a ? ", " : "") + model_->argumentRole(static_cast<int>(a));
+    throwInvalidArgument("LaunchPlan::bindRole: function \"",
+                         model_->function().name, "\" has no argument with ",
+                         "role \"", role, "\" (roles: ", roles, ")");
+  }
+  bindArgument(i, address, bytes);
+}
+
 void LaunchPlan::setInternal(int i, uint64_t address) {
   if (i < 0 || i >= static_cast<int>(internalAddress_.size()))
     throwInvalidArgument("LaunchPlan::setInternal: no internal buffer ", i);

@@ -236,3 +236,24 @@ TEST(Checkpoint, OpenErrors) {
   msg = EXPECT_THROW_MSG(Error, Checkpoint::open(dir.file("nothing")));
   EXPECT_CONTAINS(msg, "is not a directory");
 }
+
+TEST(Checkpoint, TheTinyCheckpointMatchesTheTinyManifest) {
+  // runtime/test/data/tiny_checkpoint (make_tiny_checkpoint.py).
+  Checkpoint c = Checkpoint::open(dataPath("tiny_checkpoint"));
+  EXPECT_EQ(c.config.hiddenSize, 64);
+  EXPECT_EQ(c.config.numAttentionHeads, 4);
+  EXPECT_EQ(c.config.numKeyValueHeads, 2);
+  EXPECT_EQ(c.config.headDim, 16);
+  ASSERT_TRUE(c.config.llama3Scaling.has_value());
+  for (int layer = 0; layer < 2; ++layer) {
+    FrontHalfWeights w =
+        loadFrontHalfWeights(c.tensors, c.config, layer, DType::F16);
+    EXPECT_EQ(w.qkvWeight.size(), 128u * 64u);
+    EXPECT_EQ(w.normWeight.size(), 64u);
+    EXPECT_TRUE(w.qkvBias.empty());
+    // Row 64 of the packed weight is row 0 of k_proj.
+    std::vector<uint8_t> k = c.tensors.read(hfLayerNames(layer).kWeight);
+    uint16_t k0 = static_cast<uint16_t>(k[0] | (k[1] << 8));
+    EXPECT_EQ(w.qkvWeight[64 * 64], floatToF16(bf16ToFloat(k0)));
+  }
+}

@@ -162,6 +162,13 @@ TEST(LaunchPlan, BindingErrors) {
                          plan.bindArgument("xx", 0x1000, 1 << 20));
   EXPECT_CONTAINS(msg, "no argument \"xx\"");
 
+  plan.bindRole("block_table", 0x7000, 8 * 16 * 4);
+  EXPECT_EQ(plan.argumentAddress(6), 0x7000u);
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.bindRole("qkv_bias", 0x7000, 1 << 20));
+  EXPECT_CONTAINS(msg, "has no argument with role \"qkv_bias\" (roles: "
+                       "input, residual, norm_weight, qkv_weight");
+
   uint64_t g = plan.generation();
   plan.bindArgument("x", 0x1000, 1024);
   EXPECT_TRUE(plan.isBound(0));
@@ -171,7 +178,7 @@ TEST(LaunchPlan, BindingErrors) {
   msg = EXPECT_THROW_MSG(InvalidArgumentError,
                          plan.validate(StepShape{1, 1, 1}));
   EXPECT_CONTAINS(msg, "unbound arguments: residual, norm_w, qkv_w, "
-                       "positions, seq_lens, block_table, k_cache, v_cache");
+                       "positions, seq_lens, k_cache, v_cache");
   for (int i = 1; i < 9; ++i)
     plan.bindArgument(i, 0x1000 * (i + 1), plan.argumentBytes(i));
   msg = EXPECT_THROW_MSG(InvalidArgumentError,

@@ -334,9 +334,11 @@ std::vector<std::string> configMismatches(const ref::FrontHalfConfig &ops,
                                           const ref::FrontHalfConfig &cfg) {
   std::vector<std::string> out;
   auto num = [&](const char *what, double a, double b) {
-    if (std::fabs(a - b) > 1e-9 * std::max(std::fabs(a), std::fabs(b)))
-      out.push_back(std::string(what) + ": kernels " + std::to_string(a) +
-                    ", config " + std::to_string(b));
+    if (std::fabs(a - b) > 1e-9 * std::max(std::fabs(a), std::fabs(b))) {
+      std::ostringstream os;
+      os << what << ": kernels " << a << ", config " << b;
+      out.push_back(os.str());
+    }
   };
   num("num_attention_heads", ops.dims.numQHeads, cfg.dims.numQHeads);
   num("num_key_value_heads", ops.dims.numKVHeads, cfg.dims.numKVHeads);

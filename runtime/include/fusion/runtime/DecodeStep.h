@@ -73,6 +73,8 @@ public:
   void bind(int i, CUdeviceptr address, uint64_t bytes);
   void bind(int i, const cuda::DeviceBuffer &buffer);
   void bind(std::string_view name, const cuda::DeviceBuffer &buffer);
+  /// Binds the argument with role `role` (LaunchPlan::bindRole).
+  void bindRole(std::string_view role, const cuda::DeviceBuffer &buffer);
 
   /// The runtime's buffer `i` (Model::internalBuffers()).
   const cuda::DeviceBuffer &internal(int i) const { return internal_[i]; }

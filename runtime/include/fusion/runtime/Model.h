@@ -210,6 +210,10 @@ public:
   /// needs at capacity (the message gives its shape and the capacities).
   void bindArgument(int i, uint64_t address, uint64_t bytes);
   void bindArgument(std::string_view name, uint64_t address, uint64_t bytes);
+  /// Binds the first argument whose role is `role` (Model::argumentRole:
+  /// "key_cache", "block_table", ...). Throws InvalidArgumentError listing
+  /// the roles if none has it.
+  void bindRole(std::string_view role, uint64_t address, uint64_t bytes);
   bool isBound(int i) const { return argAddress_[i] != 0; }
   uint64_t argumentAddress(int i) const { return argAddress_[i]; }
   /// Sets the address of internal buffer `i` (the owner allocates
