@@ -29,4 +29,23 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [os.path.join(config.fusion_obj_root, "bin"), config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["fusion-opt"], tool_dirs)
+llvm_config.add_tool_substitutions(["fusion-opt", "fusion-compile"], tool_dirs)
+config.substitutions.append(
+    ("%fusion_bin", os.path.join(config.fusion_obj_root, "bin")))
+
+# ptxas (CUDA toolkit) assembles emitted PTX in tests marked
+# `REQUIRES: ptxas`; they are skipped where it is absent.
+def _find_ptxas():
+    import shutil
+    for var in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"):
+        root = os.environ.get(var)
+        if root and os.path.isfile(os.path.join(root, "bin", "ptxas")):
+            return os.path.join(root, "bin", "ptxas")
+    if os.path.isfile("/usr/local/cuda/bin/ptxas"):
+        return "/usr/local/cuda/bin/ptxas"
+    return shutil.which("ptxas")
+
+_ptxas = _find_ptxas()
+if _ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", _ptxas))

@@ -1,0 +1,134 @@
+// fusion-compile writes <prefix>.ptx and <prefix>.manifest.json: kernels in
+// launch order with their entries, parameters (kind, role, dtype, shape),
+// launch geometry, schedule, the ops they compute, and the buffer bindings
+// (function argument, or an earlier kernel's result) a runtime needs to
+// chain them. On failure it writes nothing.
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-compile %s -o %t/layer
+// RUN: FileCheck %s --input-file=%t/layer.manifest.json
+// RUN: FileCheck %s --input-file=%t/layer.ptx --check-prefix=PTX
+// RUN: not fusion-compile %S/invalid.mlir --strategy=none -o %t/bad 2>&1 | FileCheck %s --check-prefix=ERR
+// RUN: not ls %t/bad.ptx
+// RUN: not ls %t/bad.manifest.json
+// RUN: not fusion-compile %s --strategy=bogus -o %t/bad 2>&1 | FileCheck %s --check-prefix=STRATEGY
+// RUN: not ls %t/bad.ptx
+
+// CHECK:      "chip": "sm_90",
+// CHECK:      "format": "fusion-manifest",
+// CHECK:      "functions": [
+// CHECK:          "arguments": [
+// CHECK:              "index": 0,
+// CHECK-NEXT:         "kind": "tensor",
+// CHECK-NEXT:         "name": "x",
+// CHECK:              "index": 7,
+// CHECK-NEXT:         "kind": "buffer",
+// CHECK-NEXT:         "name": "kc",
+// CHECK-NEXT:         "shape": [
+// CHECK-NEXT:           "num_pages",
+// CHECK-NEXT:           16,
+// CHECK-NEXT:           2,
+// CHECK-NEXT:           64
+// CHECK:          "kernels": [
+// CHECK-NEXT:       0,
+// CHECK-NEXT:       1
+// CHECK-NEXT:     ],
+// CHECK-NEXT:     "name": "layer",
+// CHECK-NEXT:     "results": [
+// CHECK:              "source": {
+// CHECK-NEXT:           "kernel": 1,
+// CHECK-NEXT:           "result": 0
+// CHECK:              "source": {
+// CHECK-NEXT:           "kernel": 0,
+// CHECK-NEXT:           "result": 0
+// CHECK:      "kernels": [
+// The fused front half.
+// CHECK:          "block": [
+// CHECK-NEXT:       64,
+// CHECK-NEXT:       1,
+// CHECK-NEXT:       1
+// CHECK-NEXT:     ],
+// CHECK-NEXT:     "dynamic_shared_bytes": 0,
+// CHECK-NEXT:     "entry": "layer_k0_fused",
+// CHECK-NEXT:     "function": "layer",
+// CHECK-NEXT:     "grid": [
+// CHECK-NEXT:       128,
+// CHECK-NEXT:       1,
+// CHECK-NEXT:       1
+// CHECK-NEXT:     ],
+// CHECK-NEXT:     "index": 0,
+// CHECK-NEXT:     "name": "layer_k0_fused",
+// CHECK-NEXT:     "ops": [
+// CHECK:              "epsilon": 1.0000000000000001e-05,
+// CHECK:            "op": "rmsnorm"
+// CHECK:            "op": "qkv_proj"
+// CHECK:              "pairing": "neox",
+// CHECK-NEXT:         "rotary_dim": 64,
+// CHECK-NEXT:         "theta": 10000
+// CHECK:            "op": "rope"
+// CHECK:            "op": "kv_append"
+// CHECK:          "params": [
+// CHECK-NEXT:       {
+// CHECK-NEXT:         "binding": {
+// CHECK-NEXT:           "argument": 0
+// CHECK-NEXT:         },
+// CHECK-NEXT:         "dtype": "f16",
+// CHECK-NEXT:         "index": 0,
+// CHECK-NEXT:         "kind": "input",
+// CHECK-NEXT:         "role": "input",
+// CHECK-NEXT:         "shape": [
+// CHECK-NEXT:           "batch",
+// CHECK-NEXT:           512
+// CHECK:                "result": 1
+// CHECK-NEXT:         },
+// CHECK-NEXT:         "dtype": "f16",
+// CHECK-NEXT:         "index": 9,
+// CHECK-NEXT:         "kind": "output",
+// CHECK-NEXT:         "role": "query",
+// CHECK:              "dtype": "i32",
+// CHECK-NEXT:         "index": 10,
+// CHECK-NEXT:         "kind": "scalar",
+// CHECK-NEXT:         "role": "batch"
+// CHECK:              "dtype": "i32",
+// CHECK-NEXT:         "index": 11,
+// CHECK-NEXT:         "kind": "scalar",
+// CHECK-NEXT:         "role": "max_pages"
+// CHECK:          "schedule": {
+// CHECK:            "kind": "projection",
+// CHECK:            "strategy": "decode",
+// CHECK:            "threads": 64,
+// CHECK:          "static_shared_bytes": 4104
+// The attention kernel reads the rotated query the first kernel wrote.
+// CHECK:          "entry": "layer_k1_decode_attention",
+// CHECK:              "binding": {
+// CHECK-NEXT:           "kernel": 0,
+// CHECK-NEXT:           "result": 1
+// CHECK-NEXT:         },
+// CHECK-NEXT:         "dtype": "f16",
+// CHECK-NEXT:         "index": 0,
+// CHECK-NEXT:         "kind": "input",
+// CHECK-NEXT:         "role": "query",
+// CHECK:      "ptx": "layer.ptx",
+// CHECK:      "strategy": "decode",
+
+// PTX: .visible .entry layer_k0_fused(
+// PTX: .visible .entry layer_k1_decode_attention(
+// PTX-NOT: __nv_
+
+// ERR: hidden size 100 is not a multiple of 8
+// STRATEGY: unknown --strategy 'bogus'; expected decode or none
+func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
+    %qkv_w: tensor<512x512xf16>, %pos: tensor<?xi32>, %seq_lens: tensor<?xi32>,
+    %block_table: tensor<?x?xi32>, %kc: memref<?x16x2x64xf16>, %vc: memref<?x16x2x64xf16>)
+    -> (tensor<?x4x64xf16>, tensor<?x512xf16>) {
+  %y, %h = fusion.rmsnorm %x, %norm_w residual(%res : tensor<?x512xf16>) {epsilon = 1.0e-05 : f64}
+      : tensor<?x512xf16>, tensor<512xf16> -> tensor<?x512xf16>, tensor<?x512xf16>
+  %q, %k, %v = fusion.qkv_proj %y, %qkv_w {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 64 : i64}
+      : tensor<?x512xf16>, tensor<512x512xf16> -> tensor<?x4x64xf16>, tensor<?x2x64xf16>, tensor<?x2x64xf16>
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x4x64xf16>, tensor<?x2x64xf16>, tensor<?xi32>
+  fusion.kv_append %kr, %v into %kc, %vc[%block_table, %pos]
+      : tensor<?x2x64xf16> into memref<?x16x2x64xf16>, tensor<?x?xi32>, tensor<?xi32>
+  %o = fusion.decode_attention %qr, %kc, %vc[%block_table, %seq_lens]
+      : tensor<?x4x64xf16>, memref<?x16x2x64xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return %o, %h : tensor<?x4x64xf16>, tensor<?x512xf16>
+}

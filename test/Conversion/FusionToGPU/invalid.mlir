@@ -1,0 +1,50 @@
+// RUN: fusion-opt %s -split-input-file --fusion-form-kernels=strategy=none --convert-fusion-to-gpu -verify-diagnostics
+
+// Shapes the emitters do not support are reported on the kernel (located at
+// its first op), naming the offending size.
+
+func.func @hidden_not_multiple_of_8(%x: tensor<?x100xf16>, %w: tensor<768x100xf16>)
+    -> (tensor<?x4x64xf16>, tensor<?x4x64xf16>, tensor<?x4x64xf16>) {
+  // expected-error @+1 {{hidden size 100 is not a multiple of 8 (the projection reads 16-byte vectors of 8 elements)}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 64 : i64}
+      : tensor<?x100xf16>, tensor<768x100xf16> -> tensor<?x4x64xf16>, tensor<?x4x64xf16>, tensor<?x4x64xf16>
+  return %q, %k, %v : tensor<?x4x64xf16>, tensor<?x4x64xf16>, tensor<?x4x64xf16>
+}
+
+// -----
+
+func.func @odd_head_dim(%x: tensor<?x64xf16>, %w: tensor<90x64xf16>)
+    -> (tensor<?x2x15xf16>, tensor<?x2x15xf16>, tensor<?x2x15xf16>) {
+  // expected-error @+1 {{head_dim 15 is odd; the projection computes rows in pairs}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 2 : i64, num_kv_heads = 2 : i64, head_dim = 15 : i64}
+      : tensor<?x64xf16>, tensor<90x64xf16> -> tensor<?x2x15xf16>, tensor<?x2x15xf16>, tensor<?x2x15xf16>
+  return %q, %k, %v : tensor<?x2x15xf16>, tensor<?x2x15xf16>, tensor<?x2x15xf16>
+}
+
+// -----
+
+func.func @hidden_too_large(%x: tensor<?x32768xf16>, %w: tensor<6x32768xf16>)
+    -> (tensor<?x1x2xf16>, tensor<?x1x2xf16>, tensor<?x1x2xf16>) {
+  // expected-error @+1 {{hidden size 32768 needs 65536 bytes of shared memory per token row; at most 47104 are available}}
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 1 : i64, num_kv_heads = 1 : i64, head_dim = 2 : i64}
+      : tensor<?x32768xf16>, tensor<6x32768xf16> -> tensor<?x1x2xf16>, tensor<?x1x2xf16>, tensor<?x1x2xf16>
+  return %q, %k, %v : tensor<?x1x2xf16>, tensor<?x1x2xf16>, tensor<?x1x2xf16>
+}
+
+// -----
+
+func.func @norm_hidden_not_multiple_of_8(%x: tensor<?x100xbf16>, %w: tensor<100xbf16>) -> tensor<?x100xbf16> {
+  // expected-error @+1 {{hidden size 100 is not a multiple of 8 (the norm reads 16-byte vectors of 8 elements)}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x100xbf16>, tensor<100xbf16> -> tensor<?x100xbf16>
+  return %y : tensor<?x100xbf16>
+}
+
+// -----
+
+func.func @rope_odd_head_dim(%q: tensor<?x2x15xf16>, %k: tensor<?x1x15xf16>, %pos: tensor<?xi32>)
+    -> (tensor<?x2x15xf16>, tensor<?x1x15xf16>) {
+  // expected-error @+1 {{head_dim 15 is odd; elements are processed in pairs}}
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64, rotary_dim = 14 : i64}
+      : tensor<?x2x15xf16>, tensor<?x1x15xf16>, tensor<?xi32>
+  return %qr, %kr : tensor<?x2x15xf16>, tensor<?x1x15xf16>
+}

@@ -1,0 +1,45 @@
+// The fusion-to-ptx pipeline ends in PTX text with no libdevice calls, also
+// when no CUDA toolkit is visible (CUDA_HOME etc. unset: libdevice cannot
+// even be found then).
+// RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-opt %s --fusion-form-kernels --fusion-to-ptx | FileCheck %s
+// RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-opt %s --fusion-form-kernels --fusion-to-ptx | FileCheck %s --check-prefix=NOLIBDEVICE
+// RUN: fusion-opt %s --fusion-form-kernels=strategy=none --fusion-to-ptx='chip=sm_80' | FileCheck %s --check-prefix=SM80
+
+// CHECK: fusion.kernel @layer_k0_fused
+// CHECK-SAME: fusion.launch = {block = 64 : i64, entry = "layer_k0_fused"
+// CHECK: gpu.binary @fusion_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
+// CHECK-SAME: .target sm_90
+// CHECK-SAME: .entry layer_k0_fused(
+// CHECK-SAME: .param .u64 .ptr .align 1 layer_k0_fused_param_0,
+// CHECK-SAME: .param .u32 layer_k0_fused_param_11
+// CHECK-SAME: .maxntid 64, 1, 1
+// CHECK-SAME: .minnctapersm 3
+// CHECK-SAME: .shared .align 16 .b8
+// CHECK-SAME: ld.global.v4.b32
+// CHECK-SAME: shfl.sync.bfly.b32
+// CHECK-SAME: bar.sync
+// CHECK-SAME: sqrt.rn.f32
+// CHECK-SAME: fma.rn.f64
+// NOLIBDEVICE-NOT: __nv_
+// NOLIBDEVICE-NOT: .extern
+
+// SM80: gpu.binary @fusion_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">
+// SM80-SAME: .target sm_80
+// SM80-SAME: .entry layer_k0_rmsnorm(
+// SM80-SAME: .entry layer_k1_qkv_proj(
+// SM80-SAME: .entry layer_k2_rope(
+// SM80-SAME: .entry layer_k3_kv_append(
+func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
+    %qkv_w: tensor<512x512xf16>, %pos: tensor<?xi32>,
+    %block_table: tensor<?x?xi32>, %kc: memref<?x16x2x64xf16>, %vc: memref<?x16x2x64xf16>)
+    -> (tensor<?x4x64xf16>, tensor<?x512xf16>) {
+  %y, %h = fusion.rmsnorm %x, %norm_w residual(%res : tensor<?x512xf16>) {epsilon = 1.0e-05 : f64}
+      : tensor<?x512xf16>, tensor<512xf16> -> tensor<?x512xf16>, tensor<?x512xf16>
+  %q, %k, %v = fusion.qkv_proj %y, %qkv_w {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 64 : i64}
+      : tensor<?x512xf16>, tensor<512x512xf16> -> tensor<?x4x64xf16>, tensor<?x2x64xf16>, tensor<?x2x64xf16>
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x4x64xf16>, tensor<?x2x64xf16>, tensor<?xi32>
+  fusion.kv_append %kr, %v into %kc, %vc[%block_table, %pos]
+      : tensor<?x2x64xf16> into memref<?x16x2x64xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return %qr, %h : tensor<?x4x64xf16>, tensor<?x512xf16>
+}

@@ -1,0 +1,131 @@
+// RUN: fusion-opt %s -split-input-file --fusion-form-kernels --convert-fusion-to-gpu | FileCheck %s
+
+// The fused front half (rmsnorm + residual -> qkv_proj -> rope -> kv_append)
+// becomes one gpu.func: flat bare-pointer buffers in ABI order, 16-byte
+// vector loads of the activations and weights, shuffle-xor reductions, the
+// shared-memory rows of the batch tile, the fp32 inv_freq table, and the
+// launch plan on the fusion.kernel.
+
+// CHECK: module attributes {gpu.container_module}
+// CHECK-LABEL: func.func @layer(
+// CHECK: fusion.kernel @layer_k0_fused
+// CHECK-SAME: fusion.launch = {block = 64 : i64, entry = "layer_k0_fused", grid = ["128", "1", "1"],
+// CHECK-SAME: params = [{dtype = "f16", kind = "input", role = "input", shape = ["batch", "512"]},
+// CHECK-SAME: {dtype = "f16", kind = "input", role = "norm_weight", shape = ["512"]},
+// CHECK-SAME: {dtype = "f16", kind = "input", role = "residual", shape = ["batch", "512"]},
+// CHECK-SAME: {dtype = "f16", kind = "input", role = "qkv_weight", shape = ["512", "512"]},
+// CHECK-SAME: {dtype = "i32", kind = "input", role = "positions", shape = ["batch"]},
+// CHECK-SAME: {dtype = "f16", kind = "input", role = "key_cache", shape = ["num_pages", "16", "2", "64"]},
+// CHECK-SAME: {dtype = "f16", kind = "input", role = "value_cache", shape = ["num_pages", "16", "2", "64"]},
+// CHECK-SAME: {dtype = "i32", kind = "input", role = "block_table", shape = ["batch", "max_pages"]},
+// CHECK-SAME: {dtype = "f16", kind = "output", role = "residual_out", shape = ["batch", "512"]},
+// CHECK-SAME: {dtype = "f16", kind = "output", role = "query", shape = ["batch", "4", "64"]},
+// CHECK-SAME: {dtype = "i32", kind = "scalar", role = "batch"}, {dtype = "i32", kind = "scalar", role = "max_pages"}],
+// CHECK-SAME: smem = 0 : i64, static_smem = 4104 : i64}
+// CHECK-SAME: schedule = {batch_tile = 4 : i64, grid = 128 : i64, k_unroll = 2 : i64, kind = "projection",
+// CHECK-SAME: min_ctas_per_sm = 3 : i64, pairs_per_warp = 1 : i64, rows_per_warp = 2 : i64,
+// CHECK-SAME: strategy = "decode", threads = 64 : i64, vector_width = 8 : i64, warps = 2 : i64}
+
+// CHECK: gpu.module @fusion_kernels
+// CHECK: memref.global "private" constant @layer_k0_fused_inv_freq : memref<32xf32> = dense<[1.000000e+00, 0.749894201,
+// CHECK: gpu.func @layer_k0_fused(
+// CHECK-SAME: %{{[a-z0-9]+}}: memref<1099511627776xf16>, %{{[a-z0-9]+}}: memref<1099511627776xf16>, %{{[a-z0-9]+}}: memref<1099511627776xf16>, %{{[a-z0-9]+}}: memref<1099511627776xf16>,
+// CHECK-SAME: %{{[a-z0-9]+}}: memref<1099511627776xi32>, %{{[a-z0-9]+}}: memref<1099511627776xf16>, %{{[a-z0-9]+}}: memref<1099511627776xf16>, %{{[a-z0-9]+}}: memref<1099511627776xi32>,
+// CHECK-SAME: %{{[a-z0-9]+}}: memref<1099511627776xf16>, %{{[a-z0-9]+}}: memref<1099511627776xf16>, %{{[a-z0-9]+}}: i32, %{{[a-z0-9]+}}: i32)
+// CHECK-SAME: workgroup(%{{.*}} : memref<2048xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64},
+// CHECK-SAME: %{{.*}} : memref<2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// CHECK-SAME: kernel attributes {known_block_size = array<i32: 64, 1, 1>, nvvm.minctasm = 3 : i32}
+// CHECK: memref.get_global @layer_k0_fused_inv_freq
+// Normalisation: x and r as 16-byte vectors, h into shared memory, the sum
+// of squares reduced across the warp and through shared memory.
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<2048xf16, #gpu.address_space<workgroup>>, vector<8xf16>
+// CHECK: gpu.shuffle xor %{{.*}}, %c16_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c8_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
+// CHECK: gpu.barrier
+// CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"
+// Projection: weights and normalised rows as 16-byte vectors, fp32 fma.
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<2048xf16, #gpu.address_space<workgroup>>, vector<8xf16>
+// CHECK: llvm.intr.fma
+// CHECK: gpu.shuffle xor
+// RoPE: fp32 angle from the table, f64 quadrant reduction.
+// CHECK: arith.sitofp %{{.*}} : i32 to f32
+// CHECK: arith.fptosi %{{.*}} : f64 to i64
+// CHECK: gpu.return
+func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
+    %qkv_w: tensor<512x512xf16>, %pos: tensor<?xi32>,
+    %block_table: tensor<?x?xi32>, %kc: memref<?x16x2x64xf16>, %vc: memref<?x16x2x64xf16>)
+    -> (tensor<?x4x64xf16>, tensor<?x512xf16>) {
+  %y, %h = fusion.rmsnorm %x, %norm_w residual(%res : tensor<?x512xf16>) {epsilon = 1.0e-05 : f64}
+      : tensor<?x512xf16>, tensor<512xf16> -> tensor<?x512xf16>, tensor<?x512xf16>
+  %q, %k, %v = fusion.qkv_proj %y, %qkv_w {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 64 : i64}
+      : tensor<?x512xf16>, tensor<512x512xf16> -> tensor<?x4x64xf16>, tensor<?x2x64xf16>, tensor<?x2x64xf16>
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x4x64xf16>, tensor<?x2x64xf16>, tensor<?xi32>
+  fusion.kv_append %kr, %v into %kc, %vc[%block_table, %pos]
+      : tensor<?x2x64xf16> into memref<?x16x2x64xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return %qr, %h : tensor<?x4x64xf16>, tensor<?x512xf16>
+}
+
+// -----
+
+// bf16 LayerNorm (+bias) -> qkv_proj with bias -> GPT-J partial RoPE ->
+// kv_append; group size 3; hidden 768 is not a multiple of the 512 elements
+// a warp reads per step, so a guarded remainder loop follows the main loop.
+
+// CHECK-LABEL: func.func @bf16_layernorm(
+// CHECK: fusion.kernel @bf16_layernorm_k0_fused
+// CHECK-SAME: role = "norm_bias"
+// CHECK-SAME: role = "qkv_bias", shape = ["1280"]
+// CHECK-SAME: kind = "projection"
+// CHECK: gpu.func @bf16_layernorm_k0_fused(
+// CHECK-SAME: memref<1099511627776xbf16>
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
+// CHECK: arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
+// CHECK: arith.truncf %{{.*}} : vector<8xf32> to vector<8xbf16>
+// The guarded remainder of the K loop.
+// CHECK: scf.for
+// CHECK: arith.cmpi ult
+// CHECK: scf.if %{{.*}} -> (f32, f32)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+func.func @bf16_layernorm(%x: tensor<?x768xbf16>, %w: tensor<768xbf16>, %b: tensor<768xbf16>,
+    %qkv_w: tensor<1280x768xbf16>, %qkv_b: tensor<1280xbf16>, %pos: tensor<?xi32>,
+    %bt: tensor<?x?xi32>, %kc: memref<?x8x2x128xbf16>, %vc: memref<?x8x2x128xbf16>)
+    -> tensor<?x6x128xbf16> {
+  %y = fusion.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64}
+      : tensor<?x768xbf16>, tensor<768xbf16>, tensor<768xbf16> -> tensor<?x768xbf16>
+  %q, %k, %v = fusion.qkv_proj %y, %qkv_w bias(%qkv_b : tensor<1280xbf16>)
+      {num_heads = 6 : i64, num_kv_heads = 2 : i64, head_dim = 128 : i64}
+      : tensor<?x768xbf16>, tensor<1280x768xbf16> -> tensor<?x6x128xbf16>, tensor<?x2x128xbf16>, tensor<?x2x128xbf16>
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<gptj>, theta = 1.0e+04 : f64, rotary_dim = 64 : i64}
+      : tensor<?x6x128xbf16>, tensor<?x2x128xbf16>, tensor<?xi32>
+  fusion.kv_append %kr, %v into %kc, %vc[%bt, %pos]
+      : tensor<?x2x128xbf16> into memref<?x8x2x128xbf16>, tensor<?x?xi32>, tensor<?xi32>
+  return %qr : tensor<?x6x128xbf16>
+}
+
+// -----
+
+// A projection with no norm, RoPE or append (what the `none` strategy makes
+// of qkv_proj): the input row is copied into shared memory and all three
+// outputs are written.
+
+// CHECK-LABEL: func.func @qkv_alone(
+// CHECK: fusion.kernel @qkv_alone_k0_qkv_proj
+// CHECK-SAME: role = "query"
+// CHECK-SAME: role = "key"
+// CHECK-SAME: role = "value"
+// CHECK-SAME: {dtype = "i32", kind = "scalar", role = "batch"}]
+// CHECK: gpu.func @qkv_alone_k0_qkv_proj(
+// CHECK-NOT: memref.global
+// CHECK: gpu.return
+func.func @qkv_alone(%x: tensor<?x256xf16>, %w: tensor<768x256xf16>)
+    -> (tensor<?x4x64xf16>, tensor<?x4x64xf16>, tensor<?x4x64xf16>) {
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 64 : i64}
+      : tensor<?x256xf16>, tensor<768x256xf16> -> tensor<?x4x64xf16>, tensor<?x4x64xf16>, tensor<?x4x64xf16>
+  return %q, %k, %v : tensor<?x4x64xf16>, tensor<?x4x64xf16>, tensor<?x4x64xf16>
+}
