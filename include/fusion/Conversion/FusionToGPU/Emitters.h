@@ -4,9 +4,12 @@
 // builders (scf/arith/vector/memref/gpu/nvvm) and returns how to launch it.
 //
 // Kernel ABI (documented for other runtimes in docs/abi.md):
-//  * every buffer is a 1-D `memref<?xT>` lowered with the bare-pointer
+//  * every buffer is a flat 1-D memref lowered with the bare-pointer
 //    convention (convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1}): one
-//    `.param .u64` device pointer, elements row-major;
+//    `.param .u64` device pointer, elements row-major. MLIR 22 lowers only
+//    statically shaped memrefs to bare pointers, so the gpu.func argument is
+//    `memref<2^40 x T>` (getFlatBufferType in EmitterUtils.h), a nominal
+//    extent from which nothing is derived;
 //  * parameters in order: the fusion.kernel operands (tensors and KV-cache
 //    memrefs alike) in operand order, then one output buffer per kernel
 //    result in result order, then workspace buffers, then i32 scalars
@@ -30,7 +33,8 @@ namespace mlir::fusion {
 struct KernelParam {
   enum class Kind { Input, Output, Workspace, Scalar };
   Kind kind;
-  /// What the buffer holds: "input", "weight", "bias", "residual",
+  /// What the buffer holds (docs/abi.md lists the roles the emitters use):
+  /// "input", "norm_weight", "qkv_weight", "qkv_bias", "residual",
   /// "positions", "seq_lens", "block_table", "key_cache", "value_cache",
   /// "query", "key", "value", "output", "residual_out", "partials", ...;
   /// for scalars "batch", "max_pages" or "num_splits".
