@@ -26,7 +26,8 @@ DecodeStep::DecodeStep(const cuda::Context &context, const Model &model,
       stream_(cuda::Stream::create()) {
   for (const ManifestKernel *k : model.kernels()) {
     CUfunction f = module_.function(k->entry);
-    if (k->dynamicSharedBytes > kDefaultSharedLimit)
+    if (k->dynamicSharedBytes > 0 &&
+        k->dynamicSharedBytes + k->staticSharedBytes > kDefaultSharedLimit)
       cuda::setMaxDynamicSharedMemory(f, k->entry,
                                       static_cast<int>(k->dynamicSharedBytes));
     functions_.push_back(f);

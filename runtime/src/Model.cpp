@@ -492,6 +492,13 @@ FrontHalfSignature FrontHalfSignature::fromModel(const Model &m) {
                            "dimension ", d);
     return a.shape[d].value;
   };
+  int layers = 0;
+  for (size_t i = 0; i < m.arguments().size(); ++i)
+    layers += m.argumentRole(static_cast<int>(i)) == "qkv_weight";
+  if (layers > 1)
+    throwUnsupported(fn, " has ", layers, " qkv weights (", layers,
+                     " layers); only a single layer's front half is "
+                     "supported here");
   sig.x = need("input");
   sig.residual = m.argumentWithRole("residual");
   sig.normWeight = need("norm_weight");

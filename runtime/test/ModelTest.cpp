@@ -282,6 +282,23 @@ TEST(FrontHalfSignature, RejectsOtherFunctions) {
   EXPECT_CONTAINS(msg, "qkv weight \"qkv_w\" has shape [96, 64], expected "
                        "[128, 64] for 4/2 heads of 16");
 
+  // Two layers: a second qkv weight argument.
+  json two = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  json extra = two["functions"][0]["arguments"][3];
+  extra["index"] = 9;
+  extra["name"] = "qkv_w_1";
+  two["functions"][0]["arguments"].push_back(extra);
+  json k2 = two["kernels"][0];
+  k2["index"] = 2;
+  k2["params"][3]["binding"] = {{"argument", 9}};
+  k2["params"][8].erase("binding");
+  k2["params"][9].erase("binding");
+  two["kernels"].push_back(k2);
+  two["functions"][0]["kernels"].push_back(2);
+  Model m3(Manifest::parse(two.dump(), "m.json"));
+  msg = EXPECT_THROW_MSG(UnsupportedError, FrontHalfSignature::fromModel(m3));
+  EXPECT_CONTAINS(msg, "has 2 qkv weights (2 layers)");
+
   json k = json::parse(readText(dataPath("tiny_decode.manifest.json")));
   k["kernels"][1]["params"][4]["role"] = "lengths";
   Model m2(Manifest::parse(k.dump(), "m.json"));

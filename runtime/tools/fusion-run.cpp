@@ -558,12 +558,76 @@ RefOutputs runReference(const ref::FrontHalfConfig &cfg, const Weights &w,
 // Main
 //===----------------------------------------------------------------------===//
 
+/// The launch plan of `model` at `cap` (--inspect).
+void printPlan(const Model &model, const Capacity &cap, int64_t numSplits) {
+    LaunchPlan plan(model, cap);
+    Symbols s = cap.symbols(numSplits);
+    std::cout << "  kernels (launch order):\n";
+    for (const ManifestKernel *k : model.kernels()) {
+      auto g = k->gridFor(s);
+      std::cout << "    " << k->label() << ": grid [" << g[0] << ", " << g[1]
+                << ", " << g[2] << "] = [" << k->grid[0].str() << ", "
+                << k->grid[1].str() << ", " << k->grid[2].str()
+                << "], block [" << k->block[0] << ", " << k->block[1] << ", "
+                << k->block[2] << "], " << k->params.size() << " params";
+      if (!k->ops.empty()) {
+        std::cout << ", ops";
+        for (const ManifestOp &op : k->ops)
+          std::cout << " " << op.name;
+      }
+      std::cout << "\n";
+    }
+    std::cout << "  arguments (bytes at capacity):\n";
+    for (const ManifestArgument &a : model.arguments())
+      std::cout << "    " << a.name << " " << elemTypeName(a.dtype)
+                << shapeString(a.shape) << " role "
+                << model.argumentRole(a.index) << ": "
+                << plan.argumentBytes(a.index) << "\n";
+    std::cout << "  runtime buffers (bytes at capacity):\n";
+    for (size_t i = 0; i < model.internalBuffers().size(); ++i) {
+      const InternalBuffer &b = model.internalBuffers()[i];
+      std::cout << "    " << b.label << " " << elemTypeName(b.dtype)
+                << shapeString(b.shape) << (b.zeroInit ? " zero-init" : "")
+                << ": " << plan.internalBytes(static_cast<int>(i)) << "\n";
+    }
+    std::cout << "inspect: the PTX matches the manifest\n";
+}
+
 int run(const Options &o) {
   // --- Model, PTX, signature -------------------------------------------------
   Model model = Model::load(o.manifest, o.function);
   std::string ptx = readFile(o.ptx, "PTX");
   checkPtxAgainstManifest(ptx, o.ptx, model.manifest());
-  FrontHalfSignature sig = FrontHalfSignature::fromModel(model);
+  std::optional<FrontHalfSignature> maybeSig;
+  try {
+    maybeSig = FrontHalfSignature::fromModel(model);
+  } catch (const Error &e) {
+    if (!o.inspect)
+      throw;
+    // --inspect shows the plan of any function.
+    std::cout << "fusion-run: " << o.ptx << " + " << o.manifest
+              << ", function " << model.function().name << " ("
+              << model.kernels().size() << " kernels): not a single decode "
+              << "layer front half (" << e.what() << ")\n";
+    int64_t P = 16;
+    int kc = model.argumentWithRole("key_cache");
+    if (kc >= 0 && model.arguments()[kc].shape.size() > 1 &&
+        !model.arguments()[kc].shape[1].isSymbol())
+      P = model.arguments()[kc].shape[1].value;
+    int64_t maxPages = 1, numPages = 0, maxLen = 0;
+    for (int64_t len : o.kvLens) {
+      int64_t pages = KVCacheManager::pagesForTokens(len + o.steps, P);
+      maxPages = std::max(maxPages, pages);
+      numPages += pages;
+      maxLen = std::max(maxLen, len + o.steps);
+    }
+    numPages = o.numPages ? o.numPages : numPages + o.batch;
+    int64_t numSplits = o.numSplits ? o.numSplits
+                                    : model.defaultNumSplits(o.batch, maxLen);
+    printPlan(model, Capacity{o.batch, maxPages, numPages}, numSplits);
+    return 0;
+  }
+  const FrontHalfSignature &sig = *maybeSig;
   const int64_t B = o.batch, P = sig.pageSize;
   const int64_t Hq = sig.dims.numQHeads, Hkv = sig.dims.numKVHeads,
                 D = sig.dims.headDim, H = sig.hidden;
@@ -677,38 +741,7 @@ int run(const Options &o) {
   }
 
   if (o.inspect) {
-    Capacity cap{B, maxPages, numPages};
-    LaunchPlan plan(model, cap);
-    Symbols s{B, numSplits, maxPages, numPages};
-    std::cout << "  kernels (launch order):\n";
-    for (const ManifestKernel *k : model.kernels()) {
-      auto g = k->gridFor(s);
-      std::cout << "    " << k->label() << ": grid [" << g[0] << ", " << g[1]
-                << ", " << g[2] << "] = [" << k->grid[0].str() << ", "
-                << k->grid[1].str() << ", " << k->grid[2].str()
-                << "], block [" << k->block[0] << ", " << k->block[1] << ", "
-                << k->block[2] << "], " << k->params.size() << " params";
-      if (!k->ops.empty()) {
-        std::cout << ", ops";
-        for (const ManifestOp &op : k->ops)
-          std::cout << " " << op.name;
-      }
-      std::cout << "\n";
-    }
-    std::cout << "  arguments (bytes at capacity):\n";
-    for (const ManifestArgument &a : model.arguments())
-      std::cout << "    " << a.name << " " << elemTypeName(a.dtype)
-                << shapeString(a.shape) << " role "
-                << model.argumentRole(a.index) << ": "
-                << plan.argumentBytes(a.index) << "\n";
-    std::cout << "  runtime buffers (bytes at capacity):\n";
-    for (size_t i = 0; i < model.internalBuffers().size(); ++i) {
-      const InternalBuffer &b = model.internalBuffers()[i];
-      std::cout << "    " << b.label << " " << elemTypeName(b.dtype)
-                << shapeString(b.shape) << (b.zeroInit ? " zero-init" : "")
-                << ": " << plan.internalBytes(static_cast<int>(i)) << "\n";
-    }
-    std::cout << "inspect: the PTX matches the manifest\n";
+    printPlan(model, Capacity{B, maxPages, numPages}, numSplits);
     return 0;
   }
 

@@ -270,7 +270,8 @@ struct FrontHalfSignature {
   /// [(Hq + 2 Hkv) D, H], caches [num_pages, P, Hkv, D], output
   /// [batch, Hq, D]), or if its ops contradict the shapes (head counts,
   /// bias) or are missing one of norm, qkv_proj, rope, decode_attention;
-  /// UnsupportedError for an unknown rope pairing or scaling type.
+  /// UnsupportedError for an unknown rope pairing or scaling type, or a
+  /// function of several layers.
   static FrontHalfSignature fromModel(const Model &model);
 };
 
