@@ -156,6 +156,9 @@ TEST(LaunchPlan, BindingErrors) {
   EXPECT_CONTAINS(msg, "f16[num_pages, 4, 2, 16]) needs 25600 bytes");
   msg = EXPECT_THROW_MSG(InvalidArgumentError, plan.bindArgument(0, 0, 4096));
   EXPECT_CONTAINS(msg, "null device address");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.bindArgument("x", 0x1008, 1 << 20));
+  EXPECT_CONTAINS(msg, "device address 0x1008 is not 16-byte aligned");
   msg = EXPECT_THROW_MSG(InvalidArgumentError, plan.bindArgument(12, 1, 1));
   EXPECT_CONTAINS(msg, "no argument 12");
   msg = EXPECT_THROW_MSG(InvalidArgumentError,

@@ -206,8 +206,9 @@ public:
 
   /// Binds function argument `i` (or the one called `name`) to device
   /// memory at `address` holding `bytes`. Throws InvalidArgumentError for
-  /// an unknown argument, a null address, or fewer bytes than the argument
-  /// needs at capacity (the message gives its shape and the capacities).
+  /// an unknown argument, a null or not 16-byte aligned address, or fewer
+  /// bytes than the argument needs at capacity (the message gives its shape
+  /// and the capacities).
   void bindArgument(int i, uint64_t address, uint64_t bytes);
   void bindArgument(std::string_view name, uint64_t address, uint64_t bytes);
   /// Binds the first argument whose role is `role` (Model::argumentRole:
