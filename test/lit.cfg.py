@@ -29,7 +29,8 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [os.path.join(config.fusion_obj_root, "bin"), config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["fusion-opt", "fusion-compile"], tool_dirs)
+llvm_config.add_tool_substitutions(
+    ["fusion-opt", "fusion-compile", "fusion-import"], tool_dirs)
 config.substitutions.append(
     ("%fusion_bin", os.path.join(config.fusion_obj_root, "bin")))
 
