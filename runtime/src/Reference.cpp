@@ -578,13 +578,23 @@ void decodeLayerFrontHalf(const FrontHalfConfig &config, int64_t batch,
   checkRopeOptions(op, config.rope, dims.headDim);
   checkAppendRows(op, batch, in.positions, in.blockTable, cache);
   checkAttentionRows(op, batch, in.seqLens, in.blockTable, cache);
-  for (int64_t b = 0; b < batch; ++b)
-    if (static_cast<int64_t>(in.seqLens[b]) !=
-        static_cast<int64_t>(in.positions[b]) + 1)
-      throwInvalidArgument(op, ": row ", b, ": seq_lens ", in.seqLens[b],
-                           " must be positions + 1 = ",
-                           static_cast<int64_t>(in.positions[b]) + 1,
-                           " (one decode token per row)");
+  // The appended token must be one of the tokens attention reads: the
+  // last one (seq_lens = positions + 1), or, for a block table that maps
+  // its logical page onto a page of the window, the token at that slot.
+  const int64_t P = cache.pageSize;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int32_t *row = in.blockTable.data + b * in.blockTable.maxPages;
+    const int64_t pos = in.positions[b], len = in.seqLens[b];
+    bool attended = false;
+    for (int64_t t = pos % P; t < len && !attended; t += P)
+      attended = row[t / P] == row[pos / P];
+    if (!attended)
+      throwInvalidArgument(op, ": row ", b, ": the token appended at position ",
+                           pos, " (page ", row[pos / P], ", slot ", pos % P,
+                           ") is not among the seq_lens = ", len,
+                           " tokens attention reads (one decode token per "
+                           "row: seq_lens is normally positions + 1)");
+  }
 
   const DType dt = config.dtype;
   const int64_t D = dims.headDim;
@@ -604,6 +614,10 @@ void decodeLayerFrontHalf(const FrontHalfConfig &config, int64_t batch,
   std::vector<uint16_t> v(k.size());
   qkvProj(dt, batch, H, dims, normed.data(), in.qkvWeight, in.qkvBias, q.data(),
           k.data(), v.data(), precision);
+  if (outs.qProj)
+    std::copy(q.begin(), q.end(), outs.qProj);
+  if (outs.kProj)
+    std::copy(k.begin(), k.end(), outs.kProj);
   rope(dt, batch, dims, q.data(), k.data(), in.positions, q.data(), k.data(),
        config.rope, precision);
   kvAppend(batch, k.data(), v.data(), in.positions, in.blockTable, cache);

@@ -2,9 +2,11 @@
 //
 // Runs the front half of a decoder layer compiled by fusion-compile
 // (<prefix>.ptx + <prefix>.manifest.json) on the GPU, on random or
-// checkpoint weights, over a paged KV cache filled with a random history,
-// and compares every output with the CPU reference (fusion_reference, fp32
-// and fp64). No MLIR: only the runtime libraries.
+// checkpoint weights, over a paged KV cache filled with a random history (or
+// with the inputs and history of a Hugging Face golden, --inputs), and
+// compares every output with the CPU reference (fusion_reference, fp32 and
+// fp64) and, with --inputs, with the golden's tensors. No MLIR: only the
+// runtime libraries.
 //
 // Exit status: 0 all outputs within tolerance, 1 a mismatch (or NaN),
 // 2 a usage / input / CUDA error, 77 no CUDA driver or device (a test
@@ -15,10 +17,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "fusion/runtime/Checkpoint.h"
+#include "fusion/runtime/Compare.h"
 #include "fusion/runtime/Cuda.h"
 #include "fusion/runtime/DType.h"
 #include "fusion/runtime/DecodeStep.h"
 #include "fusion/runtime/Error.h"
+#include "fusion/runtime/Golden.h"
 #include "fusion/runtime/KVCacheLayout.h"
 #include "fusion/runtime/KVCacheManager.h"
 #include "fusion/runtime/Manifest.h"
@@ -71,6 +75,12 @@ Inputs
   --config FILE           a config.json for the reference when the manifest
                           lists no op attributes (checked against them
                           otherwise)
+  --inputs FILE           a golden decode_step.safetensors (docs/goldens.md):
+                          hidden_states, positions, seq_lens and the K/V
+                          history of each sequence instead of random ones
+                          (needs --weights, the golden's checkpoint; a
+                          residual argument gets zeros); the outputs are also
+                          compared with the golden's tensors
 
 Shape of the run
   --batch B               sequences (default 1, or the number of --kv-lens)
@@ -109,7 +119,7 @@ Checking and timing
 //===----------------------------------------------------------------------===//
 
 struct Options {
-  std::string ptx, manifest, function, weights, config, out;
+  std::string ptx, manifest, function, weights, config, out, inputs;
   int64_t layer = 0;
   uint64_t seed = 1;
   int64_t batch = 0;
@@ -154,7 +164,7 @@ double parseDouble(const std::string &flag, const std::string &value) {
 
 Options parseOptions(int argc, char **argv) {
   Options o;
-  bool kvLenGiven = false;
+  bool kvLenGiven = false, stepsGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -186,6 +196,8 @@ Options parseOptions(int argc, char **argv) {
       o.weights = next();
     } else if (arg == "--config") {
       o.config = next();
+    } else if (arg == "--inputs") {
+      o.inputs = next();
     } else if (arg == "--layer") {
       o.layer = parseInt(arg, next(), 0, kBig);
     } else if (arg == "--seed") {
@@ -204,6 +216,7 @@ Options parseOptions(int argc, char **argv) {
         usageError("--kv-lens needs at least one length");
     } else if (arg == "--steps") {
       o.steps = parseInt(arg, next(), 1, 1 << 20);
+      stepsGiven = true;
     } else if (arg == "--num-splits") {
       o.numSplits = parseInt(arg, next(), 1, 1 << 20);
     } else if (arg == "--num-pages") {
@@ -236,6 +249,16 @@ Options parseOptions(int argc, char **argv) {
     return o;
   if (o.ptx.empty() || o.manifest.empty())
     usageError("--ptx and --manifest are required");
+  if (!o.inputs.empty()) {
+    // The golden fixes the batch, the histories and the single step.
+    if (o.batch || kvLenGiven || !o.kvLens.empty() || stepsGiven)
+      usageError("--inputs gives the batch, the histories and one step: "
+                 "--batch, --kv-len, --kv-lens and --steps do not apply");
+    if (o.weights.empty())
+      usageError("--inputs needs --weights (the golden's checkpoint "
+                 "directory, e.g. test/golden/llama3_gqa)");
+    return o;
+  }
   if (!o.kvLens.empty()) {
     if (kvLenGiven)
       usageError("give --kv-len or --kv-lens, not both");
@@ -294,30 +317,6 @@ uint16_t nanBits(DType dtype) { return dtype == DType::F16 ? 0x7E00 : 0x7FC0; }
 //===----------------------------------------------------------------------===//
 // Comparison
 //===----------------------------------------------------------------------===//
-
-struct Diff {
-  double maxAbs = 0;
-  double rel = 0; ///< ||a - b|| / ||b||
-  int64_t nan = 0; ///< NaN/inf in `a` where `b` is finite
-};
-
-Diff compare(DType dtype, const uint16_t *a, const uint16_t *b, int64_t n) {
-  Diff d;
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double x = toFloat(dtype, a[i]), y = toFloat(dtype, b[i]);
-    if (!std::isfinite(x) && std::isfinite(y)) {
-      ++d.nan;
-      continue;
-    }
-    double e = std::fabs(x - y);
-    d.maxAbs = std::max(d.maxAbs, e);
-    num += e * e;
-    den += y * y;
-  }
-  d.rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  return d;
-}
 
 std::string sci(double v) {
   char buf[32];
@@ -501,6 +500,25 @@ struct HostStep {
 
 struct RefOutputs {
   std::vector<uint16_t> out, residualOut, k, v;
+  /// The intermediates: normed, q and k before and after RoPE.
+  std::vector<uint16_t> normed, qProj, kProj, qRot;
+
+  /// The intermediate called `name` in the goldens (docs/goldens.md).
+  const std::vector<uint16_t> &byGoldenName(const std::string &name) const {
+    if (name == "normed")
+      return normed;
+    if (name == "q")
+      return qProj;
+    if (name == "k")
+      return kProj;
+    if (name == "q_rot")
+      return qRot;
+    if (name == "k_rot")
+      return k;
+    if (name == "v")
+      return v;
+    return out;
+  }
 };
 
 RefOutputs runReference(const ref::FrontHalfConfig &cfg, const Weights &w,
@@ -514,6 +532,10 @@ RefOutputs runReference(const ref::FrontHalfConfig &cfg, const Weights &w,
   r.residualOut.resize(B * H);
   r.k.resize(B * Hkv * D);
   r.v.resize(B * Hkv * D);
+  r.normed.resize(B * H);
+  r.qProj.resize(B * Hq * D);
+  r.qRot.resize(B * Hq * D);
+  r.kProj.resize(B * Hkv * D);
   // Rows are independent (distinct cache pages): split them over threads.
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<int64_t>(threads, B));
@@ -539,6 +561,10 @@ RefOutputs runReference(const ref::FrontHalfConfig &cfg, const Weights &w,
                                         : nullptr;
           out.k = r.k.data() + b * Hkv * D;
           out.v = r.v.data() + b * Hkv * D;
+          out.normed = r.normed.data() + b * H;
+          out.q = r.qRot.data() + b * Hq * D;
+          out.qProj = r.qProj.data() + b * Hq * D;
+          out.kProj = r.kProj.data() + b * Hkv * D;
           ref::decodeLayerFrontHalf(cfg, 1, in, cache, out, precision);
         }
       } catch (...) {
@@ -552,6 +578,145 @@ RefOutputs runReference(const ref::FrontHalfConfig &cfg, const Weights &w,
     if (e)
       std::rethrow_exception(e);
   return r;
+}
+
+//===----------------------------------------------------------------------===//
+// Intermediates and the golden check (--inputs)
+//===----------------------------------------------------------------------===//
+
+/// A kernel output holding an intermediate of the front half.
+struct Intermediate {
+  /// What it holds, by its golden name: "normed", "q", "k", "v" (qkv_proj
+  /// outputs) or "q_rot", "k_rot" (outputs of a kernel that applies RoPE).
+  std::string name;
+  /// "kernel 2 output query".
+  std::string source;
+  int buffer = 0; ///< Model::internalBuffers() index
+  int64_t rowElems = 0;
+  std::vector<uint16_t> values;
+};
+
+/// The intermediates the compiled function materialises: every kernel output
+/// with role normed / query / key / value (a fused kernel yields only what a
+/// later kernel reads, e.g. the rotated query; strategy none yields all).
+std::vector<Intermediate> findIntermediates(const Model &model,
+                                            const FrontHalfSignature &sig) {
+  std::vector<Intermediate> out;
+  for (size_t i = 0; i < model.internalBuffers().size(); ++i) {
+    const InternalBuffer &b = model.internalBuffers()[i];
+    if (b.kind != ParamKind::Output)
+      continue;
+    bool rope = false, proj = false;
+    for (const ManifestKernel *k : model.kernels())
+      if (k->index == b.kernel)
+        for (const ManifestOp &op : k->ops) {
+          rope |= op.name == "rope";
+          proj |= op.name == "qkv_proj";
+        }
+    Intermediate m;
+    m.buffer = static_cast<int>(i);
+    m.source = "kernel " + std::to_string(b.kernel) + " output " + b.role;
+    const int64_t q = sig.dims.numQHeads * sig.dims.headDim,
+                  kv = sig.dims.numKVHeads * sig.dims.headDim;
+    if (b.role == "normed") {
+      m.name = "normed";
+      m.rowElems = sig.hidden;
+    } else if (b.role == "query" && (rope || proj)) {
+      m.name = rope ? "q_rot" : "q";
+      m.rowElems = q;
+    } else if (b.role == "key" && (rope || proj)) {
+      m.name = rope ? "k_rot" : "k";
+      m.rowElems = kv;
+    } else if (b.role == "value" && proj) {
+      m.name = "v";
+      m.rowElems = kv;
+    } else {
+      continue;
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+/// The worst per-sequence error of `out` against `ref` (`rows` sequences).
+ErrorStats worstSequence(const std::vector<double> &out,
+                         const std::vector<double> &ref, int64_t rows) {
+  ErrorStats w;
+  for (const ErrorStats &e :
+       compareRows(out.data(), ref.data(), rows,
+                   static_cast<int64_t>(out.size()) / rows))
+    w = w.worst(e);
+  return w;
+}
+
+/// One output of the step checked against a golden tensor.
+struct GoldenRow {
+  std::string tensor; ///< the golden's name for it
+  std::string source; ///< where the run read it
+  const std::vector<uint16_t> *out, *ref64, *ref32;
+  /// The golden tensor (transformers), and the float64 one if any.
+  const std::vector<uint16_t> *golden;
+  const std::vector<double> *golden64 = nullptr;
+};
+
+/// Prints the golden table; returns whether every row is within `tol`
+/// against float64 (the CPU fp64 reference, and attn_output_f64).
+bool checkGolden(const GoldenDecodeStep &g, const std::vector<GoldenRow> &rows,
+                 double tol) {
+  const int64_t B = g.batch;
+  auto cell = [](const ErrorStats &e) {
+    return sci(e.rel) + " (" + sci(e.maxAbs) + ")";
+  };
+  std::printf("golden check, %s: relative L2 error of the worst sequence "
+              "(max |d|); bound %s against float64 (the CPU fp64 reference, "
+              "and attn_output_f64)\n",
+              g.path.c_str(), sci(tol).c_str());
+  std::printf("  %-13s %-27s %-22s %-22s %-22s %-22s\n", "tensor", "source",
+              "vs transformers", "vs golden float64", "vs CPU fp64",
+              "vs CPU fp32");
+  bool pass = true;
+  for (const GoldenRow &r : rows) {
+    const int64_t n = static_cast<int64_t>(r.out->size());
+    std::vector<double> out = toDoubles(g.dtype, r.out->data(), n);
+    ErrorStats hf =
+        worstSequence(out, toDoubles(g.dtype, r.golden->data(), n), B);
+    ErrorStats r64 =
+        worstSequence(out, toDoubles(g.dtype, r.ref64->data(), n), B);
+    ErrorStats r32 =
+        worstSequence(out, toDoubles(g.dtype, r.ref32->data(), n), B);
+    std::string f64 = "-";
+    bool ok = hf.nonFinite == 0 && r64.rel < tol;
+    if (r.golden64) {
+      ErrorStats e = worstSequence(out, *r.golden64, B);
+      f64 = cell(e);
+      ok &= e.rel < tol;
+    }
+    pass &= ok;
+    std::printf(
+        "  %-13s %-27s %-22s %-22s %-22s %-22s%s  %s\n", r.tensor.c_str(),
+        r.source.c_str(), cell(hf).c_str(), f64.c_str(), cell(r64).c_str(),
+        cell(r32).c_str(),
+        hf.nonFinite
+            ? (" | " + std::to_string(hf.nonFinite) + " NaN/inf").c_str()
+            : "",
+        ok ? "ok" : "MISMATCH");
+    if (r.golden64) {
+      std::vector<ErrorStats> seq =
+          compareRows(out.data(), r.golden64->data(), B, n / B);
+      std::vector<double> hfOut = toDoubles(g.dtype, r.golden->data(), n);
+      std::vector<ErrorStats> hfSeq =
+          compareRows(hfOut.data(), r.golden64->data(), B, n / B);
+      std::printf("    %s vs float64 per sequence:", r.tensor.c_str());
+      for (const ErrorStats &e : seq)
+        std::printf(" %s", sci(e.rel).c_str());
+      std::printf(" (transformers' own:");
+      for (const ErrorStats &e : hfSeq)
+        std::printf(" %s", sci(e.rel).c_str());
+      std::printf(")\n");
+    }
+  }
+  std::fflush(stdout);
+  return pass;
 }
 
 //===----------------------------------------------------------------------===//
@@ -628,7 +793,10 @@ int run(const Options &o) {
     return 0;
   }
   const FrontHalfSignature &sig = *maybeSig;
-  const int64_t B = o.batch, P = sig.pageSize;
+  std::optional<GoldenDecodeStep> golden;
+  if (!o.inputs.empty())
+    golden = GoldenDecodeStep::load(o.inputs);
+  const int64_t B = golden ? golden->batch : o.batch, P = sig.pageSize;
   const int64_t Hq = sig.dims.numQHeads, Hkv = sig.dims.numKVHeads,
                 D = sig.dims.headDim, H = sig.hidden;
 
@@ -685,16 +853,40 @@ int run(const Options &o) {
   reference.hidden = H;
   reference.dims = sig.dims;
   const double tol = o.tol > 0 ? o.tol : (sig.dtype == DType::F16 ? 2e-3 : 1e-2);
+  if (golden && (golden->dtype != sig.dtype || golden->hidden != H ||
+                 golden->dims.numQHeads != Hq ||
+                 golden->dims.numKVHeads != Hkv || golden->dims.headDim != D))
+    throw InvalidArgumentError(
+        o.inputs + " is " + std::string(dtypeName(golden->dtype)) +
+        ", hidden " + std::to_string(golden->hidden) + ", heads " +
+        std::to_string(golden->dims.numQHeads) + "/" +
+        std::to_string(golden->dims.numKVHeads) + ", head_dim " +
+        std::to_string(golden->dims.headDim) + "; the compiled model is " +
+        std::string(dtypeName(sig.dtype)) + ", " + std::to_string(H) + ", " +
+        std::to_string(Hq) + "/" + std::to_string(Hkv) + ", " +
+        std::to_string(D));
 
   // --- Cache geometry -------------------------------------------------------
-  int64_t maxPages = 1, neededPages = 0, maxLen = 0;
-  for (int64_t len : o.kvLens) {
-    int64_t pages = KVCacheManager::pagesForTokens(len + o.steps, P);
-    maxPages = std::max(maxPages, pages);
-    neededPages += pages;
-    maxLen = std::max(maxLen, len + o.steps);
+  // Random histories: pages for history + steps, plus one per sequence.
+  // A golden: its history laid out for a function that appends at the RoPE
+  // position (GoldenCacheLayout; sequence 3 of the goldens).
+  std::optional<GoldenCacheLayout> layout;
+  int64_t maxPages = 1, numPages = 0, maxLen = 0;
+  if (golden) {
+    layout = layoutGoldenCache(*golden, P, o.numPages);
+    maxPages = layout->maxPages;
+    numPages = layout->numPages;
+    maxLen = *std::max_element(layout->seqLens.begin(), layout->seqLens.end());
+  } else {
+    int64_t neededPages = 0;
+    for (int64_t len : o.kvLens) {
+      int64_t pages = KVCacheManager::pagesForTokens(len + o.steps, P);
+      maxPages = std::max(maxPages, pages);
+      neededPages += pages;
+      maxLen = std::max(maxLen, len + o.steps);
+    }
+    numPages = o.numPages ? o.numPages : neededPages + B;
   }
-  const int64_t numPages = o.numPages ? o.numPages : neededPages + B;
   int64_t numSplits = o.numSplits ? o.numSplits
                                   : model.defaultNumSplits(B, maxLen);
 
@@ -712,9 +904,18 @@ int run(const Options &o) {
             << referenceOrigin << "), tolerance " << sci(tol)
             << " relative L2 vs fp64\n";
   std::cout << "  run: batch " << B << ", history";
+  auto list = [](const std::vector<int32_t> &v) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i)
+      out += (i ? "," : "") + std::to_string(v[i]);
+    return out;
+  };
   bool mixed = std::adjacent_find(o.kvLens.begin(), o.kvLens.end(),
                                   std::not_equal_to<>()) != o.kvLens.end();
-  if (mixed) {
+  if (golden) {
+    std::cout << " lengths " << list(golden->historyLens) << " and positions "
+              << list(golden->positions) << " from " << o.inputs;
+  } else if (mixed) {
     std::cout << " lengths";
     for (size_t i = 0; i < o.kvLens.size(); ++i)
       std::cout << (i ? "," : " ") << o.kvLens[i];
@@ -727,6 +928,9 @@ int run(const Options &o) {
     std::cout << ", num_splits " << numSplits << " (max "
               << model.maxSplits() << ")";
   std::cout << (o.graph ? ", CUDA graph" : ", direct launches") << "\n";
+  if (layout)
+    for (const std::string &note : layout->notes)
+      std::cout << "    " << note << "\n";
 
   // The step shape against the model, before any work (fake addresses; the
   // GPU path checks again with real ones).
@@ -765,35 +969,48 @@ int run(const Options &o) {
   Random rng(o.seed);
   KVCacheManager kv(numPages, P);
   std::vector<SeqId> ids;
-  for (int64_t b = 0; b < B; ++b) {
-    ids.push_back(b);
-    kv.addSequence(b);
-  }
-  // The history, a page at a time round-robin, so that every sequence's
-  // pages are scattered over the pool.
-  for (int64_t done = 0;; done += P) {
-    bool any = false;
-    for (int64_t b = 0; b < B; ++b) {
-      int64_t n = std::min<int64_t>(P, o.kvLens[b] - done);
-      if (n > 0) {
-        kv.appendTokens(b, n);
-        any = true;
-      }
-    }
-    if (!any)
-      break;
-  }
   const int64_t cacheElems = numPages * P * Hkv * D;
-  // Random K/V for the history, NaN everywhere else (must never be read).
-  std::vector<uint16_t> kHost(cacheElems, nanBits(sig.dtype));
-  std::vector<uint16_t> vHost(cacheElems, nanBits(sig.dtype));
-  for (int64_t b = 0; b < B; ++b) {
-    const std::vector<int32_t> &pages = kv.pages(b);
-    for (int64_t t = 0; t < o.kvLens[b]; ++t) {
-      int64_t off = kvCacheOffset(pages[t / P], t % P, 0, P, Hkv, D);
-      for (int64_t e = 0; e < Hkv * D; ++e) {
-        kHost[off + e] = fromDouble(sig.dtype, rng.uniform(-1, 1));
-        vHost[off + e] = fromDouble(sig.dtype, rng.uniform(-1, 1));
+  std::vector<uint16_t> kHost, vHost;
+  if (layout) {
+    kHost = std::move(layout->keyCache);
+    vHost = std::move(layout->valueCache);
+    std::cout << "  inputs: hidden_states, positions, seq_lens and the K/V "
+                 "history of "
+              << o.inputs;
+    if (sig.residual >= 0)
+      std::cout << "; residual = zeros (the golden is of layer 0, whose "
+                   "norm reads x: x + 0 = x exactly)";
+    std::cout << "\n";
+  } else {
+    for (int64_t b = 0; b < B; ++b) {
+      ids.push_back(b);
+      kv.addSequence(b);
+    }
+    // The history, a page at a time round-robin, so that every sequence's
+    // pages are scattered over the pool.
+    for (int64_t done = 0;; done += P) {
+      bool any = false;
+      for (int64_t b = 0; b < B; ++b) {
+        int64_t n = std::min<int64_t>(P, o.kvLens[b] - done);
+        if (n > 0) {
+          kv.appendTokens(b, n);
+          any = true;
+        }
+      }
+      if (!any)
+        break;
+    }
+    // Random K/V for the history, NaN everywhere else (must never be read).
+    kHost.assign(cacheElems, nanBits(sig.dtype));
+    vHost.assign(cacheElems, nanBits(sig.dtype));
+    for (int64_t b = 0; b < B; ++b) {
+      const std::vector<int32_t> &pages = kv.pages(b);
+      for (int64_t t = 0; t < o.kvLens[b]; ++t) {
+        int64_t off = kvCacheOffset(pages[t / P], t % P, 0, P, Hkv, D);
+        for (int64_t e = 0; e < Hkv * D; ++e) {
+          kHost[off + e] = fromDouble(sig.dtype, rng.uniform(-1, 1));
+          vHost[off + e] = fromDouble(sig.dtype, rng.uniform(-1, 1));
+        }
       }
     }
   }
@@ -837,12 +1054,24 @@ int run(const Options &o) {
   std::vector<uint16_t> kNew(B * Hkv * D), vNew(B * Hkv * D);
   StepShape shape{B, maxPages, numSplits};
   const bool hasResidual = sig.residual >= 0;
+  // With a golden, the intermediates the kernels write are checked too.
+  std::vector<Intermediate> intermediates;
+  if (golden)
+    intermediates = findIntermediates(model, sig);
   for (int64_t s = 0; s < o.steps; ++s) {
     HostStep hs;
-    hs.view = kv.appendBatch(ids, 1, maxPages);
-    hs.x = rng.tensor(sig.dtype, B * H, -2, 2);
-    if (hasResidual)
-      hs.residual = rng.tensor(sig.dtype, B * H, -2, 2);
+    if (golden) {
+      hs.view = BatchView{B, maxPages, layout->blockTable, layout->positions,
+                          layout->seqLens};
+      hs.x = golden->hiddenStates;
+      if (hasResidual)
+        hs.residual.assign(static_cast<size_t>(B * H), 0);
+    } else {
+      hs.view = kv.appendBatch(ids, 1, maxPages);
+      hs.x = rng.tensor(sig.dtype, B * H, -2, 2);
+      if (hasResidual)
+        hs.residual = rng.tensor(sig.dtype, B * H, -2, 2);
+    }
     if (gpu) {
       // Ordered on the step's stream (the host data outlives the step).
       CUstream st = step->stream();
@@ -876,6 +1105,10 @@ int run(const Options &o) {
         args.at(sig.valueCache).download(vNew.data() + b * Hkv * D,
                                          Hkv * D * 2, off);
       }
+      for (Intermediate &m : intermediates) {
+        m.values.resize(static_cast<size_t>(B * m.rowElems));
+        step->internal(m.buffer).download(m.values.data(), m.values.size() * 2);
+      }
     }
 
     RefOutputs r64 = runReference(reference, weights, hs, cache64, hasResidual,
@@ -894,6 +1127,8 @@ int run(const Options &o) {
         std::copy_n(k32.begin() + off, Hkv * D, kNew.begin() + b * Hkv * D);
         std::copy_n(v32.begin() + off, Hkv * D, vNew.begin() + b * Hkv * D);
       }
+      for (Intermediate &m : intermediates)
+        m.values = r32.byGoldenName(m.name);
     }
     struct Row {
       const char *name;
@@ -912,24 +1147,43 @@ int run(const Options &o) {
       std::cout << ".." << *hi;
     std::cout << "):\n";
     for (const Row &r : rows) {
-      Diff g = compare(sig.dtype, r.gpu.data(), r.r64.data(),
-                       static_cast<int64_t>(r.gpu.size()));
-      Diff g32 = compare(sig.dtype, r.gpu.data(), r.r32.data(),
-                         static_cast<int64_t>(r.gpu.size()));
-      Diff base = compare(sig.dtype, r.r32.data(), r.r64.data(),
-                          static_cast<int64_t>(r.gpu.size()));
-      bool ok = g.nan == 0 && g.rel < tol;
+      const int64_t n = static_cast<int64_t>(r.gpu.size());
+      ErrorStats g = compareTensors(sig.dtype, r.gpu.data(), r.r64.data(), n);
+      ErrorStats g32 = compareTensors(sig.dtype, r.gpu.data(), r.r32.data(), n);
+      ErrorStats base =
+          compareTensors(sig.dtype, r.r32.data(), r.r64.data(), n);
+      bool ok = g.nonFinite == 0 && g.rel < tol;
       pass &= ok;
-      std::printf("  %-13s vs fp64: max|d| %s rel %s | vs fp32: max|d| %s "
-                  "rel %s | fp32 ref vs fp64: rel %s%s  %s\n",
-                  r.name, sci(g.maxAbs).c_str(), sci(g.rel).c_str(),
-                  sci(g32.maxAbs).c_str(), sci(g32.rel).c_str(),
-                  sci(base.rel).c_str(),
-                  g.nan ? (" | " + std::to_string(g.nan) + " NaN/inf").c_str()
-                        : "",
-                  ok ? "ok" : "MISMATCH");
+      std::printf(
+          "  %-13s vs fp64: max|d| %s rel %s | vs fp32: max|d| %s "
+          "rel %s | fp32 ref vs fp64: rel %s%s  %s\n",
+          r.name, sci(g.maxAbs).c_str(), sci(g.rel).c_str(),
+          sci(g32.maxAbs).c_str(), sci(g32.rel).c_str(), sci(base.rel).c_str(),
+          g.nonFinite
+              ? (" | " + std::to_string(g.nonFinite) + " NaN/inf").c_str()
+              : "",
+          ok ? "ok" : "MISMATCH");
     }
     std::fflush(stdout);
+    if (golden) {
+      std::vector<GoldenRow> goldenRows = {
+          {"attn_output", "function result " + std::to_string(sig.output), &out,
+           &r64.out, &r32.out, &golden->tensor("attn_output"),
+           &golden->attnOutputF64},
+          {"k_rot", "K cache rows written", &kNew, &r64.k, &r32.k,
+           &golden->tensor("k_rot")},
+          {"v", "V cache rows written", &vNew, &r64.v, &r32.v,
+           &golden->tensor("v")}};
+      for (const Intermediate &m : intermediates)
+        goldenRows.push_back(
+            {m.name, m.source, &m.values, &r64.byGoldenName(m.name),
+             &r32.byGoldenName(m.name), &golden->tensor(m.name)});
+      if (sig.residualOut >= 0)
+        goldenRows.push_back({"residual_out", "vs hidden_states (x + 0)",
+                              &residualOut, &r64.residualOut, &r32.residualOut,
+                              &golden->hiddenStates});
+      pass &= checkGolden(*golden, goldenRows, tol);
+    }
     last = std::move(hs);
     lastRef64 = std::move(r64);
     lastRef32 = std::move(r32);

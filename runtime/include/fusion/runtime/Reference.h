@@ -294,8 +294,8 @@ struct FrontHalfInputs {
   const uint16_t *normBias = nullptr;   ///< [hidden], LayerNorm only, or null
   const uint16_t *qkvWeight = nullptr;  ///< [(Hq + 2*Hkv) * D, hidden]
   const uint16_t *qkvBias = nullptr;    ///< [(Hq + 2*Hkv) * D] or null
-  const int32_t *positions = nullptr;   ///< [B]: where this token goes
-  const int32_t *seqLens = nullptr;     ///< [B]: positions[b] + 1
+  const int32_t *positions = nullptr;   ///< [B]: RoPE position and slot
+  const int32_t *seqLens = nullptr;     ///< [B]: normally positions[b] + 1
   BlockTable blockTable;                ///< [B, maxPages]
 };
 
@@ -307,6 +307,8 @@ struct FrontHalfOutputs {
   uint16_t *q = nullptr;           ///< [B, Hq, D], after RoPE
   uint16_t *k = nullptr;           ///< [B, Hkv, D], after RoPE
   uint16_t *v = nullptr;           ///< [B, Hkv, D]
+  uint16_t *qProj = nullptr;       ///< [B, Hq, D], before RoPE
+  uint16_t *kProj = nullptr;       ///< [B, Hkv, D], before RoPE
 };
 
 /// The unfused front half of a decoder layer, one decode token per row:
@@ -315,8 +317,11 @@ struct FrontHalfOutputs {
 /// positions) -> decodeAttention (over seqLens), each step rounding its
 /// outputs to the dtype exactly as the separate ops above do. `cache`
 /// (head geometry equal to config.dims) is updated in place. Throws
-/// InvalidArgumentError if seqLens[b] != positions[b] + 1 or as the
-/// individual ops; nothing is written if the arguments are invalid.
+/// InvalidArgumentError if the appended token is not one of the seqLens[b]
+/// tokens attention reads (normally seqLens[b] = positions[b] + 1; a block
+/// table may also map the token's logical page onto a page of the window,
+/// see GoldenCacheLayout) or as the individual ops; nothing is written if
+/// the arguments are invalid.
 void decodeLayerFrontHalf(const FrontHalfConfig &config, int64_t batch,
                           const FrontHalfInputs &inputs,
                           const PagedKVCache &cache,
