@@ -1,5 +1,4 @@
-//===- FormKernels.cpp - group fusion ops into fusion.kernel regions
-//-------===//
+//===- FormKernels.cpp - group fusion ops into fusion.kernel regions ------===//
 //
 // Implements --fusion-form-kernels. See Passes.td for the strategies and the
 // legality rules; the numbers below refer to those rules.

@@ -1,5 +1,4 @@
-//===- KVCacheManagerTest.cpp - paged KV-cache bookkeeping
-//-----------------===//
+//===- KVCacheManagerTest.cpp - paged KV-cache bookkeeping ----------------===//
 
 #include "fusion/runtime/KVCacheManager.h"
 #include "fusion/runtime/Error.h"

@@ -1,5 +1,4 @@
-//===- fusion-import.cpp - Hugging Face config.json -> decode-layer module
-//-===//
+//===- fusion-import.cpp - HF config.json -> decode-layer module ----------===//
 //
 // Reads the config.json of a LLaMA-family model (Llama, Mistral, Mixtral,
 // Qwen2, Qwen2-MoE) and prints the decode-layer front half as fusion ops:

@@ -1,5 +1,4 @@
-//===- fusion-opt.cpp - the fusion compiler driver
-//---------------------------===//
+//===- fusion-opt.cpp - the fusion compiler driver ------------------------===//
 //
 // MlirOptMain with the fusion dialect and passes plus every upstream dialect,
 // extension and pass (func, arith, tensor, scf, memref, vector, gpu, nvvm,

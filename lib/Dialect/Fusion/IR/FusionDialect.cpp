@@ -1,5 +1,4 @@
-//===- FusionDialect.cpp - fusion dialect and attributes
-//-------------------===//
+//===- FusionDialect.cpp - fusion dialect and attributes ------------------===//
 
 #include "fusion/Dialect/Fusion/IR/FusionDialect.h"
 #include "fusion/Dialect/Fusion/IR/FusionOps.h"

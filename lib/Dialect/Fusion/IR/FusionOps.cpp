@@ -1,5 +1,4 @@
-//===- FusionOps.cpp - fusion dialect operations
-//---------------------------===//
+//===- FusionOps.cpp - fusion dialect operations --------------------------===//
 //
 // Verifiers reject every inconsistent combination of shapes, element types
 // and attributes with a message naming the values involved, and the custom
