@@ -173,17 +173,16 @@ std::vector<uint16_t> packQKV(const ref::AttentionDims &dims, int64_t cols,
                               const std::vector<uint16_t> &q,
                               const std::vector<uint16_t> &k,
                               const std::vector<uint16_t> &v) {
-  if (dims.numQHeads < 1 || dims.numKVHeads < 1 || dims.headDim < 1 ||
-      cols < 1)
+  if (dims.numQHeads < 1 || dims.numKVHeads < 1 || dims.headDim < 1 || cols < 1)
     throwInvalidArgument("packQKV: invalid dims (heads ", dims.numQHeads, "/",
                          dims.numKVHeads, ", head_dim ", dims.headDim,
                          ", cols ", cols, ")");
   size_t qn = static_cast<size_t>(dims.numQHeads * dims.headDim * cols);
   size_t kvn = static_cast<size_t>(dims.numKVHeads * dims.headDim * cols);
   if (q.size() != qn || k.size() != kvn || v.size() != kvn)
-    throwInvalidArgument("packQKV: got q/k/v of ", q.size(), "/", k.size(),
-                         "/", v.size(), " elements, expected ", qn, "/", kvn,
-                         "/", kvn);
+    throwInvalidArgument("packQKV: got q/k/v of ", q.size(), "/", k.size(), "/",
+                         v.size(), " elements, expected ", qn, "/", kvn, "/",
+                         kvn);
   std::vector<uint16_t> out;
   out.reserve(qn + 2 * kvn);
   out.insert(out.end(), q.begin(), q.end());
@@ -217,8 +216,8 @@ std::vector<uint16_t> readTensor(const TensorStore &store,
 } // namespace
 
 FrontHalfWeights loadFrontHalfWeights(const TensorStore &store,
-                                      const ModelConfig &config,
-                                      int64_t layer, DType dtype) {
+                                      const ModelConfig &config, int64_t layer,
+                                      DType dtype) {
   static const char *const prefixes[] = {"model.layers.", "layers.",
                                          "model.language_model.layers."};
   HFLayerNames names;
@@ -233,8 +232,8 @@ FrontHalfWeights loadFrontHalfWeights(const TensorStore &store,
   if (!found)
     throwFormat(store.path(), ": no layer ", layer, " (looked for ",
                 hfLayerNames(layer).qWeight, ", layers.", layer,
-                ".self_attn.q_proj.weight, model.language_model.layers.",
-                layer, ".self_attn.q_proj.weight)");
+                ".self_attn.q_proj.weight, model.language_model.layers.", layer,
+                ".self_attn.q_proj.weight)");
   FrontHalfWeights w;
   w.dtype = dtype;
   w.hidden = config.hiddenSize;

@@ -125,8 +125,9 @@ void loadLibrary(Driver &d) {
   FUSION_CUDA_FUNCTIONS(FUSION_RESOLVE)
 #undef FUSION_RESOLVE
   if (!missing.empty()) {
-    d.failure = "the CUDA driver " + d.library +
-                " is too old (missing " + missing + "); CUDA 12.8 or newer "
+    d.failure = "the CUDA driver " + d.library + " is too old (missing " +
+                missing +
+                "); CUDA 12.8 or newer "
                 "is required";
     return;
   }
@@ -250,7 +251,8 @@ Context Context::open(int ordinal) {
   initialize();
   int count = deviceCount();
   if (count == 0)
-    throw DeviceUnavailableError("no CUDA device: the driver reports 0 devices");
+    throw DeviceUnavailableError(
+        "no CUDA device: the driver reports 0 devices");
   if (ordinal < 0 || ordinal >= count)
     throw DeviceUnavailableError("no CUDA device " + std::to_string(ordinal) +
                                  " (" + std::to_string(count) +
@@ -300,8 +302,8 @@ std::pair<int, int> Context::computeCapability() const {
 
 int Context::multiprocessorCount() const {
   int n = 0;
-  check(api().cuDeviceGetAttribute(
-            &n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_),
+  check(api().cuDeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                   device_),
         "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
   return n;
 }
@@ -364,13 +366,13 @@ void DeviceBuffer::download(void *dst, uint64_t bytes, uint64_t offset) const {
               ")");
 }
 
-void DeviceBuffer::uploadAsync(const void *src, uint64_t bytes,
-                               CUstream stream, uint64_t offset) {
+void DeviceBuffer::uploadAsync(const void *src, uint64_t bytes, CUstream stream,
+                               uint64_t offset) {
   checkRange("DeviceBuffer::uploadAsync", bytes, offset);
   if (bytes)
     check(api().cuMemcpyHtoDAsync(ptr_ + offset, src, bytes, stream),
-          "cuMemcpyHtoDAsync(" + std::to_string(bytes) + " bytes to " +
-              label_ + ")");
+          "cuMemcpyHtoDAsync(" + std::to_string(bytes) + " bytes to " + label_ +
+              ")");
 }
 
 void DeviceBuffer::downloadAsync(void *dst, uint64_t bytes, CUstream stream,
@@ -456,13 +458,14 @@ Module Module::loadPtx(const std::string &ptx, const std::string &name) {
   std::vector<char> errorLog(kLogBytes, 0), infoLog(kLogBytes, 0);
   CUjit_option options[] = {
       CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-      CU_JIT_INFO_LOG_BUFFER,  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+      CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
       CU_JIT_LOG_VERBOSE};
-  void *values[] = {errorLog.data(),
-                    reinterpret_cast<void *>(static_cast<uintptr_t>(kLogBytes - 1)),
-                    infoLog.data(),
-                    reinterpret_cast<void *>(static_cast<uintptr_t>(kLogBytes - 1)),
-                    reinterpret_cast<void *>(static_cast<uintptr_t>(1))};
+  void *values[] = {
+      errorLog.data(),
+      reinterpret_cast<void *>(static_cast<uintptr_t>(kLogBytes - 1)),
+      infoLog.data(),
+      reinterpret_cast<void *>(static_cast<uintptr_t>(kLogBytes - 1)),
+      reinterpret_cast<void *>(static_cast<uintptr_t>(1))};
   Module m;
   m.name_ = name;
   CUresult r = a.cuModuleLoadDataEx(&m.module_, ptx.c_str(),
@@ -569,9 +572,9 @@ void launchKernel(CUfunction function, const std::string &entry,
                                     stream, params, nullptr);
   if (r != CUDA_SUCCESS) {
     std::ostringstream op;
-    op << "cuLaunchKernel(" << entry << ", grid [" << grid[0] << ", "
-       << grid[1] << ", " << grid[2] << "], block [" << block[0] << ", "
-       << block[1] << ", " << block[2] << "], " << sharedBytes
+    op << "cuLaunchKernel(" << entry << ", grid [" << grid[0] << ", " << grid[1]
+       << ", " << grid[2] << "], block [" << block[0] << ", " << block[1]
+       << ", " << block[2] << "], " << sharedBytes
        << " bytes dynamic shared memory)";
     check(r, op.str());
   }

@@ -12,7 +12,8 @@ std::string_view dtypeName(DType dtype) {
 
 namespace {
 
-template <typename To, typename From> To bitCast(From from) {
+template <typename To, typename From>
+To bitCast(From from) {
   static_assert(sizeof(To) == sizeof(From));
   To to;
   std::memcpy(&to, &from, sizeof(To));
@@ -22,7 +23,8 @@ template <typename To, typename From> To bitCast(From from) {
 /// Rounds `value` to a binary format with `ExpBits` exponent bits and
 /// `MantBits` stored mantissa bits (1 + ExpBits + MantBits = 16), ties to
 /// even. Works on the double's bit pattern, so no intermediate rounding.
-template <int ExpBits, int MantBits> uint16_t roundDouble(double value) {
+template <int ExpBits, int MantBits>
+uint16_t roundDouble(double value) {
   static_assert(1 + ExpBits + MantBits == 16);
   constexpr int bias = (1 << (ExpBits - 1)) - 1;
   constexpr int minNormalExp = 1 - bias;

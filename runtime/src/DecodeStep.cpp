@@ -124,8 +124,8 @@ void DecodeStep::launchAll(const std::vector<PreparedLaunch> &launches,
         context_->synchronize("kernel " + l.entry);
       } catch (const CudaError &e) {
         throw CudaError(std::string(e.what()) + " [kernel " +
-                            std::to_string(l.kernel) + " of the step: " +
-                            l.entry + "]",
+                            std::to_string(l.kernel) +
+                            " of the step: " + l.entry + "]",
                         e.code(), e.errorName());
       }
     }

@@ -1,4 +1,5 @@
-//===- JsonUtil.h - checked access to JSON documents (internal) ---*- C++ -*-===//
+//===- JsonUtil.h - checked access to JSON documents (internal) ---*- C++
+//-*-===//
 //
 // A thin layer over nlohmann::json for the runtime's readers (manifest,
 // safetensors header, config.json): every access knows the document's name
@@ -122,8 +123,7 @@ public:
     expectArray();
     if (i >= value_->size())
       fail("index " + std::to_string(i) + " out of range");
-    return Node((*value_)[i], *source_,
-                path_ + "[" + std::to_string(i) + "]");
+    return Node((*value_)[i], *source_, path_ + "[" + std::to_string(i) + "]");
   }
   size_t size() const {
     if (!isArray() && !isObject())
@@ -151,8 +151,8 @@ public:
   int64_t asInt(int64_t lo, int64_t hi) const {
     int64_t v = asInt();
     if (v < lo || v > hi)
-      fail("value " + std::to_string(v) + " is outside [" +
-           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      fail("value " + std::to_string(v) + " is outside [" + std::to_string(lo) +
+           ", " + std::to_string(hi) + "]");
     return v;
   }
   uint64_t asUInt() const {

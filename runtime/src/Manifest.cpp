@@ -194,8 +194,7 @@ Dim parseDim(const Node &n, const std::vector<std::string_view> &allowed) {
     n.fail("expected an integer or a size name, got " +
            jsonutil::describe(n.raw()));
   std::string s = n.asString();
-  if (!s.empty() &&
-      s.find_first_not_of("0123456789") == std::string::npos) {
+  if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) {
     if (s.size() > 18)
       n.fail("dimension " + s + " is too large");
     d.value = std::stoll(s);
@@ -208,10 +207,9 @@ Dim parseDim(const Node &n, const std::vector<std::string_view> &allowed) {
     }
   std::string names;
   for (size_t i = 0; i < allowed.size(); ++i)
-    names += std::string(i ? ", " : "") + "\"" + std::string(allowed[i]) +
-             "\"";
-  n.fail("unknown size \"" + s + "\" (expected an integer or one of " +
-         names + ")");
+    names += std::string(i ? ", " : "") + "\"" + std::string(allowed[i]) + "\"";
+  n.fail("unknown size \"" + s + "\" (expected an integer or one of " + names +
+         ")");
 }
 
 std::vector<Dim> parseShape(const Node &n) {
@@ -319,8 +317,8 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
   k.index = static_cast<int>(position);
   if (auto i = n.find("index"))
     if (i->asInt() != static_cast<int64_t>(position))
-      i->fail("kernel index " + std::to_string(i->asInt()) +
-              " at position " + std::to_string(position));
+      i->fail("kernel index " + std::to_string(i->asInt()) + " at position " +
+              std::to_string(position));
   if (auto f = n.find("function"))
     k.function = f->asString();
   k.entry = n.at("entry").asString();
@@ -472,8 +470,9 @@ void validate(Manifest &m, const json &doc) {
       const ManifestKernel &k = m.kernels[f.kernels[i]];
       Node kn = root.at("kernels").at(static_cast<size_t>(k.index));
       if (!k.function.empty() && k.function != f.name)
-        kn.at("function").fail("kernel belongs to \"" + k.function +
-                               "\" but is launched by \"" + f.name + "\"");
+        kn.at("function")
+            .fail("kernel belongs to \"" + k.function +
+                  "\" but is launched by \"" + f.name + "\"");
       for (const ManifestParam &p : k.params) {
         if (p.kind != ParamKind::Input)
           continue;
@@ -516,8 +515,7 @@ void validate(Manifest &m, const json &doc) {
       Node rn = fn.at("results").at(i);
       if (r.source.kind == Binding::Kind::Argument) {
         if (r.source.index >= static_cast<int>(f.arguments.size()))
-          rn.at("source").fail("no argument " +
-                               std::to_string(r.source.index));
+          rn.at("source").fail("no argument " + std::to_string(r.source.index));
       } else if (r.source.kind == Binding::Kind::KernelResult) {
         int src = r.source.index;
         if (src >= static_cast<int>(m.kernels.size()) || position[src] < 0)
@@ -624,8 +622,8 @@ Manifest Manifest::parse(std::string_view text, const std::string &source) {
     Node ks = fn.at("kernels");
     ks.expectArray();
     for (size_t k = 0; k < ks.size(); ++k)
-      f.kernels.push_back(static_cast<int>(
-          ks.at(k).asInt(0, std::numeric_limits<int>::max())));
+      f.kernels.push_back(
+          static_cast<int>(ks.at(k).asInt(0, std::numeric_limits<int>::max())));
     if (auto rs = fn.find("results")) {
       rs->expectArray();
       for (size_t r = 0; r < rs->size(); ++r) {
@@ -663,10 +661,10 @@ const ManifestFunction &Manifest::function(std::string_view name) const {
   for (size_t i = 0; i < functions.size(); ++i)
     list += (i ? ", " : "") + functions[i].name;
   if (name.empty())
-    throwInvalidArgument(source, ": ", functions.size(),
-                         " functions (", list, "); name the one to run");
-  throwInvalidArgument(source, ": no function \"", name, "\" (functions: ",
-                       list, ")");
+    throwInvalidArgument(source, ": ", functions.size(), " functions (", list,
+                         "); name the one to run");
+  throwInvalidArgument(source, ": no function \"", name,
+                       "\" (functions: ", list, ")");
 }
 
 //===----------------------------------------------------------------------===//
@@ -784,9 +782,9 @@ void checkPtxAgainstManifest(std::string_view ptx, const std::string &ptxName,
       std::string list;
       for (size_t i = 0; i < entries.size() && i < 8; ++i)
         list += (i ? ", " : "") + entries[i].name;
-      throwFormat(ptxName, ": no .entry ", k.entry, " for ", k.label(),
-                  " of ", manifest.source, " (the PTX has ", entries.size(),
-                  " entries", entries.empty() ? "" : ": ", list, ")");
+      throwFormat(ptxName, ": no .entry ", k.entry, " for ", k.label(), " of ",
+                  manifest.source, " (the PTX has ", entries.size(), " entries",
+                  entries.empty() ? "" : ": ", list, ")");
     }
     if (e->paramTypes.size() != k.params.size())
       throwFormat(ptxName, ": .entry ", k.entry, " has ", e->paramTypes.size(),
@@ -798,9 +796,9 @@ void checkPtxAgainstManifest(std::string_view ptx, const std::string &ptxName,
       bool ok = p.isBuffer() ? (t == ".u64" || t == ".b64" || t == ".s64")
                              : (t == ".u32" || t == ".b32" || t == ".s32");
       if (!ok)
-        throwFormat(ptxName, ": .entry ", k.entry, " parameter ", i, " is ",
-                    t, " but ", manifest.source, " says ",
-                    paramKindName(p.kind), " \"", p.role, "\" (",
+        throwFormat(ptxName, ": .entry ", k.entry, " parameter ", i, " is ", t,
+                    " but ", manifest.source, " says ", paramKindName(p.kind),
+                    " \"", p.role, "\" (",
                     p.isBuffer() ? "a 64-bit pointer" : "a 32-bit i32", ")");
     }
   }

@@ -148,8 +148,8 @@ int64_t Model::defaultNumSplits(int64_t batch, int64_t maxSeqLen) const {
     }
     int64_t ctasPerSplit = std::max<int64_t>(1, s.batch * gridY);
     int64_t byCtas = (targetCtas + ctasPerSplit - 1) / ctasPerSplit;
-    int64_t byLength = (std::max<int64_t>(maxSeqLen, 1) + minChunk - 1) /
-                       minChunk;
+    int64_t byLength =
+        (std::max<int64_t>(maxSeqLen, 1) + minChunk - 1) / minChunk;
     return std::max<int64_t>(1, std::min({maxSplits_, byCtas, byLength}));
   }
   return 1;
@@ -203,8 +203,7 @@ LaunchPlan::LaunchPlan(const Model &model, const Capacity &capacity)
 
 int64_t LaunchPlan::argumentBytes(int i) const {
   const ManifestArgument &a = model_->arguments().at(i);
-  return checkedBytes(a.shape, a.dtype,
-                      capacity_.symbols(model_->maxSplits()),
+  return checkedBytes(a.shape, a.dtype, capacity_.symbols(model_->maxSplits()),
                       "argument \"" + a.name + "\"");
 }
 
@@ -236,11 +235,11 @@ void LaunchPlan::bindArgument(int i, uint64_t address, uint64_t bytes) {
                          "vector loads)");
   uint64_t need = static_cast<uint64_t>(argumentBytes(i));
   if (bytes < need)
-    throwInvalidArgument(
-        "LaunchPlan::bindArgument: argument \"", a.name, "\" (",
-        elemTypeName(a.dtype), shapeString(a.shape), ") needs ", need,
-        " bytes at capacity (", capacityString(capacity_), "), got a buffer of ",
-        bytes, " bytes");
+    throwInvalidArgument("LaunchPlan::bindArgument: argument \"", a.name,
+                         "\" (", elemTypeName(a.dtype), shapeString(a.shape),
+                         ") needs ", need, " bytes at capacity (",
+                         capacityString(capacity_), "), got a buffer of ",
+                         bytes, " bytes");
   argAddress_[i] = address;
   ++generation_;
 }
@@ -268,9 +267,9 @@ void LaunchPlan::setInternal(int i, uint64_t address) {
   if (i < 0 || i >= static_cast<int>(internalAddress_.size()))
     throwInvalidArgument("LaunchPlan::setInternal: no internal buffer ", i);
   if (address == 0)
-    throwInvalidArgument("LaunchPlan::setInternal: ",
-                         model_->internalBuffers()[i].label,
-                         ": null device address");
+    throwInvalidArgument(
+        "LaunchPlan::setInternal: ", model_->internalBuffers()[i].label,
+        ": null device address");
   internalAddress_[i] = address;
   ++generation_;
 }
@@ -402,8 +401,8 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
     }
   if (!any)
     return std::nullopt;
-  const char *missing = !norm ? "rmsnorm or layernorm"
-                        : !qkv ? "qkv_proj"
+  const char *missing = !norm   ? "rmsnorm or layernorm"
+                        : !qkv  ? "qkv_proj"
                         : !rope ? "rope"
                         : !attn ? "decode_attention"
                                 : nullptr;
@@ -434,11 +433,10 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
   checkDim("num_kv_heads", sig.dims.numKVHeads);
   checkDim("head_dim", sig.dims.headDim);
   if (qkv->flags.count("bias") && qkv->flag("bias") != (sig.qkvBias >= 0))
-    throwInvalidArgument(fn, ": qkv_proj bias = ",
-                         qkv->flag("bias") ? "true" : "false",
-                         " but the function ",
-                         sig.qkvBias >= 0 ? "has" : "has no",
-                         " qkv_bias argument");
+    throwInvalidArgument(
+        fn, ": qkv_proj bias = ", qkv->flag("bias") ? "true" : "false",
+        " but the function ", sig.qkvBias >= 0 ? "has" : "has no",
+        " qkv_bias argument");
   auto pairing = rope->strings.find("pairing");
   std::string p = pairing == rope->strings.end() ? "neox" : pairing->second;
   if (p == "neox")
@@ -461,9 +459,9 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
     l.lowFreqFactor = rope->number("scaling.low_freq_factor", l.lowFreqFactor);
     l.highFreqFactor =
         rope->number("scaling.high_freq_factor", l.highFreqFactor);
-    l.originalMaxPosition = static_cast<int64_t>(rope->number(
-        "scaling.original_max_position",
-        static_cast<double>(l.originalMaxPosition)));
+    l.originalMaxPosition = static_cast<int64_t>(
+        rope->number("scaling.original_max_position",
+                     static_cast<double>(l.originalMaxPosition)));
     c.rope.llama3 = l;
   }
   // The default scale is 1/sqrt(D); record only a different one.
@@ -478,12 +476,13 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
 
 FrontHalfSignature FrontHalfSignature::fromModel(const Model &m) {
   FrontHalfSignature sig;
-  const std::string fn = "function \"" + m.function().name + "\" of " +
-                         m.manifest().source;
+  const std::string fn =
+      "function \"" + m.function().name + "\" of " + m.manifest().source;
   auto need = [&](const char *role) {
     int i = m.argumentWithRole(role);
     if (i < 0)
-      throwInvalidArgument(fn, " is not a decode-layer front half: no argument ",
+      throwInvalidArgument(fn,
+                           " is not a decode-layer front half: no argument ",
                            "with role \"", role, "\"");
     return i;
   };

@@ -78,8 +78,7 @@ ModelConfig ModelConfig::parse(std::string_view text,
     c.headDim = d->asInt(1, kMaxInt);
   } else {
     if (c.hiddenSize % c.numAttentionHeads != 0)
-      root.fail("no head_dim, and hidden_size " +
-                std::to_string(c.hiddenSize) +
+      root.fail("no head_dim, and hidden_size " + std::to_string(c.hiddenSize) +
                 " is not a multiple of num_attention_heads " +
                 std::to_string(c.numAttentionHeads));
     c.headDim = c.hiddenSize / c.numAttentionHeads;

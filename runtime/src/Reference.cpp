@@ -24,7 +24,8 @@ constexpr double kPi = 3.14159265358979323846;
 
 //===-- Conversions for the arithmetic type -------------------------------===//
 
-template <typename T> T load(DType dtype, uint16_t bits) {
+template <typename T>
+T load(DType dtype, uint16_t bits) {
   return static_cast<T>(toFloat(dtype, bits));
 }
 

@@ -49,9 +49,9 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 
 int64_t safetensorsDTypeSize(std::string_view dtype) {
   static const std::pair<std::string_view, int64_t> sizes[] = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E4M3", 1}, {"F8_E5M2", 1},
-      {"I16", 2},  {"U16", 2}, {"F16", 2},  {"BF16", 2},    {"I32", 4},
-      {"U32", 4},  {"F32", 4}, {"I64", 8},  {"U64", 8},     {"F64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"I64", 8}, {"U64", 8},     {"F64", 8}};
   for (const auto &[name, size] : sizes)
     if (name == dtype)
       return size;
@@ -75,8 +75,9 @@ std::string TensorInfo::describe() const { return dtype + shapeString(shape); }
 // Writer
 //===----------------------------------------------------------------------===//
 
-std::string encodeSafetensors(const std::vector<TensorRef> &tensors,
-                              const std::map<std::string, std::string> &metadata) {
+std::string
+encodeSafetensors(const std::vector<TensorRef> &tensors,
+                  const std::map<std::string, std::string> &metadata) {
   // Keep the header's members in the caller's order (nlohmann's default
   // object sorts keys, which would also be valid, but order helps humans).
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -127,9 +128,10 @@ std::string encodeSafetensors(const std::vector<TensorRef> &tensors,
     offset += sizes[i];
   }
   for (size_t i = 0; i < tensors.size(); ++i)
-    header[tensors[i].name] = {{"dtype", tensors[i].dtype},
-                               {"shape", tensors[i].shape},
-                               {"data_offsets", {offsets[i], offsets[i] + sizes[i]}}};
+    header[tensors[i].name] = {
+        {"dtype", tensors[i].dtype},
+        {"shape", tensors[i].shape},
+        {"data_offsets", {offsets[i], offsets[i] + sizes[i]}}};
   std::string text = header.dump();
   // Pad with spaces so the data section starts 8-byte aligned.
   text.append((8 - text.size() % 8) % 8, ' ');

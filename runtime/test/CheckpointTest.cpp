@@ -1,4 +1,4 @@
-//===- CheckpointTest.cpp - HF tensor names, packing, conversion -----------===//
+//===- CheckpointTest.cpp - HF tensor names, packing, conversion ----------===//
 
 #include "fusion/runtime/Checkpoint.h"
 #include "fusion/runtime/Error.h"
@@ -90,8 +90,8 @@ TEST(Checkpoint, PackQKVConcatenatesAlongRows) {
   for (uint16_t i = 1; i <= 16; ++i)
     expected.push_back(i);
   EXPECT_EQ(p, expected);
-  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                                     packQKV(dims, 2, q, k, {1, 2}));
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, packQKV(dims, 2, q, k, {1, 2}));
   EXPECT_CONTAINS(msg, "expected 8/4/4");
 }
 
@@ -153,10 +153,10 @@ TEST(Checkpoint, ShardedIndexAndOtherPrefixes) {
   writeText(dir.file("config.json"), TinyCheckpoint::config());
   Checkpoint c = Checkpoint::open(dir.path());
   EXPECT_EQ(c.tensors.names().size(), 14u);
-  FrontHalfWeights w0 = loadFrontHalfWeights(c.tensors, c.config, 0,
-                                             DType::BF16);
-  FrontHalfWeights w1 = loadFrontHalfWeights(c.tensors, c.config, 1,
-                                             DType::BF16);
+  FrontHalfWeights w0 =
+      loadFrontHalfWeights(c.tensors, c.config, 0, DType::BF16);
+  FrontHalfWeights w1 =
+      loadFrontHalfWeights(c.tensors, c.config, 1, DType::BF16);
   EXPECT_EQ(w0.normWeight, ck.tensors.at("layers.0.input_layernorm.weight"));
   EXPECT_EQ(w1.normWeight, ck.tensors.at("layers.1.input_layernorm.weight"));
 
@@ -204,13 +204,11 @@ TEST(Checkpoint, ShapeAndNameErrors) {
 
 TEST(Checkpoint, ConvertsWithOneRounding) {
   std::vector<float> f32 = {1.0f, 0.1f, -65504.0f, 1e-8f};
-  std::vector<uint16_t> h =
-      convertTo16("F32", f32.data(), 4, DType::F16, "t");
+  std::vector<uint16_t> h = convertTo16("F32", f32.data(), 4, DType::F16, "t");
   for (size_t i = 0; i < f32.size(); ++i)
     EXPECT_EQ(h[i], floatToF16(f32[i]));
   std::vector<double> f64 = {1.0 + 1e-12, -3.0};
-  std::vector<uint16_t> b =
-      convertTo16("F64", f64.data(), 2, DType::BF16, "t");
+  std::vector<uint16_t> b = convertTo16("F64", f64.data(), 2, DType::BF16, "t");
   EXPECT_EQ(b[0], doubleToBF16(1.0 + 1e-12));
   EXPECT_EQ(b[1], doubleToBF16(-3.0));
   // NaN and inf pass through; a finite overflow is an error.

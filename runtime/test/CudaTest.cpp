@@ -1,4 +1,4 @@
-//===- CudaTest.cpp - CUDA driver wrappers and DecodeStep on a GPU ---------===//
+//===- CudaTest.cpp - CUDA driver wrappers, DecodeStep on a GPU -----------===//
 //
 // These tests need a CUDA device; without one (no libcuda.so.1, no device)
 // each reports itself skipped. The DecodeStep tests launch the hand-written
@@ -43,15 +43,15 @@ TEST(CudaDriver, UnavailableDeviceIsADeviceUnavailableError) {
   // Either there is a device, or opening it says clearly why not.
   try {
     cuda::Context ctx = cuda::Context::open(0);
-    std::string msg = EXPECT_THROW_MSG(DeviceUnavailableError,
-                                       cuda::Context::open(4096));
+    std::string msg =
+        EXPECT_THROW_MSG(DeviceUnavailableError, cuda::Context::open(4096));
     EXPECT_CONTAINS(msg, "no CUDA device 4096");
   } catch (const DeviceUnavailableError &e) {
     std::string msg = e.what();
     EXPECT_CONTAINS(msg, "no CUDA");
     // Every later call reports the same.
-    std::string again = EXPECT_THROW_MSG(DeviceUnavailableError,
-                                         cuda::initialize());
+    std::string again =
+        EXPECT_THROW_MSG(DeviceUnavailableError, cuda::initialize());
     EXPECT_EQ(again, msg);
   }
 }
@@ -74,8 +74,8 @@ TEST_F(Gpu, ContextAndBuffers) {
   EXPECT_EQ(out[0], 0xAB);
   EXPECT_EQ(out[15], 0xAB);
   EXPECT_EQ(out[16], in[16]);
-  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                                     buf.upload(in.data(), 16, 1020));
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, buf.upload(in.data(), 16, 1020));
   EXPECT_CONTAINS(msg, "16 bytes at offset 1020 exceed buffer \"test buffer\" "
                        "of 1024 bytes");
 }
@@ -113,8 +113,8 @@ TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
     args.emplace_back(step.plan().argumentBytes(a.index), a.name);
 
   // Unbound arguments are reported before anything is launched.
-  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                                     step.run(StepShape{1, 1, 1}));
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, step.run(StepShape{1, 1, 1}));
   EXPECT_CONTAINS(msg, "unbound arguments: x, residual");
   for (size_t i = 0; i < args.size(); ++i)
     step.bind(static_cast<int>(i), args[i]);
@@ -160,7 +160,8 @@ TEST_F(Gpu, DecodeStepChecksThePtxFirst) {
   std::string ptx = readText(dataPath("tiny_decode.ptx"));
   std::string from = ".param .u32 decode_layer_kernel_1_param_11";
   ptx.erase(ptx.find(",\n\t" + from), from.size() + 3);
-  std::string msg = EXPECT_THROW_MSG(
-      FormatError, DecodeStep(ctx(), model, ptx, "tiny.ptx", Capacity{1, 1, 1}));
+  std::string msg =
+      EXPECT_THROW_MSG(FormatError, DecodeStep(ctx(), model, ptx, "tiny.ptx",
+                                               Capacity{1, 1, 1}));
   EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_1 has 11 parameters");
 }

@@ -38,7 +38,8 @@ Snapshot snapshot(const KVCacheManager &m) {
 }
 
 /// Runs `fn`, expects it to throw E, and returns the message.
-template <typename E, typename Fn> std::string expectThrow(Fn fn) {
+template <typename E, typename Fn>
+std::string expectThrow(Fn fn) {
   try {
     fn();
   } catch (const E &e) {

@@ -1,7 +1,7 @@
-//===- ManifestTest.cpp - manifest parsing/validation and PTX signatures ---===//
+//===- ManifestTest.cpp - manifests and PTX signatures --------------------===//
 
-#include "fusion/runtime/Error.h"
 #include "fusion/runtime/Manifest.h"
+#include "fusion/runtime/Error.h"
 
 #include "TestUtil.h"
 
@@ -18,7 +18,9 @@ json tinyJson() {
 }
 
 /// Parses `j` as a manifest called "m.json".
-Manifest parseJson(const json &j) { return Manifest::parse(j.dump(), "m.json"); }
+Manifest parseJson(const json &j) {
+  return Manifest::parse(j.dump(), "m.json");
+}
 
 } // namespace
 
@@ -91,8 +93,8 @@ TEST(Manifest, DimsAndSymbols) {
   EXPECT_EQ((Dim{7, ""}.evaluate(s)), 7);
   std::vector<Dim> shape = {{0, "batch"}, {0, "max_pages"}, {3, ""}};
   EXPECT_EQ(numElements(shape, s), 24);
-  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                                     (Dim{0, "seq_len"}.evaluate(s)));
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, (Dim{0, "seq_len"}.evaluate(s)));
   EXPECT_CONTAINS(msg, "unknown run-time size \"seq_len\"");
   EXPECT_EQ(elemTypeSize(ElemType::BF16), 2);
   EXPECT_EQ(elemTypeSize(ElemType::F32), 4);
@@ -105,8 +107,8 @@ TEST(Manifest, AcceptsOptionalMembersAndDecimalStrings) {
   j.erase("format");
   j.erase("version");
   j["kernels"][0]["grid"] = json::array({"132"}); // one dim, as a string
-  j["kernels"][0]["block"] = 256;                  // a plain number
-  j["kernels"][0]["params"][8].erase("binding");   // outputs default in order
+  j["kernels"][0]["block"] = 256;                 // a plain number
+  j["kernels"][0]["params"][8].erase("binding");  // outputs default in order
   j["kernels"][0]["params"][9].erase("binding");
   j["model"] = {{"hidden_size", 64}, {"num_attention_heads", 4}};
   j["extra"] = "ignored";
@@ -193,16 +195,18 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
        },
        "workspaces and scalars have no binding"},
       {"too many threads",
-       [](json &j) { j["kernels"][0]["block"] = {512, 4, 1}; },
+       [](json &j) {
+         j["kernels"][0]["block"] = {512, 4, 1};
+       },
        "kernels[0].block: more than 1024 threads"},
       {"shared entry with another signature",
-       [](json &j) {
-         j["kernels"][1]["entry"] = "decode_layer_kernel_0";
-       },
+       [](json &j) { j["kernels"][1]["entry"] = "decode_layer_kernel_0"; },
        "kernels[1].entry: entry \"decode_layer_kernel_0\" is shared with "
        "kernel 0 but the parameters differ"},
       {"kernel launched twice",
-       [](json &j) { j["functions"][0]["kernels"] = {0, 1, 1}; },
+       [](json &j) {
+         j["functions"][0]["kernels"] = {0, 1, 1};
+       },
        "functions[0].kernels[2]: kernel 1 is launched twice"},
       {"result from a missing kernel",
        [](json &j) {
@@ -210,14 +214,11 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
                                                       {"result", 0}};
        },
        "functions[0].results[0].source: kernel 4 is not launched"},
-      {"wrong format",
-       [](json &j) { j["format"] = "something-else"; },
+      {"wrong format", [](json &j) { j["format"] = "something-else"; },
        "m.json: format: not a fusion manifest"},
-      {"missing member",
-       [](json &j) { j["kernels"][0].erase("entry"); },
+      {"missing member", [](json &j) { j["kernels"][0].erase("entry"); },
        "m.json: kernels[0]: missing member \"entry\""},
-      {"index mismatch",
-       [](json &j) { j["kernels"][1]["index"] = 3; },
+      {"index mismatch", [](json &j) { j["kernels"][1]["index"] = 3; },
        "kernels[1].index: kernel index 3 at position 1"},
   };
   for (const Case &c : cases) {
@@ -261,8 +262,7 @@ TEST(PtxEntries, ScansSignatures) {
       ".entry k(.param .align 8 .b8 k_param_0[16], .param .s32 k_param_1)\n"
       ".entry noparams()\n.visible .func f(.param .u64 x)\n");
   ASSERT_EQ(other.size(), 2u);
-  EXPECT_EQ(other[0].paramTypes,
-            (std::vector<std::string>{".b8[16]", ".s32"}));
+  EXPECT_EQ(other[0].paramTypes, (std::vector<std::string>{".b8[16]", ".s32"}));
   EXPECT_TRUE(other[1].paramTypes.empty());
   std::string msg = EXPECT_THROW_MSG(
       FormatError, scanPtxEntries(".entry k(.param .u64 a", "p.ptx"));
@@ -276,17 +276,18 @@ TEST(PtxEntries, ChecksThePtxAgainstTheManifest) {
 
   std::string msg;
   std::string renamed = ptx;
-  for (size_t p; (p = renamed.find("decode_layer_kernel_1")) !=
-                 std::string::npos;)
+  for (size_t p;
+       (p = renamed.find("decode_layer_kernel_1")) != std::string::npos;)
     renamed.replace(p, 21, "other_kernel_1xxxxxxxx");
   msg = EXPECT_THROW_MSG(FormatError,
                          checkPtxAgainstManifest(renamed, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_kernel_1 for kernel 1");
+  EXPECT_CONTAINS(msg,
+                  "tiny.ptx: no .entry decode_layer_kernel_1 for kernel 1");
 
   std::string fewer = ptx;
-  fewer.erase(fewer.find(",\n\t.param .u32 decode_layer_kernel_1_param_11"),
-              std::string(",\n\t.param .u32 decode_layer_kernel_1_param_11")
-                  .size());
+  fewer.erase(
+      fewer.find(",\n\t.param .u32 decode_layer_kernel_1_param_11"),
+      std::string(",\n\t.param .u32 decode_layer_kernel_1_param_11").size());
   msg = EXPECT_THROW_MSG(FormatError,
                          checkPtxAgainstManifest(fewer, "tiny.ptx", m));
   EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_1 has 11 parameters but");

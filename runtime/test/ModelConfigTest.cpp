@@ -1,7 +1,7 @@
-//===- ModelConfigTest.cpp - Hugging Face config.json parsing --------------===//
+//===- ModelConfigTest.cpp - HF config.json parsing -----------------------===//
 
-#include "fusion/runtime/Error.h"
 #include "fusion/runtime/ModelConfig.h"
+#include "fusion/runtime/Error.h"
 
 #include "TestUtil.h"
 
@@ -132,14 +132,14 @@ TEST(ModelConfig, UnknownModelTypeWarns) {
 
 TEST(ModelConfig, Errors) {
   std::string msg;
-  msg = EXPECT_THROW_MSG(FormatError,
-                         ModelConfig::parse(R"({"num_attention_heads": 4})",
-                                            "cfg.json"));
-  EXPECT_CONTAINS(msg, "cfg.json: missing member \"hidden_size\"");
   msg = EXPECT_THROW_MSG(
-      FormatError, ModelConfig::parse(R"({"hidden_size": "4096",
+      FormatError,
+      ModelConfig::parse(R"({"num_attention_heads": 4})", "cfg.json"));
+  EXPECT_CONTAINS(msg, "cfg.json: missing member \"hidden_size\"");
+  msg = EXPECT_THROW_MSG(FormatError,
+                         ModelConfig::parse(R"({"hidden_size": "4096",
                                           "num_attention_heads": 4})",
-                                      "cfg.json"));
+                                            "cfg.json"));
   EXPECT_CONTAINS(msg, "cfg.json: hidden_size: expected an integer, got the "
                        "string \"4096\"");
   msg = EXPECT_THROW_MSG(

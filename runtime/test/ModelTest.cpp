@@ -1,7 +1,7 @@
-//===- ModelTest.cpp - Model, LaunchPlan, FrontHalfSignature (CPU) ---------===//
+//===- ModelTest.cpp - Model, LaunchPlan, FrontHalfSignature --------------===//
 
-#include "fusion/runtime/Error.h"
 #include "fusion/runtime/Model.h"
+#include "fusion/runtime/Error.h"
 
 #include "TestUtil.h"
 
@@ -13,9 +13,7 @@ using nlohmann::json;
 
 namespace {
 
-Model tinyModel() {
-  return Model::load(dataPath("tiny_decode.manifest.json"));
-}
+Model tinyModel() { return Model::load(dataPath("tiny_decode.manifest.json")); }
 
 /// Binds every argument of `plan` to distinct fake addresses
 /// 0x1000 * (i + 1) with exactly the bytes they need.
@@ -59,8 +57,8 @@ TEST(Model, ResolvesKernelsBuffersAndRoles) {
   EXPECT_EQ(m.resultRole(1), "residual_out");
   EXPECT_EQ(m.resultWithRole("residual_out"), 1);
   EXPECT_EQ(m.argumentIndex("k_cache"), 7);
-  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                                     m.argumentIndex("kv"));
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, m.argumentIndex("kv"));
   EXPECT_CONTAINS(msg, "has no argument \"kv\" (arguments: x, residual, "
                        "norm_w, qkv_w");
 
@@ -83,7 +81,7 @@ TEST(Model, ResolvesKernelsBuffersAndRoles) {
 TEST(Model, DefaultNumSplitsFollowsTheSchedulePolicy) {
   Model m = tinyModel();
   // grid_y = 2: ceil(264 / (B * 2)) CTAs-wise, ceil(L / 64) length-wise.
-  EXPECT_EQ(m.defaultNumSplits(1, 1000), 16);  // min(32, 132, 16)
+  EXPECT_EQ(m.defaultNumSplits(1, 1000), 16);   // min(32, 132, 16)
   EXPECT_EQ(m.defaultNumSplits(1, 100000), 32); // max_splits
   EXPECT_EQ(m.defaultNumSplits(64, 4096), 3);   // ceil(264 / 128)
   EXPECT_EQ(m.defaultNumSplits(200, 4096), 1);
@@ -94,13 +92,13 @@ TEST(Model, DefaultNumSplitsFollowsTheSchedulePolicy) {
 TEST(LaunchPlan, SizesAtCapacity) {
   Model m = tinyModel();
   LaunchPlan plan(m, Capacity{8, 16, 100});
-  EXPECT_EQ(plan.argumentBytes(0), 8 * 64 * 2);            // x
-  EXPECT_EQ(plan.argumentBytes(3), 128 * 64 * 2);          // qkv_w
-  EXPECT_EQ(plan.argumentBytes(6), 8 * 16 * 4);            // block table
-  EXPECT_EQ(plan.argumentBytes(7), 100 * 4 * 2 * 16 * 2);  // k cache
-  EXPECT_EQ(plan.internalBytes(0), 8 * 4 * 16 * 2);        // query
-  EXPECT_EQ(plan.internalBytes(3), 8 * 4 * 32 * 16 * 4);   // partial_out
-  EXPECT_EQ(plan.internalBytes(5), 8 * 2 * 4);             // counters
+  EXPECT_EQ(plan.argumentBytes(0), 8 * 64 * 2);           // x
+  EXPECT_EQ(plan.argumentBytes(3), 128 * 64 * 2);         // qkv_w
+  EXPECT_EQ(plan.argumentBytes(6), 8 * 16 * 4);           // block table
+  EXPECT_EQ(plan.argumentBytes(7), 100 * 4 * 2 * 16 * 2); // k cache
+  EXPECT_EQ(plan.internalBytes(0), 8 * 4 * 16 * 2);       // query
+  EXPECT_EQ(plan.internalBytes(3), 8 * 4 * 32 * 16 * 4);  // partial_out
+  EXPECT_EQ(plan.internalBytes(5), 8 * 2 * 4);            // counters
   EXPECT_EQ(plan.resultBytes(0, (StepShape{3, 5, 2})), 3 * 4 * 16 * 2);
   EXPECT_EQ(plan.resultBytes(1, (StepShape{3, 5, 2})), 3 * 64 * 2);
 }
@@ -121,22 +119,22 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
     EXPECT_FALSE(l[0].args[i].isScalar);
     EXPECT_EQ(l[0].args[i].pointer, 0x1000 * (argOrder[i] + 1)) << i;
   }
-  EXPECT_EQ(l[0].args[8].pointer, 0x100000u);     // query buffer
-  EXPECT_EQ(l[0].args[9].pointer, 0x200000u);     // residual_out buffer
+  EXPECT_EQ(l[0].args[8].pointer, 0x100000u); // query buffer
+  EXPECT_EQ(l[0].args[9].pointer, 0x200000u); // residual_out buffer
   EXPECT_TRUE(l[0].args[10].isScalar);
-  EXPECT_EQ(l[0].args[10].scalar, 3);             // batch
-  EXPECT_EQ(l[0].args[11].scalar, 5);             // max_pages
+  EXPECT_EQ(l[0].args[10].scalar, 3); // batch
+  EXPECT_EQ(l[0].args[11].scalar, 5); // max_pages
 
   EXPECT_EQ(l[1].entry, "decode_layer_kernel_1");
   EXPECT_EQ(l[1].grid, (std::array<uint32_t, 3>{4, 2, 3}));
   EXPECT_EQ(l[1].block, (std::array<uint32_t, 3>{128, 1, 1}));
-  EXPECT_EQ(l[1].args[0].pointer, 0x100000u);     // query from kernel 0
-  EXPECT_EQ(l[1].args[4].pointer, 0x1000u * 6);   // seq_lens
-  EXPECT_EQ(l[1].args[5].pointer, 0x300000u);     // output
-  EXPECT_EQ(l[1].args[8].pointer, 0x600000u);     // counters
+  EXPECT_EQ(l[1].args[0].pointer, 0x100000u);   // query from kernel 0
+  EXPECT_EQ(l[1].args[4].pointer, 0x1000u * 6); // seq_lens
+  EXPECT_EQ(l[1].args[5].pointer, 0x300000u);   // output
+  EXPECT_EQ(l[1].args[8].pointer, 0x600000u);   // counters
   EXPECT_EQ(l[1].args[9].scalar, 3);
   EXPECT_EQ(l[1].args[10].scalar, 5);
-  EXPECT_EQ(l[1].args[11].scalar, 4);             // num_splits
+  EXPECT_EQ(l[1].args[11].scalar, 4); // num_splits
 
   EXPECT_EQ(plan.resultAddress(0), 0x300000u);
   EXPECT_EQ(plan.resultAddress(1), 0x200000u);
@@ -178,14 +176,14 @@ TEST(LaunchPlan, BindingErrors) {
   EXPECT_GT(plan.generation(), g);
 
   // Everything else unbound: all listed at once.
-  msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                         plan.validate(StepShape{1, 1, 1}));
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, plan.validate(StepShape{1, 1, 1}));
   EXPECT_CONTAINS(msg, "unbound arguments: residual, norm_w, qkv_w, "
                        "positions, seq_lens, k_cache, v_cache");
   for (int i = 1; i < 9; ++i)
     plan.bindArgument(i, 0x1000 * (i + 1), plan.argumentBytes(i));
-  msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                         plan.validate(StepShape{1, 1, 1}));
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, plan.validate(StepShape{1, 1, 1}));
   EXPECT_CONTAINS(msg, "internal buffer kernel 0 (decode_layer_kernel_0) "
                        "output 0 \"query\" has no device memory");
 }
@@ -199,24 +197,24 @@ TEST(LaunchPlan, StepShapeErrors) {
   msg = EXPECT_THROW_MSG(CapacityError, plan.validate(StepShape{9, 1, 1}));
   EXPECT_CONTAINS(msg, "decode step of \"decode_layer\": batch 9 exceeds the "
                        "batch the buffers were allocated for (8)");
-  msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                         plan.validate(StepShape{0, 1, 1}));
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, plan.validate(StepShape{0, 1, 1}));
   EXPECT_CONTAINS(msg, "batch must be >= 1, got 0");
   msg = EXPECT_THROW_MSG(CapacityError, plan.validate(StepShape{1, 17, 1}));
   EXPECT_CONTAINS(msg, "block-table width max_pages 17 exceeds the width the "
                        "buffers were allocated for (16)");
-  msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                         plan.validate(StepShape{1, 0, 1}));
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, plan.validate(StepShape{1, 0, 1}));
   EXPECT_CONTAINS(msg, "max_pages >= 1");
   msg = EXPECT_THROW_MSG(InvalidArgumentError,
                          plan.validate(StepShape{1, 1, 33}));
   EXPECT_CONTAINS(msg, "num_splits 33 is outside [1, 32]");
-  msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                         plan.prepare(StepShape{1, 1, 0}));
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, plan.prepare(StepShape{1, 1, 0}));
   EXPECT_CONTAINS(msg, "num_splits 0 is outside [1, 32]");
 
-  msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                         LaunchPlan(m, Capacity{0, 1, 1}));
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, LaunchPlan(m, Capacity{0, 1, 1}));
   EXPECT_CONTAINS(msg, "capacities must be >= 1");
 }
 
@@ -280,8 +278,8 @@ TEST(FrontHalfSignature, RejectsOtherFunctions) {
   j["functions"][0]["arguments"][3]["shape"] = {96, 64};
   j["kernels"][0]["params"][3]["shape"] = {96, 64};
   Model m(Manifest::parse(j.dump(), "m.json"));
-  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                                     FrontHalfSignature::fromModel(m));
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, FrontHalfSignature::fromModel(m));
   EXPECT_CONTAINS(msg, "qkv weight \"qkv_w\" has shape [96, 64], expected "
                        "[128, 64] for 4/2 heads of 16");
 
@@ -305,8 +303,8 @@ TEST(FrontHalfSignature, RejectsOtherFunctions) {
   json k = json::parse(readText(dataPath("tiny_decode.manifest.json")));
   k["kernels"][1]["params"][4]["role"] = "lengths";
   Model m2(Manifest::parse(k.dump(), "m.json"));
-  msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                         FrontHalfSignature::fromModel(m2));
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, FrontHalfSignature::fromModel(m2));
   EXPECT_CONTAINS(msg, "no argument with role \"seq_lens\"");
 }
 
@@ -333,8 +331,8 @@ TEST(FrontHalfSignature, ReferenceFromTheKernelOps) {
   ops[0] = {{"op", "rmsnorm"},
             {"attributes",
              {{"epsilon", 1e-6}, {"residual", true}, {"unit_offset", true}}}};
-  ops[2]["attributes"] = {{"pairing", "gptj"}, {"rotary_dim", 8},
-                          {"theta", 10000}};
+  ops[2]["attributes"] = {
+      {"pairing", "gptj"}, {"rotary_dim", 8}, {"theta", 10000}};
   j["kernels"][1]["ops"][0]["attributes"]["scale"] = 0.125;
   Model m(Manifest::parse(j.dump(), "m.json"));
   FrontHalfSignature t = FrontHalfSignature::fromModel(m);
@@ -361,21 +359,28 @@ TEST(FrontHalfSignature, OpsThatContradictTheBuffers) {
     std::string msg = EXPECT_THROW_MSG(Error, FrontHalfSignature::fromModel(m));
     EXPECT_CONTAINS(msg, expected);
   };
-  check([](json &j) {
-    j["kernels"][0]["ops"][1]["attributes"]["num_kv_heads"] = 1;
-  }, "qkv_proj num_kv_heads = 1 but the buffers imply 2");
-  check([](json &j) {
-    j["kernels"][0]["ops"][1]["attributes"]["bias"] = true;
-  }, "qkv_proj bias = true but the function has no qkv_bias argument");
-  check([](json &j) {
-    j["kernels"][0]["ops"][0]["attributes"]["residual"] = false;
-  }, "the rmsnorm op has no residual but the function has residual argument");
+  check(
+      [](json &j) {
+        j["kernels"][0]["ops"][1]["attributes"]["num_kv_heads"] = 1;
+      },
+      "qkv_proj num_kv_heads = 1 but the buffers imply 2");
+  check([](json &j) { j["kernels"][0]["ops"][1]["attributes"]["bias"] = true; },
+        "qkv_proj bias = true but the function has no qkv_bias argument");
+  check(
+      [](json &j) {
+        j["kernels"][0]["ops"][0]["attributes"]["residual"] = false;
+      },
+      "the rmsnorm op has no residual but the function has residual argument");
   check([](json &j) { j["kernels"][1]["ops"] = json::array(); },
         "the kernels' ops have no decode_attention");
-  check([](json &j) {
-    j["kernels"][0]["ops"][2]["attributes"]["pairing"] = "interleaved";
-  }, "unknown rope pairing \"interleaved\"");
-  check([](json &j) {
-    j["kernels"][0]["ops"][2]["attributes"]["scaling"]["type"] = "yarn";
-  }, "rope scaling \"yarn\" has no reference");
+  check(
+      [](json &j) {
+        j["kernels"][0]["ops"][2]["attributes"]["pairing"] = "interleaved";
+      },
+      "unknown rope pairing \"interleaved\"");
+  check(
+      [](json &j) {
+        j["kernels"][0]["ops"][2]["attributes"]["scaling"]["type"] = "yarn";
+      },
+      "rope scaling \"yarn\" has no reference");
 }

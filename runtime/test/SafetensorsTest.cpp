@@ -1,7 +1,7 @@
-//===- SafetensorsTest.cpp - safetensors reader/writer ---------------------===//
+//===- SafetensorsTest.cpp - safetensors reader/writer --------------------===//
 
-#include "fusion/runtime/Error.h"
 #include "fusion/runtime/Safetensors.h"
+#include "fusion/runtime/Error.h"
 
 #include "TestUtil.h"
 
@@ -102,8 +102,8 @@ TEST(Safetensors, RoundTripThroughAFile) {
   ASSERT_EQ(r.size(), w.size() * 2);
   EXPECT_EQ(std::memcmp(r.data(), w.data(), r.size()), 0);
   std::vector<uint16_t> small(10);
-  std::string msg = EXPECT_THROW_MSG(
-      InvalidArgumentError, f.readInto("w", small.data(), 20));
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, f.readInto("w", small.data(), 20));
   EXPECT_CONTAINS(msg, "does not fit in 20 bytes");
 }
 
@@ -165,9 +165,10 @@ TEST(Safetensors, RejectsMalformedFiles) {
   EXPECT_CONTAINS(msg, "(hole)");
   msg = EXPECT_THROW_MSG(
       FormatError,
-      parse(withHeader(R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
-                       R"("b":{"dtype":"F16","shape":[1],"data_offsets":[2,4]}})",
-                       "1234")));
+      parse(
+          withHeader(R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+                     R"("b":{"dtype":"F16","shape":[1],"data_offsets":[2,4]}})",
+                     "1234")));
   EXPECT_CONTAINS(msg, "(overlap)");
   // Trailing data no tensor covers.
   msg = EXPECT_THROW_MSG(
@@ -183,12 +184,11 @@ TEST(Safetensors, RejectsMalformedFiles) {
   EXPECT_CONTAINS(msg, "unknown safetensors dtype \"Q4\"");
   msg = EXPECT_THROW_MSG(
       FormatError,
-      parse(withHeader(R"({"a":{"dtype":"F16","shape":[-1],"data_offsets":[0,2]}})",
-                       "12")));
+      parse(withHeader(
+          R"({"a":{"dtype":"F16","shape":[-1],"data_offsets":[0,2]}})", "12")));
   EXPECT_CONTAINS(msg, "\"a\".shape[0]");
-  msg = EXPECT_THROW_MSG(
-      FormatError,
-      parse(withHeader(R"({"__metadata__":{"k":1}})", "")));
+  msg = EXPECT_THROW_MSG(FormatError,
+                         parse(withHeader(R"({"__metadata__":{"k":1}})", "")));
   EXPECT_CONTAINS(msg, "__metadata__.k: expected a string");
   msg = EXPECT_THROW_MSG(FormatError,
                          parse(withHeader(R"({"a":{"dtype":"F16"}})", "")));
@@ -208,9 +208,9 @@ TEST(Safetensors, UnknownTensorNamesTheFileAndSomeTensors) {
 TEST(Safetensors, WriterRejectsBadArguments) {
   uint16_t v = 0;
   std::string msg;
-  msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                         encodeSafetensors({{"a", "F16", {1}, &v},
-                                            {"a", "F16", {1}, &v}}));
+  msg = EXPECT_THROW_MSG(
+      InvalidArgumentError,
+      encodeSafetensors({{"a", "F16", {1}, &v}, {"a", "F16", {1}, &v}}));
   EXPECT_CONTAINS(msg, "duplicate tensor name \"a\"");
   msg = EXPECT_THROW_MSG(InvalidArgumentError,
                          encodeSafetensors({{"__metadata__", "F16", {1}, &v}}));

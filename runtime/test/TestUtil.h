@@ -1,4 +1,5 @@
-//===- TestUtil.h - helpers shared by the runtime unit tests ------*- C++ -*-===//
+//===- TestUtil.h - helpers shared by the runtime unit tests ------*- C++
+//-*-===//
 
 #ifndef FUSION_RUNTIME_TEST_TESTUTIL_H
 #define FUSION_RUNTIME_TEST_TESTUTIL_H

@@ -54,7 +54,8 @@ constexpr int kExitMismatch = 1;
 constexpr int kExitError = 2;
 constexpr int kExitSkipped = 77;
 
-const char *const kUsage = R"(usage: fusion-run --ptx FILE --manifest FILE [options]
+const char *const kUsage =
+    R"(usage: fusion-run --ptx FILE --manifest FILE [options]
 
 Runs the decode-layer front half compiled by fusion-compile on the GPU and
 checks it against the CPU reference (fp32 and fp64).
@@ -140,11 +141,12 @@ struct Options {
 };
 
 [[noreturn]] void usageError(const std::string &message) {
-  throw InvalidArgumentError(message + " (fusion-run --help lists the options)");
+  throw InvalidArgumentError(message +
+                             " (fusion-run --help lists the options)");
 }
 
-int64_t parseInt(const std::string &flag, const std::string &value,
-                 int64_t lo, int64_t hi) {
+int64_t parseInt(const std::string &flag, const std::string &value, int64_t lo,
+                 int64_t hi) {
   char *end = nullptr;
   errno = 0;
   long long v = std::strtoll(value.c_str(), &end, 10);
@@ -169,8 +171,8 @@ Options parseOptions(int argc, char **argv) {
     std::string arg = argv[i];
     std::string value;
     bool hasValue = false;
-    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 &&
-                                   eq != std::string::npos) {
+    if (size_t eq = arg.find('=');
+        arg.rfind("--", 0) == 0 && eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
       hasValue = true;
@@ -422,26 +424,28 @@ Weights loadWeights(const Options &o, const Model &model,
   }
   TensorStore store = TensorStore::open(o.weights);
   std::string layerQ = hfLayerNames(o.layer).qWeight;
-  bool hf = store.find(layerQ) ||
-            store.find(hfLayerNames(o.layer, "layers.").qWeight) ||
-            store.find(hfLayerNames(o.layer,
-                                    "model.language_model.layers.").qWeight);
+  bool hf =
+      store.find(layerQ) ||
+      store.find(hfLayerNames(o.layer, "layers.").qWeight) ||
+      store.find(hfLayerNames(o.layer, "model.language_model.layers.").qWeight);
   if (hf) {
     ModelConfig c = config ? *config : configFromSignature(sig);
     FrontHalfWeights f = loadFrontHalfWeights(store, c, o.layer, sig.dtype);
     if (f.hidden != H || f.dims.qkvRows() != R)
       throwFormat(o.weights, ": layer ", o.layer, " has hidden ", f.hidden,
-                  " and ", f.dims.qkvRows(), " qkv rows; the compiled model "
-                  "has ", H, " and ", R);
+                  " and ", f.dims.qkvRows(),
+                  " qkv rows; the compiled model "
+                  "has ",
+                  H, " and ", R);
     w.norm = std::move(f.normWeight);
     w.qkv = std::move(f.qkvWeight);
     w.bias = std::move(f.qkvBias);
     if (sig.qkvBias >= 0 && w.bias.empty())
       throwFormat(o.weights, ": the compiled model has a qkv bias but the "
-                  "checkpoint config has attention_bias false");
+                             "checkpoint config has attention_bias false");
     if (sig.qkvBias < 0 && !w.bias.empty())
       throwFormat(o.weights, ": the checkpoint has q/k/v biases but the "
-                  "compiled model takes none");
+                             "compiled model takes none");
     w.origin = o.weights + " layer " + std::to_string(o.layer) +
                " (Hugging Face names, packed cat(q, k, v))";
     return w;
@@ -452,21 +456,21 @@ Weights loadWeights(const Options &o, const Model &model,
       n.push_back(model.arguments()[arg].name);
     return n;
   };
-  auto norm = readPacked(store, names("norm_weight", sig.normWeight), {H},
-                         sig.dtype);
-  auto qkv = readPacked(store, names("qkv_weight", sig.qkvWeight), {R, H},
-                        sig.dtype);
+  auto norm =
+      readPacked(store, names("norm_weight", sig.normWeight), {H}, sig.dtype);
+  auto qkv =
+      readPacked(store, names("qkv_weight", sig.qkvWeight), {R, H}, sig.dtype);
   if (!norm || !qkv)
     throwFormat(o.weights, ": neither ", layerQ, " (Hugging Face names) nor ",
                 "norm_weight / qkv_weight (packed names) found");
   w.norm = std::move(*norm);
   w.qkv = std::move(*qkv);
   if (sig.qkvBias >= 0) {
-    auto bias = readPacked(store, names("qkv_bias", sig.qkvBias), {R},
-                           sig.dtype);
+    auto bias =
+        readPacked(store, names("qkv_bias", sig.qkvBias), {R}, sig.dtype);
     if (!bias)
       throwFormat(o.weights, ": the compiled model has a qkv bias but the "
-                  "file has no qkv_bias");
+                             "file has no qkv_bias");
     w.bias = std::move(*bias);
   }
   w.origin = o.weights + " (packed names)";
@@ -475,9 +479,9 @@ Weights loadWeights(const Options &o, const Model &model,
 
 std::string describeReference(const ref::FrontHalfConfig &c) {
   std::ostringstream os;
-  os << (c.norm == ref::NormKind::RMSNorm ? "rmsnorm" : "layernorm")
-     << " eps " << c.normOptions.eps
-     << (c.normOptions.unit_offset ? " (1 + w)" : "") << ", rope "
+  os << (c.norm == ref::NormKind::RMSNorm ? "rmsnorm" : "layernorm") << " eps "
+     << c.normOptions.eps << (c.normOptions.unit_offset ? " (1 + w)" : "")
+     << ", rope "
      << (c.rope.pairing == ref::RopePairing::NeoX ? "neox" : "gptj")
      << " theta " << c.rope.theta;
   if (c.rope.rotaryDim)
@@ -557,8 +561,8 @@ RefOutputs runReference(const ref::FrontHalfConfig &cfg, const Weights &w,
                            s.view.max_pages};
           ref::FrontHalfOutputs out;
           out.attnOut = r.out.data() + b * Hq * D;
-          out.residualOut = hasResidual ? r.residualOut.data() + b * H
-                                        : nullptr;
+          out.residualOut =
+              hasResidual ? r.residualOut.data() + b * H : nullptr;
           out.k = r.k.data() + b * Hkv * D;
           out.v = r.v.data() + b * Hkv * D;
           out.normed = r.normed.data() + b * H;
@@ -725,37 +729,36 @@ bool checkGolden(const GoldenDecodeStep &g, const std::vector<GoldenRow> &rows,
 
 /// The launch plan of `model` at `cap` (--inspect).
 void printPlan(const Model &model, const Capacity &cap, int64_t numSplits) {
-    LaunchPlan plan(model, cap);
-    Symbols s = cap.symbols(numSplits);
-    std::cout << "  kernels (launch order):\n";
-    for (const ManifestKernel *k : model.kernels()) {
-      auto g = k->gridFor(s);
-      std::cout << "    " << k->label() << ": grid [" << g[0] << ", " << g[1]
-                << ", " << g[2] << "] = [" << k->grid[0].str() << ", "
-                << k->grid[1].str() << ", " << k->grid[2].str()
-                << "], block [" << k->block[0] << ", " << k->block[1] << ", "
-                << k->block[2] << "], " << k->params.size() << " params";
-      if (!k->ops.empty()) {
-        std::cout << ", ops";
-        for (const ManifestOp &op : k->ops)
-          std::cout << " " << op.name;
-      }
-      std::cout << "\n";
+  LaunchPlan plan(model, cap);
+  Symbols s = cap.symbols(numSplits);
+  std::cout << "  kernels (launch order):\n";
+  for (const ManifestKernel *k : model.kernels()) {
+    auto g = k->gridFor(s);
+    std::cout << "    " << k->label() << ": grid [" << g[0] << ", " << g[1]
+              << ", " << g[2] << "] = [" << k->grid[0].str() << ", "
+              << k->grid[1].str() << ", " << k->grid[2].str() << "], block ["
+              << k->block[0] << ", " << k->block[1] << ", " << k->block[2]
+              << "], " << k->params.size() << " params";
+    if (!k->ops.empty()) {
+      std::cout << ", ops";
+      for (const ManifestOp &op : k->ops)
+        std::cout << " " << op.name;
     }
-    std::cout << "  arguments (bytes at capacity):\n";
-    for (const ManifestArgument &a : model.arguments())
-      std::cout << "    " << a.name << " " << elemTypeName(a.dtype)
-                << shapeString(a.shape) << " role "
-                << model.argumentRole(a.index) << ": "
-                << plan.argumentBytes(a.index) << "\n";
-    std::cout << "  runtime buffers (bytes at capacity):\n";
-    for (size_t i = 0; i < model.internalBuffers().size(); ++i) {
-      const InternalBuffer &b = model.internalBuffers()[i];
-      std::cout << "    " << b.label << " " << elemTypeName(b.dtype)
-                << shapeString(b.shape) << (b.zeroInit ? " zero-init" : "")
-                << ": " << plan.internalBytes(static_cast<int>(i)) << "\n";
-    }
-    std::cout << "inspect: the PTX matches the manifest\n";
+    std::cout << "\n";
+  }
+  std::cout << "  arguments (bytes at capacity):\n";
+  for (const ManifestArgument &a : model.arguments())
+    std::cout << "    " << a.name << " " << elemTypeName(a.dtype)
+              << shapeString(a.shape) << " role " << model.argumentRole(a.index)
+              << ": " << plan.argumentBytes(a.index) << "\n";
+  std::cout << "  runtime buffers (bytes at capacity):\n";
+  for (size_t i = 0; i < model.internalBuffers().size(); ++i) {
+    const InternalBuffer &b = model.internalBuffers()[i];
+    std::cout << "    " << b.label << " " << elemTypeName(b.dtype)
+              << shapeString(b.shape) << (b.zeroInit ? " zero-init" : "")
+              << ": " << plan.internalBytes(static_cast<int>(i)) << "\n";
+  }
+  std::cout << "inspect: the PTX matches the manifest\n";
 }
 
 int run(const Options &o) {
@@ -770,9 +773,9 @@ int run(const Options &o) {
     if (!o.inspect)
       throw;
     // --inspect shows the plan of any function.
-    std::cout << "fusion-run: " << o.ptx << " + " << o.manifest
-              << ", function " << model.function().name << " ("
-              << model.kernels().size() << " kernels): not a single decode "
+    std::cout << "fusion-run: " << o.ptx << " + " << o.manifest << ", function "
+              << model.function().name << " (" << model.kernels().size()
+              << " kernels): not a single decode "
               << "layer front half (" << e.what() << ")\n";
     int64_t P = 16;
     int kc = model.argumentWithRole("key_cache");
@@ -787,8 +790,8 @@ int run(const Options &o) {
       maxLen = std::max(maxLen, len + o.steps);
     }
     numPages = o.numPages ? o.numPages : numPages + o.batch;
-    int64_t numSplits = o.numSplits ? o.numSplits
-                                    : model.defaultNumSplits(o.batch, maxLen);
+    int64_t numSplits =
+        o.numSplits ? o.numSplits : model.defaultNumSplits(o.batch, maxLen);
     printPlan(model, Capacity{o.batch, maxPages, numPages}, numSplits);
     return 0;
   }
@@ -845,14 +848,16 @@ int run(const Options &o) {
     referenceOrigin = configPath;
   } else {
     throw InvalidArgumentError(
-        o.manifest + " lists no op attributes (an older fusion-compile); "
+        o.manifest +
+        " lists no op attributes (an older fusion-compile); "
         "pass --config config.json (or --weights DIR with one) so the "
         "reference knows eps, rope_theta and rope_scaling");
   }
   reference.dtype = sig.dtype;
   reference.hidden = H;
   reference.dims = sig.dims;
-  const double tol = o.tol > 0 ? o.tol : (sig.dtype == DType::F16 ? 2e-3 : 1e-2);
+  const double tol =
+      o.tol > 0 ? o.tol : (sig.dtype == DType::F16 ? 2e-3 : 1e-2);
   if (golden && (golden->dtype != sig.dtype || golden->hidden != H ||
                  golden->dims.numQHeads != Hq ||
                  golden->dims.numKVHeads != Hkv || golden->dims.headDim != D))
@@ -887,8 +892,8 @@ int run(const Options &o) {
     }
     numPages = o.numPages ? o.numPages : neededPages + B;
   }
-  int64_t numSplits = o.numSplits ? o.numSplits
-                                  : model.defaultNumSplits(B, maxLen);
+  int64_t numSplits =
+      o.numSplits ? o.numSplits : model.defaultNumSplits(B, maxLen);
 
   std::cout << "fusion-run: " << o.ptx << " + " << o.manifest << ", function "
             << model.function().name << " (" << model.kernels().size()
@@ -897,8 +902,8 @@ int run(const Options &o) {
     std::cout << ", strategy " << model.manifest().strategy;
   std::cout << ")\n";
   std::cout << "  model: " << dtypeName(sig.dtype) << ", hidden " << H
-            << ", heads " << Hq << "/" << Hkv << ", head_dim " << D
-            << ", page " << P << (sig.qkvBias >= 0 ? ", qkv bias" : "")
+            << ", heads " << Hq << "/" << Hkv << ", head_dim " << D << ", page "
+            << P << (sig.qkvBias >= 0 ? ", qkv bias" : "")
             << (sig.residual >= 0 ? ", residual" : "") << "\n";
   std::cout << "  reference: " << describeReference(reference) << " (from "
             << referenceOrigin << "), tolerance " << sci(tol)
@@ -925,8 +930,8 @@ int run(const Options &o) {
   std::cout << ", " << o.steps << " step(s), " << numPages << " pages of " << P
             << " tokens, block-table width " << maxPages;
   if (model.usesNumSplits())
-    std::cout << ", num_splits " << numSplits << " (max "
-              << model.maxSplits() << ")";
+    std::cout << ", num_splits " << numSplits << " (max " << model.maxSplits()
+              << ")";
   std::cout << (o.graph ? ", CUDA graph" : ", direct launches") << "\n";
   if (layout)
     for (const std::string &note : layout->notes)
@@ -1024,18 +1029,17 @@ int run(const Options &o) {
   if (gpu) {
     step.emplace(*ctx, model, ptx, o.ptx, capacity, stepOptions);
     for (const ManifestArgument &a : model.arguments())
-      args.emplace(a.index, cuda::DeviceBuffer(
-                                static_cast<uint64_t>(
-                                    step->plan().argumentBytes(a.index)),
-                                "argument \"" + a.name + "\""));
+      args.emplace(a.index,
+                   cuda::DeviceBuffer(static_cast<uint64_t>(
+                                          step->plan().argumentBytes(a.index)),
+                                      "argument \"" + a.name + "\""));
     for (auto &[i, buf] : args)
       step->bind(i, buf);
-    args.at(sig.normWeight).upload(weights.norm.data(),
-                                   weights.norm.size() * 2);
+    args.at(sig.normWeight)
+        .upload(weights.norm.data(), weights.norm.size() * 2);
     args.at(sig.qkvWeight).upload(weights.qkv.data(), weights.qkv.size() * 2);
     if (sig.qkvBias >= 0)
-      args.at(sig.qkvBias).upload(weights.bias.data(),
-                                  weights.bias.size() * 2);
+      args.at(sig.qkvBias).upload(weights.bias.data(), weights.bias.size() * 2);
     args.at(sig.keyCache).upload(kHost.data(), kHost.size() * 2);
     args.at(sig.valueCache).upload(vHost.data(), vHost.size() * 2);
   }
@@ -1077,12 +1081,13 @@ int run(const Options &o) {
       CUstream st = step->stream();
       args.at(sig.x).uploadAsync(hs.x.data(), hs.x.size() * 2, st);
       if (hasResidual)
-        args.at(sig.residual).uploadAsync(hs.residual.data(),
-                                          hs.residual.size() * 2, st);
+        args.at(sig.residual)
+            .uploadAsync(hs.residual.data(), hs.residual.size() * 2, st);
       args.at(sig.positions).uploadAsync(hs.view.positions.data(), B * 4, st);
       args.at(sig.seqLens).uploadAsync(hs.view.seq_lens.data(), B * 4, st);
-      args.at(sig.blockTable).uploadAsync(hs.view.block_table.data(),
-                                          hs.view.block_table.size() * 4, st);
+      args.at(sig.blockTable)
+          .uploadAsync(hs.view.block_table.data(),
+                       hs.view.block_table.size() * 4, st);
       step->poisonOutputs();
       if (o.graph)
         step->runGraph(shape);
@@ -1097,13 +1102,13 @@ int run(const Options &o) {
       for (int64_t b = 0; b < B; ++b) {
         int32_t pos = hs.view.positions[b];
         int32_t page = hs.view.block_table[b * maxPages + pos / P];
-        uint64_t off = static_cast<uint64_t>(
-                           kvCacheOffset(page, pos % P, 0, P, Hkv, D)) *
-                       2;
-        args.at(sig.keyCache).download(kNew.data() + b * Hkv * D,
-                                       Hkv * D * 2, off);
-        args.at(sig.valueCache).download(vNew.data() + b * Hkv * D,
-                                         Hkv * D * 2, off);
+        uint64_t off =
+            static_cast<uint64_t>(kvCacheOffset(page, pos % P, 0, P, Hkv, D)) *
+            2;
+        args.at(sig.keyCache)
+            .download(kNew.data() + b * Hkv * D, Hkv * D * 2, off);
+        args.at(sig.valueCache)
+            .download(vNew.data() + b * Hkv * D, Hkv * D * 2, off);
       }
       for (Intermediate &m : intermediates) {
         m.values.resize(static_cast<size_t>(B * m.rowElems));
@@ -1136,12 +1141,12 @@ int run(const Options &o) {
     };
     std::vector<Row> rows = {{"output", out, r64.out, r32.out}};
     if (sig.residualOut >= 0)
-      rows.push_back({"residual_out", residualOut, r64.residualOut,
-                      r32.residualOut});
+      rows.push_back(
+          {"residual_out", residualOut, r64.residualOut, r32.residualOut});
     rows.push_back({"k_new", kNew, r64.k, r32.k});
     rows.push_back({"v_new", vNew, r64.v, r32.v});
-    auto [lo, hi] = std::minmax_element(hs.view.positions.begin(),
-                                        hs.view.positions.end());
+    auto [lo, hi] =
+        std::minmax_element(hs.view.positions.begin(), hs.view.positions.end());
     std::cout << "step " << s << " (position" << (B > 1 ? "s " : " ") << *lo;
     if (*hi != *lo)
       std::cout << ".." << *hi;

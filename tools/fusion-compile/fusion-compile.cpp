@@ -31,8 +31,8 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
@@ -46,20 +46,19 @@ namespace cl = llvm::cl;
 namespace json = llvm::json;
 
 static cl::OptionCategory category("fusion-compile options");
-static cl::opt<std::string> inputFile(cl::Positional,
-                                      cl::desc("<input .mlir>"),
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"),
                                       cl::init("-"), cl::cat(category));
 static cl::opt<std::string>
-    outputPrefix("o", cl::desc("Output prefix: writes <prefix>.ptx and "
-                               "<prefix>.manifest.json"),
+    outputPrefix("o",
+                 cl::desc("Output prefix: writes <prefix>.ptx and "
+                          "<prefix>.manifest.json"),
                  cl::value_desc("prefix"), cl::Required, cl::cat(category));
 static cl::opt<std::string> strategy("strategy",
                                      cl::desc("Fusion strategy: decode|none"),
                                      cl::init("decode"), cl::cat(category));
 static cl::opt<std::string> chip("chip", cl::desc("Target SM (sm_90, sm_80)"),
                                  cl::init("sm_90"), cl::cat(category));
-static cl::opt<std::string> features("features",
-                                     cl::desc("PTX feature string"),
+static cl::opt<std::string> features("features", cl::desc("PTX feature string"),
                                      cl::init("+ptx80"), cl::cat(category));
 static cl::opt<int64_t> smCount("sm-count",
                                 cl::desc("SMs the grids should fill"),
@@ -269,13 +268,12 @@ public:
         {"features", features.getValue()},
         {"strategy", strategy.getValue()},
         {"abi",
-         json::Object{
-             {"buffer", "one .u64 device pointer per buffer (dense, "
-                        "row-major, no offset)"},
-             {"scalar", "i32 by value"},
-             {"order", "kernel operands, outputs, workspaces, scalars "
-                       "(params lists them in order)"},
-             {"block", "1-D: block = [threads, 1, 1]"}}},
+         json::Object{{"buffer", "one .u64 device pointer per buffer (dense, "
+                                 "row-major, no offset)"},
+                      {"scalar", "i32 by value"},
+                      {"order", "kernel operands, outputs, workspaces, scalars "
+                                "(params lists them in order)"},
+                      {"block", "1-D: block = [threads, 1, 1]"}}},
         {"functions", std::move(functions)},
         {"kernels", std::move(kernelsJSON)},
     };
@@ -417,8 +415,8 @@ private:
 FailureOr<std::string> writeTemp(StringRef path, StringRef contents) {
   SmallString<256> temp;
   int fd;
-  if (std::error_code ec = llvm::sys::fs::createUniqueFile(
-          path + ".tmp-%%%%%%", fd, temp)) {
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, temp)) {
     llvm::errs() << "fusion-compile: cannot create a temporary for " << path
                  << ": " << ec.message() << "\n";
     return failure();

@@ -1,4 +1,5 @@
-//===- Passes.h - fusion conversion passes and pipelines ----------*- C++ -*-===//
+//===- Passes.h - fusion conversion passes and pipelines ----------*- C++
+//-*-===//
 
 #ifndef FUSION_CONVERSION_PASSES_H
 #define FUSION_CONVERSION_PASSES_H

@@ -11,10 +11,11 @@
 // len_b = 0 gives zeros.
 //
 // Launch: grid (num_splits, Hkv * head_blocks, batch), `threads` threads per
-// CTA (default 256 when a CTA holds at most 4 heads, else 128). One CTA per (split, KV head, sequence) handles the
-// query heads of one KV group (all G of them when G <= 8, else G / Gc
-// blocks of Gc heads, Gc the largest divisor of G not above 8), so every
-// K/V byte is read from HBM once (twice or more only when G > 8).
+// CTA (default 256 when a CTA holds at most 4 heads, else 128). One CTA per
+// (split, KV head, sequence) handles the query heads of one KV group (all G of
+// them when G <= 8, else G / Gc blocks of Gc heads, Gc the largest divisor of G
+// not above 8), so every K/V byte is read from HBM once (twice or more only
+// when G > 8).
 //
 // Thread layout: a K/V row (D elements) is read as D/8 16-byte vectors
 // (vector<8 x f16|bf16>, alignment 16), one per lane of a "row group" of
@@ -321,18 +322,16 @@ DictionaryAttr getScheduleAttr(MLIRContext *context,
       b.getNamedAttr("lanes_per_row", i64(s.lanesPerRow)),
       b.getNamedAttr("kv_unroll", i64(s.unroll)),
       b.getNamedAttr("chunk_multiple", i64(s.tokensPerIter)),
-      b.getNamedAttr(
-          "chunk_policy",
-          b.getStringAttr("chunk = roundUp(ceil(len / num_splits), "
-                          "chunk_multiple); split s reads tokens "
-                          "[s*chunk, min(len, (s+1)*chunk))")),
+      b.getNamedAttr("chunk_policy",
+                     b.getStringAttr("chunk = roundUp(ceil(len / num_splits), "
+                                     "chunk_multiple); split s reads tokens "
+                                     "[s*chunk, min(len, (s+1)*chunk))")),
       b.getNamedAttr("target_ctas", i64(s.targetCtas)),
       b.getNamedAttr("min_chunk_tokens", i64(s.minChunkTokens)),
-      b.getNamedAttr(
-          "num_splits_policy",
-          b.getStringAttr("num_splits = max(1, min(max_splits, "
-                          "floor(target_ctas / (batch * grid_y)), "
-                          "ceil(max_seq_len / min_chunk_tokens)))")),
+      b.getNamedAttr("num_splits_policy",
+                     b.getStringAttr("num_splits = max(1, min(max_splits, "
+                                     "floor(target_ctas / (batch * grid_y)), "
+                                     "ceil(max_seq_len / min_chunk_tokens)))")),
       b.getNamedAttr("partials", b.getStringAttr("unnormalized")),
   });
 }
@@ -363,16 +362,17 @@ struct AttentionEmitter {
 
 private:
   // Values shared by the phases of one CTA.
-  Value tid, split, gridY, seq, kvHead, head0, lane, warp, laneInRow,
-      rowInWarp, rowGroup, dvec, laneActive, numSplits;
+  Value tid, split, gridY, seq, kvHead, head0, lane, warp, laneInRow, rowInWarp,
+      rowGroup, dvec, laneActive, numSplits;
 
   void emitCta(ImplicitLocOpBuilder &b);
-  SoftmaxState emitMainLoop(ImplicitLocOpBuilder &b, ArrayRef<SmallVector<Value>> q,
-                            Value start, Value end, Value iters);
-  void emitStoreSlots(ImplicitLocOpBuilder &b,
-                      llvm::function_ref<void(ImplicitLocOpBuilder &, Value head,
-                                              Value dv)>
-                          body);
+  SoftmaxState emitMainLoop(ImplicitLocOpBuilder &b,
+                            ArrayRef<SmallVector<Value>> q, Value start,
+                            Value end, Value iters);
+  void emitStoreSlots(
+      ImplicitLocOpBuilder &b,
+      llvm::function_ref<void(ImplicitLocOpBuilder &, Value head, Value dv)>
+          body);
   void emitCombine(ImplicitLocOpBuilder &b, Value head, Value dv);
   /// Offset of element 8*dv of head `head` of sequence `seq` in a
   /// [B, Hq, D] tensor.
@@ -386,12 +386,12 @@ private:
     return mulIndex(b, row, sched.maxSplits);
   }
   /// Writes o * (1 / l) (zeros when l = 0) to the output.
-  void storeNormalized(ImplicitLocOpBuilder &b, Value acc, Value l,
-                       Value head, Value dv) {
+  void storeNormalized(ImplicitLocOpBuilder &b, Value acc, Value l, Value head,
+                       Value dv) {
     Value positive = cmpF(b, arith::CmpFPredicate::OGT, l, constF32(b, 0.0));
-    Value inv = select(b, positive,
-                       arith::DivFOp::create(b, constF32(b, 1.0), l),
-                       constF32(b, 0.0));
+    Value inv =
+        select(b, positive, arith::DivFOp::create(b, constF32(b, 1.0), l),
+               constF32(b, 0.0));
     Value o = mulF(b, acc, splat(b, inv, W));
     storeVector(b, truncFromF32(b, o, shape.elementType), output,
                 headOffset(b, head, dv));
@@ -444,13 +444,13 @@ SoftmaxState AttentionEmitter::emitMainLoop(ImplicitLocOpBuilder &b,
                                             ArrayRef<SmallVector<Value>> q,
                                             Value start, Value end,
                                             Value iters) {
-  const int64_t p = shape.pageSize, hkv = shape.numKvHeads,
-                d = shape.headDim, u = sched.unroll, rgt = sched.rowGroups,
+  const int64_t p = shape.pageSize, hkv = shape.numKvHeads, d = shape.headDim,
+                u = sched.unroll, rgt = sched.rowGroups,
                 lpr = sched.lanesPerRow;
   // Loop invariants.
   Value btRow = mulIndex(b, seq, i32ToIndex(b, maxPagesArg));
-  Value laneOff = indexToI32(
-      b, addIndex(b, mulIndex(b, kvHead, d), mulIndex(b, dvec, W)));
+  Value laneOff =
+      indexToI32(b, addIndex(b, mulIndex(b, kvHead, d), mulIndex(b, dvec, W)));
   Value rowGroupI32 = indexToI32(b, rowGroup);
   Value lastToken = arith::SubIOp::create(b, end, constI32(b, 1));
   Value pageStride = constIndex(b, p * hkv * d);
@@ -468,21 +468,24 @@ SoftmaxState AttentionEmitter::emitMainLoop(ImplicitLocOpBuilder &b,
         ImplicitLocOpBuilder lb(loc, ob);
         SoftmaxState st = SoftmaxState::unflatten(args, gc(), W);
         Value tbase = addI(
-            lb, start, mulI(lb, indexToI32(lb, it),
-                            constI32(lb, sched.tokensPerIter)));
+            lb, start,
+            mulI(lb, indexToI32(lb, it), constI32(lb, sched.tokensPerIter)));
         // Issue every K and V load of the iteration first.
         SmallVector<Value> valid, kRaw, vRaw;
         for (int64_t j = 0; j < u; ++j) {
-          Value t = addI(lb, tbase, addI(lb, rowGroupI32, constI32(lb, j * rgt)));
+          Value t =
+              addI(lb, tbase, addI(lb, rowGroupI32, constI32(lb, j * rgt)));
           valid.push_back(cmpI(lb, arith::CmpIPredicate::slt, t, end));
           Value tc = minSI(lb, t, lastToken);
           Value pageIdx = arith::DivUIOp::create(lb, tc, constI32(lb, p));
           Value slot = arith::RemUIOp::create(lb, tc, constI32(lb, p));
           Value page = loadScalar(lb, blockTable,
                                   addIndex(lb, btRow, i32ToIndex(lb, pageIdx)));
-          Value inPage = addI(lb, mulI(lb, slot, constI32(lb, hkv * d)), laneOff);
-          Value off = addIndex(lb, mulIndex(lb, i32ToIndex(lb, page), pageStride),
-                               i32ToIndex(lb, inPage));
+          Value inPage =
+              addI(lb, mulI(lb, slot, constI32(lb, hkv * d)), laneOff);
+          Value off =
+              addIndex(lb, mulIndex(lb, i32ToIndex(lb, page), pageStride),
+                       i32ToIndex(lb, inPage));
           kRaw.push_back(loadVector(lb, keyCache, off, W));
           vRaw.push_back(loadVector(lb, valueCache, off, W));
         }
@@ -562,8 +565,7 @@ void AttentionEmitter::emitStoreSlots(
   }
 }
 
-void AttentionEmitter::emitCombine(ImplicitLocOpBuilder &b, Value h,
-                                   Value dv) {
+void AttentionEmitter::emitCombine(ImplicitLocOpBuilder &b, Value h, Value dv) {
   Type f32 = b.getF32Type();
   Value head = addIndex(b, head0, h);
   Value row = partialRow(b, head);
@@ -574,8 +576,8 @@ void AttentionEmitter::emitCombine(ImplicitLocOpBuilder &b, Value h,
       b, zero, ns, one, ValueRange{negInf(b)},
       [&](OpBuilder &ob, Location loc, Value s, ValueRange args) {
         ImplicitLocOpBuilder lb(loc, ob);
-        Value m = loadScalar(lb, partialStats,
-                             mulIndex(lb, addIndex(lb, row, s), 2));
+        Value m =
+            loadScalar(lb, partialStats, mulIndex(lb, addIndex(lb, row, s), 2));
         scf::YieldOp::create(lb, ValueRange{maxF32(lb, args[0], m)});
       });
   Value ms = safeMax(b, maxLoop.getResult(0));
@@ -611,11 +613,11 @@ void AttentionEmitter::emitCta(ImplicitLocOpBuilder &b) {
   Value one = constI32(b, 1);
   Value perSplit = arith::DivUIOp::create(
       b, addI(b, len, arith::SubIOp::create(b, numSplits, one)), numSplits);
-  Value chunk = mulI(
-      b,
-      arith::DivUIOp::create(b, addI(b, perSplit, constI32(b, tpi - 1)),
-                             constI32(b, tpi)),
-      constI32(b, tpi));
+  Value chunk =
+      mulI(b,
+           arith::DivUIOp::create(b, addI(b, perSplit, constI32(b, tpi - 1)),
+                                  constI32(b, tpi)),
+           constI32(b, tpi));
   Value start = mulI(b, indexToI32(b, split), chunk);
   Value end = minSI(b, len, addI(b, start, chunk));
   Value count = maxSI(b, arith::SubIOp::create(b, end, start), constI32(b, 0));
@@ -626,8 +628,8 @@ void AttentionEmitter::emitCta(ImplicitLocOpBuilder &b) {
   double qScale = shape.scale * M_LOG2E;
   SmallVector<SmallVector<Value>> q;
   for (int64_t h = 0; h < gc(); ++h) {
-    Value raw = loadVector(b, query, headOffset(b, addIndex(b, head0, h), dvec),
-                           W);
+    Value raw =
+        loadVector(b, query, headOffset(b, addIndex(b, head0, h), dvec), W);
     Value qf = mulF(b, extToF32(b, raw), splat(b, constF32(b, qScale), W));
     q.emplace_back();
     for (int64_t e = 0; e < W; ++e) {
@@ -658,10 +660,9 @@ void AttentionEmitter::emitCta(ImplicitLocOpBuilder &b) {
     for (int64_t h = 0; h < gc(); ++h) {
       Value vec = vector::FromElementsOp::create(
           ib, VectorType::get({W}, ib.getF32Type()), st.acc[h]);
-      Value idx = addIndex(ib, mulIndex(ib, addIndex(ib, mulIndex(ib, warp, gc()),
-                                                     h),
-                                        d),
-                           mulIndex(ib, dvec, W));
+      Value idx = addIndex(
+          ib, mulIndex(ib, addIndex(ib, mulIndex(ib, warp, gc()), h), d),
+          mulIndex(ib, dvec, W));
       storeVector(ib, vec, smem, idx);
     }
   });
@@ -676,8 +677,8 @@ void AttentionEmitter::emitCta(ImplicitLocOpBuilder &b) {
   barrier(b);
 
   // The CTA's (m, l, o) for slot (h, dv), merged over warps.
-  auto mergedSlot = [&](ImplicitLocOpBuilder &ib, Value h, Value dv,
-                        Value &m, Value &l, Value &o) {
+  auto mergedSlot = [&](ImplicitLocOpBuilder &ib, Value h, Value dv, Value &m,
+                        Value &l, Value &o) {
     SmallVector<Value> mw, lw;
     m = negInf(ib);
     for (int64_t w = 0; w < numWarps(); ++w) {
@@ -693,8 +694,8 @@ void AttentionEmitter::emitCta(ImplicitLocOpBuilder &b) {
     for (int64_t w = 0; w < numWarps(); ++w) {
       Value a = exp2F32(ib, subF(ib, mw[w], ms));
       l = fma(ib, lw[w], a, l);
-      Value idx = addIndex(
-          ib, mulIndex(ib, addIndex(ib, h, w * gc()), d), mulIndex(ib, dv, W));
+      Value idx = addIndex(ib, mulIndex(ib, addIndex(ib, h, w * gc()), d),
+                           mulIndex(ib, dv, W));
       Value ow = mulF(ib, loadVector(ib, smem, idx, W), splat(ib, a, W));
       o = o ? addF(ib, o, ow) : ow;
     }
@@ -716,7 +717,8 @@ void AttentionEmitter::emitCta(ImplicitLocOpBuilder &b) {
         emitStoreSlots(ib, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
           Value m, l, o;
           mergedSlot(sb, h, dv, m, l, o);
-          Value rs = addIndex(sb, partialRow(sb, addIndex(sb, head0, h)), split);
+          Value rs =
+              addIndex(sb, partialRow(sb, addIndex(sb, head0, h)), split);
           storeVector(sb, o, partialOut,
                       addIndex(sb, mulIndex(sb, rs, d), mulIndex(sb, dv, W)));
           ifThen(sb, cmpI(sb, arith::CmpIPredicate::eq, dv, constIndex(sb, 0)),
@@ -729,27 +731,27 @@ void AttentionEmitter::emitCta(ImplicitLocOpBuilder &b) {
         // Publish the partial, then count this split's arrival.
         fenceGPU(ib);
         barrier(ib);
-        ifThen(ib, cmpI(ib, arith::CmpIPredicate::eq, tid, constIndex(ib, 0)),
-               [&](ImplicitLocOpBuilder &tb) {
-                 Value counterIdx = addIndex(
-                     tb,
-                     mulIndex(tb, seq, shape.numKvHeads * sched.headBlocks),
-                     gridY);
-                 Value old = memref::AtomicRMWOp::create(
-                     tb, arith::AtomicRMWKind::addi, constI32(tb, 1), counters,
-                     ValueRange{counterIdx});
-                 Value last = cmpI(tb, arith::CmpIPredicate::eq, old,
-                                   arith::SubIOp::create(tb, numSplits,
-                                                         constI32(tb, 1)));
-                 storeScalar(tb, arith::ExtUIOp::create(tb, tb.getI32Type(), last),
-                             smemFlag, constIndex(tb, 0));
-                 // The last CTA resets the counter for the next launch.
-                 ifThen(tb, last, [&](ImplicitLocOpBuilder &rb) {
-                   memref::AtomicRMWOp::create(rb, arith::AtomicRMWKind::assign,
-                                               constI32(rb, 0), counters,
-                                               ValueRange{counterIdx});
-                 });
-               });
+        ifThen(
+            ib, cmpI(ib, arith::CmpIPredicate::eq, tid, constIndex(ib, 0)),
+            [&](ImplicitLocOpBuilder &tb) {
+              Value counterIdx = addIndex(
+                  tb, mulIndex(tb, seq, shape.numKvHeads * sched.headBlocks),
+                  gridY);
+              Value old = memref::AtomicRMWOp::create(
+                  tb, arith::AtomicRMWKind::addi, constI32(tb, 1), counters,
+                  ValueRange{counterIdx});
+              Value last =
+                  cmpI(tb, arith::CmpIPredicate::eq, old,
+                       arith::SubIOp::create(tb, numSplits, constI32(tb, 1)));
+              storeScalar(tb, arith::ExtUIOp::create(tb, tb.getI32Type(), last),
+                          smemFlag, constIndex(tb, 0));
+              // The last CTA resets the counter for the next launch.
+              ifThen(tb, last, [&](ImplicitLocOpBuilder &rb) {
+                memref::AtomicRMWOp::create(rb, arith::AtomicRMWKind::assign,
+                                            constI32(rb, 0), counters,
+                                            ValueRange{counterIdx});
+              });
+            });
         barrier(ib);
         Value flag = loadScalar(ib, smemFlag, constIndex(ib, 0));
         ifThen(ib, cmpI(ib, arith::CmpIPredicate::ne, flag, constI32(ib, 0)),
@@ -765,8 +767,8 @@ void AttentionEmitter::emitCta(ImplicitLocOpBuilder &b) {
 
 } // namespace
 
-FailureOr<KernelLaunch> mlir::fusion::emitAttentionKernel(KernelOp kernel,
-                                                          gpu::GPUModuleOp module) {
+FailureOr<KernelLaunch>
+mlir::fusion::emitAttentionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   // --- The one op of the kernel ----------------------------------------------
   DecodeAttentionOp op;
   for (Operation &nested : kernel.getBody().front().without_terminator()) {
@@ -809,7 +811,8 @@ FailureOr<KernelLaunch> mlir::fusion::emitAttentionKernel(KernelOp kernel,
            << "attention emitter: the kernel must yield exactly the "
               "attention output";
 
-  // --- Shape ------------------------------------------------------------------
+  // --- Shape
+  // ------------------------------------------------------------------
   AttentionShape shape;
   auto queryType = op.getQuery().getType();
   auto cacheType = op.getKeyCache().getType();
@@ -826,9 +829,9 @@ FailureOr<KernelLaunch> mlir::fusion::emitAttentionKernel(KernelOp kernel,
            << " is not a multiple of 8 (K/V rows are read as 16-byte "
               "vectors)";
   if (shape.headDim > kMaxHeadDim)
-    return kernel.emitOpError() << "attention emitter: head_dim "
-                                << shape.headDim << " is larger than "
-                                << kMaxHeadDim;
+    return kernel.emitOpError()
+           << "attention emitter: head_dim " << shape.headDim
+           << " is larger than " << kMaxHeadDim;
   if (shape.pageSize * shape.numKvHeads * shape.headDim >
       std::numeric_limits<int32_t>::max())
     return kernel.emitOpError()
@@ -847,7 +850,8 @@ FailureOr<KernelLaunch> mlir::fusion::emitAttentionKernel(KernelOp kernel,
   // slower in the sweep (a second, partial wave).
   sched->targetCtas = 2 * getSMCount(module);
 
-  // --- Parameters ---------------------------------------------------------------
+  // --- Parameters
+  // ---------------------------------------------------------------
   MLIRContext *context = kernel.getContext();
   Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
   SmallVector<KernelParam> params = getDefaultKernelParams(kernel);
@@ -859,11 +863,17 @@ FailureOr<KernelLaunch> mlir::fusion::emitAttentionKernel(KernelOp kernel,
               ms = std::to_string(sched->maxSplits),
               dim = std::to_string(shape.headDim);
   SmallVector<KernelParam> workspace{
-      {KernelParam::Kind::Workspace, "partial_out", f32,
+      {KernelParam::Kind::Workspace,
+       "partial_out",
+       f32,
        {"batch", hq, ms, dim}},
-      {KernelParam::Kind::Workspace, "partial_stats", f32,
+      {KernelParam::Kind::Workspace,
+       "partial_stats",
+       f32,
        {"batch", hq, ms, "2"}},
-      {KernelParam::Kind::Workspace, "split_counters", i32,
+      {KernelParam::Kind::Workspace,
+       "split_counters",
+       i32,
        {"batch", std::to_string(shape.numKvHeads * sched->headBlocks)},
        /*zeroInitialized=*/true},
   };
@@ -871,11 +881,11 @@ FailureOr<KernelLaunch> mlir::fusion::emitAttentionKernel(KernelOp kernel,
                 workspace.end());
   params.push_back({KernelParam::Kind::Scalar, "num_splits", i32, {}});
 
-  // --- The gpu.func -------------------------------------------------------------
+  // --- The gpu.func
+  // -------------------------------------------------------------
   ImplicitLocOpBuilder b(kernel.getLoc(), context);
-  gpu::GPUFuncOp func = createKernelFunc(b, kernel.getLoc(), module,
-                                         kernel.getSymName(), params,
-                                         sched->threads);
+  gpu::GPUFuncOp func = createKernelFunc(
+      b, kernel.getLoc(), module, kernel.getSymName(), params, sched->threads);
   AttentionEmitter emitter;
   emitter.shape = shape;
   emitter.sched = *sched;

@@ -84,8 +84,8 @@ static FailureOr<KernelLaunch> emitNormKernel(KernelOp kernel, Operation *op,
   launch.blockSize = blockSize;
   launch.grid = {"batch", "1", "1"};
   OpBuilder builder(kernel.getContext());
-  gpu::GPUFuncOp func = createKernelFunc(builder, kernel.getLoc(), module,
-                                         launch.entry, launch.params, blockSize);
+  gpu::GPUFuncOp func = createKernelFunc(
+      builder, kernel.getLoc(), module, launch.entry, launch.params, blockSize);
   ImplicitLocOpBuilder b(kernel.getLoc(), builder);
   ArgMap map{kernel, func};
   if (auto rms = dyn_cast<RMSNormOp>(op)) {
@@ -148,8 +148,7 @@ static FailureOr<KernelLaunch> emitHeadKernel(KernelOp kernel, RopeOp rope,
   const bool neox = !rope || rope.getPairing() == RopePairing::neox;
   const int64_t qSlots = hq, kSlots = hkv, vSlots = append ? hkv : 0;
   const int64_t slots = qSlots + kSlots + vSlots;
-  const int64_t blockSize =
-      std::max<int64_t>(32, llvm::alignTo(D / 2, 32));
+  const int64_t blockSize = std::max<int64_t>(32, llvm::alignTo(D / 2, 32));
 
   KernelLaunch launch;
   launch.entry = kernel.getSymName().str();
@@ -157,8 +156,8 @@ static FailureOr<KernelLaunch> emitHeadKernel(KernelOp kernel, RopeOp rope,
   launch.blockSize = blockSize;
   launch.grid = {std::to_string(slots), "batch", "1"};
   OpBuilder builder(kernel.getContext());
-  gpu::GPUFuncOp func = createKernelFunc(builder, kernel.getLoc(), module,
-                                         launch.entry, launch.params, blockSize);
+  gpu::GPUFuncOp func = createKernelFunc(
+      builder, kernel.getLoc(), module, launch.entry, launch.params, blockSize);
   ImplicitLocOpBuilder b(kernel.getLoc(), builder);
   ArgMap map{kernel, func};
 
@@ -184,9 +183,9 @@ static FailureOr<KernelLaunch> emitHeadKernel(KernelOp kernel, RopeOp rope,
     return kernel.emitOpError(
         "unsupported kernel: inputs, positions, caches and the block table "
         "must be kernel operands");
-  Value invFreq = rope ? getRopeInvFreqTable(b, module, rope,
-                                             launch.entry + "_inv_freq")
-                       : Value();
+  Value invFreq =
+      rope ? getRopeInvFreqTable(b, module, rope, launch.entry + "_inv_freq")
+           : Value();
 
   Value slot = blockIdX(b);
   Value token = blockIdY(b);
@@ -195,84 +194,91 @@ static FailureOr<KernelLaunch> emitHeadKernel(KernelOp kernel, RopeOp rope,
                  int64_t r) {
     return arith::CmpIOp::create(b, pred, l, constIndex(b, r));
   };
-  ifThen(b, cmp(b, arith::CmpIPredicate::ult, j, D / 2),
-         [&](ImplicitLocOpBuilder &b) {
-    Value isQ = cmp(b, arith::CmpIPredicate::ult, slot, qSlots);
-    Value isV = cmp(b, arith::CmpIPredicate::uge, slot, qSlots + kSlots);
-    Value rotated = arith::ConstantIntOp::create(b, 0, 1);
-    if (rope)
-      rotated = arith::AndIOp::create(
-          b, cmp(b, arith::CmpIPredicate::ult, j, rotaryDim / 2),
-          cmp(b, arith::CmpIPredicate::ult, slot, qSlots + kSlots));
-    Value twoJ = mulIndex(b, j, 2);
-    Value da = twoJ, db = addIndex(b, twoJ, 1);
-    if (rope && neox) {
-      da = arith::SelectOp::create(b, rotated, j, twoJ);
-      db = arith::SelectOp::create(b, rotated, addIndex(b, j, rotaryDim / 2),
-                                   addIndex(b, twoJ, 1));
-    }
-    auto headBase = [&](ImplicitLocOpBuilder &b, int64_t heads, Value head) {
-      return mulIndex(b, addIndex(b, mulIndex(b, token, heads), head), D);
-    };
-    auto storePair = [&](ImplicitLocOpBuilder &b, Value buffer, Value base,
-                         Value va, Value vb) {
-      storeScalar(b, va, buffer, addIndex(b, base, da));
-      storeScalar(b, vb, buffer, addIndex(b, base, db));
-    };
-    auto rotate = [&](ImplicitLocOpBuilder &b, Value a, Value c) {
-      if (!rope)
-        return std::make_pair(a, c);
-      Value pos = loadScalar(b, positions, token);
-      Value freq = arith::SelectOp::create(b, rotated, j, constIndex(b, 0));
-      auto [ra, rc] = emitRopeRotation(b, a, c, pos, invFreq, freq, act);
-      return std::make_pair(
-          Value(arith::SelectOp::create(b, rotated, ra, a)),
-          Value(arith::SelectOp::create(b, rotated, rc, c)));
-    };
-    auto cacheBase = [&](ImplicitLocOpBuilder &b, Value kvHead) {
-      Value pos = i32ToIndex(b, loadScalar(b, appendPositions, token));
-      Value pageIndex = arith::DivSIOp::create(b, pos, constIndex(b, pageSize));
-      Value inPage = arith::RemSIOp::create(b, pos, constIndex(b, pageSize));
-      Value tableIndex =
-          addIndex(b, mulIndex(b, token, i32ToIndex(b, maxPages)), pageIndex);
-      Value page = i32ToIndex(b, loadScalar(b, blockTable, tableIndex));
-      Value tokenSlot = addIndex(b, mulIndex(b, page, pageSize), inPage);
-      return mulIndex(b, addIndex(b, mulIndex(b, tokenSlot, hkv), kvHead), D);
-    };
-    if (qSlots > 0)
-      ifThen(b, isQ, [&](ImplicitLocOpBuilder &b) {
-        Value base = headBase(b, hq, slot);
-        Value a = loadScalar(b, qIn, addIndex(b, base, da));
-        Value c = loadScalar(b, qIn, addIndex(b, base, db));
-        auto [ra, rc] = rotate(b, a, c);
-        if (qOut)
-          storePair(b, qOut, base, ra, rc);
+  ifThen(
+      b, cmp(b, arith::CmpIPredicate::ult, j, D / 2),
+      [&](ImplicitLocOpBuilder &b) {
+        Value isQ = cmp(b, arith::CmpIPredicate::ult, slot, qSlots);
+        Value isV = cmp(b, arith::CmpIPredicate::uge, slot, qSlots + kSlots);
+        Value rotated = arith::ConstantIntOp::create(b, 0, 1);
+        if (rope)
+          rotated = arith::AndIOp::create(
+              b, cmp(b, arith::CmpIPredicate::ult, j, rotaryDim / 2),
+              cmp(b, arith::CmpIPredicate::ult, slot, qSlots + kSlots));
+        Value twoJ = mulIndex(b, j, 2);
+        Value da = twoJ, db = addIndex(b, twoJ, 1);
+        if (rope && neox) {
+          da = arith::SelectOp::create(b, rotated, j, twoJ);
+          db = arith::SelectOp::create(
+              b, rotated, addIndex(b, j, rotaryDim / 2), addIndex(b, twoJ, 1));
+        }
+        auto headBase = [&](ImplicitLocOpBuilder &b, int64_t heads,
+                            Value head) {
+          return mulIndex(b, addIndex(b, mulIndex(b, token, heads), head), D);
+        };
+        auto storePair = [&](ImplicitLocOpBuilder &b, Value buffer, Value base,
+                             Value va, Value vb) {
+          storeScalar(b, va, buffer, addIndex(b, base, da));
+          storeScalar(b, vb, buffer, addIndex(b, base, db));
+        };
+        auto rotate = [&](ImplicitLocOpBuilder &b, Value a, Value c) {
+          if (!rope)
+            return std::make_pair(a, c);
+          Value pos = loadScalar(b, positions, token);
+          Value freq = arith::SelectOp::create(b, rotated, j, constIndex(b, 0));
+          auto [ra, rc] = emitRopeRotation(b, a, c, pos, invFreq, freq, act);
+          return std::make_pair(
+              Value(arith::SelectOp::create(b, rotated, ra, a)),
+              Value(arith::SelectOp::create(b, rotated, rc, c)));
+        };
+        auto cacheBase = [&](ImplicitLocOpBuilder &b, Value kvHead) {
+          Value pos = i32ToIndex(b, loadScalar(b, appendPositions, token));
+          Value pageIndex =
+              arith::DivSIOp::create(b, pos, constIndex(b, pageSize));
+          Value inPage =
+              arith::RemSIOp::create(b, pos, constIndex(b, pageSize));
+          Value tableIndex = addIndex(
+              b, mulIndex(b, token, i32ToIndex(b, maxPages)), pageIndex);
+          Value page = i32ToIndex(b, loadScalar(b, blockTable, tableIndex));
+          Value tokenSlot = addIndex(b, mulIndex(b, page, pageSize), inPage);
+          return mulIndex(b, addIndex(b, mulIndex(b, tokenSlot, hkv), kvHead),
+                          D);
+        };
+        if (qSlots > 0)
+          ifThen(b, isQ, [&](ImplicitLocOpBuilder &b) {
+            Value base = headBase(b, hq, slot);
+            Value a = loadScalar(b, qIn, addIndex(b, base, da));
+            Value c = loadScalar(b, qIn, addIndex(b, base, db));
+            auto [ra, rc] = rotate(b, a, c);
+            if (qOut)
+              storePair(b, qOut, base, ra, rc);
+          });
+        Value isK = arith::AndIOp::create(
+            b, cmp(b, arith::CmpIPredicate::uge, slot, qSlots),
+            cmp(b, arith::CmpIPredicate::ult, slot, qSlots + kSlots));
+        ifThen(b, isK, [&](ImplicitLocOpBuilder &b) {
+          Value kvHead = arith::SubIOp::create(b, slot, constIndex(b, qSlots));
+          Value base = headBase(b, hkv, kvHead);
+          Value a = loadScalar(b, kIn, addIndex(b, base, da));
+          Value c = loadScalar(b, kIn, addIndex(b, base, db));
+          auto [ra, rc] = rotate(b, a, c);
+          if (kOut)
+            storePair(b, kOut, base, ra, rc);
+          if (append)
+            storePair(b, keyCache, cacheBase(b, kvHead), ra, rc);
+        });
+        if (vSlots > 0)
+          ifThen(b, isV, [&](ImplicitLocOpBuilder &b) {
+            Value kvHead =
+                arith::SubIOp::create(b, slot, constIndex(b, qSlots + kSlots));
+            Value base = headBase(b, hkv, kvHead);
+            Value a = loadScalar(b, vIn, addIndex(b, base, da));
+            Value c = loadScalar(b, vIn, addIndex(b, base, db));
+            storePair(b, valueCache, cacheBase(b, kvHead), a, c);
+          });
       });
-    Value isK = arith::AndIOp::create(
-        b, cmp(b, arith::CmpIPredicate::uge, slot, qSlots),
-        cmp(b, arith::CmpIPredicate::ult, slot, qSlots + kSlots));
-    ifThen(b, isK, [&](ImplicitLocOpBuilder &b) {
-      Value kvHead = arith::SubIOp::create(b, slot, constIndex(b, qSlots));
-      Value base = headBase(b, hkv, kvHead);
-      Value a = loadScalar(b, kIn, addIndex(b, base, da));
-      Value c = loadScalar(b, kIn, addIndex(b, base, db));
-      auto [ra, rc] = rotate(b, a, c);
-      if (kOut)
-        storePair(b, kOut, base, ra, rc);
-      if (append)
-        storePair(b, keyCache, cacheBase(b, kvHead), ra, rc);
-    });
-    if (vSlots > 0)
-      ifThen(b, isV, [&](ImplicitLocOpBuilder &b) {
-        Value kvHead =
-            arith::SubIOp::create(b, slot, constIndex(b, qSlots + kSlots));
-        Value base = headBase(b, hkv, kvHead);
-        Value a = loadScalar(b, vIn, addIndex(b, base, da));
-        Value c = loadScalar(b, vIn, addIndex(b, base, db));
-        storePair(b, valueCache, cacheBase(b, kvHead), a, c);
-      });
-  });
-  StringRef kind = rope && append ? "rope_kv_append" : rope ? "rope" : "kv_append";
+  StringRef kind = rope && append ? "rope_kv_append"
+                   : rope         ? "rope"
+                                  : "kv_append";
   launch.schedule = scheduleAttr(
       kernel.getContext(), kind, blockSize,
       {builder.getNamedAttr("head_slots", builder.getI64IntegerAttr(slots)),

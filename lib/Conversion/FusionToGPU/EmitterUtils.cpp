@@ -70,8 +70,7 @@ SmallVector<StringRef> mlir::fusion::getDynamicDimNames(Type type) {
   if (isa<MemRefType>(type))
     return {"num_pages"};
   auto shaped = dyn_cast<ShapedType>(type);
-  if (shaped && shaped.getElementType().isInteger(32) &&
-      shaped.getRank() == 2)
+  if (shaped && shaped.getElementType().isInteger(32) && shaped.getRank() == 2)
     return {"batch", "max_pages"};
   return {"batch"};
 }
@@ -165,8 +164,7 @@ std::string mlir::fusion::getResultRole(KernelOp kernel, unsigned resultIndex) {
   Value yielded = kernel.getYield().getValues()[resultIndex];
   Operation *def = yielded.getDefiningOp();
   if (!def)
-    return getOperandRole(kernel,
-                          cast<BlockArgument>(yielded).getArgNumber());
+    return getOperandRole(kernel, cast<BlockArgument>(yielded).getArgNumber());
   unsigned number = cast<OpResult>(yielded).getResultNumber();
   return llvm::TypeSwitch<Operation *, std::string>(def)
       .Case<RMSNormOp>([&](auto) {
@@ -177,9 +175,8 @@ std::string mlir::fusion::getResultRole(KernelOp kernel, unsigned resultIndex) {
       .Case<QKVProjOp>([&](auto) -> std::string {
         return number == 0 ? "query" : number == 1 ? "key" : "value";
       })
-      .Case<RopeOp>([&](auto) -> std::string {
-        return number == 0 ? "query" : "key";
-      })
+      .Case<RopeOp>(
+          [&](auto) -> std::string { return number == 0 ? "query" : "key"; })
       .Case<DecodeAttentionOp>([&](auto) { return std::string("output"); })
       .Default([](Operation *) { return std::string("result"); });
 }
@@ -235,8 +232,8 @@ gpu::GPUFuncOp mlir::fusion::createKernelFunc(OpBuilder &builder, Location loc,
                                      builder.getFunctionType(argTypes, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                 builder.getUnitAttr());
-  func.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
-      {static_cast<int32_t>(blockSize), 1, 1}));
+  func.setKnownBlockSizeAttr(
+      builder.getDenseI32ArrayAttr({static_cast<int32_t>(blockSize), 1, 1}));
   Block &entry = func.getBody().front();
   builder.setInsertionPointToEnd(&entry);
   auto ret = gpu::ReturnOp::create(builder, loc);
@@ -249,8 +246,8 @@ Value mlir::fusion::addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType,
   MLIRContext *context = func.getContext();
   auto space =
       gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
-  auto type = MemRefType::get({count}, elementType, MemRefLayoutAttrInterface(),
-                              space);
+  auto type =
+      MemRefType::get({count}, elementType, MemRefLayoutAttrInterface(), space);
   BlockArgument buffer = func.addWorkgroupAttribution(type, func.getLoc());
   // 16-byte alignment, so that vector<8xf16> accesses may be ld.shared.v4
   // (the default would be the element's alignment).
@@ -265,9 +262,10 @@ DictionaryAttr mlir::fusion::getLaunchAttr(MLIRContext *context,
                                            const KernelLaunch &launch) {
   Builder b(context);
   auto strings = [&](ArrayRef<std::string> values) {
-    return b.getArrayAttr(llvm::map_to_vector(values, [&](const std::string &s) {
-      return Attribute(b.getStringAttr(s));
-    }));
+    return b.getArrayAttr(
+        llvm::map_to_vector(values, [&](const std::string &s) {
+          return Attribute(b.getStringAttr(s));
+        }));
   };
   SmallVector<Attribute> params;
   for (const KernelParam &param : launch.params) {
@@ -289,7 +287,8 @@ DictionaryAttr mlir::fusion::getLaunchAttr(MLIRContext *context,
     SmallVector<NamedAttribute> entries{
         b.getNamedAttr("kind", b.getStringAttr(kind)),
         b.getNamedAttr("role", b.getStringAttr(param.role)),
-        b.getNamedAttr("dtype", b.getStringAttr(getDTypeName(param.elementType))),
+        b.getNamedAttr("dtype",
+                       b.getStringAttr(getDTypeName(param.elementType))),
     };
     if (param.kind != KernelParam::Kind::Scalar)
       entries.push_back(b.getNamedAttr("shape", strings(param.shape)));
@@ -318,11 +317,12 @@ Value mlir::fusion::constI32(ImplicitLocOpBuilder &b, int32_t value) {
   return arith::ConstantIntOp::create(b, value, 32);
 }
 Value mlir::fusion::constF32(ImplicitLocOpBuilder &b, double value) {
-  return arith::ConstantFloatOp::create(b, b.getF32Type(),
-                                        llvm::APFloat(static_cast<float>(value)));
+  return arith::ConstantFloatOp::create(
+      b, b.getF32Type(), llvm::APFloat(static_cast<float>(value)));
 }
 Value mlir::fusion::constF64(ImplicitLocOpBuilder &b, double value) {
-  return arith::ConstantFloatOp::create(b, b.getF64Type(), llvm::APFloat(value));
+  return arith::ConstantFloatOp::create(b, b.getF64Type(),
+                                        llvm::APFloat(value));
 }
 Value mlir::fusion::i32ToIndex(ImplicitLocOpBuilder &b, Value value) {
   return arith::IndexCastOp::create(b, b.getIndexType(), value);
@@ -380,16 +380,16 @@ Value mlir::fusion::extToF32(ImplicitLocOpBuilder &b, Value value) {
   Type element = getElementTypeOrSelf(value.getType());
   if (element.isF32())
     return value;
-  return arith::ExtFOp::create(b, withElementType(value.getType(), b.getF32Type()),
-                               value);
+  return arith::ExtFOp::create(
+      b, withElementType(value.getType(), b.getF32Type()), value);
 }
 
 Value mlir::fusion::truncFromF32(ImplicitLocOpBuilder &b, Value value,
                                  Type elementType) {
   if (elementType.isF32())
     return value;
-  return arith::TruncFOp::create(b, withElementType(value.getType(), elementType),
-                                 value);
+  return arith::TruncFOp::create(
+      b, withElementType(value.getType(), elementType), value);
 }
 
 Value mlir::fusion::sqrtF32(ImplicitLocOpBuilder &b, Value value) {
@@ -420,22 +420,23 @@ std::pair<Value, Value> mlir::fusion::sinCosF32(ImplicitLocOpBuilder &b,
   Type f32 = b.getF32Type(), f64 = b.getF64Type(), i64 = b.getI64Type();
   Value a = arith::ExtFOp::create(b, f64, angle);
   Value t = arith::MulFOp::create(b, a, constF64(b, 2.0 / M_PI));
-  Value nonNegative = arith::CmpFOp::create(b, arith::CmpFPredicate::OGE, t,
-                                            constF64(b, 0.0));
+  Value nonNegative =
+      arith::CmpFOp::create(b, arith::CmpFPredicate::OGE, t, constF64(b, 0.0));
   Value half = arith::SelectOp::create(b, nonNegative, constF64(b, 0.5),
                                        constF64(b, -0.5));
   Value k = arith::FPToSIOp::create(b, i64, arith::AddFOp::create(b, t, half));
   Value kf = arith::SIToFPOp::create(b, f64, k);
   Value negK = arith::NegFOp::create(b, kf);
-  constexpr double kPio2Hi = 1.5707963267948966;     // fl(pi/2)
-  constexpr double kPio2Lo = 6.123233995736766e-17;  // pi/2 - kPio2Hi
+  constexpr double kPio2Hi = 1.5707963267948966;    // fl(pi/2)
+  constexpr double kPio2Lo = 6.123233995736766e-17; // pi/2 - kPio2Hi
   Value r = fma(b, negK, constF64(b, kPio2Hi), a);
   r = fma(b, negK, constF64(b, kPio2Lo), r);
   Value x = arith::TruncFOp::create(b, f32, r);
 
   // Cephes sinf / cosf minimax polynomials on [-pi/4, pi/4].
   Value z = arith::MulFOp::create(b, x, x);
-  Value ps = fma(b, z, constF32(b, -1.9515295891e-4), constF32(b, 8.3321608736e-3));
+  Value ps =
+      fma(b, z, constF32(b, -1.9515295891e-4), constF32(b, 8.3321608736e-3));
   ps = fma(b, z, ps, constF32(b, -1.6666654611e-1));
   Value sinR = fma(b, arith::MulFOp::create(b, z, x), ps, x);
   Value pc = fma(b, z, constF32(b, 2.443315711809948e-5),
@@ -447,7 +448,8 @@ std::pair<Value, Value> mlir::fusion::sinCosF32(ImplicitLocOpBuilder &b,
   // Quadrant q = k mod 4: sin = [s, c, -s, -c][q], cos = [c, -s, -c, s][q].
   Value q = arith::AndIOp::create(b, k, arith::ConstantIntOp::create(b, 3, 64));
   auto bit = [&](Value v, int64_t mask) {
-    Value m = arith::AndIOp::create(b, v, arith::ConstantIntOp::create(b, mask, 64));
+    Value m =
+        arith::AndIOp::create(b, v, arith::ConstantIntOp::create(b, mask, 64));
     return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, m,
                                  arith::ConstantIntOp::create(b, 0, 64));
   };
@@ -455,10 +457,12 @@ std::pair<Value, Value> mlir::fusion::sinCosF32(ImplicitLocOpBuilder &b,
   Value sinV = arith::SelectOp::create(b, swap, cosR, sinR);
   Value cosV = arith::SelectOp::create(b, swap, sinR, cosR);
   Value sinNeg = bit(q, 2);
-  Value cosNeg =
-      bit(arith::AddIOp::create(b, q, arith::ConstantIntOp::create(b, 1, 64)), 2);
-  sinV = arith::SelectOp::create(b, sinNeg, arith::NegFOp::create(b, sinV), sinV);
-  cosV = arith::SelectOp::create(b, cosNeg, arith::NegFOp::create(b, cosV), cosV);
+  Value cosNeg = bit(
+      arith::AddIOp::create(b, q, arith::ConstantIntOp::create(b, 1, 64)), 2);
+  sinV =
+      arith::SelectOp::create(b, sinNeg, arith::NegFOp::create(b, sinV), sinV);
+  cosV =
+      arith::SelectOp::create(b, cosNeg, arith::NegFOp::create(b, cosV), cosV);
   return {sinV, cosV};
 }
 
@@ -469,7 +473,8 @@ std::pair<Value, Value> mlir::fusion::sinCosF32(ImplicitLocOpBuilder &b,
 /// The rotary_dim/2 inverse frequencies, computed exactly as the CPU
 /// reference does in fp32 (runtime/src/Reference.cpp invFreqF32, mirroring
 /// Hugging Face's fp32 arithmetic, including Llama-3.1 scaling).
-SmallVector<float> mlir::fusion::computeRopeInvFreq(RopeOp rope, int64_t rotaryDim) {
+SmallVector<float> mlir::fusion::computeRopeInvFreq(RopeOp rope,
+                                                    int64_t rotaryDim) {
   const float theta = static_cast<float>(rope.getTheta().convertToDouble());
   SmallVector<float> out;
   for (int64_t i = 0; i < rotaryDim / 2; ++i) {
@@ -510,8 +515,8 @@ Value mlir::fusion::getRopeInvFreqTable(ImplicitLocOpBuilder &b,
                                         StringRef name) {
   SmallVector<float> values =
       computeRopeInvFreq(rope, rope.getEffectiveRotaryDim());
-  auto type = MemRefType::get({static_cast<int64_t>(values.size())},
-                              b.getF32Type());
+  auto type =
+      MemRefType::get({static_cast<int64_t>(values.size())}, b.getF32Type());
   if (!module.lookupSymbol(name)) {
     OpBuilder mb(module.getContext());
     mb.setInsertionPointToStart(module.getBody());
@@ -538,7 +543,8 @@ mlir::fusion::emitRopeRotation(ImplicitLocOpBuilder &b, Value a, Value c,
                                      arith::MulFOp::create(b, c32, sinV));
   Value rotC = arith::AddFOp::create(b, arith::MulFOp::create(b, c32, cosV),
                                      arith::MulFOp::create(b, a32, sinV));
-  return {truncFromF32(b, rotA, elementType), truncFromF32(b, rotC, elementType)};
+  return {truncFromF32(b, rotA, elementType),
+          truncFromF32(b, rotC, elementType)};
 }
 
 //===----------------------------------------------------------------------===//
@@ -572,7 +578,9 @@ void mlir::fusion::storeScalar(ImplicitLocOpBuilder &b, Value value,
   memref::StoreOp::create(b, value, buffer, ValueRange{index});
 }
 
-void mlir::fusion::barrier(ImplicitLocOpBuilder &b) { gpu::BarrierOp::create(b); }
+void mlir::fusion::barrier(ImplicitLocOpBuilder &b) {
+  gpu::BarrierOp::create(b);
+}
 
 //===----------------------------------------------------------------------===//
 // Reductions
@@ -606,8 +614,9 @@ Value mlir::fusion::blockReduce(ImplicitLocOpBuilder &b, Value value,
   Value warp = warpId(b);
   Value isLane0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane,
                                         constIndex(b, 0));
-  ifThen(b, isLane0,
-         [&](ImplicitLocOpBuilder &t) { storeScalar(t, value, scratch, warp); });
+  ifThen(b, isLane0, [&](ImplicitLocOpBuilder &t) {
+    storeScalar(t, value, scratch, warp);
+  });
   barrier(b);
   Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, lane,
                                         constIndex(b, numWarps));

@@ -1,4 +1,5 @@
-//===- EmitterUtils.h - shared pieces of the fusion.kernel emitters -*- C++ -*-===//
+//===- EmitterUtils.h - shared pieces of the fusion.kernel emitters -*- C++
+//-*-===//
 //
 // Building blocks every emitter uses: the kernel ABI (parameter lists, the
 // gpu.func with its flat buffers), index math, f16/bf16 <-> f32, 16-byte
@@ -178,9 +179,8 @@ Value getRopeInvFreqTable(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
 /// sinCosF32, (a, c) -> (round(a*cos - c*sin), round(c*cos + a*sin)) in fp32
 /// from the activation-type values `a`, `c`.
 std::pair<Value, Value> emitRopeRotation(ImplicitLocOpBuilder &b, Value a,
-                                         Value c, Value position,
-                                         Value invFreq, Value freqIndex,
-                                         Type elementType);
+                                         Value c, Value position, Value invFreq,
+                                         Value freqIndex, Type elementType);
 
 //===----------------------------------------------------------------------===//
 // Memory
@@ -254,12 +254,12 @@ struct NormSpec {
 /// Normalises row `token` (index) of `spec.input` with the whole CTA
 /// (`blockSize` threads, 8 elements per thread and step; needs
 /// hidden % 8 == 0), or with the calling warp alone if `warpOnly` (then
-/// `scratch` is unused and no barrier is emitted), into `row` (a buffer of the activation type, e.g. shared
-/// memory) at element offset `rowBase`. Each thread reads back only the
-/// elements it wrote, so `row` needs no barrier for this thread's later use;
-/// other threads need a barrier. `scratch` is a workgroup f32 buffer of
-/// blockSize/32 elements. Must be called by every thread of the CTA (of the
-/// warp if `warpOnly`).
+/// `scratch` is unused and no barrier is emitted), into `row` (a buffer of the
+/// activation type, e.g. shared memory) at element offset `rowBase`. Each
+/// thread reads back only the elements it wrote, so `row` needs no barrier for
+/// this thread's later use; other threads need a barrier. `scratch` is a
+/// workgroup f32 buffer of blockSize/32 elements. Must be called by every
+/// thread of the CTA (of the warp if `warpOnly`).
 void emitNormalizeToken(ImplicitLocOpBuilder &b, const NormSpec &spec,
                         Value token, Value row, Value rowBase,
                         Value writeOutputs, Value scratch, int64_t blockSize,

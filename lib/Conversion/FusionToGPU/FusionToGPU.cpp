@@ -118,13 +118,13 @@ struct ConvertFusionToGPUPass
       if (auto func = gpuModule.lookupSymbol<gpu::GPUFuncOp>(launch->entry))
         for (BlockArgument buffer : func.getWorkgroupAttributions()) {
           auto type = cast<MemRefType>(buffer.getType());
-          staticShared += type.getNumElements() *
-                          getTypeBytes(type.getElementType());
+          staticShared +=
+              type.getNumElements() * getTypeBytes(type.getElementType());
         }
       NamedAttrList entries(launchAttr.getValue());
-      entries.set("static_smem",
-                  IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                   staticShared));
+      entries.set(
+          "static_smem",
+          IntegerAttr::get(IntegerType::get(&getContext(), 64), staticShared));
       DictionaryAttr finalAttr = entries.getDictionary(&getContext());
       kernel->setAttr(kLaunchAttrName, finalAttr);
       emitted[key] = {*launch, finalAttr};

@@ -74,8 +74,8 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
           return nullptr;
         Value h32 = extToF32(ib, h);
         if (spec.kind == NormSpec::Kind::RMS)
-          return arith::AddFOp::create(
-              ib, acc, arith::MulFOp::create(ib, h32, h32));
+          return arith::AddFOp::create(ib, acc,
+                                       arith::MulFOp::create(ib, h32, h32));
         return arith::AddFOp::create(ib, acc, h32);
       });
   if (spec.kind == NormSpec::Kind::None)
@@ -97,7 +97,8 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
           Value h32 =
               extToF32(ib, loadVector(ib, row, rowIndex(ib, i), kWidth));
           Value d = arith::SubFOp::create(ib, h32, meanV);
-          return arith::AddFOp::create(ib, acc, arith::MulFOp::create(ib, d, d));
+          return arith::AddFOp::create(ib, acc,
+                                       arith::MulFOp::create(ib, d, d));
         });
     squares = reduce(squares);
     Value var = arith::DivFOp::create(b, squares, invHidden);
@@ -117,8 +118,8 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
           w32 = arith::AddFOp::create(ib, w32, one);
         Value y32;
         if (spec.kind == NormSpec::Kind::RMS) {
-          y32 = arith::MulFOp::create(
-              ib, arith::MulFOp::create(ib, h32, invV), w32);
+          y32 = arith::MulFOp::create(ib, arith::MulFOp::create(ib, h32, invV),
+                                      w32);
         } else {
           Value centred = arith::SubFOp::create(ib, h32, meanV);
           y32 = arith::MulFOp::create(
@@ -131,8 +132,7 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
         storeVector(ib, y, row, rowIndex(ib, i));
         if (spec.normedOut)
           ifThen(ib, writeOutputs, [&](ImplicitLocOpBuilder &tb) {
-            storeVector(tb, y, spec.normedOut,
-                        addIndex(tb, xBase, i));
+            storeVector(tb, y, spec.normedOut, addIndex(tb, xBase, i));
           });
         return nullptr;
       });

@@ -78,38 +78,38 @@ struct ProjectionPlan {
 static FailureOr<FrontHalf> analyse(KernelOp kernel) {
   FrontHalf ops;
   for (Operation &op : kernel.getBody().front().without_terminator()) {
-    bool duplicate = llvm::TypeSwitch<Operation *, bool>(&op)
-                         .Case([&](RMSNormOp o) {
-                           bool dup = ops.rms || ops.layer;
-                           ops.rms = o;
-                           return dup;
-                         })
-                         .Case([&](LayerNormOp o) {
-                           bool dup = ops.rms || ops.layer;
-                           ops.layer = o;
-                           return dup;
-                         })
-                         .Case([&](QKVProjOp o) {
-                           bool dup = static_cast<bool>(ops.qkv);
-                           ops.qkv = o;
-                           return dup;
-                         })
-                         .Case([&](RopeOp o) {
-                           bool dup = static_cast<bool>(ops.rope);
-                           ops.rope = o;
-                           return dup;
-                         })
-                         .Case([&](KVAppendOp o) {
-                           bool dup = static_cast<bool>(ops.append);
-                           ops.append = o;
-                           return dup;
-                         })
-                         .Default([&](Operation *other) {
-                           kernel.emitOpError(
-                               "projection kernel cannot contain '")
-                               << other->getName() << "'";
-                           return true;
-                         });
+    bool duplicate =
+        llvm::TypeSwitch<Operation *, bool>(&op)
+            .Case([&](RMSNormOp o) {
+              bool dup = ops.rms || ops.layer;
+              ops.rms = o;
+              return dup;
+            })
+            .Case([&](LayerNormOp o) {
+              bool dup = ops.rms || ops.layer;
+              ops.layer = o;
+              return dup;
+            })
+            .Case([&](QKVProjOp o) {
+              bool dup = static_cast<bool>(ops.qkv);
+              ops.qkv = o;
+              return dup;
+            })
+            .Case([&](RopeOp o) {
+              bool dup = static_cast<bool>(ops.rope);
+              ops.rope = o;
+              return dup;
+            })
+            .Case([&](KVAppendOp o) {
+              bool dup = static_cast<bool>(ops.append);
+              ops.append = o;
+              return dup;
+            })
+            .Default([&](Operation *other) {
+              kernel.emitOpError("projection kernel cannot contain '")
+                  << other->getName() << "'";
+              return true;
+            });
     if (duplicate)
       return kernel.emitOpError(
           "projection kernel must hold at most one norm, qkv_proj, rope and "
@@ -131,8 +131,7 @@ static FailureOr<FrontHalf> analyse(KernelOp kernel) {
   if (ops.append) {
     Value key = ops.append.getKey();
     if (key != ops.qkv.getKey() && (!ops.rope || key != ops.rope.getKeyOut()))
-      return chainError(
-          "kv_append must append the (rotated) key of qkv_proj");
+      return chainError("kv_append must append the (rotated) key of qkv_proj");
     if (ops.append.getValue() != ops.qkv.getValue())
       return chainError("kv_append must append the value of qkv_proj");
   }
@@ -166,196 +165,211 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
   Value laneOffset = mulIndex(b, lane, kWidth);
   Value xTileBase = mulIndex(b, tokenBase, H);
 
-  forLoop(b, firstPair, constIndex(b, p.pairs), pairStride,
-          [&](ImplicitLocOpBuilder &b, Value pair) {
-    // Which rows: head, frequency j, rotated or not.
-    Value head = arith::DivUIOp::create(b, pair, constIndex(b, halfD));
-    Value j = arith::RemUIOp::create(b, pair, constIndex(b, halfD));
-    Value rotated = arith::ConstantIntOp::create(b, 0, 1);
-    if (p.ops.rope) {
-      Value qk = cmpI(b, arith::CmpIPredicate::ult, head,
-                      constIndex(b, p.hq + p.hkv));
-      Value inRd = cmpI(b, arith::CmpIPredicate::ult, j, constIndex(b, halfRd));
-      rotated = arith::AndIOp::create(b, qk, inRd);
-    }
-    Value headBase = mulIndex(b, head, D);
-    Value twoJ = mulIndex(b, j, 2);
-    Value da = twoJ, db = addIndex(b, twoJ, 1);
-    if (p.ops.rope && p.neox) {
-      da = arith::SelectOp::create(b, rotated, j, twoJ);
-      db = arith::SelectOp::create(b, rotated, addIndex(b, j, halfRd),
-                                   addIndex(b, twoJ, 1));
-    }
-    Value rowA = addIndex(b, headBase, da);
-    Value rowB = addIndex(b, headBase, db);
-    Value wA = mulIndex(b, rowA, H);
-    Value wB = mulIndex(b, rowB, H);
-
-    // Dot products: 2T fp32 accumulators.
-    SmallVector<Value> init(2 * T, constF32(b, 0.0));
-    auto accumulate = [&](ImplicitLocOpBuilder &ib, ArrayRef<Value> wVecs,
-                          ArrayRef<Value> elems, SmallVector<Value> &acc) {
-      // wVecs: [u][row] weight vectors; elems: element offset per u.
-      for (size_t u = 0; u < elems.size(); ++u) {
-        Value wa = extToF32(ib, wVecs[2 * u]);
-        Value wb = extToF32(ib, wVecs[2 * u + 1]);
-        for (int64_t t = 0; t < T; ++t) {
-          Value xIndex =
-              addIndex(ib, addIndex(ib, xTileBase, t * H), elems[u]);
-          Value x = extToF32(ib, loadVector(ib, p.xs, xIndex, kWidth));
-          for (int64_t e = 0; e < kWidth; ++e) {
-            Value xe = vector::ExtractOp::create(ib, x, e);
-            acc[2 * t] = fma(ib, vector::ExtractOp::create(ib, wa, e), xe,
-                             acc[2 * t]);
-            acc[2 * t + 1] = fma(ib, vector::ExtractOp::create(ib, wb, e), xe,
-                                 acc[2 * t + 1]);
-          }
+  forLoop(
+      b, firstPair, constIndex(b, p.pairs), pairStride,
+      [&](ImplicitLocOpBuilder &b, Value pair) {
+        // Which rows: head, frequency j, rotated or not.
+        Value head = arith::DivUIOp::create(b, pair, constIndex(b, halfD));
+        Value j = arith::RemUIOp::create(b, pair, constIndex(b, halfD));
+        Value rotated = arith::ConstantIntOp::create(b, 0, 1);
+        if (p.ops.rope) {
+          Value qk = cmpI(b, arith::CmpIPredicate::ult, head,
+                          constIndex(b, p.hq + p.hkv));
+          Value inRd =
+              cmpI(b, arith::CmpIPredicate::ult, j, constIndex(b, halfRd));
+          rotated = arith::AndIOp::create(b, qk, inRd);
         }
-      }
-    };
-    SmallVector<Value> acc = init;
-    if (mainEnd > 0) {
-      auto loop = scf::ForOp::create(
-          b, constIndex(b, 0), constIndex(b, mainEnd), constIndex(b, step),
-          init, [&](OpBuilder &nb, Location loc, Value k, ValueRange args) {
-            ImplicitLocOpBuilder ib(loc, nb);
-            SmallVector<Value> wVecs, elems;
-            // All 2U weight loads first: independent 16-byte loads in
-            // flight.
-            for (int64_t u = 0; u < unroll; ++u) {
-              Value e = addIndex(ib, addIndex(ib, k, u * chunk), laneOffset);
-              elems.push_back(e);
-              wVecs.push_back(
-                  loadVector(ib, p.weight, addIndex(ib, wA, e), kWidth));
-              wVecs.push_back(
-                  loadVector(ib, p.weight, addIndex(ib, wB, e), kWidth));
-            }
-            SmallVector<Value> next(args.begin(), args.end());
-            accumulate(ib, wVecs, elems, next);
-            scf::YieldOp::create(ib, next);
-          });
-      acc.assign(loop.getResults().begin(), loop.getResults().end());
-    }
-    if (mainEnd < H) {
-      auto loop = scf::ForOp::create(
-          b, constIndex(b, mainEnd), constIndex(b, H), constIndex(b, chunk),
-          acc, [&](OpBuilder &nb, Location loc, Value k, ValueRange args) {
-            ImplicitLocOpBuilder ib(loc, nb);
-            Value e = addIndex(ib, k, laneOffset);
-            Value inBounds =
-                cmpI(ib, arith::CmpIPredicate::ult, e, constIndex(ib, H));
-            auto ifOp = scf::IfOp::create(
-                ib, inBounds,
-                [&](OpBuilder &tb, Location tl) {
-                  ImplicitLocOpBuilder tib(tl, tb);
-                  SmallVector<Value> wVecs{
-                      loadVector(tib, p.weight, addIndex(tib, wA, e), kWidth),
-                      loadVector(tib, p.weight, addIndex(tib, wB, e), kWidth)};
-                  SmallVector<Value> next(args.begin(), args.end());
-                  accumulate(tib, wVecs, {e}, next);
-                  scf::YieldOp::create(tib, next);
-                },
-                [&](OpBuilder &eb, Location el) {
-                  scf::YieldOp::create(eb, el, args);
-                });
-            scf::YieldOp::create(ib, ifOp.getResults());
-          });
-      acc.assign(loop.getResults().begin(), loop.getResults().end());
-    }
-    for (Value &a : acc)
-      a = warpReduce(b, a, ReduceKind::Sum);
+        Value headBase = mulIndex(b, head, D);
+        Value twoJ = mulIndex(b, j, 2);
+        Value da = twoJ, db = addIndex(b, twoJ, 1);
+        if (p.ops.rope && p.neox) {
+          da = arith::SelectOp::create(b, rotated, j, twoJ);
+          db = arith::SelectOp::create(b, rotated, addIndex(b, j, halfRd),
+                                       addIndex(b, twoJ, 1));
+        }
+        Value rowA = addIndex(b, headBase, da);
+        Value rowB = addIndex(b, headBase, db);
+        Value wA = mulIndex(b, rowA, H);
+        Value wB = mulIndex(b, rowB, H);
 
-    // Epilogue: lane t < T finishes token tileStart + tokenBase + t.
-    Value active = cmpI(b, arith::CmpIPredicate::ult, lane, constIndex(b, T));
-    ifThen(b, active, [&](ImplicitLocOpBuilder &b) {
-      Value sumA = acc[0], sumB = acc[1];
-      for (int64_t t = 1; t < T; ++t) {
-        Value isT = cmpI(b, arith::CmpIPredicate::eq, lane, constIndex(b, t));
-        sumA = arith::SelectOp::create(b, isT, acc[2 * t], sumA);
-        sumB = arith::SelectOp::create(b, isT, acc[2 * t + 1], sumB);
-      }
-      Value token = addIndex(b, addIndex(b, tileStart, tokenBase), lane);
-      if (p.bias) {
-        sumA = arith::AddFOp::create(b, sumA,
-                                     extToF32(b, loadScalar(b, p.bias, rowA)));
-        sumB = arith::AddFOp::create(b, sumB,
-                                     extToF32(b, loadScalar(b, p.bias, rowB)));
-      }
-      // The projection's outputs, rounded once.
-      Value rawA = truncFromF32(b, sumA, p.act);
-      Value rawB = truncFromF32(b, sumB, p.act);
-      Value outA = rawA, outB = rawB;
-      if (p.ops.rope) {
-        Value pos = loadScalar(b, p.ropePositions, token);
-        Value freqIndex = arith::SelectOp::create(b, rotated, j,
-                                                  constIndex(b, 0));
-        auto [rotA, rotB] =
-            emitRopeRotation(b, rawA, rawB, pos, p.invFreq, freqIndex, p.act);
-        outA = arith::SelectOp::create(b, rotated, rotA, rawA);
-        outB = arith::SelectOp::create(b, rotated, rotB, rawB);
-      }
-      auto storePair = [&](ImplicitLocOpBuilder &b, Value buffer, Value base,
-                           Value va, Value vb) {
-        storeScalar(b, va, buffer, addIndex(b, base, da));
-        storeScalar(b, vb, buffer, addIndex(b, base, db));
-      };
-      // Cache slot of this token (kv_append).
-      auto cacheBase = [&](ImplicitLocOpBuilder &b, Value kvHead) {
-        Value pos = i32ToIndex(b, loadScalar(b, p.appendPositions, token));
-        Value pageIndex = arith::DivSIOp::create(b, pos, constIndex(b, p.pageSize));
-        Value slot = arith::RemSIOp::create(b, pos, constIndex(b, p.pageSize));
-        Value tableIndex =
-            addIndex(b, mulIndex(b, token, i32ToIndex(b, p.maxPages)), pageIndex);
-        Value page = i32ToIndex(b, loadScalar(b, p.blockTable, tableIndex));
-        Value tokenSlot = addIndex(b, mulIndex(b, page, p.pageSize), slot);
-        return mulIndex(b, addIndex(b, mulIndex(b, tokenSlot, p.hkv), kvHead),
-                        D);
-      };
-      Value isQ = cmpI(b, arith::CmpIPredicate::ult, head, constIndex(b, p.hq));
-      Value isK = arith::AndIOp::create(
-          b, arith::XOrIOp::create(b, isQ, arith::ConstantIntOp::create(b, 1, 1)),
-          cmpI(b, arith::CmpIPredicate::ult, head, constIndex(b, p.hq + p.hkv)));
-      Value isV = cmpI(b, arith::CmpIPredicate::uge, head,
-                       constIndex(b, p.hq + p.hkv));
-      if (p.qRaw || p.qRot)
-        ifThen(b, isQ, [&](ImplicitLocOpBuilder &b) {
-          Value base = mulIndex(b, addIndex(b, mulIndex(b, token, p.hq), head), D);
-          if (p.qRaw)
-            storePair(b, p.qRaw, base, rawA, rawB);
-          if (p.qRot)
-            storePair(b, p.qRot, base, outA, outB);
-        });
-      if (p.kRaw || p.kRot || p.keyCache)
-        ifThen(b, isK, [&](ImplicitLocOpBuilder &b) {
-          Value kvHead = arith::SubIOp::create(b, head, constIndex(b, p.hq));
-          Value base =
-              mulIndex(b, addIndex(b, mulIndex(b, token, p.hkv), kvHead), D);
-          if (p.kRaw)
-            storePair(b, p.kRaw, base, rawA, rawB);
-          if (p.kRot)
-            storePair(b, p.kRot, base, outA, outB);
-          if (p.keyCache) {
-            Value cache = cacheBase(b, kvHead);
-            if (p.appendKeyRotated)
-              storePair(b, p.keyCache, cache, outA, outB);
-            else
-              storePair(b, p.keyCache, cache, rawA, rawB);
+        // Dot products: 2T fp32 accumulators.
+        SmallVector<Value> init(2 * T, constF32(b, 0.0));
+        auto accumulate = [&](ImplicitLocOpBuilder &ib, ArrayRef<Value> wVecs,
+                              ArrayRef<Value> elems, SmallVector<Value> &acc) {
+          // wVecs: [u][row] weight vectors; elems: element offset per u.
+          for (size_t u = 0; u < elems.size(); ++u) {
+            Value wa = extToF32(ib, wVecs[2 * u]);
+            Value wb = extToF32(ib, wVecs[2 * u + 1]);
+            for (int64_t t = 0; t < T; ++t) {
+              Value xIndex =
+                  addIndex(ib, addIndex(ib, xTileBase, t * H), elems[u]);
+              Value x = extToF32(ib, loadVector(ib, p.xs, xIndex, kWidth));
+              for (int64_t e = 0; e < kWidth; ++e) {
+                Value xe = vector::ExtractOp::create(ib, x, e);
+                acc[2 * t] = fma(ib, vector::ExtractOp::create(ib, wa, e), xe,
+                                 acc[2 * t]);
+                acc[2 * t + 1] = fma(ib, vector::ExtractOp::create(ib, wb, e),
+                                     xe, acc[2 * t + 1]);
+              }
+            }
           }
-        });
-      if (p.vRaw || p.valueCache)
-        ifThen(b, isV, [&](ImplicitLocOpBuilder &b) {
-          Value kvHead =
-              arith::SubIOp::create(b, head, constIndex(b, p.hq + p.hkv));
-          if (p.vRaw) {
-            Value base =
-                mulIndex(b, addIndex(b, mulIndex(b, token, p.hkv), kvHead), D);
-            storePair(b, p.vRaw, base, rawA, rawB);
+        };
+        SmallVector<Value> acc = init;
+        if (mainEnd > 0) {
+          auto loop = scf::ForOp::create(
+              b, constIndex(b, 0), constIndex(b, mainEnd), constIndex(b, step),
+              init, [&](OpBuilder &nb, Location loc, Value k, ValueRange args) {
+                ImplicitLocOpBuilder ib(loc, nb);
+                SmallVector<Value> wVecs, elems;
+                // All 2U weight loads first: independent 16-byte loads in
+                // flight.
+                for (int64_t u = 0; u < unroll; ++u) {
+                  Value e =
+                      addIndex(ib, addIndex(ib, k, u * chunk), laneOffset);
+                  elems.push_back(e);
+                  wVecs.push_back(
+                      loadVector(ib, p.weight, addIndex(ib, wA, e), kWidth));
+                  wVecs.push_back(
+                      loadVector(ib, p.weight, addIndex(ib, wB, e), kWidth));
+                }
+                SmallVector<Value> next(args.begin(), args.end());
+                accumulate(ib, wVecs, elems, next);
+                scf::YieldOp::create(ib, next);
+              });
+          acc.assign(loop.getResults().begin(), loop.getResults().end());
+        }
+        if (mainEnd < H) {
+          auto loop = scf::ForOp::create(
+              b, constIndex(b, mainEnd), constIndex(b, H), constIndex(b, chunk),
+              acc, [&](OpBuilder &nb, Location loc, Value k, ValueRange args) {
+                ImplicitLocOpBuilder ib(loc, nb);
+                Value e = addIndex(ib, k, laneOffset);
+                Value inBounds =
+                    cmpI(ib, arith::CmpIPredicate::ult, e, constIndex(ib, H));
+                auto ifOp = scf::IfOp::create(
+                    ib, inBounds,
+                    [&](OpBuilder &tb, Location tl) {
+                      ImplicitLocOpBuilder tib(tl, tb);
+                      SmallVector<Value> wVecs{
+                          loadVector(tib, p.weight, addIndex(tib, wA, e),
+                                     kWidth),
+                          loadVector(tib, p.weight, addIndex(tib, wB, e),
+                                     kWidth)};
+                      SmallVector<Value> next(args.begin(), args.end());
+                      accumulate(tib, wVecs, {e}, next);
+                      scf::YieldOp::create(tib, next);
+                    },
+                    [&](OpBuilder &eb, Location el) {
+                      scf::YieldOp::create(eb, el, args);
+                    });
+                scf::YieldOp::create(ib, ifOp.getResults());
+              });
+          acc.assign(loop.getResults().begin(), loop.getResults().end());
+        }
+        for (Value &a : acc)
+          a = warpReduce(b, a, ReduceKind::Sum);
+
+        // Epilogue: lane t < T finishes token tileStart + tokenBase + t.
+        Value active =
+            cmpI(b, arith::CmpIPredicate::ult, lane, constIndex(b, T));
+        ifThen(b, active, [&](ImplicitLocOpBuilder &b) {
+          Value sumA = acc[0], sumB = acc[1];
+          for (int64_t t = 1; t < T; ++t) {
+            Value isT =
+                cmpI(b, arith::CmpIPredicate::eq, lane, constIndex(b, t));
+            sumA = arith::SelectOp::create(b, isT, acc[2 * t], sumA);
+            sumB = arith::SelectOp::create(b, isT, acc[2 * t + 1], sumB);
           }
-          if (p.valueCache)
-            storePair(b, p.valueCache, cacheBase(b, kvHead), rawA, rawB);
+          Value token = addIndex(b, addIndex(b, tileStart, tokenBase), lane);
+          if (p.bias) {
+            sumA = arith::AddFOp::create(
+                b, sumA, extToF32(b, loadScalar(b, p.bias, rowA)));
+            sumB = arith::AddFOp::create(
+                b, sumB, extToF32(b, loadScalar(b, p.bias, rowB)));
+          }
+          // The projection's outputs, rounded once.
+          Value rawA = truncFromF32(b, sumA, p.act);
+          Value rawB = truncFromF32(b, sumB, p.act);
+          Value outA = rawA, outB = rawB;
+          if (p.ops.rope) {
+            Value pos = loadScalar(b, p.ropePositions, token);
+            Value freqIndex =
+                arith::SelectOp::create(b, rotated, j, constIndex(b, 0));
+            auto [rotA, rotB] = emitRopeRotation(b, rawA, rawB, pos, p.invFreq,
+                                                 freqIndex, p.act);
+            outA = arith::SelectOp::create(b, rotated, rotA, rawA);
+            outB = arith::SelectOp::create(b, rotated, rotB, rawB);
+          }
+          auto storePair = [&](ImplicitLocOpBuilder &b, Value buffer,
+                               Value base, Value va, Value vb) {
+            storeScalar(b, va, buffer, addIndex(b, base, da));
+            storeScalar(b, vb, buffer, addIndex(b, base, db));
+          };
+          // Cache slot of this token (kv_append).
+          auto cacheBase = [&](ImplicitLocOpBuilder &b, Value kvHead) {
+            Value pos = i32ToIndex(b, loadScalar(b, p.appendPositions, token));
+            Value pageIndex =
+                arith::DivSIOp::create(b, pos, constIndex(b, p.pageSize));
+            Value slot =
+                arith::RemSIOp::create(b, pos, constIndex(b, p.pageSize));
+            Value tableIndex = addIndex(
+                b, mulIndex(b, token, i32ToIndex(b, p.maxPages)), pageIndex);
+            Value page = i32ToIndex(b, loadScalar(b, p.blockTable, tableIndex));
+            Value tokenSlot = addIndex(b, mulIndex(b, page, p.pageSize), slot);
+            return mulIndex(
+                b, addIndex(b, mulIndex(b, tokenSlot, p.hkv), kvHead), D);
+          };
+          Value isQ =
+              cmpI(b, arith::CmpIPredicate::ult, head, constIndex(b, p.hq));
+          Value isK = arith::AndIOp::create(
+              b,
+              arith::XOrIOp::create(b, isQ,
+                                    arith::ConstantIntOp::create(b, 1, 1)),
+              cmpI(b, arith::CmpIPredicate::ult, head,
+                   constIndex(b, p.hq + p.hkv)));
+          Value isV = cmpI(b, arith::CmpIPredicate::uge, head,
+                           constIndex(b, p.hq + p.hkv));
+          if (p.qRaw || p.qRot)
+            ifThen(b, isQ, [&](ImplicitLocOpBuilder &b) {
+              Value base =
+                  mulIndex(b, addIndex(b, mulIndex(b, token, p.hq), head), D);
+              if (p.qRaw)
+                storePair(b, p.qRaw, base, rawA, rawB);
+              if (p.qRot)
+                storePair(b, p.qRot, base, outA, outB);
+            });
+          if (p.kRaw || p.kRot || p.keyCache)
+            ifThen(b, isK, [&](ImplicitLocOpBuilder &b) {
+              Value kvHead =
+                  arith::SubIOp::create(b, head, constIndex(b, p.hq));
+              Value base = mulIndex(
+                  b, addIndex(b, mulIndex(b, token, p.hkv), kvHead), D);
+              if (p.kRaw)
+                storePair(b, p.kRaw, base, rawA, rawB);
+              if (p.kRot)
+                storePair(b, p.kRot, base, outA, outB);
+              if (p.keyCache) {
+                Value cache = cacheBase(b, kvHead);
+                if (p.appendKeyRotated)
+                  storePair(b, p.keyCache, cache, outA, outB);
+                else
+                  storePair(b, p.keyCache, cache, rawA, rawB);
+              }
+            });
+          if (p.vRaw || p.valueCache)
+            ifThen(b, isV, [&](ImplicitLocOpBuilder &b) {
+              Value kvHead =
+                  arith::SubIOp::create(b, head, constIndex(b, p.hq + p.hkv));
+              if (p.vRaw) {
+                Value base = mulIndex(
+                    b, addIndex(b, mulIndex(b, token, p.hkv), kvHead), D);
+                storePair(b, p.vRaw, base, rawA, rawB);
+              }
+              if (p.valueCache)
+                storePair(b, p.valueCache, cacheBase(b, kvHead), rawA, rawB);
+            });
         });
-    });
-  });
+      });
 }
 
 FailureOr<KernelLaunch>
@@ -389,8 +403,8 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   if (p.hidden * elemBytes > kSharedBudget)
     return kernel.emitOpError("hidden size ")
            << p.hidden << " needs " << p.hidden * elemBytes
-           << " bytes of shared memory per token row; at most "
-           << kSharedBudget << " are available";
+           << " bytes of shared memory per token row; at most " << kSharedBudget
+           << " are available";
   if (p.ops.rope) {
     p.rotaryDim = p.ops.rope.getEffectiveRotaryDim();
     p.neox = p.ops.rope.getPairing() == RopePairing::neox;
@@ -424,9 +438,9 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   launch.blockSize = p.blockSize;
   launch.grid = {std::to_string(p.grid), "1", "1"};
   OpBuilder builder(kernel.getContext());
-  gpu::GPUFuncOp func = createKernelFunc(builder, kernel.getLoc(), module,
-                                         launch.entry, launch.params,
-                                         p.blockSize);
+  gpu::GPUFuncOp func =
+      createKernelFunc(builder, kernel.getLoc(), module, launch.entry,
+                       launch.params, p.blockSize);
   ImplicitLocOpBuilder b(kernel.getLoc(), builder);
   Block &body = kernel.getBody().front();
   auto arg = [&](Value bodyValue) -> Value {
@@ -440,8 +454,7 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   auto output = [&](Value bodyValue) -> Value {
     if (!bodyValue)
       return nullptr;
-    for (auto [index, yielded] :
-         llvm::enumerate(kernel.getYield().getValues()))
+    for (auto [index, yielded] : llvm::enumerate(kernel.getYield().getValues()))
       if (yielded == bodyValue)
         return func.getArgument(kernel.getInputs().size() + index);
     return nullptr;
@@ -480,7 +493,8 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
     p.qRot = output(rope.getQueryOut());
     p.kRot = output(rope.getKeyOut());
     p.ropePositions = arg(rope.getPositions());
-    p.invFreq = getRopeInvFreqTable(b, module, rope, launch.entry + "_inv_freq");
+    p.invFreq =
+        getRopeInvFreqTable(b, module, rope, launch.entry + "_inv_freq");
   }
   if (KVAppendOp append = p.ops.append) {
     p.keyCache = arg(append.getKeyCache());
@@ -507,56 +521,62 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   // us at B=1).
   const int64_t ctaShared = p.batchTile * p.hidden * elemBytes + 4 * p.warps;
   p.minCtasPerSM = std::max<int64_t>(
-      1, std::min<int64_t>({3, (227 * 1024) / (ctaShared + 1024),
-                            2048 / p.blockSize}));
+      1, std::min<int64_t>(
+             {3, (227 * 1024) / (ctaShared + 1024), 2048 / p.blockSize}));
   func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(p.minCtasPerSM));
   p.scratch = addWorkgroupBuffer(func, b.getF32Type(), p.warps);
 
   // for tileStart in [0, batch) step batchTile:
-  Value isCta0 = cmpI(b, arith::CmpIPredicate::eq, blockIdX(b), constIndex(b, 0));
-  forLoop(b, constIndex(b, 0), p.batch, constIndex(b, p.batchTile),
-          [&](ImplicitLocOpBuilder &b, Value tileStart) {
-    Value count = arith::MinSIOp::create(
-        b, constIndex(b, p.batchTile), arith::SubIOp::create(b, p.batch, tileStart));
-    // The previous tile's readers are done with the shared rows.
-    barrier(b);
-    // One token: the whole CTA normalises it (lowest latency). Several:
-    // warp t % warps normalises token t with shuffles only, in parallel.
-    Value single = cmpI(b, arith::CmpIPredicate::eq, count, constIndex(b, 1));
-    auto ifSingle = scf::IfOp::create(b, single, /*withElseRegion=*/true);
-    {
-      ImplicitLocOpBuilder tb(b.getLoc(), b.getContext());
-      tb.setInsertionPoint(ifSingle.thenBlock()->getTerminator());
-      emitNormalizeToken(tb, p.norm, tileStart, p.xs, constIndex(tb, 0),
-                         isCta0, p.scratch, p.blockSize);
-      tb.setInsertionPoint(ifSingle.elseBlock()->getTerminator());
-      Value warp = warpId(tb);
-      for (int64_t t = 0; t < p.batchTile; ++t) {
-        Value present =
-            cmpI(tb, arith::CmpIPredicate::ult, constIndex(tb, t), count);
-        Value mine = cmpI(tb, arith::CmpIPredicate::eq, warp,
-                          constIndex(tb, t % p.warps));
-        ifThen(tb, arith::AndIOp::create(tb, present, mine),
-               [&](ImplicitLocOpBuilder &b) {
-                 emitNormalizeToken(b, p.norm, addIndex(b, tileStart, t), p.xs,
-                                    constIndex(b, t * p.hidden), isCta0,
-                                    p.scratch, p.blockSize, /*warpOnly=*/true);
-               });
-      }
-    }
-    barrier(b);
-    // Binary decomposition of count: sub-tiles of T = batchTile, ..., 1
-    // tokens, each reading the weights once.
-    for (int64_t T = p.batchTile; T >= 1; T /= 2) {
-      Value bit = arith::AndIOp::create(b, count, constIndex(b, T));
-      Value has = cmpI(b, arith::CmpIPredicate::ne, bit, constIndex(b, 0));
-      // Offset of this sub-tile: count with bits below 2T cleared.
-      Value base = arith::AndIOp::create(b, count, constIndex(b, ~(2 * T - 1)));
-      ifThen(b, has, [&](ImplicitLocOpBuilder &b) {
-        emitPairs(b, p, T, tileStart, base);
+  Value isCta0 =
+      cmpI(b, arith::CmpIPredicate::eq, blockIdX(b), constIndex(b, 0));
+  forLoop(
+      b, constIndex(b, 0), p.batch, constIndex(b, p.batchTile),
+      [&](ImplicitLocOpBuilder &b, Value tileStart) {
+        Value count = arith::MinSIOp::create(
+            b, constIndex(b, p.batchTile),
+            arith::SubIOp::create(b, p.batch, tileStart));
+        // The previous tile's readers are done with the shared rows.
+        barrier(b);
+        // One token: the whole CTA normalises it (lowest latency). Several:
+        // warp t % warps normalises token t with shuffles only, in parallel.
+        Value single =
+            cmpI(b, arith::CmpIPredicate::eq, count, constIndex(b, 1));
+        auto ifSingle = scf::IfOp::create(b, single, /*withElseRegion=*/true);
+        {
+          ImplicitLocOpBuilder tb(b.getLoc(), b.getContext());
+          tb.setInsertionPoint(ifSingle.thenBlock()->getTerminator());
+          emitNormalizeToken(tb, p.norm, tileStart, p.xs, constIndex(tb, 0),
+                             isCta0, p.scratch, p.blockSize);
+          tb.setInsertionPoint(ifSingle.elseBlock()->getTerminator());
+          Value warp = warpId(tb);
+          for (int64_t t = 0; t < p.batchTile; ++t) {
+            Value present =
+                cmpI(tb, arith::CmpIPredicate::ult, constIndex(tb, t), count);
+            Value mine = cmpI(tb, arith::CmpIPredicate::eq, warp,
+                              constIndex(tb, t % p.warps));
+            ifThen(tb, arith::AndIOp::create(tb, present, mine),
+                   [&](ImplicitLocOpBuilder &b) {
+                     emitNormalizeToken(b, p.norm, addIndex(b, tileStart, t),
+                                        p.xs, constIndex(b, t * p.hidden),
+                                        isCta0, p.scratch, p.blockSize,
+                                        /*warpOnly=*/true);
+                   });
+          }
+        }
+        barrier(b);
+        // Binary decomposition of count: sub-tiles of T = batchTile, ..., 1
+        // tokens, each reading the weights once.
+        for (int64_t T = p.batchTile; T >= 1; T /= 2) {
+          Value bit = arith::AndIOp::create(b, count, constIndex(b, T));
+          Value has = cmpI(b, arith::CmpIPredicate::ne, bit, constIndex(b, 0));
+          // Offset of this sub-tile: count with bits below 2T cleared.
+          Value base =
+              arith::AndIOp::create(b, count, constIndex(b, ~(2 * T - 1)));
+          ifThen(b, has, [&](ImplicitLocOpBuilder &b) {
+            emitPairs(b, p, T, tileStart, base);
+          });
+        }
       });
-    }
-  });
 
   Builder attrs(kernel.getContext());
   launch.schedule = attrs.getDictionaryAttr({

@@ -1,4 +1,5 @@
-//===- Emitters.h - fusion.kernel -> gpu.func emitters ------------*- C++ -*-===//
+//===- Emitters.h - fusion.kernel -> gpu.func emitters ------------*- C++
+//-*-===//
 //
 // One emitter per kernel kind builds a gpu.func from a fusion.kernel with MLIR
 // builders (scf/arith/vector/memref/gpu/nvvm) and returns how to launch it.

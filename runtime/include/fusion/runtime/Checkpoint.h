@@ -1,4 +1,5 @@
-//===- Checkpoint.h - Hugging Face checkpoints -> packed weights --*- C++ -*-===//
+//===- Checkpoint.h - Hugging Face checkpoints -> packed weights --*- C++
+//-*-===//
 //
 // Reads the tensors of a decoder layer's front half from a Hugging Face
 // checkpoint and lays them out as the compiled kernels (and the CPU
@@ -115,8 +116,8 @@ struct FrontHalfWeights {
 /// mismatch (e.g. "model.layers.0.self_attn.k_proj.weight is BF16[512, 2048],
 /// expected [1024, 2048] for 8 KV heads of 128").
 FrontHalfWeights loadFrontHalfWeights(const TensorStore &store,
-                                      const ModelConfig &config,
-                                      int64_t layer, DType dtype);
+                                      const ModelConfig &config, int64_t layer,
+                                      DType dtype);
 
 /// A Hugging Face checkpoint directory: config.json plus its tensors.
 struct Checkpoint {

@@ -1,4 +1,5 @@
-//===- Cuda.h - CUDA driver API wrappers --------------------------*- C++ -*-===//
+//===- Cuda.h - CUDA driver API wrappers --------------------------*- C++
+//-*-===//
 //
 // Small RAII wrappers over the CUDA driver API (no CUDA runtime API, no
 // nvcc): the primary context of a device, device memory, streams, events, a

@@ -1,4 +1,5 @@
-//===- DecodeStep.h - run a compiled decode step on the GPU -------*- C++ -*-===//
+//===- DecodeStep.h - run a compiled decode step on the GPU -------*- C++
+//-*-===//
 //
 // DecodeStep loads the PTX of a Model, allocates the buffers the runtime owns
 // (kernel outputs and workspaces, sized for a Capacity), takes the caller's
@@ -10,7 +11,8 @@
 //   cuda::Context ctx = cuda::Context::open();
 //   Model model = Model::load("model.manifest.json");
 //   DecodeStep step(ctx, model, readFile("model.ptx"), "model.ptx",
-//                   Capacity{/*maxBatch=*/8, /*maxPages=*/64, /*numPages=*/512});
+//                   Capacity{/*maxBatch=*/8, /*maxPages=*/64,
+//                   /*numPages=*/512});
 //   step.bind("x", xBuffer);  ...                // every argument
 //   step.runGraph({batch, maxPages, numSplits}); // capture + replay
 //   step.synchronize();

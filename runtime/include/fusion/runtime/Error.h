@@ -82,7 +82,8 @@ private:
 
 namespace detail {
 /// Concatenates the arguments with operator<< into one string.
-template <typename... Args> std::string concat(Args &&...args) {
+template <typename... Args>
+std::string concat(Args &&...args) {
   std::ostringstream os;
   (os << ... << std::forward<Args>(args));
   return os.str();
@@ -97,17 +98,20 @@ template <typename... Args>
 }
 
 /// Throws a CapacityError whose message is the concatenation of `args`.
-template <typename... Args> [[noreturn]] void throwCapacity(Args &&...args) {
+template <typename... Args>
+[[noreturn]] void throwCapacity(Args &&...args) {
   throw CapacityError(detail::concat(std::forward<Args>(args)...));
 }
 
 /// Throws a FormatError whose message is the concatenation of `args`.
-template <typename... Args> [[noreturn]] void throwFormat(Args &&...args) {
+template <typename... Args>
+[[noreturn]] void throwFormat(Args &&...args) {
   throw FormatError(detail::concat(std::forward<Args>(args)...));
 }
 
 /// Throws an UnsupportedError whose message is the concatenation of `args`.
-template <typename... Args> [[noreturn]] void throwUnsupported(Args &&...args) {
+template <typename... Args>
+[[noreturn]] void throwUnsupported(Args &&...args) {
   throw UnsupportedError(detail::concat(std::forward<Args>(args)...));
 }
 

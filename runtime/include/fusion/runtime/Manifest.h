@@ -1,4 +1,5 @@
-//===- Manifest.h - the compiler's kernel manifest ----------------*- C++ -*-===//
+//===- Manifest.h - the compiler's kernel manifest ----------------*- C++
+//-*-===//
 //
 // `fusion-compile` writes <prefix>.ptx and <prefix>.manifest.json (format:
 // docs/abi.md). This header holds the manifest as plain C++ data, its parser
@@ -17,18 +18,19 @@
 //                               | {"argument": 3}}, ... ] } ],
 //     "kernels": [ { "index": 0, "function": "decode_layer", "name": "...",
 //         "entry": "<PTX .entry name>",
-//         "grid": [<dim>, <dim>, <dim>],       (a count or "batch"/"num_splits")
-//         "block": [256, 1, 1],
-//         "dynamic_shared_bytes": 0, "static_shared_bytes": 2048,  (optional)
-//         "schedule": { "max_splits": 32, ... },                   (optional)
-//         "ops": [ {"op": "rmsnorm", "attributes": {"epsilon": 1e-5}},
+//         "grid": [<dim>, <dim>, <dim>],       (a count or
+//         "batch"/"num_splits") "block": [256, 1, 1], "dynamic_shared_bytes":
+//         0, "static_shared_bytes": 2048,  (optional) "schedule": {
+//         "max_splits": 32, ... },                   (optional) "ops": [ {"op":
+//         "rmsnorm", "attributes": {"epsilon": 1e-5}},
 //                  {"op": "rope", "attributes": {"theta": 5e5,
 //                   "pairing": "neox", "scaling": {...}}}, ... ], (optional)
-//         "params": [ {"index": 0, "kind": "input"|"output"|"workspace"|"scalar",
+//         "params": [ {"index": 0, "kind":
+//         "input"|"output"|"workspace"|"scalar",
 //                      "role": "input", "dtype": "f16"|"bf16"|"f32"|"i32",
 //                      "shape": [<dim>, ...],             (buffers only)
-//                      "zero_init": true,                 (workspaces, optional)
-//                      "binding": {"argument": i}         (inputs)
+//                      "zero_init": true,                 (workspaces,
+//                      optional) "binding": {"argument": i}         (inputs)
 //                               | {"kernel": k, "result": r, "reshaped": true}
 //                               | {"result": r}           (outputs: result r of
 //                                                          this kernel)

@@ -1,4 +1,5 @@
-//===- Model.h - a compiled model and its launch plan (CPU side) --*- C++ -*-===//
+//===- Model.h - a compiled model and its launch plan (CPU side) --*- C++
+//-*-===//
 //
 // `Model` is one function of a manifest made ready to run: the kernels it
 // launches in order, where each kernel parameter comes from (a function

@@ -1,4 +1,5 @@
-//===- ModelConfig.h - Hugging Face config.json of decoder models -*- C++ -*-===//
+//===- ModelConfig.h - Hugging Face config.json of decoder models -*- C++
+//-*-===//
 //
 // The fields of a Hugging Face `config.json` (LlamaConfig, MistralConfig,
 // Qwen2Config and friends) that the front half of a decoder layer needs, and

@@ -1,4 +1,5 @@
-//===- Safetensors.h - reading and writing .safetensors files -----*- C++ -*-===//
+//===- Safetensors.h - reading and writing .safetensors files -----*- C++
+//-*-===//
 //
 // The safetensors format (https://github.com/huggingface/safetensors):
 //
@@ -73,12 +74,13 @@ struct TensorRef {
 
 /// The bytes of a safetensors file holding `tensors` and `metadata`. The
 /// header lists the tensors in the given order; their data is laid out by
-/// decreasing element size (stable), so each is aligned to its element size. Throws InvalidArgumentError for an empty, duplicate or
-/// reserved ("__metadata__") name, an unknown dtype, a negative dimension or
-/// a null data pointer of a non-empty tensor.
-std::string encodeSafetensors(const std::vector<TensorRef> &tensors,
-                              const std::map<std::string, std::string>
-                                  &metadata = {});
+/// decreasing element size (stable), so each is aligned to its element size.
+/// Throws InvalidArgumentError for an empty, duplicate or reserved
+/// ("__metadata__") name, an unknown dtype, a negative dimension or a null data
+/// pointer of a non-empty tensor.
+std::string
+encodeSafetensors(const std::vector<TensorRef> &tensors,
+                  const std::map<std::string, std::string> &metadata = {});
 
 /// Writes encodeSafetensors(tensors, metadata) to `path` (through
 /// `path`.tmp, renamed at the end, so a failed write leaves no partial
