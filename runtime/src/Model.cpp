@@ -147,7 +147,7 @@ int64_t Model::defaultNumSplits(int64_t batch, int64_t maxSeqLen) const {
     } catch (const Error &) {
     }
     int64_t ctasPerSplit = std::max<int64_t>(1, s.batch * gridY);
-    int64_t byCtas = (targetCtas + ctasPerSplit - 1) / ctasPerSplit;
+    int64_t byCtas = targetCtas / ctasPerSplit; // about one wave, never more
     int64_t byLength =
         (std::max<int64_t>(maxSeqLen, 1) + minChunk - 1) / minChunk;
     return std::max<int64_t>(1, std::min({maxSplits_, byCtas, byLength}));

@@ -83,7 +83,7 @@ TEST(Model, DefaultNumSplitsFollowsTheSchedulePolicy) {
   // grid_y = 2: ceil(264 / (B * 2)) CTAs-wise, ceil(L / 64) length-wise.
   EXPECT_EQ(m.defaultNumSplits(1, 1000), 16);   // min(32, 132, 16)
   EXPECT_EQ(m.defaultNumSplits(1, 100000), 32); // max_splits
-  EXPECT_EQ(m.defaultNumSplits(64, 4096), 3);   // ceil(264 / 128)
+  EXPECT_EQ(m.defaultNumSplits(64, 4096), 2);   // floor(264 / 128)
   EXPECT_EQ(m.defaultNumSplits(200, 4096), 1);
   EXPECT_EQ(m.defaultNumSplits(1, 0), 1);
   EXPECT_EQ(m.defaultNumSplits(1, 1), 1);

@@ -415,6 +415,13 @@ private:
 FailureOr<std::string> writeTemp(StringRef path, StringRef contents) {
   SmallString<256> temp;
   int fd;
+  StringRef dir = llvm::sys::path::parent_path(path);
+  if (!dir.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+      llvm::errs() << "fusion-compile: cannot create directory " << dir << ": "
+                   << ec.message() << "\n";
+      return failure();
+    }
   if (std::error_code ec =
           llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, temp)) {
     llvm::errs() << "fusion-compile: cannot create a temporary for " << path

@@ -419,7 +419,8 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   // Schedule: 8 warps; fewer when that leaves SMs idle at batch 1.
   const int64_t smCount = getSMCount(module);
   p.warps = 8;
-  while (p.warps > 2 && llvm::divideCeil(p.pairs, p.warps) < smCount)
+  while (p.warps > 2 &&
+         static_cast<int64_t>(llvm::divideCeil(p.pairs, p.warps)) < smCount)
     p.warps /= 2;
   p.blockSize = 32 * p.warps;
   p.pairsPerWarp = std::max<int64_t>(1, p.pairs / (p.warps * 2 * smCount));

@@ -118,7 +118,7 @@ public:
   /// schedule.max_splits; 1 if none uses num_splits).
   int64_t maxSplits() const { return maxSplits_; }
   /// The num_splits policy of the first split-KV kernel's schedule:
-  /// max(1, min(max_splits, ceil(target_ctas / (batch * grid_y)),
+  /// max(1, min(max_splits, floor(target_ctas / (batch * grid_y)),
   /// ceil(maxSeqLen / min_chunk_tokens))); 1 if no kernel uses num_splits
   /// (target_ctas defaults to 264, min_chunk_tokens to 64).
   int64_t defaultNumSplits(int64_t batch, int64_t maxSeqLen) const;
