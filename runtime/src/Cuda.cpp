@@ -48,6 +48,7 @@ namespace fusion::runtime::cuda {
   X(cuMemcpyDtoH)                                                              \
   X(cuMemcpyHtoDAsync)                                                         \
   X(cuMemcpyDtoHAsync)                                                         \
+  X(cuMemcpyDtoDAsync)                                                         \
   X(cuMemsetD8)                                                                \
   X(cuMemsetD8Async)                                                           \
   X(cuStreamCreate)                                                            \
@@ -382,6 +383,17 @@ void DeviceBuffer::downloadAsync(void *dst, uint64_t bytes, CUstream stream,
     check(api().cuMemcpyDtoHAsync(dst, ptr_ + offset, bytes, stream),
           "cuMemcpyDtoHAsync(" + std::to_string(bytes) + " bytes from " +
               label_ + ")");
+}
+
+void DeviceBuffer::copyFrom(const DeviceBuffer &src, CUstream stream) {
+  checkRange("DeviceBuffer::copyFrom", src.bytes_, 0);
+  if (!src.ptr_)
+    throwInvalidArgument("DeviceBuffer::copyFrom: source buffer \"", src.label_,
+                         "\" is not allocated");
+  if (src.bytes_)
+    check(api().cuMemcpyDtoDAsync(ptr_, src.ptr_, src.bytes_, stream),
+          "cuMemcpyDtoDAsync(" + std::to_string(src.bytes_) + " bytes from " +
+              src.label_ + " to " + label_ + ")");
 }
 
 void DeviceBuffer::fill(uint8_t value, CUstream stream, uint64_t bytes) {

@@ -14,6 +14,7 @@
 
 #include "TestUtil.h"
 
+#include <algorithm>
 #include <optional>
 
 using namespace fusion::runtime;
@@ -78,6 +79,21 @@ TEST_F(Gpu, ContextAndBuffers) {
       EXPECT_THROW_MSG(InvalidArgumentError, buf.upload(in.data(), 16, 1020));
   EXPECT_CONTAINS(msg, "16 bytes at offset 1020 exceed buffer \"test buffer\" "
                        "of 1024 bytes");
+
+  // Device-to-device copies, stream-ordered; the source must fit.
+  cuda::Stream stream = cuda::Stream::create();
+  cuda::DeviceBuffer copy(2048, "copy");
+  copy.fill(0x5A);
+  copy.copyFrom(buf, stream.get());
+  stream.synchronize();
+  std::vector<uint8_t> copied(2048);
+  copy.download(copied.data(), copied.size());
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), copied.begin()));
+  EXPECT_EQ(copied[1024], 0x5A);
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, buf.copyFrom(copy, stream.get()));
+  EXPECT_CONTAINS(msg, "DeviceBuffer::copyFrom: 2048 bytes at offset 0 exceed "
+                       "buffer \"test buffer\" of 1024 bytes");
 }
 
 TEST_F(Gpu, BadPtxReportsTheJitLog) {

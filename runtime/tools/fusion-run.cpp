@@ -31,6 +31,8 @@
 #include "fusion/runtime/Reference.h"
 #include "fusion/runtime/Safetensors.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -98,9 +100,20 @@ Shape of the run
 Checking and timing
   --tol X                 relative L2 tolerance vs the fp64 reference
                           (default 2e-3 for f16, 1e-2 for bf16)
-  --iters N               timed repetitions of the last step (default 100;
-                          0: no timing); CUDA events, median of 5 batches
-  --warmup N              untimed repetitions first (default 10)
+  --iters N               timed replays of the last step (default 100; 0: no
+                          timing), enqueued back to back with a CUDA event
+                          between each two; prints the median and the minimum
+                          microseconds per layer-step
+  --warmup N              untimed replays first (default 10)
+  --layers N              layer copies per replay (default 1): every argument
+                          (weights, KV caches, step inputs) is copied N-1
+                          times on the device from the checked copy 0, and
+                          each replay runs the step once on every copy, in
+                          one CUDA graph with --graph, so that the L2 cache
+                          cannot hold the weights as in a model of N layers
+  --json FILE             write the settings, the check result and the timing
+                          (us_per_layer_step, median and min) as JSON ("-":
+                          to standard output)
   --out FILE              write outputs, references and inputs of the last
                           step to a .safetensors file
   --device N              CUDA device ordinal (default 0)
@@ -133,6 +146,8 @@ struct Options {
   double tol = 0;
   int64_t iters = 100;
   int64_t warmup = 10;
+  int64_t layers = 1;
+  std::string json;
   int device = 0;
   bool syncEach = false;
   bool inspect = false;
@@ -231,6 +246,10 @@ Options parseOptions(int argc, char **argv) {
       o.iters = parseInt(arg, next(), 0, 1 << 24);
     } else if (arg == "--warmup") {
       o.warmup = parseInt(arg, next(), 0, 1 << 24);
+    } else if (arg == "--layers") {
+      o.layers = parseInt(arg, next(), 1, 1 << 12);
+    } else if (arg == "--json") {
+      o.json = next();
     } else if (arg == "--out") {
       o.out = next();
     } else if (arg == "--device") {
@@ -251,6 +270,9 @@ Options parseOptions(int argc, char **argv) {
     return o;
   if (o.ptx.empty() || o.manifest.empty())
     usageError("--ptx and --manifest are required");
+  if (o.layers > 1 && o.iters == 0)
+    usageError("--layers " + std::to_string(o.layers) +
+               " applies to the timing, which --iters 0 turns off");
   if (!o.inputs.empty()) {
     // The golden fixes the batch, the histories and the single step.
     if (o.batch || kvLenGiven || !o.kvLens.empty() || stepsGiven)
@@ -724,6 +746,82 @@ bool checkGolden(const GoldenDecodeStep &g, const std::vector<GoldenRow> &rows,
 }
 
 //===----------------------------------------------------------------------===//
+// Timing
+//===----------------------------------------------------------------------===//
+
+/// Microseconds per layer-step over the timed replays.
+struct Timing {
+  double medianUs = 0, minUs = 0;
+};
+
+/// Times `o.iters` replays of the step of `shape`, whose inputs are in
+/// `args` (copy 0, bound to `step`), after `o.warmup` untimed ones. A replay
+/// runs the step once on each of `o.layers` copies of every argument, in
+/// order: copy 0 is `args`, the others are cloned from it on the device,
+/// so that, as in a model whose layers each stream their own weights and
+/// caches, no copy is still in the L2 cache when its turn comes again. With
+/// --graph one CUDA graph holds the whole replay. Replays are enqueued back
+/// to back with an event between each two, so no idle gap is timed. The
+/// step is idempotent (it rewrites the same cache slots). Copy 0 is bound
+/// again on return.
+Timing timeLayerSteps(const Options &o, DecodeStep &step,
+                      const std::map<int, cuda::DeviceBuffer> &args,
+                      const StepShape &shape) {
+  const CUstream stream = step.stream();
+  std::vector<std::map<int, cuda::DeviceBuffer>> copies(
+      static_cast<size_t>(o.layers - 1));
+  for (size_t c = 0; c < copies.size(); ++c)
+    for (const auto &[i, buf] : args)
+      copies[c]
+          .emplace(i, cuda::DeviceBuffer(buf.bytes(),
+                                         buf.label() + " (layer copy " +
+                                             std::to_string(c + 1) + ")"))
+          .first->second.copyFrom(buf, stream);
+  auto bindCopy = [&](size_t c) {
+    for (const auto &[i, buf] : c ? copies[c - 1] : args)
+      step.bind(i, buf);
+  };
+  auto layerSteps = [&](CUstream s) {
+    for (size_t c = 0; c <= copies.size(); ++c) {
+      if (!copies.empty())
+        bindCopy(c);
+      step.run(shape, s);
+    }
+    if (!copies.empty())
+      bindCopy(0);
+  };
+  const std::string what = std::to_string(o.layers) + " layer-step(s) of \"" +
+                           step.model().function().name + "\"";
+  cuda::GraphExec graph;
+  if (o.graph)
+    graph = cuda::GraphExec::capture(stream, what, layerSteps);
+  auto replay = [&] {
+    if (graph)
+      graph.launch(stream, what);
+    else
+      layerSteps(stream);
+  };
+  for (int64_t i = 0; i < o.warmup; ++i)
+    replay();
+  step.synchronize();
+  std::vector<cuda::Event> marks;
+  for (int64_t i = 0; i <= o.iters; ++i)
+    marks.push_back(cuda::Event::create());
+  marks[0].record(stream);
+  for (int64_t i = 0; i < o.iters; ++i) {
+    replay();
+    marks[i + 1].record(stream);
+  }
+  step.synchronize();
+  std::vector<double> us;
+  for (int64_t i = 0; i < o.iters; ++i)
+    us.push_back(1000.0 * cuda::Event::elapsedMs(marks[i], marks[i + 1]) /
+                 static_cast<double>(o.layers));
+  std::sort(us.begin(), us.end());
+  return Timing{us[us.size() / 2], us.front()};
+}
+
+//===----------------------------------------------------------------------===//
 // Main
 //===----------------------------------------------------------------------===//
 
@@ -932,7 +1030,10 @@ int run(const Options &o) {
   if (model.usesNumSplits())
     std::cout << ", num_splits " << numSplits << " (max " << model.maxSplits()
               << ")";
-  std::cout << (o.graph ? ", CUDA graph" : ", direct launches") << "\n";
+  std::cout << (o.graph ? ", CUDA graph" : ", direct launches");
+  if (o.layers > 1 && !o.dryRun)
+    std::cout << ", timed over " << o.layers << " layer copies";
+  std::cout << "\n";
   if (layout)
     for (const std::string &note : layout->notes)
       std::cout << "    " << note << "\n";
@@ -1022,7 +1123,8 @@ int run(const Options &o) {
 
   // --- Device buffers --------------------------------------------------------
   DecodeStep::Options stepOptions;
-  stepOptions.syncEachKernel = o.syncEach;
+  // runGraph ignores it, and the timing graph is captured from run().
+  stepOptions.syncEachKernel = o.syncEach && !o.graph;
   Capacity capacity{B, maxPages, numPages};
   std::optional<DecodeStep> step;
   std::map<int, cuda::DeviceBuffer> args;
@@ -1052,6 +1154,8 @@ int run(const Options &o) {
 
   // --- Steps -----------------------------------------------------------------
   bool pass = true;
+  // The worst relative L2 error vs fp64 of each output over the steps.
+  nlohmann::ordered_json worstRel = nlohmann::ordered_json::object();
   HostStep last;
   RefOutputs lastRef64, lastRef32;
   std::vector<uint16_t> out(B * Hq * D), residualOut(B * H);
@@ -1159,6 +1263,7 @@ int run(const Options &o) {
           compareTensors(sig.dtype, r.r32.data(), r.r64.data(), n);
       bool ok = g.nonFinite == 0 && g.rel < tol;
       pass &= ok;
+      worstRel[r.name] = std::max(worstRel.value(r.name, 0.0), g.rel);
       std::printf(
           "  %-13s vs fp64: max|d| %s rel %s | vs fp32: max|d| %s "
           "rel %s | fp32 ref vs fp64: rel %s%s  %s\n",
@@ -1195,37 +1300,61 @@ int run(const Options &o) {
   }
 
   // --- Timing ---------------------------------------------------------------
-  double medianUs = 0, minUs = 0;
+  std::optional<Timing> timing;
   if (gpu && o.iters > 0) {
-    auto once = [&] {
-      if (o.graph)
-        step->runGraph(shape);
-      else
-        step->run(shape);
-    };
-    for (int64_t i = 0; i < o.warmup; ++i)
-      once();
-    step->synchronize();
-    const int64_t reps = 5, per = std::max<int64_t>(1, o.iters / reps);
-    std::vector<double> us;
-    cuda::Event start = cuda::Event::create(), end = cuda::Event::create();
-    for (int64_t r = 0; r < reps; ++r) {
-      start.record(step->stream());
-      for (int64_t i = 0; i < per; ++i)
-        once();
-      end.record(step->stream());
-      end.synchronize();
-      us.push_back(1000.0 * cuda::Event::elapsedMs(start, end) /
-                   static_cast<double>(per));
+    timing = timeLayerSteps(o, *step, args, shape);
+    std::printf("timing: %.2f us/step (median of %lld %s of %lld layer "
+                "cop%s each, back to back; min %.2f)\n",
+                timing->medianUs, static_cast<long long>(o.iters),
+                o.graph ? "graph replays" : "direct-launch replays",
+                static_cast<long long>(o.layers), o.layers > 1 ? "ies" : "y",
+                timing->minUs);
+  }
+
+  // --- JSON summary ---------------------------------------------------------
+  if (!o.json.empty()) {
+    nlohmann::ordered_json j;
+    j["ptx"] = o.ptx;
+    j["manifest"] = o.manifest;
+    j["function"] = model.function().name;
+    j["strategy"] = model.manifest().strategy;
+    j["kernels"] = model.kernels().size();
+    j["dtype"] = dtypeName(sig.dtype);
+    j["hidden"] = H;
+    j["num_heads"] = Hq;
+    j["num_kv_heads"] = Hkv;
+    j["head_dim"] = D;
+    j["page_size"] = P;
+    j["batch"] = B;
+    if (golden)
+      j["kv_lens"] = golden->historyLens;
+    else
+      j["kv_lens"] = o.kvLens;
+    j["steps"] = o.steps;
+    j["num_splits"] = numSplits;
+    j["num_pages"] = numPages;
+    j["graph"] = o.graph;
+    j["layers"] = o.layers;
+    j["iters"] = o.iters;
+    j["warmup"] = o.warmup;
+    j["device"] = gpu ? nlohmann::ordered_json(ctx->name()) : nullptr;
+    j["result"] = pass ? "pass" : "mismatch";
+    j["tolerance"] = tol;
+    j["rel_error_vs_f64"] = worstRel;
+    j["us_per_layer_step"] =
+        timing ? nlohmann::ordered_json(timing->medianUs) : nullptr;
+    j["us_per_layer_step_min"] =
+        timing ? nlohmann::ordered_json(timing->minUs) : nullptr;
+    if (o.json == "-") {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::ofstream os(o.json);
+      os << j.dump(2) << "\n";
+      if (!os)
+        throw Error("cannot write --json file " + o.json + ": " +
+                    std::strerror(errno));
+      std::cout << "wrote " << o.json << "\n";
     }
-    step->synchronize();
-    std::sort(us.begin(), us.end());
-    medianUs = us[us.size() / 2];
-    minUs = us.front();
-    std::printf("timing: %.2f us/step (median of %lld x %lld %s; min %.2f)\n",
-                medianUs, static_cast<long long>(reps),
-                static_cast<long long>(per),
-                o.graph ? "graph replays" : "direct launches", minUs);
   }
 
   // --- Output file ----------------------------------------------------------
@@ -1262,8 +1391,8 @@ int run(const Options &o) {
         {"graph", o.graph ? "true" : "false"},
         {"result", pass ? "pass" : "mismatch"},
     };
-    if (gpu && o.iters > 0)
-      meta["us_per_step"] = std::to_string(medianUs);
+    if (timing)
+      meta["us_per_step"] = std::to_string(timing->medianUs);
     if (!gpu)
       meta["dry_run"] = "true";
     writeSafetensors(o.out, t, meta);

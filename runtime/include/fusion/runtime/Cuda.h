@@ -137,6 +137,9 @@ public:
                    uint64_t offset = 0);
   void downloadAsync(void *dst, uint64_t bytes, CUstream stream,
                      uint64_t offset = 0) const;
+  /// Copies all of `src` (at most bytes() bytes, else InvalidArgumentError)
+  /// to the start of this buffer, ordered on `stream` (cuMemcpyDtoDAsync).
+  void copyFrom(const DeviceBuffer &src, CUstream stream);
   /// Sets the first `bytes` (default: all) to `value`: cuMemsetD8Async on
   /// `stream`, or, when stream is null, cuMemsetD8 waited for.
   void fill(uint8_t value, CUstream stream = nullptr, uint64_t bytes = ~0ull);
