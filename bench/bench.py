@@ -12,11 +12,12 @@ layer-step:
                  graph
   inductor_sdpa  torch.compile (Inductor) of the SDPA step, in a CUDA graph
 (the baselines of docs/design.md sections 1 and 5, after
-../shared/tools/anchor_bench.py). Every variant runs 8 layer copies per
-replay (weights, caches and inputs each in their own memory, so the L2 cache
-cannot hold the 50 MB QKV weight between its uses) in one CUDA graph; the
-replays are enqueued back to back with a CUDA event between each two, and the
-median replay time over the copies is the time per layer-step. fusion-run
+../shared/tools/anchor_bench.py). Every variant runs --layers (default 8)
+layer copies per replay (weights, caches and inputs each in their own memory,
+so the L2 cache cannot hold the 50 MB QKV weight between its uses) in one
+CUDA graph; the replays are enqueued back to back with a CUDA event between
+each two, and the median replay time divided by the number of copies is the
+time per layer-step. fusion-run
 does the same (--layers, --graph) and also checks copy 0 against its CPU
 reference. Data is random (never zeros), of the same shapes on both sides;
 the KV history holds L - 1 tokens, the step appends token L - 1 and attention
