@@ -37,6 +37,8 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
                                       Value writeOutputs, Value scratch,
                                       int64_t blockSize, bool warpOnly) {
   constexpr int64_t kWidth = 8;
+  // Up to this many chunks per thread are unrolled and kept in registers.
+  constexpr int64_t kMaxUnrolledChunks = 4;
   // Who cooperates: the whole CTA (block reductions) or one warp (shuffles
   // only, no barrier).
   Value thread = warpOnly ? laneId(b) : threadIdX(b);
@@ -51,89 +53,153 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
   auto rowIndex = [&](ImplicitLocOpBuilder &ib, Value i) {
     return addIndex(ib, rowBase, i);
   };
+  const bool rms = spec.kind == NormSpec::Kind::RMS;
+  Value one = splat(b, constF32(b, 1.0), kWidth);
 
-  // Pass 1: h = round(x + r) (or x) into the row; residual_out; the sum of
-  // squares (rmsnorm) or the sum (layernorm).
-  Value total = forEachChunk(
-      b, hidden, thread, threads,
-      [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
-        Value global = addIndex(ib, xBase, i);
-        Value h = loadVector(ib, spec.input, global, kWidth);
-        if (spec.residual) {
-          Value r = loadVector(ib, spec.residual, global, kWidth);
-          h = truncFromF32(
-              ib, arith::AddFOp::create(ib, extToF32(ib, h), extToF32(ib, r)),
-              act);
-        }
-        storeVector(ib, h, row, rowIndex(ib, i));
-        if (spec.residualOut)
-          ifThen(ib, writeOutputs, [&](ImplicitLocOpBuilder &tb) {
-            storeVector(tb, h, spec.residualOut, global);
-          });
-        if (spec.kind == NormSpec::Kind::None)
-          return nullptr;
-        Value h32 = extToF32(ib, h);
-        if (spec.kind == NormSpec::Kind::RMS)
-          return arith::AddFOp::create(ib, acc,
-                                       arith::MulFOp::create(ib, h32, h32));
-        return arith::AddFOp::create(ib, acc, h32);
+  // The element math, shared by both schedules below.
+  // h = round(x + r) (or x).
+  auto makeH = [&](ImplicitLocOpBuilder &ib, Value x, Value r) {
+    if (!r)
+      return x;
+    return truncFromF32(
+        ib, arith::AddFOp::create(ib, extToF32(ib, x), extToF32(ib, r)), act);
+  };
+  // Pass-1 sum term: h^2 (rmsnorm) or h (layernorm).
+  auto sumTerm = [&](ImplicitLocOpBuilder &ib, Value h) -> Value {
+    Value h32 = extToF32(ib, h);
+    return rms ? arith::MulFOp::create(ib, h32, h32) : h32;
+  };
+  auto squaredDeviation = [&](ImplicitLocOpBuilder &ib, Value h, Value meanV) {
+    Value d = arith::SubFOp::create(ib, extToF32(ib, h), meanV);
+    return arith::MulFOp::create(ib, d, d);
+  };
+  // y = round(...) from h, the norm weight and bias.
+  auto makeY = [&](ImplicitLocOpBuilder &ib, Value h, Value w, Value bias,
+                   Value invV, Value meanV) {
+    Value h32 = extToF32(ib, h);
+    Value w32 = extToF32(ib, w);
+    if (spec.unitOffset && rms)
+      w32 = arith::AddFOp::create(ib, w32, one);
+    Value y32;
+    if (rms) {
+      y32 =
+          arith::MulFOp::create(ib, arith::MulFOp::create(ib, h32, invV), w32);
+    } else {
+      Value centred = arith::SubFOp::create(ib, h32, meanV);
+      y32 = arith::MulFOp::create(ib, arith::MulFOp::create(ib, centred, invV),
+                                  w32);
+      if (bias)
+        y32 = arith::AddFOp::create(ib, y32, extToF32(ib, bias));
+    }
+    return truncFromF32(ib, y32, act);
+  };
+  // Writes h (row, residual_out) or y (row, normed output) of chunk `i`.
+  auto storeH = [&](ImplicitLocOpBuilder &ib, Value i, Value h) {
+    storeVector(ib, h, row, rowIndex(ib, i));
+    if (spec.residualOut)
+      ifThen(ib, writeOutputs, [&](ImplicitLocOpBuilder &tb) {
+        storeVector(tb, h, spec.residualOut, addIndex(tb, xBase, i));
       });
-  if (spec.kind == NormSpec::Kind::None)
-    return;
-
-  Value invHidden = constF32(b, static_cast<double>(hidden));
-  Value eps = constF32(b, spec.epsilon);
-  total = reduce(total);
-  Value mean, inv;
-  if (spec.kind == NormSpec::Kind::RMS) {
-    Value meanSquare = arith::DivFOp::create(b, total, invHidden);
-    inv = rsqrtF32(b, arith::AddFOp::create(b, meanSquare, eps));
-  } else {
+  };
+  auto storeY = [&](ImplicitLocOpBuilder &ib, Value i, Value y) {
+    storeVector(ib, y, row, rowIndex(ib, i));
+    if (spec.normedOut)
+      ifThen(ib, writeOutputs, [&](ImplicitLocOpBuilder &tb) {
+        storeVector(tb, y, spec.normedOut, addIndex(tb, xBase, i));
+      });
+  };
+  auto loadOptional = [&](ImplicitLocOpBuilder &ib, Value buffer, Value i) {
+    return buffer ? loadVector(ib, buffer, i, kWidth) : Value();
+  };
+  auto statistics = [&](Value total, Value &inv, Value &mean,
+                        llvm::function_ref<Value(Value)> sumSquares) {
+    Value invHidden = constF32(b, static_cast<double>(hidden));
+    Value eps = constF32(b, spec.epsilon);
+    total = reduce(total);
+    if (rms) {
+      Value meanSquare = arith::DivFOp::create(b, total, invHidden);
+      inv = rsqrtF32(b, arith::AddFOp::create(b, meanSquare, eps));
+      return;
+    }
     mean = arith::DivFOp::create(b, total, invHidden);
-    Value meanV = splat(b, mean, kWidth);
-    Value squares = forEachChunk(
-        b, hidden, thread, threads,
-        [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
-          Value h32 =
-              extToF32(ib, loadVector(ib, row, rowIndex(ib, i), kWidth));
-          Value d = arith::SubFOp::create(ib, h32, meanV);
-          return arith::AddFOp::create(ib, acc,
-                                       arith::MulFOp::create(ib, d, d));
-        });
-    squares = reduce(squares);
+    Value squares = reduce(sumSquares(splat(b, mean, kWidth)));
     Value var = arith::DivFOp::create(b, squares, invHidden);
     inv = rsqrtF32(b, arith::AddFOp::create(b, var, eps));
+  };
+  Value inv, mean;
+
+  const int64_t stride = threads * kWidth;
+  if (hidden % stride == 0 && hidden / stride <= kMaxUnrolledChunks) {
+    // Every thread has the same few chunks: all loads (x, residual, norm
+    // weight and bias) are issued at once, one memory round trip, and h
+    // stays in registers between the passes.
+    SmallVector<Value> at, xs, rs, ws, bs, hs;
+    for (int64_t c = 0; c < hidden / stride; ++c) {
+      at.push_back(addIndex(b, mulIndex(b, thread, kWidth), c * stride));
+      Value global = addIndex(b, xBase, at.back());
+      xs.push_back(loadVector(b, spec.input, global, kWidth));
+      rs.push_back(loadOptional(b, spec.residual, global));
+      if (spec.kind != NormSpec::Kind::None) {
+        ws.push_back(loadVector(b, spec.weight, at.back(), kWidth));
+        bs.push_back(loadOptional(b, spec.bias, at.back()));
+      }
+    }
+    Value total = splat(b, constF32(b, 0.0), kWidth);
+    for (size_t c = 0; c < at.size(); ++c) {
+      hs.push_back(makeH(b, xs[c], rs[c]));
+      storeH(b, at[c], hs[c]);
+      total = arith::AddFOp::create(b, total, sumTerm(b, hs[c]));
+    }
+    if (spec.kind == NormSpec::Kind::None)
+      return;
+    auto horizontal = [&](Value v) {
+      return vector::ReductionOp::create(b, vector::CombiningKind::ADD, v);
+    };
+    statistics(horizontal(total), inv, mean, [&](Value meanV) {
+      Value squares = splat(b, constF32(b, 0.0), kWidth);
+      for (Value h : hs)
+        squares =
+            arith::AddFOp::create(b, squares, squaredDeviation(b, h, meanV));
+      return horizontal(squares);
+    });
+    Value invV = splat(b, inv, kWidth);
+    Value meanV = mean ? splat(b, mean, kWidth) : Value();
+    for (size_t c = 0; c < at.size(); ++c)
+      storeY(b, at[c], makeY(b, hs[c], ws[c], bs[c], invV, meanV));
+    return;
   }
 
-  // Pass 2: y = round(...) into the row and, if asked, the normed output.
+  // General case: loops over the chunks; h goes through `row`.
+  Value total =
+      forEachChunk(b, hidden, thread, threads,
+                   [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
+                     Value global = addIndex(ib, xBase, i);
+                     Value h =
+                         makeH(ib, loadVector(ib, spec.input, global, kWidth),
+                               loadOptional(ib, spec.residual, global));
+                     storeH(ib, i, h);
+                     if (spec.kind == NormSpec::Kind::None)
+                       return nullptr;
+                     return arith::AddFOp::create(ib, acc, sumTerm(ib, h));
+                   });
+  if (spec.kind == NormSpec::Kind::None)
+    return;
+  statistics(total, inv, mean, [&](Value meanV) {
+    return forEachChunk(
+        b, hidden, thread, threads,
+        [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
+          Value h = loadVector(ib, row, rowIndex(ib, i), kWidth);
+          return arith::AddFOp::create(ib, acc, squaredDeviation(ib, h, meanV));
+        });
+  });
   Value invV = splat(b, inv, kWidth);
   Value meanV = mean ? splat(b, mean, kWidth) : Value();
-  Value one = splat(b, constF32(b, 1.0), kWidth);
-  forEachChunk(
-      b, hidden, thread, threads,
-      [&](ImplicitLocOpBuilder &ib, Value i, Value) -> Value {
-        Value h32 = extToF32(ib, loadVector(ib, row, rowIndex(ib, i), kWidth));
-        Value w32 = extToF32(ib, loadVector(ib, spec.weight, i, kWidth));
-        if (spec.unitOffset && spec.kind == NormSpec::Kind::RMS)
-          w32 = arith::AddFOp::create(ib, w32, one);
-        Value y32;
-        if (spec.kind == NormSpec::Kind::RMS) {
-          y32 = arith::MulFOp::create(ib, arith::MulFOp::create(ib, h32, invV),
-                                      w32);
-        } else {
-          Value centred = arith::SubFOp::create(ib, h32, meanV);
-          y32 = arith::MulFOp::create(
-              ib, arith::MulFOp::create(ib, centred, invV), w32);
-          if (spec.bias)
-            y32 = arith::AddFOp::create(
-                ib, y32, extToF32(ib, loadVector(ib, spec.bias, i, kWidth)));
-        }
-        Value y = truncFromF32(ib, y32, act);
-        storeVector(ib, y, row, rowIndex(ib, i));
-        if (spec.normedOut)
-          ifThen(ib, writeOutputs, [&](ImplicitLocOpBuilder &tb) {
-            storeVector(tb, y, spec.normedOut, addIndex(tb, xBase, i));
-          });
-        return nullptr;
-      });
+  forEachChunk(b, hidden, thread, threads,
+               [&](ImplicitLocOpBuilder &ib, Value i, Value) -> Value {
+                 Value h = loadVector(ib, row, rowIndex(ib, i), kWidth);
+                 storeY(ib, i,
+                        makeY(ib, h, loadVector(ib, spec.weight, i, kWidth),
+                              loadOptional(ib, spec.bias, i), invV, meanV));
+                 return nullptr;
+               });
 }

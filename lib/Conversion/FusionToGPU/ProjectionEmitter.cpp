@@ -21,7 +21,10 @@
 //  * Each lane reads 16-byte vectors (8 elements) of both weight rows, U
 //    chunks per loop step (2U independent 16-byte loads in flight), and
 //    multiplies each weight vector with the normalised x of all T tokens of
-//    the tile (weights are read once per tile), accumulating in fp32.
+//    the tile (weights are read once per tile), accumulating in fp32. The
+//    loop is software-pipelined: step k+1's loads are issued before step k's
+//    FMAs. The epilogue's position and block-table loads are issued before
+//    the loop.
 //  * Butterfly reductions (gpu.shuffle xor) give every lane the 2T dot
 //    products; lane t < T finishes token t: + bias, round (the projection's
 //    output), RoPE in fp32 with angle = float(pos) * inv_freq (an fp32 table
@@ -143,6 +146,39 @@ static Value cmpI(ImplicitLocOpBuilder &b, arith::CmpIPredicate pred, Value lhs,
   return arith::CmpIOp::create(b, pred, lhs, rhs);
 }
 
+/// The two weight rows of output pair `pair` (see the file comment) and
+/// their offsets `da`, `db` inside the head.
+struct PairRows {
+  Value head, j, rotated, da, db, rowA, rowB;
+};
+
+static PairRows getPairRows(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
+                            Value pair) {
+  const int64_t D = p.headDim, halfD = D / 2, halfRd = p.rotaryDim / 2;
+  PairRows r;
+  r.head = arith::DivUIOp::create(b, pair, constIndex(b, halfD));
+  r.j = arith::RemUIOp::create(b, pair, constIndex(b, halfD));
+  r.rotated = arith::ConstantIntOp::create(b, 0, 1);
+  if (p.ops.rope) {
+    Value qk =
+        cmpI(b, arith::CmpIPredicate::ult, r.head, constIndex(b, p.hq + p.hkv));
+    Value inRd = cmpI(b, arith::CmpIPredicate::ult, r.j, constIndex(b, halfRd));
+    r.rotated = arith::AndIOp::create(b, qk, inRd);
+  }
+  Value headBase = mulIndex(b, r.head, D);
+  Value twoJ = mulIndex(b, r.j, 2);
+  r.da = twoJ;
+  r.db = addIndex(b, twoJ, 1);
+  if (p.ops.rope && p.neox) {
+    r.da = arith::SelectOp::create(b, r.rotated, r.j, twoJ);
+    r.db = arith::SelectOp::create(b, r.rotated, addIndex(b, r.j, halfRd),
+                                   addIndex(b, twoJ, 1));
+  }
+  r.rowA = addIndex(b, headBase, r.da);
+  r.rowB = addIndex(b, headBase, r.db);
+  return r;
+}
+
 /// The warp-level work for tiles of `T` tokens starting at `tokenBase`:
 /// every warp loops over its pairs of output rows.
 static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
@@ -155,8 +191,7 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
   const int64_t unroll = std::max<int64_t>(1, p.unroll / T);
   const int64_t step = unroll * chunk;
   const int64_t mainEnd = (p.hidden / step) * step;
-  const int64_t H = p.hidden, D = p.headDim, halfD = D / 2;
-  const int64_t halfRd = p.rotaryDim / 2;
+  const int64_t H = p.hidden, D = p.headDim;
 
   Value lane = laneId(b);
   Value warp = warpId(b);
@@ -164,36 +199,34 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
   Value pairStride = mulIndex(b, gridDimX(b), p.warps);
   Value laneOffset = mulIndex(b, lane, kWidth);
   Value xTileBase = mulIndex(b, tokenBase, H);
+  // The token lane t < T finishes (lanes >= T: the last one, unused), and
+  // what the epilogue needs of it, loaded before the dot products so that
+  // those loads overlap the weight stream.
+  Value token = addIndex(b, addIndex(b, tileStart, tokenBase),
+                         arith::MinUIOp::create(b, lane, constIndex(b, T - 1)));
+  Value ropePosition =
+      p.ops.rope ? loadScalar(b, p.ropePositions, token) : Value();
+  Value cacheSlot; // page * page_size + slot of the token's new KV entry
+  if (p.ops.append) {
+    Value pos = i32ToIndex(b, loadScalar(b, p.appendPositions, token));
+    Value pageIndex = arith::DivSIOp::create(b, pos, constIndex(b, p.pageSize));
+    Value slot = arith::RemSIOp::create(b, pos, constIndex(b, p.pageSize));
+    Value tableIndex =
+        addIndex(b, mulIndex(b, token, i32ToIndex(b, p.maxPages)), pageIndex);
+    Value page = i32ToIndex(b, loadScalar(b, p.blockTable, tableIndex));
+    cacheSlot = addIndex(b, mulIndex(b, page, p.pageSize), slot);
+  }
 
   forLoop(
       b, firstPair, constIndex(b, p.pairs), pairStride,
       [&](ImplicitLocOpBuilder &b, Value pair) {
-        // Which rows: head, frequency j, rotated or not.
-        Value head = arith::DivUIOp::create(b, pair, constIndex(b, halfD));
-        Value j = arith::RemUIOp::create(b, pair, constIndex(b, halfD));
-        Value rotated = arith::ConstantIntOp::create(b, 0, 1);
-        if (p.ops.rope) {
-          Value qk = cmpI(b, arith::CmpIPredicate::ult, head,
-                          constIndex(b, p.hq + p.hkv));
-          Value inRd =
-              cmpI(b, arith::CmpIPredicate::ult, j, constIndex(b, halfRd));
-          rotated = arith::AndIOp::create(b, qk, inRd);
-        }
-        Value headBase = mulIndex(b, head, D);
-        Value twoJ = mulIndex(b, j, 2);
-        Value da = twoJ, db = addIndex(b, twoJ, 1);
-        if (p.ops.rope && p.neox) {
-          da = arith::SelectOp::create(b, rotated, j, twoJ);
-          db = arith::SelectOp::create(b, rotated, addIndex(b, j, halfRd),
-                                       addIndex(b, twoJ, 1));
-        }
-        Value rowA = addIndex(b, headBase, da);
-        Value rowB = addIndex(b, headBase, db);
+        PairRows rows = getPairRows(b, p, pair);
+        Value head = rows.head, rotated = rows.rotated;
+        Value da = rows.da, db = rows.db, rowA = rows.rowA, rowB = rows.rowB;
         Value wA = mulIndex(b, rowA, H);
         Value wB = mulIndex(b, rowB, H);
 
         // Dot products: 2T fp32 accumulators.
-        SmallVector<Value> init(2 * T, constF32(b, 0.0));
         auto accumulate = [&](ImplicitLocOpBuilder &ib, ArrayRef<Value> wVecs,
                               ArrayRef<Value> elems, SmallVector<Value> &acc) {
           // wVecs: [u][row] weight vectors; elems: element offset per u.
@@ -214,29 +247,43 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
             }
           }
         };
-        SmallVector<Value> acc = init;
+        // The 2U weight vectors of step k: independent 16-byte loads.
+        auto loadStep = [&](ImplicitLocOpBuilder &ib, Value k) {
+          SmallVector<Value> wVecs;
+          for (int64_t u = 0; u < unroll; ++u) {
+            Value e = addIndex(ib, addIndex(ib, k, u * chunk), laneOffset);
+            wVecs.push_back(
+                loadVector(ib, p.weight, addIndex(ib, wA, e), kWidth));
+            wVecs.push_back(
+                loadVector(ib, p.weight, addIndex(ib, wB, e), kWidth));
+          }
+          return wVecs;
+        };
+        SmallVector<Value> acc(2 * T, constF32(b, 0.0));
         if (mainEnd > 0) {
+          // Software-pipelined: step k + step's loads are issued before
+          // step k's FMAs (the last step reloads itself: an L1 hit).
+          SmallVector<Value> init = acc;
+          llvm::append_range(init, loadStep(b, constIndex(b, 0)));
           auto loop = scf::ForOp::create(
               b, constIndex(b, 0), constIndex(b, mainEnd), constIndex(b, step),
               init, [&](OpBuilder &nb, Location loc, Value k, ValueRange args) {
                 ImplicitLocOpBuilder ib(loc, nb);
-                SmallVector<Value> wVecs, elems;
-                // All 2U weight loads first: independent 16-byte loads in
-                // flight.
-                for (int64_t u = 0; u < unroll; ++u) {
-                  Value e =
-                      addIndex(ib, addIndex(ib, k, u * chunk), laneOffset);
-                  elems.push_back(e);
-                  wVecs.push_back(
-                      loadVector(ib, p.weight, addIndex(ib, wA, e), kWidth));
-                  wVecs.push_back(
-                      loadVector(ib, p.weight, addIndex(ib, wB, e), kWidth));
-                }
-                SmallVector<Value> next(args.begin(), args.end());
-                accumulate(ib, wVecs, elems, next);
+                Value nextK = arith::MinUIOp::create(
+                    ib, addIndex(ib, k, step), constIndex(ib, mainEnd - step));
+                SmallVector<Value> next(args.take_front(2 * T));
+                SmallVector<Value> prefetched = loadStep(ib, nextK);
+                SmallVector<Value> elems;
+                for (int64_t u = 0; u < unroll; ++u)
+                  elems.push_back(
+                      addIndex(ib, addIndex(ib, k, u * chunk), laneOffset));
+                accumulate(ib, llvm::to_vector(args.drop_front(2 * T)), elems,
+                           next);
+                llvm::append_range(next, prefetched);
                 scf::YieldOp::create(ib, next);
               });
-          acc.assign(loop.getResults().begin(), loop.getResults().end());
+          acc.assign(loop.getResults().begin(),
+                     loop.getResults().begin() + 2 * T);
         }
         if (mainEnd < H) {
           auto loop = scf::ForOp::create(
@@ -280,7 +327,6 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
             sumA = arith::SelectOp::create(b, isT, acc[2 * t], sumA);
             sumB = arith::SelectOp::create(b, isT, acc[2 * t + 1], sumB);
           }
-          Value token = addIndex(b, addIndex(b, tileStart, tokenBase), lane);
           if (p.bias) {
             sumA = arith::AddFOp::create(
                 b, sumA, extToF32(b, loadScalar(b, p.bias, rowA)));
@@ -292,11 +338,10 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
           Value rawB = truncFromF32(b, sumB, p.act);
           Value outA = rawA, outB = rawB;
           if (p.ops.rope) {
-            Value pos = loadScalar(b, p.ropePositions, token);
             Value freqIndex =
-                arith::SelectOp::create(b, rotated, j, constIndex(b, 0));
-            auto [rotA, rotB] = emitRopeRotation(b, rawA, rawB, pos, p.invFreq,
-                                                 freqIndex, p.act);
+                arith::SelectOp::create(b, rotated, rows.j, constIndex(b, 0));
+            auto [rotA, rotB] = emitRopeRotation(b, rawA, rawB, ropePosition,
+                                                 p.invFreq, freqIndex, p.act);
             outA = arith::SelectOp::create(b, rotated, rotA, rawA);
             outB = arith::SelectOp::create(b, rotated, rotB, rawB);
           }
@@ -305,19 +350,10 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
             storeScalar(b, va, buffer, addIndex(b, base, da));
             storeScalar(b, vb, buffer, addIndex(b, base, db));
           };
-          // Cache slot of this token (kv_append).
+          // Element offset of the token's new entry for `kvHead` in a cache.
           auto cacheBase = [&](ImplicitLocOpBuilder &b, Value kvHead) {
-            Value pos = i32ToIndex(b, loadScalar(b, p.appendPositions, token));
-            Value pageIndex =
-                arith::DivSIOp::create(b, pos, constIndex(b, p.pageSize));
-            Value slot =
-                arith::RemSIOp::create(b, pos, constIndex(b, p.pageSize));
-            Value tableIndex = addIndex(
-                b, mulIndex(b, token, i32ToIndex(b, p.maxPages)), pageIndex);
-            Value page = i32ToIndex(b, loadScalar(b, p.blockTable, tableIndex));
-            Value tokenSlot = addIndex(b, mulIndex(b, page, p.pageSize), slot);
             return mulIndex(
-                b, addIndex(b, mulIndex(b, tokenSlot, p.hkv), kvHead), D);
+                b, addIndex(b, mulIndex(b, cacheSlot, p.hkv), kvHead), D);
           };
           Value isQ =
               cmpI(b, arith::CmpIPredicate::ult, head, constIndex(b, p.hq));
@@ -593,6 +629,7 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
       attrs.getNamedAttr("batch_tile", attrs.getI64IntegerAttr(p.batchTile)),
       attrs.getNamedAttr("min_ctas_per_sm",
                          attrs.getI64IntegerAttr(p.minCtasPerSM)),
+
   });
   return launch;
 }
