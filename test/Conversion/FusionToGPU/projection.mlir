@@ -47,7 +47,12 @@
 // CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
 // CHECK: gpu.barrier
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"
-// Projection: weights and normalised rows as 16-byte vectors, fp32 fma.
+// Projection: weights and normalised rows as 16-byte vectors, fp32 fma;
+// software-pipelined: the first step's weights are loaded before the loop,
+// which carries the next step's (clamped to the last step) in iter_args.
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}vector<8xf16>, vector<8xf16>)
+// CHECK: arith.minui
 // CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
 // CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<2048xf16, #gpu.address_space<workgroup>>, vector<8xf16>
 // CHECK: llvm.intr.fma
