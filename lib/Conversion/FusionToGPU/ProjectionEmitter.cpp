@@ -19,12 +19,13 @@
 //    says); with a residual, h = round(x + r) is normalised and CTA 0 writes
 //    residual_out.
 //  * Each lane reads 16-byte vectors (8 elements) of both weight rows, U
-//    chunks per loop step (2U independent 16-byte loads in flight), and
+//    chunks per loop step (2U independent 16-byte loads per step, up to 4U
+//    in flight with the pipelining below), and
 //    multiplies each weight vector with the normalised x of all T tokens of
 //    the tile (weights are read once per tile), accumulating in fp32. The
 //    loop is software-pipelined: step k+1's loads are issued before step k's
-//    FMAs. The epilogue's position and block-table loads are issued before
-//    the loop.
+//    FMAs (the last step re-issues its own loads instead of branching). The
+//    epilogue's position and block-table loads are issued before the loop.
 //  * Butterfly reductions (gpu.shuffle xor) give every lane the 2T dot
 //    products; lane t < T finishes token t: + bias, round (the projection's
 //    output), RoPE in fp32 with angle = float(pos) * inv_freq (an fp32 table
@@ -552,10 +553,10 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   // Ask ptxas for at least 3 CTAs per SM (.minnctapersm; bounds the
   // registers per thread: 80 at 256 threads), as shared memory allows
   // (227 KiB per SM, ~1 KiB reserved per CTA). Measured on the H200 for the
-  // Llama-3-8B front half (test/gpu/check_kernels.py --bench-variants):
-  // 3 is best at B=4 (33.0 us vs 40.9) and B=16 (108 vs 121) and 6% behind
-  // no hint at B=1 (23.8 vs 22.5); 4 forces 64 registers and spills (28.6
-  // us at B=1).
+  // Llama-3-8B front half: 3 is best at B=4 (33.0 us vs 40.9 without the
+  // hint) and B=16 (104 vs 123) and even at B=1 (19.2 vs 19.4); 4 forces 64
+  // registers and spills (28.6 us at B=1). (docs/performance.md; the hint
+  // also caps every batch-tile path of the kernel at 80 registers.)
   const int64_t ctaShared = p.batchTile * p.hidden * elemBytes + 4 * p.warps;
   p.minCtasPerSM = std::max<int64_t>(
       1, std::min<int64_t>(
@@ -629,7 +630,6 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
       attrs.getNamedAttr("batch_tile", attrs.getI64IntegerAttr(p.batchTile)),
       attrs.getNamedAttr("min_ctas_per_sm",
                          attrs.getI64IntegerAttr(p.minCtasPerSM)),
-
   });
   return launch;
 }

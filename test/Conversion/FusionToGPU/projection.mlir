@@ -47,6 +47,12 @@
 // CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
 // CHECK: gpu.barrier
 // CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"
+// The epilogue's positions and block-table entry are loaded before the pair
+// loop, lanes >= T reading the sub-tile's last token (first sub-tile: T = 4).
+// CHECK: arith.minui %{{.*}}, %c3 : index
+// CHECK: memref.load %{{.*}} : memref<1099511627776xi32>
+// CHECK: memref.load %{{.*}} : memref<1099511627776xi32>
+// CHECK: scf.for
 // Projection: weights and normalised rows as 16-byte vectors, fp32 fma;
 // software-pipelined: the first step's weights are loaded before the loop,
 // which carries the next step's (clamped to the last step) in iter_args.
