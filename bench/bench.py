@@ -290,8 +290,18 @@ def run_fusion(variant, dtype, batch, length, args):
                "--kv-len", str(length - 1), "--layers", str(args.layers),
                "--iters", str(args.iters), "--warmup", str(args.warmup),
                "--json", summary]
-        p = subprocess.run(cmd, capture_output=True, text=True,
-                           timeout=args.timeout)
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True,
+                               timeout=args.timeout)
+        except subprocess.TimeoutExpired as e:
+            # The captured output may be bytes even in text mode.
+            output = "".join(
+                o.decode(errors="replace") if isinstance(o, bytes) else o
+                for o in (e.stdout or "", e.stderr or ""))
+            with open(args.log, "a") as log:
+                log.write(f"$ {' '.join(cmd)}\n{output}"
+                          f"timed out after {args.timeout} s\n\n")
+            raise
         with open(args.log, "a") as log:
             log.write(f"$ {' '.join(cmd)}\n{p.stdout}{p.stderr}"
                       f"exit {p.returncode}\n\n")
@@ -433,7 +443,7 @@ def main():
                                                   "bench.json"),
                     help="the JSON result (default $OUT/bench.json, or "
                     "./bench.json without OUT); fusion-run's output goes "
-                    "beside it, to <out>.fusion-run.log")
+                    "beside it, to <out without .json>.fusion-run.log")
     args = ap.parse_args()
     args.log = os.path.splitext(args.out)[0] + ".fusion-run.log"
     if args.layers < 1 or args.iters < 1 or args.warmup < 0:
