@@ -44,8 +44,12 @@ import sys
 import tempfile
 import time
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:
+    sys.exit(f"bench.py: {e}; it runs on the GPU machine, with torch and cupy "
+             "(bench/README.md)")
 
 # Llama-3.1-8B (runtime/test/data/configs/llama3_8b.json).
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM = 4096, 32, 8, 128

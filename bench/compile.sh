@@ -33,3 +33,13 @@ for dtype in f16 bf16; do
     echo "compiled $module ($dtype, strategy $strategy) -> $prefix.ptx"
   done
 done
+
+# nlohmann-json for a GPU machine that lacks it (run.sh finds it here): the
+# header-only library and its CMake package, laid out as an install prefix.
+json_cmake=/usr/share/cmake/nlohmann_json
+if [ -f "$json_cmake/nlohmann_jsonConfig.cmake" ] && [ -d /usr/include/nlohmann ]; then
+  mkdir -p "$out/deps/include" "$out/deps/share/cmake"
+  cp -r /usr/include/nlohmann "$out/deps/include/"
+  cp -r "$json_cmake" "$out/deps/share/cmake/"
+  echo "staged nlohmann-json in $out/deps (for bench/run.sh on the GPU machine)"
+fi

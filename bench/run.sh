@@ -6,7 +6,8 @@
 #   e.g. bench/run.sh build/bench --dtypes f16 --configs 1x1024,16x4096
 #
 # Needs cmake, ninja, a C++17 compiler, the CUDA headers, python3 with torch
-# and cupy, and nlohmann-json: the system's, or the directory holding its
+# and cupy, and nlohmann-json: the system's, the copy bench/compile.sh
+# stages in PTX_DIR/deps, or the directory holding its
 # nlohmann_jsonConfig.cmake in NLOHMANN_JSON_DIR. The runtime is built in
 # FUSION_RUNTIME_BUILD (default /tmp/fusion-runtime-bench).
 set -euo pipefail
@@ -21,6 +22,11 @@ shift
 build=${FUSION_RUNTIME_BUILD:-/tmp/fusion-runtime-bench}
 
 config=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSION_RUNTIME_BUILD_TESTS=OFF)
+# The copy bench/compile.sh staged beside the PTX, unless one is given.
+staged=$ptx_dir/deps/share/cmake/nlohmann_json
+if [ -z "${NLOHMANN_JSON_DIR:-}" ] && [ -f "$staged/nlohmann_jsonConfig.cmake" ]; then
+  NLOHMANN_JSON_DIR=$(cd "$staged" && pwd)
+fi
 if [ -n "${NLOHMANN_JSON_DIR:-}" ]; then
   config+=("-Dnlohmann_json_DIR=$NLOHMANN_JSON_DIR")
 fi
