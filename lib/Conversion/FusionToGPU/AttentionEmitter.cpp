@@ -126,10 +126,6 @@ void fenceGPU(ImplicitLocOpBuilder &b) {
   NVVM::MembarOp::create(b, NVVM::MemScopeKind::GPU);
 }
 
-Value cmpI(ImplicitLocOpBuilder &b, arith::CmpIPredicate pred, Value lhs,
-           Value rhs) {
-  return arith::CmpIOp::create(b, pred, lhs, rhs);
-}
 Value cmpF(ImplicitLocOpBuilder &b, arith::CmpFPredicate pred, Value lhs,
            Value rhs) {
   return arith::CmpFOp::create(b, pred, lhs, rhs);

@@ -347,6 +347,11 @@ Value mlir::fusion::mulIndex(ImplicitLocOpBuilder &b, Value lhs, int64_t rhs) {
   return mulIndex(b, lhs, constIndex(b, rhs));
 }
 
+Value mlir::fusion::cmpI(ImplicitLocOpBuilder &b, arith::CmpIPredicate pred,
+                         Value lhs, Value rhs) {
+  return arith::CmpIOp::create(b, pred, lhs, rhs);
+}
+
 Value mlir::fusion::threadIdX(ImplicitLocOpBuilder &b) {
   return gpu::ThreadIdOp::create(b, gpu::Dimension::x);
 }

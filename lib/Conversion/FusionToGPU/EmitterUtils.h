@@ -126,6 +126,9 @@ Value addIndex(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
 Value mulIndex(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
 Value addIndex(ImplicitLocOpBuilder &b, Value lhs, int64_t rhs);
 Value mulIndex(ImplicitLocOpBuilder &b, Value lhs, int64_t rhs);
+/// `arith.cmpi pred, lhs, rhs` (any integer or index type).
+Value cmpI(ImplicitLocOpBuilder &b, arith::CmpIPredicate pred, Value lhs,
+           Value rhs);
 
 Value threadIdX(ImplicitLocOpBuilder &b);
 Value blockIdX(ImplicitLocOpBuilder &b);

@@ -142,11 +142,6 @@ static FailureOr<FrontHalf> analyse(KernelOp kernel) {
   return ops;
 }
 
-static Value cmpI(ImplicitLocOpBuilder &b, arith::CmpIPredicate pred, Value lhs,
-                  Value rhs) {
-  return arith::CmpIOp::create(b, pred, lhs, rhs);
-}
-
 /// The two weight rows of output pair `pair` (see the file comment) and
 /// their offsets `da`, `db` inside the head.
 struct PairRows {
