@@ -9,8 +9,10 @@
 // check the manifest before using it on another build. Not a correctness check.
 //   nvcc -O2 -std=c++17 kernel_times.cu -lcuda -o kernel_times
 //   ./kernel_times llama3_8b.decode.ptx BATCH KV_LEN [NUM_SPLITS
-//   [ENTRY_PREFIX]] (env: ITERS=N replays; SMEM=bytes of dynamic shared memory
-//   for k0)
+//   [ENTRY_PREFIX]] (env: ITERS=N replays; k0 launch: PROJ_ENTRY=suffix of its
+//   entry, e.g. "_fused_mma" for the tensor-core variant (default "_fused"),
+//   PROJ_GRID / PROJ_BLOCK (default 384 / 256: the manifest's numbers for the
+//   primary), SMEM=bytes of dynamic shared memory)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -55,7 +57,12 @@ int main(int argc, char **argv) {
   CUmodule m;
   CK(cuModuleLoadData(&m, ptx.c_str()));
   CUfunction proj, attn;
-  CK(cuModuleGetFunction(&proj, m, (std::string(pre) + "_k0_fused").c_str()));
+  const char *projEntry = getenv("PROJ_ENTRY") ? getenv("PROJ_ENTRY") : "_fused";
+  const unsigned projGrid = getenv("PROJ_GRID") ? atoi(getenv("PROJ_GRID")) : 384;
+  const unsigned projBlock =
+      getenv("PROJ_BLOCK") ? atoi(getenv("PROJ_BLOCK")) : 256;
+  CK(cuModuleGetFunction(&proj, m,
+                         (std::string(pre) + "_k0" + projEntry).c_str()));
   CK(cuModuleGetFunction(&attn, m,
                          (std::string(pre) + "_k1_decode_attention").c_str()));
   const int H = 4096, HQ = 32, HKV = 8, D = 128, P = 16, R = 6144;
@@ -104,7 +111,8 @@ int main(int argc, char **argv) {
   auto launchProj = [&](Layer &y) {
     void *a[] = {&y.x,  &y.g,  &y.res,  &y.w, &y.pos, &y.kc,
                  &y.vc, &y.bt, &y.rout, &y.q, &B,     &maxPages};
-    CK(cuLaunchKernel(proj, 384, 1, 1, 256, 1, 1, projSmem, s, a, nullptr));
+    CK(cuLaunchKernel(proj, projGrid, 1, 1, projBlock, 1, 1, projSmem, s, a,
+                      nullptr));
   };
   auto launchAttn = [&](Layer &y) {
     void *a[] = {&y.q,  &y.kc, &y.vc,  &y.bt, &y.sl,     &y.out,

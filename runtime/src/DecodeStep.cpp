@@ -9,6 +9,19 @@ namespace fusion::runtime {
 namespace {
 /// Static shared memory plus dynamic above this needs an opt-in.
 constexpr int64_t kDefaultSharedLimit = 48 * 1024;
+
+/// The function of `launch`'s entry in `module`, opted in to its dynamic
+/// shared memory when static + dynamic exceeds the default 48 KiB.
+CUfunction loadFunction(const cuda::Module &module,
+                        const LaunchGeometry &launch) {
+  CUfunction f = module.function(launch.entry);
+  if (launch.dynamicSharedBytes > 0 &&
+      launch.dynamicSharedBytes + launch.staticSharedBytes >
+          kDefaultSharedLimit)
+    cuda::setMaxDynamicSharedMemory(
+        f, launch.entry, static_cast<int>(launch.dynamicSharedBytes));
+  return f;
+}
 } // namespace
 
 DecodeStep::DecodeStep(const cuda::Context &context, const Model &model,
@@ -25,12 +38,10 @@ DecodeStep::DecodeStep(const cuda::Context &context, const Model &model,
                context.makeCurrent(), cuda::Module::loadPtx(ptx, ptxName))),
       stream_(cuda::Stream::create()) {
   for (const ManifestKernel *k : model.kernels()) {
-    CUfunction f = module_.function(k->entry);
-    if (k->dynamicSharedBytes > 0 &&
-        k->dynamicSharedBytes + k->staticSharedBytes > kDefaultSharedLimit)
-      cuda::setMaxDynamicSharedMemory(f, k->entry,
-                                      static_cast<int>(k->dynamicSharedBytes));
-    functions_.push_back(f);
+    std::vector<CUfunction> functions{loadFunction(module_, *k)};
+    for (const ManifestVariant &v : k->variants)
+      functions.push_back(loadFunction(module_, v));
+    functions_.push_back(std::move(functions));
   }
   const auto &buffers = model.internalBuffers();
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -117,8 +128,8 @@ void DecodeStep::launchAll(const std::vector<PreparedLaunch> &launches,
     }
     unsigned grid[3] = {l.grid[0], l.grid[1], l.grid[2]};
     unsigned block[3] = {l.block[0], l.block[1], l.block[2]};
-    cuda::launchKernel(functions_[l.kernel], l.entry, grid, block,
-                       l.dynamicSharedBytes, stream, params.data());
+    cuda::launchKernel(functions_[l.kernel][l.variant + 1], l.entry, grid,
+                       block, l.dynamicSharedBytes, stream, params.data());
     if (syncEach) {
       try {
         context_->synchronize("kernel " + l.entry);

@@ -129,9 +129,36 @@ std::string Binding::str() const {
 // ManifestKernel
 //===----------------------------------------------------------------------===//
 
+std::array<int64_t, 3> LaunchGeometry::gridFor(const Symbols &symbols) const {
+  return {grid[0].evaluate(symbols), grid[1].evaluate(symbols),
+          grid[2].evaluate(symbols)};
+}
+
+int ManifestKernel::variantFor(int64_t batch) const {
+  int chosen = -1;
+  for (size_t v = 0; v < variants.size() && variants[v].minBatch <= batch; ++v)
+    chosen = static_cast<int>(v);
+  return chosen;
+}
+
+const LaunchGeometry &ManifestKernel::launchFor(int64_t batch) const {
+  int v = variantFor(batch);
+  if (v < 0)
+    return *this;
+  return variants[v];
+}
+
 bool ManifestKernel::usesNumSplits() const {
-  for (const Dim &d : grid)
-    if (d.symbol == "num_splits")
+  auto gridUses = [](const LaunchGeometry &g) {
+    for (const Dim &d : g.grid)
+      if (d.symbol == "num_splits")
+        return true;
+    return false;
+  };
+  if (gridUses(*this))
+    return true;
+  for (const ManifestVariant &v : variants)
+    if (gridUses(v))
       return true;
   for (const ManifestParam &p : params)
     if (p.kind == ParamKind::Scalar && p.role == "num_splits")
@@ -153,11 +180,6 @@ int64_t ManifestKernel::maxSplits() const {
   return it == scheduleInts.end() ? 1 : it->second;
 }
 
-std::array<int64_t, 3> ManifestKernel::gridFor(const Symbols &symbols) const {
-  return {grid[0].evaluate(symbols), grid[1].evaluate(symbols),
-          grid[2].evaluate(symbols)};
-}
-
 int ManifestKernel::numOutputs() const {
   int n = 0;
   for (const ManifestParam &p : params)
@@ -174,6 +196,13 @@ const ManifestParam *ManifestKernel::output(int r) const {
 
 std::string ManifestKernel::label() const {
   return "kernel " + std::to_string(index) + " (" + entry + ")";
+}
+
+std::string ManifestKernel::label(int v) const {
+  if (v < 0)
+    return label();
+  return label() + " variant min_batch " +
+         std::to_string(variants[v].minBatch) + " (" + variants[v].entry + ")";
 }
 
 //===----------------------------------------------------------------------===//
@@ -311,6 +340,55 @@ void flattenAttributes(const Node &n, const std::string &prefix,
   }
 }
 
+/// The launch members of `n` (a kernel or one of its variants): entry, grid,
+/// block, dynamic_shared_bytes, static_shared_bytes, schedule.
+void parseLaunch(const Node &n, LaunchGeometry &g) {
+  g.entry = n.at("entry").asString();
+  if (g.entry.empty())
+    n.at("entry").fail("empty entry name");
+  Node grid = n.at("grid");
+  grid.expectArray();
+  if (grid.size() < 1 || grid.size() > 3)
+    grid.fail("expected 1 to 3 dimensions");
+  for (size_t i = 0; i < 3; ++i) {
+    if (i < grid.size())
+      g.grid[i] = parseDim(grid.at(i), {"batch", "num_splits"});
+    else
+      g.grid[i].value = 1;
+    if (!g.grid[i].isSymbol() &&
+        (g.grid[i].value < 1 ||
+         g.grid[i].value > (i == 0 ? 2147483647 : 65535)))
+      grid.at(i < grid.size() ? i : 0)
+          .fail("grid dimension " + std::to_string(g.grid[i].value) +
+                " out of range");
+  }
+  Node block = n.at("block");
+  if (block.isArray()) {
+    if (block.size() < 1 || block.size() > 3)
+      block.fail("expected 1 to 3 dimensions");
+    for (size_t i = 0; i < block.size(); ++i)
+      g.block[i] = block.at(i).asInt(1, 1024);
+  } else {
+    g.block[0] = block.asInt(1, 1024);
+  }
+  if (g.block[0] * g.block[1] * g.block[2] > 1024)
+    block.fail("more than 1024 threads per block");
+  if (auto s = n.find("dynamic_shared_bytes"))
+    g.dynamicSharedBytes = s->asInt(0, std::numeric_limits<int32_t>::max());
+  if (auto s = n.find("static_shared_bytes"))
+    g.staticSharedBytes = s->asInt(0, std::numeric_limits<int32_t>::max());
+  if (auto s = n.find("schedule")) {
+    s->expectObject();
+    g.scheduleJson = s->raw().dump();
+    for (auto it = s->raw().begin(); it != s->raw().end(); ++it) {
+      if (it->is_number_integer())
+        g.scheduleInts[it.key()] = it->get<int64_t>();
+      else if (it->is_string())
+        g.scheduleStrings[it.key()] = it->get<std::string>();
+    }
+  }
+}
+
 ManifestKernel parseKernel(const Node &n, size_t position) {
   n.expectObject();
   ManifestKernel k;
@@ -321,51 +399,29 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
               std::to_string(position));
   if (auto f = n.find("function"))
     k.function = f->asString();
-  k.entry = n.at("entry").asString();
-  if (k.entry.empty())
-    n.at("entry").fail("empty entry name");
+  parseLaunch(n, k);
   k.name = k.entry;
   if (auto nm = n.find("name"))
     k.name = nm->asString();
-  Node grid = n.at("grid");
-  grid.expectArray();
-  if (grid.size() < 1 || grid.size() > 3)
-    grid.fail("expected 1 to 3 dimensions");
-  for (size_t i = 0; i < 3; ++i) {
-    if (i < grid.size())
-      k.grid[i] = parseDim(grid.at(i), {"batch", "num_splits"});
-    else
-      k.grid[i].value = 1;
-    if (!k.grid[i].isSymbol() &&
-        (k.grid[i].value < 1 ||
-         k.grid[i].value > (i == 0 ? 2147483647 : 65535)))
-      grid.at(i < grid.size() ? i : 0)
-          .fail("grid dimension " + std::to_string(k.grid[i].value) +
-                " out of range");
-  }
-  Node block = n.at("block");
-  if (block.isArray()) {
-    if (block.size() < 1 || block.size() > 3)
-      block.fail("expected 1 to 3 dimensions");
-    for (size_t i = 0; i < block.size(); ++i)
-      k.block[i] = block.at(i).asInt(1, 1024);
-  } else {
-    k.block[0] = block.asInt(1, 1024);
-  }
-  if (k.block[0] * k.block[1] * k.block[2] > 1024)
-    block.fail("more than 1024 threads per block");
-  if (auto s = n.find("dynamic_shared_bytes"))
-    k.dynamicSharedBytes = s->asInt(0, std::numeric_limits<int32_t>::max());
-  if (auto s = n.find("static_shared_bytes"))
-    k.staticSharedBytes = s->asInt(0, std::numeric_limits<int32_t>::max());
-  if (auto s = n.find("schedule")) {
-    s->expectObject();
-    k.scheduleJson = s->raw().dump();
-    for (auto it = s->raw().begin(); it != s->raw().end(); ++it) {
-      if (it->is_number_integer())
-        k.scheduleInts[it.key()] = it->get<int64_t>();
-      else if (it->is_string())
-        k.scheduleStrings[it.key()] = it->get<std::string>();
+  if (auto variants = n.find("variants")) {
+    variants->expectArray();
+    for (size_t i = 0; i < variants->size(); ++i) {
+      Node vn = variants->at(i);
+      vn.expectObject();
+      ManifestVariant v;
+      Node minBatch = vn.at("min_batch");
+      v.minBatch = minBatch.asInt();
+      if (v.minBatch < 2)
+        minBatch.fail("min_batch " + std::to_string(v.minBatch) +
+                      " is below 2 (a batch of 1 launches the kernel's own "
+                      "entry)");
+      if (!k.variants.empty() && v.minBatch <= k.variants.back().minBatch)
+        minBatch.fail("min_batch " + std::to_string(v.minBatch) +
+                      " after min_batch " +
+                      std::to_string(k.variants.back().minBatch) +
+                      " (variants are in strictly ascending min_batch)");
+      parseLaunch(vn, v);
+      k.variants.push_back(std::move(v));
     }
   }
   if (auto ops = n.find("ops")) {
@@ -572,20 +628,26 @@ Manifest Manifest::parse(std::string_view text, const std::string &source) {
   std::map<std::string, size_t> entries;
   for (size_t i = 0; i < kernels.size(); ++i) {
     m.kernels.push_back(parseKernel(kernels.at(i), i));
-    // Kernels sharing an entry must agree on its signature.
+    // Kernels sharing an entry (their own or a variant's) must agree on its
+    // signature.
     const ManifestKernel &k = m.kernels.back();
-    auto [it, inserted] = entries.emplace(k.entry, i);
-    if (inserted)
-      continue;
-    const ManifestKernel &first = m.kernels[it->second];
-    bool same = first.params.size() == k.params.size();
-    for (size_t p = 0; same && p < k.params.size(); ++p)
-      same = first.params[p].kind == k.params[p].kind &&
-             first.params[p].dtype == k.params[p].dtype;
-    if (!same)
-      kernels.at(i).at("entry").fail(
-          "entry \"" + k.entry + "\" is shared with kernel " +
-          std::to_string(it->second) + " but the parameters differ");
+    auto claim = [&](const std::string &entry, const Node &where) {
+      auto [it, inserted] = entries.emplace(entry, i);
+      if (inserted || it->second == i)
+        return;
+      const ManifestKernel &first = m.kernels[it->second];
+      bool same = first.params.size() == k.params.size();
+      for (size_t p = 0; same && p < k.params.size(); ++p)
+        same = first.params[p].kind == k.params[p].kind &&
+               first.params[p].dtype == k.params[p].dtype;
+      if (!same)
+        where.fail("entry \"" + entry + "\" is shared with kernel " +
+                   std::to_string(it->second) + " but the parameters differ");
+    };
+    Node kn = kernels.at(i);
+    claim(k.entry, kn.at("entry"));
+    for (size_t v = 0; v < k.variants.size(); ++v)
+      claim(k.variants[v].entry, kn.at("variants").at(v).at("entry"));
   }
 
   Node functions = root.at("functions");
@@ -770,37 +832,54 @@ std::vector<PtxEntry> scanPtxEntries(std::string_view ptxText,
   return entries;
 }
 
+namespace {
+
+/// Checks that `entries` has `entry` with the parameters of `k`; `what`
+/// names the kernel (and variant) in messages.
+void checkPtxEntry(const std::vector<PtxEntry> &entries,
+                   const std::string &entry, const ManifestKernel &k,
+                   const std::string &what, const std::string &ptxName,
+                   const Manifest &manifest) {
+  const PtxEntry *e = nullptr;
+  for (const PtxEntry &c : entries)
+    if (c.name == entry)
+      e = &c;
+  if (!e) {
+    std::string list;
+    for (size_t i = 0; i < entries.size() && i < 8; ++i)
+      list += (i ? ", " : "") + entries[i].name;
+    throwFormat(ptxName, ": no .entry ", entry, " for ", what, " of ",
+                manifest.source, " (the PTX has ", entries.size(), " entries",
+                entries.empty() ? "" : ": ", list, ")");
+  }
+  if (e->paramTypes.size() != k.params.size())
+    throwFormat(ptxName, ": .entry ", entry, " has ", e->paramTypes.size(),
+                " parameters but ", manifest.source, " lists ", k.params.size(),
+                " for ", what);
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    const ManifestParam &p = k.params[i];
+    const std::string &t = e->paramTypes[i];
+    bool ok = p.isBuffer() ? (t == ".u64" || t == ".b64" || t == ".s64")
+                           : (t == ".u32" || t == ".b32" || t == ".s32");
+    if (!ok)
+      throwFormat(ptxName, ": .entry ", entry, " parameter ", i, " is ", t,
+                  " but ", manifest.source, " says ", paramKindName(p.kind),
+                  " \"", p.role, "\" (",
+                  p.isBuffer() ? "a 64-bit pointer" : "a 32-bit i32", ") for ",
+                  what);
+  }
+}
+
+} // namespace
+
 void checkPtxAgainstManifest(std::string_view ptx, const std::string &ptxName,
                              const Manifest &manifest) {
   std::vector<PtxEntry> entries = scanPtxEntries(ptx, ptxName);
   for (const ManifestKernel &k : manifest.kernels) {
-    const PtxEntry *e = nullptr;
-    for (const PtxEntry &c : entries)
-      if (c.name == k.entry)
-        e = &c;
-    if (!e) {
-      std::string list;
-      for (size_t i = 0; i < entries.size() && i < 8; ++i)
-        list += (i ? ", " : "") + entries[i].name;
-      throwFormat(ptxName, ": no .entry ", k.entry, " for ", k.label(), " of ",
-                  manifest.source, " (the PTX has ", entries.size(), " entries",
-                  entries.empty() ? "" : ": ", list, ")");
-    }
-    if (e->paramTypes.size() != k.params.size())
-      throwFormat(ptxName, ": .entry ", k.entry, " has ", e->paramTypes.size(),
-                  " parameters but ", manifest.source, " lists ",
-                  k.params.size(), " for ", k.label());
-    for (size_t i = 0; i < k.params.size(); ++i) {
-      const ManifestParam &p = k.params[i];
-      const std::string &t = e->paramTypes[i];
-      bool ok = p.isBuffer() ? (t == ".u64" || t == ".b64" || t == ".s64")
-                             : (t == ".u32" || t == ".b32" || t == ".s32");
-      if (!ok)
-        throwFormat(ptxName, ": .entry ", k.entry, " parameter ", i, " is ", t,
-                    " but ", manifest.source, " says ", paramKindName(p.kind),
-                    " \"", p.role, "\" (",
-                    p.isBuffer() ? "a 64-bit pointer" : "a 32-bit i32", ")");
-    }
+    checkPtxEntry(entries, k.entry, k, k.label(), ptxName, manifest);
+    for (size_t v = 0; v < k.variants.size(); ++v)
+      checkPtxEntry(entries, k.variants[v].entry, k,
+                    k.label(static_cast<int>(v)), ptxName, manifest);
   }
 }
 

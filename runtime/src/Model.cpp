@@ -133,17 +133,24 @@ int64_t Model::defaultNumSplits(int64_t batch, int64_t maxSeqLen) const {
   for (const ManifestKernel *k : kernels_) {
     if (!k->usesNumSplits())
       continue;
+    // The launch this batch runs: a variant may have its own grid and
+    // policy members (the kernel's schedule fills in the rest).
+    const LaunchGeometry &g = k->launchFor(std::max<int64_t>(batch, 1));
     auto get = [&](const char *key, int64_t fallback) {
-      auto it = k->scheduleInts.find(key);
-      return it == k->scheduleInts.end() || it->second < 1 ? fallback
-                                                           : it->second;
+      for (const LaunchGeometry *l :
+           {&g, static_cast<const LaunchGeometry *>(k)}) {
+        auto it = l->scheduleInts.find(key);
+        if (it != l->scheduleInts.end() && it->second >= 1)
+          return it->second;
+      }
+      return fallback;
     };
     int64_t targetCtas = get("target_ctas", 264);
     int64_t minChunk = get("min_chunk_tokens", 64);
     Symbols s{std::max<int64_t>(batch, 1), 1, 1, 1};
     int64_t gridY = 1;
     try {
-      gridY = k->grid[1].evaluate(s);
+      gridY = g.grid[1].evaluate(s);
     } catch (const Error &) {
     }
     int64_t ctasPerSplit = std::max<int64_t>(1, s.batch * gridY);
@@ -326,12 +333,14 @@ void LaunchPlan::validate(const StepShape &shape) const {
                            " has no device memory");
   Symbols s{shape.batch, shape.numSplits, shape.maxPages, capacity_.numPages};
   for (const ManifestKernel *k : m.kernels()) {
-    std::array<int64_t, 3> g = k->gridFor(s);
+    int v = k->variantFor(shape.batch);
+    const LaunchGeometry &launch = k->launchFor(shape.batch);
+    std::array<int64_t, 3> g = launch.gridFor(s);
     const int64_t limits[3] = {2147483647, 65535, 65535};
     for (int d = 0; d < 3; ++d)
       if (g[d] < 1 || g[d] > limits[d])
-        throwInvalidArgument(fn, ": ", k->label(), ": grid dimension ", d,
-                             " = ", k->grid[d].str(), " = ", g[d],
+        throwInvalidArgument(fn, ": ", k->label(v), ": grid dimension ", d,
+                             " = ", launch.grid[d].str(), " = ", g[d],
                              " is outside [1, ", limits[d], "]");
   }
 }
@@ -343,15 +352,17 @@ std::vector<PreparedLaunch> LaunchPlan::prepare(const StepShape &shape) const {
   std::vector<PreparedLaunch> out;
   for (size_t i = 0; i < m.kernels().size(); ++i) {
     const ManifestKernel &k = *m.kernels()[i];
+    const LaunchGeometry &launch = k.launchFor(shape.batch);
     PreparedLaunch l;
     l.kernel = static_cast<int>(i);
-    l.entry = k.entry;
-    std::array<int64_t, 3> g = k.gridFor(s);
+    l.variant = k.variantFor(shape.batch);
+    l.entry = launch.entry;
+    std::array<int64_t, 3> g = launch.gridFor(s);
     for (int d = 0; d < 3; ++d) {
       l.grid[d] = static_cast<uint32_t>(g[d]);
-      l.block[d] = static_cast<uint32_t>(k.block[d]);
+      l.block[d] = static_cast<uint32_t>(launch.block[d]);
     }
-    l.dynamicSharedBytes = static_cast<uint32_t>(k.dynamicSharedBytes);
+    l.dynamicSharedBytes = static_cast<uint32_t>(launch.dynamicSharedBytes);
     for (const ParamSource &src : m.paramSources(i)) {
       KernelArg a;
       switch (src.kind) {

@@ -11,6 +11,7 @@
 #include "fusion/runtime/Cuda.h"
 #include "fusion/runtime/DecodeStep.h"
 #include "fusion/runtime/Error.h"
+#include "fusion/runtime/Manifest.h"
 
 #include "TestUtil.h"
 
@@ -169,6 +170,45 @@ TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
   msg = EXPECT_THROW_MSG(InvalidArgumentError, step.run(StepShape{1, 1, 33}));
   EXPECT_CONTAINS(msg, "num_splits 33 is outside [1, 32]");
   step.synchronize();
+}
+
+TEST_F(Gpu, DecodeStepLaunchesVariantsWithLargeSharedMemory) {
+  // Kernel 0 runs as decode_layer_kernel_0_tc (same parameters) from batch
+  // 2, with 132 KiB of dynamic shared memory: the launch fails unless the
+  // function was opted in to more than 48 KiB.
+  std::string manifest = readText(dataPath("tiny_decode.manifest.json"));
+  std::string anchor = "\"entry\": \"decode_layer_kernel_0\",";
+  manifest.insert(manifest.find(anchor) + anchor.size(),
+                  "\"variants\": [{\"min_batch\": 2, "
+                  "\"entry\": \"decode_layer_kernel_0_tc\", "
+                  "\"grid\": [3, \"batch\", 1], \"block\": [256, 1, 1], "
+                  "\"dynamic_shared_bytes\": 135168}],");
+  Model model(Manifest::parse(manifest, "tiny_variants.manifest.json"));
+  ASSERT_EQ(model.kernels()[0]->variants.size(), 1u);
+  std::string ptx =
+      withEntryCopy(readText(dataPath("tiny_decode.ptx")),
+                    "decode_layer_kernel_0", "decode_layer_kernel_0_tc");
+  DecodeStep step(ctx(), model, ptx, "tiny_variants.ptx", Capacity{4, 8, 32});
+  std::vector<cuda::DeviceBuffer> args;
+  for (const ManifestArgument &a : model.arguments())
+    args.emplace_back(step.plan().argumentBytes(a.index), a.name);
+  for (size_t i = 0; i < args.size(); ++i)
+    step.bind(static_cast<int>(i), args[i]);
+
+  step.run(StepShape{1, 3, 4}); // the primary entry
+  step.run(StepShape{3, 3, 4}); // the variant
+  step.synchronize();
+  step.runGraph(StepShape{1, 3, 4});
+  step.runGraph(StepShape{4, 3, 4});
+  EXPECT_EQ(step.graphCaptures(), 2);
+  step.synchronize();
+
+  // The variant's entry is checked against the PTX like the kernel's.
+  std::string msg = EXPECT_THROW_MSG(
+      FormatError,
+      DecodeStep(ctx(), model, readText(dataPath("tiny_decode.ptx")),
+                 "tiny.ptx", Capacity{1, 1, 1}));
+  EXPECT_CONTAINS(msg, "no .entry decode_layer_kernel_0_tc for kernel 0");
 }
 
 TEST_F(Gpu, DecodeStepChecksThePtxFirst) {

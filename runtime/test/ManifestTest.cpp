@@ -22,6 +22,26 @@ Manifest parseJson(const json &j) {
   return Manifest::parse(j.dump(), "m.json");
 }
 
+/// The tiny manifest with two batch variants of kernel 0: a tensor-core
+/// launch from batch 8 (more than 48 KiB of dynamic shared memory) and one
+/// from batch 64.
+json tinyJsonWithVariants() {
+  json j = tinyJson();
+  j["kernels"][0]["variants"] = json::array(
+      {{{"min_batch", 8},
+        {"entry", "decode_layer_kernel_0_tc"},
+        {"grid", {48, "batch", 1}},
+        {"block", {128, 1, 1}},
+        {"dynamic_shared_bytes", 135168},
+        {"static_shared_bytes", 16},
+        {"schedule", {{"kind", "projection_mma"}, {"batch_tile", 16}}}},
+       {{"min_batch", 64},
+        {"entry", "decode_layer_kernel_0_tc64"},
+        {"grid", {96}},
+        {"block", 256}}});
+  return j;
+}
+
 } // namespace
 
 TEST(Manifest, ParsesTheTinyManifest) {
@@ -79,6 +99,126 @@ TEST(Manifest, ParsesTheTinyManifest) {
   EXPECT_EQ(counters.bytes(s), 3 * 2 * 4);
   EXPECT_EQ(k1.gridFor(s), (std::array<int64_t, 3>{4, 2, 3}));
   EXPECT_EQ(k1.params[6].bytes(s), 3 * 4 * 32 * 16 * 4);
+}
+
+TEST(Manifest, ParsesVariants) {
+  Manifest m = parseJson(tinyJsonWithVariants());
+  const ManifestKernel &k0 = m.kernels[0];
+  ASSERT_EQ(k0.variants.size(), 2u);
+  const ManifestVariant &tc = k0.variants[0];
+  EXPECT_EQ(tc.minBatch, 8);
+  EXPECT_EQ(tc.entry, "decode_layer_kernel_0_tc");
+  EXPECT_EQ(tc.grid[0].value, 48);
+  EXPECT_EQ(tc.grid[1].symbol, "batch");
+  EXPECT_EQ(tc.block, (std::array<int64_t, 3>{128, 1, 1}));
+  EXPECT_EQ(tc.dynamicSharedBytes, 135168);
+  EXPECT_EQ(tc.staticSharedBytes, 16);
+  EXPECT_EQ(tc.scheduleStrings.at("kind"), "projection_mma");
+  EXPECT_EQ(tc.scheduleInts.at("batch_tile"), 16);
+  EXPECT_EQ(tc.gridFor(Symbols{13, 1, 1, 1}),
+            (std::array<int64_t, 3>{48, 13, 1}));
+  const ManifestVariant &big = k0.variants[1];
+  EXPECT_EQ(big.minBatch, 64);
+  EXPECT_EQ(big.grid[1].value, 1); // missing dimensions are 1
+  EXPECT_EQ(big.block[0], 256);
+  EXPECT_EQ(big.dynamicSharedBytes, 0);
+  EXPECT_EQ(big.scheduleJson, "{}");
+  // The primary launch is unchanged; kernel 1 has no variants.
+  EXPECT_EQ(k0.entry, "decode_layer_kernel_0");
+  EXPECT_EQ(k0.block[0], 256);
+  EXPECT_TRUE(m.kernels[1].variants.empty());
+  EXPECT_EQ(k0.label(0), "kernel 0 (decode_layer_kernel_0) variant min_batch "
+                         "8 (decode_layer_kernel_0_tc)");
+  EXPECT_EQ(k0.label(-1), k0.label());
+}
+
+TEST(Manifest, SelectsTheLaunchForABatch) {
+  Manifest m = parseJson(tinyJsonWithVariants());
+  const ManifestKernel &k0 = m.kernels[0];
+  // Below the first min_batch: the primary launch.
+  for (int64_t batch : {1, 2, 7}) {
+    SCOPED_TRACE(batch);
+    EXPECT_EQ(k0.variantFor(batch), -1);
+    EXPECT_EQ(&k0.launchFor(batch), static_cast<const LaunchGeometry *>(&k0));
+  }
+  // At and above a boundary: the last variant whose min_batch <= batch.
+  EXPECT_EQ(k0.variantFor(8), 0);
+  EXPECT_EQ(k0.launchFor(8).entry, "decode_layer_kernel_0_tc");
+  EXPECT_EQ(k0.variantFor(13), 0);
+  EXPECT_EQ(k0.variantFor(63), 0);
+  EXPECT_EQ(k0.launchFor(63).dynamicSharedBytes, 135168);
+  EXPECT_EQ(k0.variantFor(64), 1);
+  EXPECT_EQ(k0.launchFor(64).entry, "decode_layer_kernel_0_tc64");
+  EXPECT_EQ(k0.variantFor(100000), 1);
+  // A kernel without variants always launches itself.
+  const ManifestKernel &k1 = m.kernels[1];
+  EXPECT_EQ(k1.variantFor(1000), -1);
+  EXPECT_EQ(&k1.launchFor(1000), static_cast<const LaunchGeometry *>(&k1));
+}
+
+TEST(Manifest, VariantErrorsNameTheFileAndPath) {
+  struct Case {
+    const char *name;
+    std::function<void(json &)> mutate;
+    const char *expected;
+  };
+  const Case cases[] = {
+      {"not an array",
+       [](json &j) {
+         j["kernels"][0]["variants"] = {{"min_batch", 8}};
+       },
+       "m.json: kernels[0].variants: expected an array"},
+      {"min_batch below 2",
+       [](json &j) { j["kernels"][0]["variants"][0]["min_batch"] = 1; },
+       "m.json: kernels[0].variants[0].min_batch: min_batch 1 is below 2"},
+      {"min_batch not an integer",
+       [](json &j) { j["kernels"][0]["variants"][0]["min_batch"] = "8"; },
+       "kernels[0].variants[0].min_batch: expected an integer"},
+      {"missing min_batch",
+       [](json &j) { j["kernels"][0]["variants"][1].erase("min_batch"); },
+       "kernels[0].variants[1]: missing member \"min_batch\""},
+      {"equal min_batch",
+       [](json &j) { j["kernels"][0]["variants"][1]["min_batch"] = 8; },
+       "kernels[0].variants[1].min_batch: min_batch 8 after min_batch 8 "
+       "(variants are in strictly ascending min_batch)"},
+      {"descending min_batch",
+       [](json &j) { j["kernels"][0]["variants"][1]["min_batch"] = 4; },
+       "kernels[0].variants[1].min_batch: min_batch 4 after min_batch 8"},
+      {"empty entry",
+       [](json &j) { j["kernels"][0]["variants"][0]["entry"] = ""; },
+       "kernels[0].variants[0].entry: empty entry name"},
+      {"missing entry",
+       [](json &j) { j["kernels"][0]["variants"][0].erase("entry"); },
+       "kernels[0].variants[0]: missing member \"entry\""},
+      {"bad grid name",
+       [](json &j) { j["kernels"][0]["variants"][0]["grid"][1] = "max_pages"; },
+       "kernels[0].variants[0].grid[1]: unknown size \"max_pages\""},
+      {"too many threads",
+       [](json &j) {
+         j["kernels"][0]["variants"][0]["block"] = {512, 4, 1};
+       },
+       "kernels[0].variants[0].block: more than 1024 threads"},
+      {"negative shared memory",
+       [](json &j) {
+         j["kernels"][0]["variants"][0]["dynamic_shared_bytes"] = -1;
+       },
+       "kernels[0].variants[0].dynamic_shared_bytes: value -1 is outside"},
+      {"entry shared with another signature",
+       [](json &j) {
+         j["kernels"][1]["variants"] =
+             json::array({j["kernels"][0]["variants"][0]});
+         j["kernels"][1]["variants"][0]["entry"] = "decode_layer_kernel_0";
+       },
+       "kernels[1].variants[0].entry: entry \"decode_layer_kernel_0\" is "
+       "shared with kernel 0 but the parameters differ"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    json j = tinyJsonWithVariants();
+    c.mutate(j);
+    std::string msg = EXPECT_THROW_MSG(FormatError, parseJson(j));
+    EXPECT_CONTAINS(msg, c.expected);
+  }
 }
 
 TEST(Manifest, DimsAndSymbols) {
@@ -301,4 +441,43 @@ TEST(PtxEntries, ChecksThePtxAgainstTheManifest) {
                          checkPtxAgainstManifest(wrongType, "tiny.ptx", m));
   EXPECT_CONTAINS(msg, "parameter 9 is .u32 but");
   EXPECT_CONTAINS(msg, "output \"residual_out\" (a 64-bit pointer)");
+}
+
+TEST(PtxEntries, ChecksVariantEntriesLikeKernelEntries) {
+  Manifest m = parseJson(tinyJsonWithVariants());
+  std::string ptx = readText(dataPath("tiny_decode.ptx"));
+  std::string full = withEntryCopy(
+      withEntryCopy(ptx, "decode_layer_kernel_0", "decode_layer_kernel_0_tc"),
+      "decode_layer_kernel_0", "decode_layer_kernel_0_tc64");
+  checkPtxAgainstManifest(full, "tiny.ptx", m);
+
+  // A variant entry missing from the PTX.
+  std::string msg = EXPECT_THROW_MSG(
+      FormatError,
+      checkPtxAgainstManifest(withEntryCopy(ptx, "decode_layer_kernel_0",
+                                            "decode_layer_kernel_0_tc"),
+                              "tiny.ptx", m));
+  EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_kernel_0_tc64 for "
+                       "kernel 0 (decode_layer_kernel_0) variant min_batch 64 "
+                       "(decode_layer_kernel_0_tc64) of m.json");
+
+  // A variant entry whose signature differs from the kernel's parameters.
+  std::string wrongType = full;
+  std::string from = ".param .u32 decode_layer_kernel_0_tc_param_10";
+  wrongType.replace(wrongType.find(from), from.size(),
+                    ".param .u64 decode_layer_kernel_0_tc_param_10");
+  msg = EXPECT_THROW_MSG(FormatError,
+                         checkPtxAgainstManifest(wrongType, "tiny.ptx", m));
+  EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_0_tc parameter 10 is .u64 "
+                       "but m.json says scalar \"batch\" (a 32-bit i32) for "
+                       "kernel 0 (decode_layer_kernel_0) variant min_batch 8");
+
+  std::string fewer = full;
+  from = ",\n\t.param .u32 decode_layer_kernel_0_tc64_param_11";
+  fewer.erase(fewer.find(from), from.size());
+  msg = EXPECT_THROW_MSG(FormatError,
+                         checkPtxAgainstManifest(fewer, "tiny.ptx", m));
+  EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_0_tc64 has 11 parameters "
+                       "but m.json lists 12 for kernel 0 "
+                       "(decode_layer_kernel_0) variant min_batch 64");
 }

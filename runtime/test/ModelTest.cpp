@@ -25,6 +25,20 @@ void bindAll(LaunchPlan &plan) {
     plan.setInternal(static_cast<int>(i), 0x100000 * (i + 1));
 }
 
+/// The tiny manifest with kernel 0 replaced from batch 4 by the variant
+/// decode_layer_kernel_0_tc: grid [2, batch, 1], 128 threads, 135168 bytes
+/// of dynamic shared memory.
+json tinyJsonWithVariant() {
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  j["kernels"][0]["variants"] =
+      json::array({{{"min_batch", 4},
+                    {"entry", "decode_layer_kernel_0_tc"},
+                    {"grid", {2, "batch", 1}},
+                    {"block", {128, 1, 1}},
+                    {"dynamic_shared_bytes", 135168}}});
+  return j;
+}
+
 } // namespace
 
 TEST(Model, ResolvesKernelsBuffersAndRoles) {
@@ -89,6 +103,21 @@ TEST(Model, DefaultNumSplitsFollowsTheSchedulePolicy) {
   EXPECT_EQ(m.defaultNumSplits(1, 1), 1);
 }
 
+TEST(Model, DefaultNumSplitsFollowsTheVariantOfTheBatch) {
+  // From batch 16 the attention kernel runs a variant with 4 head blocks
+  // and twice the CTA target.
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  j["kernels"][1]["variants"] = json::array(
+      {{{"min_batch", 16},
+        {"entry", "decode_layer_kernel_1_wide"},
+        {"grid", {"num_splits", 4, "batch"}},
+        {"block", {128, 1, 1}},
+        {"schedule", {{"target_ctas", 1056}, {"min_chunk_tokens", 64}}}}});
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  EXPECT_EQ(m.defaultNumSplits(15, 100000), 8);  // floor(264 / (15 * 2))
+  EXPECT_EQ(m.defaultNumSplits(16, 100000), 16); // floor(1056 / (16 * 4))
+}
+
 TEST(LaunchPlan, SizesAtCapacity) {
   Model m = tinyModel();
   LaunchPlan plan(m, Capacity{8, 16, 100});
@@ -138,6 +167,39 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
 
   EXPECT_EQ(plan.resultAddress(0), 0x300000u);
   EXPECT_EQ(plan.resultAddress(1), 0x200000u);
+}
+
+TEST(LaunchPlan, PreparesTheVariantTheBatchSelects) {
+  Model m(Manifest::parse(tinyJsonWithVariant().dump(), "m.json"));
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  bindAll(plan);
+  std::vector<PreparedLaunch> below = plan.prepare(StepShape{3, 5, 4});
+  EXPECT_EQ(below[0].variant, -1);
+  EXPECT_EQ(below[0].entry, "decode_layer_kernel_0");
+  EXPECT_EQ(below[0].grid, (std::array<uint32_t, 3>{132, 1, 1}));
+  EXPECT_EQ(below[0].block, (std::array<uint32_t, 3>{256, 1, 1}));
+  EXPECT_EQ(below[0].dynamicSharedBytes, 0u);
+
+  for (int64_t batch : {4, 8}) {
+    SCOPED_TRACE(batch);
+    std::vector<PreparedLaunch> l = plan.prepare(StepShape{batch, 5, 4});
+    ASSERT_EQ(l.size(), 2u);
+    EXPECT_EQ(l[0].kernel, 0);
+    EXPECT_EQ(l[0].variant, 0);
+    EXPECT_EQ(l[0].entry, "decode_layer_kernel_0_tc");
+    EXPECT_EQ(l[0].grid,
+              (std::array<uint32_t, 3>{2, static_cast<uint32_t>(batch), 1}));
+    EXPECT_EQ(l[0].block, (std::array<uint32_t, 3>{128, 1, 1}));
+    EXPECT_EQ(l[0].dynamicSharedBytes, 135168u);
+    // The same arguments as the primary launch (same ABI).
+    ASSERT_EQ(l[0].args.size(), below[0].args.size());
+    for (size_t i = 0; i < 10; ++i)
+      EXPECT_EQ(l[0].args[i].pointer, below[0].args[i].pointer) << i;
+    EXPECT_EQ(l[0].args[10].scalar, batch);
+    // Kernel 1 has no variant.
+    EXPECT_EQ(l[1].variant, -1);
+    EXPECT_EQ(l[1].entry, "decode_layer_kernel_1");
+  }
 }
 
 TEST(LaunchPlan, BindingErrors) {
@@ -228,6 +290,20 @@ TEST(LaunchPlan, GridLimits) {
                                      plan.validate(StepShape{65536, 1, 1}));
   EXPECT_CONTAINS(msg, "kernel 1 (decode_layer_kernel_1): grid dimension 2 = "
                        "batch = 65536 is outside [1, 65535]");
+}
+
+TEST(LaunchPlan, GridLimitsOfTheVariant) {
+  json j = tinyJsonWithVariant();
+  j["kernels"][0]["variants"][0]["grid"] = {1, 1, "batch"};
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  LaunchPlan plan(m, Capacity{70000, 1, 1});
+  bindAll(plan);
+  plan.validate(StepShape{3, 1, 1}); // the primary's grid is constant
+  std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                                     plan.validate(StepShape{65536, 1, 1}));
+  EXPECT_CONTAINS(msg, "kernel 0 (decode_layer_kernel_0) variant min_batch 4 "
+                       "(decode_layer_kernel_0_tc): grid dimension 2 = batch "
+                       "= 65536 is outside [1, 65535]");
 }
 
 TEST(LaunchPlan, NoSplitsNoBlockTable) {

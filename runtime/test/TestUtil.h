@@ -51,6 +51,22 @@ inline void writeText(const std::string &path, const std::string &text) {
   os << text;
 }
 
+/// `ptx` plus a copy of its `.visible .entry from(...) {...}` renamed to
+/// `to` (e.g. a variant entry with the same signature).
+inline std::string withEntryCopy(const std::string &ptx,
+                                 const std::string &from,
+                                 const std::string &to) {
+  size_t begin = ptx.find(".visible .entry " + from + "(");
+  size_t end = ptx.find("\n}\n", begin);
+  if (begin == std::string::npos || end == std::string::npos)
+    return ptx;
+  std::string copy = ptx.substr(begin, end + 3 - begin);
+  for (size_t p = 0; (p = copy.find(from, p)) != std::string::npos;
+       p += to.size())
+    copy.replace(p, from.size(), to);
+  return ptx + "\n" + copy;
+}
+
 /// A fresh temporary directory, removed at the end of the test.
 class TempDir {
 public:

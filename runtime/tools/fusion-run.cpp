@@ -829,20 +829,36 @@ Timing timeLayerSteps(const Options &o, DecodeStep &step,
 void printPlan(const Model &model, const Capacity &cap, int64_t numSplits) {
   LaunchPlan plan(model, cap);
   Symbols s = cap.symbols(numSplits);
-  std::cout << "  kernels (launch order):\n";
+  auto printLaunch = [&](const LaunchGeometry &l) {
+    auto g = l.gridFor(s);
+    std::cout << "grid [" << g[0] << ", " << g[1] << ", " << g[2] << "] = ["
+              << l.grid[0].str() << ", " << l.grid[1].str() << ", "
+              << l.grid[2].str() << "], block [" << l.block[0] << ", "
+              << l.block[1] << ", " << l.block[2] << "]";
+    if (l.dynamicSharedBytes > 0)
+      std::cout << ", " << l.dynamicSharedBytes
+                << " bytes dynamic shared memory";
+  };
+  std::cout << "  kernels (launch order; grids at batch " << s.batch << "):\n";
   for (const ManifestKernel *k : model.kernels()) {
-    auto g = k->gridFor(s);
-    std::cout << "    " << k->label() << ": grid [" << g[0] << ", " << g[1]
-              << ", " << g[2] << "] = [" << k->grid[0].str() << ", "
-              << k->grid[1].str() << ", " << k->grid[2].str() << "], block ["
-              << k->block[0] << ", " << k->block[1] << ", " << k->block[2]
-              << "], " << k->params.size() << " params";
+    std::cout << "    " << k->label() << ": ";
+    printLaunch(*k);
+    std::cout << ", " << k->params.size() << " params";
     if (!k->ops.empty()) {
       std::cout << ", ops";
       for (const ManifestOp &op : k->ops)
         std::cout << " " << op.name;
     }
     std::cout << "\n";
+    // Batch variants; a step of batch >= min_batch launches one instead.
+    for (size_t v = 0; v < k->variants.size(); ++v) {
+      std::cout << "      variant for batch >= " << k->variants[v].minBatch
+                << ": " << k->variants[v].entry << ", ";
+      printLaunch(k->variants[v]);
+      if (k->variantFor(s.batch) == static_cast<int>(v))
+        std::cout << " (launched at batch " << s.batch << ")";
+      std::cout << "\n";
+    }
   }
   std::cout << "  arguments (bytes at capacity):\n";
   for (const ManifestArgument &a : model.arguments())

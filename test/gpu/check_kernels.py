@@ -3,7 +3,9 @@
 
 For every <name>.<strategy>.ptx / .manifest.json pair in --dir, this script
 launches the kernels of each function in manifest order (skipping attention,
-which test/gpu/check_attention.py covers), binding buffers exactly as the
+which test/gpu/check_attention.py covers), each as the batch variant the
+case's batch selects (docs/abi.md 3.2; batches 8 to 33 exercise variants of
+minimum batch 8), binding buffers exactly as the
 manifest says (function arguments, earlier kernels' outputs), on fresh random
 inputs with NaN-poisoned outputs and caches, and compares every output with a
 float64 numpy reference of design.md 2.1 (the same math as
@@ -165,6 +167,25 @@ def kernel_ops(kernel):
     return {op["op"]: op["attributes"] for op in kernel["ops"]}
 
 
+def launch_for(kernel, batch):
+    """What to launch for `batch` (docs/abi.md 3.2): the last of the kernel's
+    `variants` whose min_batch <= batch, else the kernel itself. Either has
+    entry, grid, block and dynamic_shared_bytes; the parameters are the
+    kernel's."""
+    chosen = kernel
+    for variant in kernel.get("variants", []):
+        if variant["min_batch"] <= batch:
+            chosen = variant
+    return chosen
+
+
+def launch_dims(launch, env):
+    """(grid, block) of `launch` with the run-time names resolved."""
+    grid = tuple(int(env[g]) if isinstance(g, str) else int(g)
+                 for g in launch["grid"])
+    return grid, tuple(int(b) for b in launch["block"])
+
+
 SUPPORTED_KINDS = {"projection", "norm_row", "rope", "kv_append",
                    "rope_kv_append"}
 
@@ -180,7 +201,10 @@ class Case:
         self.big_pages = big_pages
 
     def label(self):
-        pos = ",".join(str(p) for p in self.positions)
+        shown = list(self.positions)
+        if len(shown) > 8:  # keep the report narrow at large batches
+            shown = shown[:4] + ["..."] + shown[-1:]
+        pos = ",".join(str(p) for p in shown)
         extra = (" outlier" if self.outlier else "") + \
             (" pages>2^17" if self.big_pages else "")
         return f"B={self.batch} pos=[{pos}]{extra}"
@@ -315,12 +339,18 @@ class Device:
             self.xp = cupy
         self.modules = {}
 
-    def function(self, ptx, entry):
+    def function(self, ptx, launch):
+        """The function of `launch`'s entry (a kernel or one of its variants),
+        allowed its dynamic shared memory when the total exceeds 48 KiB."""
         if self.dry:
             return None
         if ptx not in self.modules:
             self.modules[ptx] = self.xp.RawModule(path=ptx)
-        return self.modules[ptx].get_function(entry)
+        fnc = self.modules[ptx].get_function(launch["entry"])
+        dynamic = launch.get("dynamic_shared_bytes", 0)
+        if dynamic + launch.get("static_shared_bytes", 0) > 48 * 1024:
+            fnc.max_dynamic_shared_size_bytes = dynamic
+        return fnc
 
     def to_device(self, a):
         return self.xp.asarray(a)
@@ -375,20 +405,23 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
                 launch_args.append(dev.xp.zeros(shape, dtype=dt.storage))
             else:
                 launch_args.append(np.int32(env[p["role"]]))
-        grid = tuple(int(env[g]) if isinstance(g, str) else g for g in k["grid"])
-        block = tuple(k["block"])
-        fnc = dev.function(ptx, k["entry"])
+        launch = launch_for(k, case.batch)
+        grid, block = launch_dims(launch, env)
+        fnc = dev.function(ptx, launch)
         if fnc is not None:
             fnc(grid, block, tuple(launch_args),
-                shared_mem=k["dynamic_shared_bytes"])
+                shared_mem=launch.get("dynamic_shared_bytes", 0))
         has_rope = "rope" in kernel_ops(k)
+        # Name the variant that ran, so that the report shows it was tested.
+        kname = k["name"] if launch is k else \
+            f"{k['name']}[{launch['entry']}]"
         for p, buf in kernel_outputs:
             role = p["role"]
             if role in ("query", "key"):
                 key = role + ("_rot" if has_rope else "_raw")
             else:
                 key = role
-            checks.append((k["name"], role, key, buf))
+            checks.append((kname, role, key, buf))
     dev.sync()
     ok = True
     results = {}
@@ -447,14 +480,14 @@ def compare(got, ref):
 # ---------------------------------------------------------------------------
 
 
-def bench(dev, directory, name, batches, copies=8, iters=50, variants=None):
+def bench(dev, directory, name, batches, copies=8, iters=50, extra_ptx=None):
     """Median time per front half (all copies' launches in one event pair).
-    `variants`: extra PTX files with the decode manifest's entries (e.g. other
-    schedules or ptxas hints) timed the same way."""
+    `extra_ptx`: extra PTX files with the decode manifest's entries (e.g.
+    other schedules or ptxas hints) timed the same way."""
     import cupy
     lines = []
     runs = [("decode", None), ("none", None)]
-    runs += [("decode", v) for v in (variants or [])]
+    runs += [("decode", v) for v in (extra_ptx or [])]
     for strategy, ptx_override in runs:
         path = os.path.join(directory, f"{name}.{strategy}")
         ptx = ptx_override or path + ".ptx"
@@ -497,23 +530,24 @@ def bench(dev, directory, name, batches, copies=8, iters=50, variants=None):
                             la.append(buf)
                         else:
                             la.append(np.int32(env[p["role"]]))
-                    grid = tuple(int(env[g]) if isinstance(g, str) else g
-                                 for g in k["grid"])
-                    seq.append((dev.function(ptx, k["entry"]), grid,
-                                tuple(k["block"]), tuple(la)))
+                    launch = launch_for(k, B)
+                    grid, block = launch_dims(launch, env)
+                    seq.append((dev.function(ptx, launch), grid, block,
+                                tuple(la),
+                                launch.get("dynamic_shared_bytes", 0)))
                 launches.append(seq)
             weight_bytes = sum(a.nbytes for i, a in sets[0].items()
                                if not isinstance(a, tuple))
             for seq in launches:  # warm up
-                for f, g, bl, la in seq:
-                    f(g, bl, la)
+                for f, g, bl, la, sm in seq:
+                    f(g, bl, la, shared_mem=sm)
             start, stop = cupy.cuda.Event(), cupy.cuda.Event()
             times = []
             for _ in range(iters):
                 start.record()
                 for seq in launches:
-                    for f, g, bl, la in seq:
-                        f(g, bl, la)
+                    for f, g, bl, la, sm in seq:
+                        f(g, bl, la, shared_mem=sm)
                 stop.record()
                 stop.synchronize()
                 times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3 / copies)
@@ -529,10 +563,17 @@ def bench(dev, directory, name, batches, copies=8, iters=50, variants=None):
 
 
 def cases_for(name):
+    # Batches 8, 13, 16 and 33 run the batch variants of minimum batch 8
+    # (docs/abi.md 3.2): one full 8-token tile, a partial tile, two tiles,
+    # and several tiles plus a remainder of 1.
     cases = [Case(name, 1, [0]), Case(name, 1, [1000]), Case(name, 1, [131071]),
              Case(name, 3, [5, 1, 17]),
              Case(name, 5, [0, 1, 1000, 100003, 131071], outlier=True),
-             Case(name, 16, [(977 * i) % 40000 for i in range(16)])]
+             Case(name, 8, [(7919 * i + 3) % 131072 for i in range(8)]),
+             Case(name, 13, [(4099 * i) % 9000 for i in range(13)],
+                  outlier=True),
+             Case(name, 16, [(977 * i) % 40000 for i in range(16)]),
+             Case(name, 33, [(2053 * i + 11) % 131072 for i in range(33)])]
     if name.startswith("llama3_8b") and "32layers" not in name:
         cases.append(Case(name, 5, [3, 100000, 31, 7, 2047], big_pages=True))
     return cases
@@ -589,11 +630,13 @@ def main():
                 diffs = {c: float(np.nanmax(np.abs(d[c] - n[c]))) for c in common}
                 agree.append((name, case.label(), diffs))
     width = max((len(r[0]) + len(r[1]) for r in report), default=20) + 2
-    print(f"{'module / case':{width}s} {'output':44s} {'rel err':>9s} {'max abs':>9s}")
+    owidth = max([44] + [len(r[2]) for r in report])
+    print(f"{'module / case':{width}s} {'output':{owidth}s} {'rel err':>9s} "
+          f"{'max abs':>9s}")
     for mod, label, what, err, passed in report:
         status = "PASS" if passed else "FAIL"
         note = (" NaN" if err["nan"] else "") + (" " + err["note"] if "note" in err else "")
-        print(f"{mod + ' ' + label:{width}s} {what:44s} {err['rel']:9.2e} "
+        print(f"{mod + ' ' + label:{width}s} {what:{owidth}s} {err['rel']:9.2e} "
               f"{err['max_abs']:9.2e} {status}{note}")
     print()
     print("fused (decode) vs unfused (none), max |difference| per output:")
@@ -604,10 +647,11 @@ def main():
     print(f"\n{passed}/{len(report)} checks passed")
     if args.bench and not args.dry_run:
         print()
-        variants = sorted(glob.glob(os.path.join(args.bench_variants, "*.ptx"))) \
+        extra_ptx = sorted(glob.glob(os.path.join(args.bench_variants, "*.ptx"))) \
             if args.bench_variants else None
         batches = [int(b) for b in args.bench_batches.split(",")]
-        for line in bench(dev, args.dir, "llama3_8b", batches, variants=variants):
+        for line in bench(dev, args.dir, "llama3_8b", batches,
+                          extra_ptx=extra_ptx):
             print(line)
     print("RESULT:", "PASS" if all_ok else "FAIL")
     return 0 if all_ok else 1

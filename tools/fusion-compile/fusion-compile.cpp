@@ -330,6 +330,26 @@ private:
     return o;
   }
 
+  /// Writes the launch of `launch` (a fusion.launch dictionary or one of its
+  /// variants) into `out`: entry, grid, block, dynamic_shared_bytes,
+  /// static_shared_bytes and `schedule` (when non-null).
+  static void launchToJSON(DictionaryAttr launch, DictionaryAttr schedule,
+                           json::Object &out) {
+    out["entry"] = cast<StringAttr>(launch.get("entry")).getValue().str();
+    json::Array grid;
+    for (Attribute g : cast<ArrayAttr>(launch.get("grid")))
+      grid.push_back(dimToJSON(cast<StringAttr>(g).getValue()));
+    out["grid"] = std::move(grid);
+    int64_t block = cast<IntegerAttr>(launch.get("block")).getInt();
+    out["block"] = json::Array{block, 1, 1};
+    out["dynamic_shared_bytes"] =
+        cast<IntegerAttr>(launch.get("smem")).getInt();
+    if (auto s = launch.getAs<IntegerAttr>("static_smem"))
+      out["static_shared_bytes"] = s.getInt();
+    if (schedule)
+      out["schedule"] = toJSON(schedule);
+  }
+
   json::Object kernelToJSON(KernelOp kernel, DictionaryAttr launch,
                             unsigned index, StringRef function,
                             const DenseMap<Operation *, unsigned> &kernels,
@@ -338,18 +358,18 @@ private:
     k["index"] = index;
     k["function"] = function.str();
     k["name"] = kernel.getSymName().str();
-    k["entry"] = cast<StringAttr>(launch.get("entry")).getValue().str();
-    json::Array grid;
-    for (Attribute g : cast<ArrayAttr>(launch.get("grid")))
-      grid.push_back(dimToJSON(cast<StringAttr>(g).getValue()));
-    k["grid"] = std::move(grid);
-    int64_t block = cast<IntegerAttr>(launch.get("block")).getInt();
-    k["block"] = json::Array{block, 1, 1};
-    k["dynamic_shared_bytes"] = cast<IntegerAttr>(launch.get("smem")).getInt();
-    if (auto s = launch.getAs<IntegerAttr>("static_smem"))
-      k["static_shared_bytes"] = s.getInt();
-    if (DictionaryAttr schedule = kernel.getScheduleAttr())
-      k["schedule"] = toJSON(schedule);
+    launchToJSON(launch, kernel.getScheduleAttr(), k);
+    if (auto variants = launch.getAs<ArrayAttr>("variants")) {
+      json::Array out;
+      for (Attribute a : variants) {
+        auto variant = cast<DictionaryAttr>(a);
+        json::Object v{{"min_batch",
+                        cast<IntegerAttr>(variant.get("min_batch")).getInt()}};
+        launchToJSON(variant, variant.getAs<DictionaryAttr>("schedule"), v);
+        out.push_back(std::move(v));
+      }
+      k["variants"] = std::move(out);
+    }
     // The ops the kernel computes, with their attributes (for references
     // and for users who want to know the math without reading MLIR).
     json::Array ops;

@@ -30,8 +30,15 @@ def ConvertFusionToGPUPass
     fusion.launch = {entry = "layer_k0_fused", grid = ["48", "batch", "1"],
                      block = 256 : i64, smem = 0 : i64,
                      params = [{kind = "input", role = "input", dtype = "f16",
-                                shape = ["batch", "4096"]}, ...]}
+                                shape = ["batch", "4096"]}, ...],
+                     static_smem = 0 : i64}
     ```
+
+    An emitter may add batch-specialised gpu.funcs with the same parameters:
+    they are listed, by strictly ascending `min_batch` (>= 2), as
+    `variants = [{min_batch = 8 : i64, entry = ..., grid = [...], block = ...,
+    smem = ..., static_smem = ..., schedule = {...}}]`, and a runtime
+    launches the last one whose `min_batch` <= batch instead of `entry`.
 
     The kernel ABI (one bare device pointer per buffer, then i32 scalars) is
     described in docs/abi.md.
@@ -40,6 +47,9 @@ def ConvertFusionToGPUPass
     Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
            "Streaming multiprocessors the grid should fill at batch 1 "
            "(H100/H200 SXM: 132)">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Also emit tensor-core (mma.sync, sm_80+) variants of kernels for "
+           "larger batches">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

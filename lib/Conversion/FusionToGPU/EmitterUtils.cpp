@@ -3,6 +3,7 @@
 #include "EmitterUtils.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -21,6 +22,11 @@ int64_t mlir::fusion::getSMCount(gpu::GPUModuleOp module) {
   if (auto attr = module->getAttrOfType<IntegerAttr>(kSMCountAttrName))
     return attr.getInt();
   return 132;
+}
+
+bool mlir::fusion::hasTensorCores(gpu::GPUModuleOp module) {
+  auto attr = module->getAttrOfType<BoolAttr>(kTensorCoresAttrName);
+  return !attr || attr.getValue();
 }
 
 MemRefType mlir::fusion::getFlatBufferType(Type elementType) {
@@ -258,6 +264,33 @@ Value mlir::fusion::addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType,
   return buffer;
 }
 
+Value mlir::fusion::getDynamicSharedBuffer(ImplicitLocOpBuilder &b,
+                                           gpu::GPUModuleOp module,
+                                           Type elementType, int64_t count) {
+  MLIRContext *context = b.getContext();
+  constexpr StringLiteral kSymbol = "__fusion_dynamic_shared";
+  if (!module.lookupSymbol(kSymbol)) {
+    // convert-gpu-to-nvvm reuses a zero-sized workgroup array global of the
+    // module for gpu.dynamic_shared_memory.
+    OpBuilder mb(context);
+    mb.setInsertionPointToStart(module.getBody());
+    auto arrayType = LLVM::LLVMArrayType::get(IntegerType::get(context, 8), 0);
+    LLVM::GlobalOp::create(
+        mb, b.getLoc(), arrayType, /*isConstant=*/false,
+        LLVM::Linkage::External, kSymbol, Attribute(), /*alignment=*/16,
+        static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared));
+  }
+  auto space =
+      gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
+  Value bytes = gpu::DynamicSharedMemoryOp::create(
+      b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                         MemRefLayoutAttrInterface(), space));
+  return memref::ViewOp::create(
+      b,
+      MemRefType::get({count}, elementType, MemRefLayoutAttrInterface(), space),
+      bytes, constIndex(b, 0), ValueRange{});
+}
+
 DictionaryAttr mlir::fusion::getLaunchAttr(MLIRContext *context,
                                            const KernelLaunch &launch) {
   Builder b(context);
@@ -297,13 +330,29 @@ DictionaryAttr mlir::fusion::getLaunchAttr(MLIRContext *context,
     params.push_back(b.getDictionaryAttr(entries));
   }
   SmallVector<std::string> grid(launch.grid.begin(), launch.grid.end());
-  return b.getDictionaryAttr({
+  SmallVector<NamedAttribute> entries{
       b.getNamedAttr("entry", b.getStringAttr(launch.entry)),
       b.getNamedAttr("grid", strings(grid)),
       b.getNamedAttr("block", b.getI64IntegerAttr(launch.blockSize)),
       b.getNamedAttr("smem", b.getI64IntegerAttr(launch.dynamicSharedBytes)),
       b.getNamedAttr("params", b.getArrayAttr(params)),
-  });
+  };
+  // Batch variants: the primary's launch keys plus min_batch and schedule.
+  if (!launch.variants.empty()) {
+    SmallVector<Attribute> variants;
+    for (const KernelVariant &v : launch.variants)
+      variants.push_back(b.getDictionaryAttr({
+          b.getNamedAttr("min_batch", b.getI64IntegerAttr(v.minBatch)),
+          b.getNamedAttr("entry", b.getStringAttr(v.entry)),
+          b.getNamedAttr("grid", strings(v.grid)),
+          b.getNamedAttr("block", b.getI64IntegerAttr(v.blockSize)),
+          b.getNamedAttr("smem", b.getI64IntegerAttr(v.dynamicSharedBytes)),
+          b.getNamedAttr("schedule",
+                         v.schedule ? v.schedule : b.getDictionaryAttr({})),
+      }));
+    entries.push_back(b.getNamedAttr("variants", b.getArrayAttr(variants)));
+  }
+  return b.getDictionaryAttr(entries);
 }
 
 //===----------------------------------------------------------------------===//
@@ -571,6 +620,40 @@ void mlir::fusion::storeVector(ImplicitLocOpBuilder &b, Value value,
   auto store = vector::StoreOp::create(b, value, buffer, ValueRange{index});
   store.setAlignment(type.getNumElements() *
                      getTypeBytes(type.getElementType()));
+}
+
+SmallVector<Value, 4> mlir::fusion::mmaM16N8K16(ImplicitLocOpBuilder &b,
+                                                Type elementType,
+                                                ArrayRef<Value> a,
+                                                ArrayRef<Value> bFrag,
+                                                ArrayRef<Value> c) {
+  assert(a.size() == 4 && bFrag.size() == 2 && c.size() == 4);
+  Type f32 = b.getF32Type();
+  auto resultType =
+      LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+  NVVM::MMATypes multiplicand =
+      elementType.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  // The bf16 form takes its registers as i32.
+  auto operand = [&](Value v) -> Value {
+    if (!elementType.isBF16())
+      return v;
+    return vector::ExtractOp::create(
+        b,
+        vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), v),
+        0);
+  };
+  SmallVector<Value> aOps = llvm::map_to_vector(a, operand);
+  SmallVector<Value> bOps = llvm::map_to_vector(bFrag, operand);
+  auto mma = NVVM::MmaOp::create(
+      b, resultType, aOps, bOps, c, /*shape=*/{16, 8, 16},
+      /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
+      std::array<NVVM::MMATypes, 2>{multiplicand, multiplicand},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value, 4> d;
+  for (int64_t i = 0; i < 4; ++i)
+    d.push_back(LLVM::ExtractValueOp::create(b, mma, i));
+  return d;
 }
 
 Value mlir::fusion::loadScalar(ImplicitLocOpBuilder &b, Value buffer,

@@ -55,6 +55,14 @@ inline constexpr llvm::StringLiteral kSMCountAttrName = "fusion.sm_count";
 /// The SM count recorded on `module` (132, an H100/H200 SXM, if absent).
 int64_t getSMCount(gpu::GPUModuleOp module);
 
+/// Attribute on the gpu.module: whether emitters may use mma.sync (sm_80+;
+/// set by the pass from its `tensor-cores` option).
+inline constexpr llvm::StringLiteral kTensorCoresAttrName =
+    "fusion.tensor_cores";
+
+/// Whether `module` allows tensor-core kernels (true if unrecorded).
+bool hasTensorCores(gpu::GPUModuleOp module);
+
 /// `memref<kFlatBufferExtent x elementType>`.
 MemRefType getFlatBufferType(Type elementType);
 
@@ -107,6 +115,14 @@ gpu::GPUFuncOp createKernelFunc(OpBuilder &builder, Location loc,
 /// `memref<count x elementType, #gpu.address_space<workgroup>>` to `func`,
 /// 16-byte aligned (`llvm.align = 16`, so 16-byte vector accesses are legal).
 Value addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType, int64_t count);
+
+/// A `memref<count x elementType, workgroup>` view of the kernel's dynamic
+/// shared memory (offset 0, 16-byte aligned); the launch must pass at least
+/// count * sizeof(elementType) bytes of dynamic shared memory. Declares the
+/// module's extern `.shared` array the lowering reuses (without it LLVM may
+/// treat the zero-sized array as internal and drop it).
+Value getDynamicSharedBuffer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
+                             Type elementType, int64_t count);
 
 /// The launch attribute `fusion.launch` for `launch` (see Passes.td).
 DictionaryAttr getLaunchAttr(MLIRContext *context, const KernelLaunch &launch);
@@ -205,6 +221,22 @@ void storeScalar(ImplicitLocOpBuilder &b, Value value, Value buffer,
 void barrier(ImplicitLocOpBuilder &b);
 
 //===----------------------------------------------------------------------===//
+// Tensor cores
+//===----------------------------------------------------------------------===//
+
+/// One warp-wide `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}` (sm_80+,
+/// PTX ISA "Matrix Fragments for mma.m16n8k16"): D = A(16x16) B(16x8) + C in
+/// fp32. With g = lane / 4 and q = lane % 4, this lane passes `a` = four
+/// 2-element registers {A[g][2q..2q+1], A[g+8][2q..2q+1], A[g][2q+8..2q+9],
+/// A[g+8][2q+8..2q+9]}, `b` = two {B[2q..2q+1][g], B[2q+8..2q+9][g]} and
+/// `c` = four f32 {C[g][2q], C[g][2q+1], C[g+8][2q], C[g+8][2q+1]}; the
+/// registers are vector<2xf16> / vector<2xbf16> of `elementType`. Returns D
+/// in c's layout. Every lane of the warp must execute it.
+SmallVector<Value, 4> mmaM16N8K16(ImplicitLocOpBuilder &b, Type elementType,
+                                  ArrayRef<Value> a, ArrayRef<Value> bFrag,
+                                  ArrayRef<Value> c);
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 
@@ -262,11 +294,14 @@ struct NormSpec {
 /// thread reads back only the elements it wrote, so `row` needs no barrier for
 /// this thread's later use; other threads need a barrier. `scratch` is a
 /// workgroup f32 buffer of blockSize/32 elements. Must be called by every
-/// thread of the CTA (of the warp if `warpOnly`).
+/// thread of the CTA (of the warp if `warpOnly`). When every thread has the
+/// same number of 8-element chunks, at most `maxRegisterChunks`, they are
+/// unrolled and all loaded at once (one memory round trip; 4 chunks cost
+/// about 40 registers); otherwise a loop goes through `row`.
 void emitNormalizeToken(ImplicitLocOpBuilder &b, const NormSpec &spec,
                         Value token, Value row, Value rowBase,
                         Value writeOutputs, Value scratch, int64_t blockSize,
-                        bool warpOnly = false);
+                        bool warpOnly = false, int64_t maxRegisterChunks = 4);
 
 } // namespace mlir::fusion
 

@@ -56,6 +56,47 @@ static void recordSchedule(KernelOp kernel, DictionaryAttr chosen) {
   kernel.setScheduleAttr(merged.getDictionary(kernel.getContext()));
 }
 
+/// `launch` (a `fusion.launch` dictionary or one of its `variants`) with
+/// `static_smem` set: the bytes of the workgroup attributions of its gpu.func
+/// `entry` in `module` (0 if there is none).
+static DictionaryAttr withStaticSharedBytes(DictionaryAttr launch,
+                                            gpu::GPUModuleOp module) {
+  MLIRContext *context = launch.getContext();
+  int64_t bytes = 0;
+  if (auto func = module.lookupSymbol<gpu::GPUFuncOp>(
+          launch.getAs<StringAttr>("entry")))
+    for (BlockArgument buffer : func.getWorkgroupAttributions()) {
+      auto type = cast<MemRefType>(buffer.getType());
+      bytes += type.getNumElements() * getTypeBytes(type.getElementType());
+    }
+  NamedAttrList entries(launch.getValue());
+  entries.set("static_smem",
+              IntegerAttr::get(IntegerType::get(context, 64), bytes));
+  return entries.getDictionary(context);
+}
+
+/// Checks the emitter's batch variants: min_batch >= 2 and strictly
+/// ascending, each a gpu.func of `module` with the primary's signature.
+static LogicalResult verifyVariants(KernelOp kernel, const KernelLaunch &launch,
+                                    gpu::GPUModuleOp module) {
+  auto primary = module.lookupSymbol<gpu::GPUFuncOp>(launch.entry);
+  int64_t previous = 1;
+  for (const KernelVariant &variant : launch.variants) {
+    if (variant.minBatch <= previous)
+      return kernel.emitOpError("variant '")
+             << variant.entry << "' has min_batch " << variant.minBatch
+             << "; variants need min_batch >= 2, strictly ascending";
+    previous = variant.minBatch;
+    auto func = module.lookupSymbol<gpu::GPUFuncOp>(variant.entry);
+    if (!func || !primary ||
+        func.getFunctionType() != primary.getFunctionType())
+      return kernel.emitOpError("variant '")
+             << variant.entry << "' is not a gpu.func with the parameters of '"
+             << launch.entry << "'";
+  }
+  return success();
+}
+
 struct ConvertFusionToGPUPass
     : fusion::impl::ConvertFusionToGPUPassBase<ConvertFusionToGPUPass> {
   using Base::Base;
@@ -70,6 +111,8 @@ struct ConvertFusionToGPUPass
     gpuModule->setAttr(kSMCountAttrName,
                        IntegerAttr::get(IntegerType::get(&getContext(), 64),
                                         smCount.getValue()));
+    gpuModule->setAttr(kTensorCoresAttrName,
+                       BoolAttr::get(&getContext(), tensorCores.getValue()));
 
     bool failed = false;
     // Kernels with identical bodies (e.g. the layers of a model) share one
@@ -111,21 +154,22 @@ struct ConvertFusionToGPUPass
         failed = true;
         continue;
       }
+      if (llvm::failed(verifyVariants(kernel, *launch, gpuModule))) {
+        failed = true;
+        continue;
+      }
       recordSchedule(kernel, launch->schedule);
-      DictionaryAttr launchAttr = getLaunchAttr(&getContext(), *launch);
-      // Static shared memory: the workgroup attributions of the gpu.func.
-      int64_t staticShared = 0;
-      if (auto func = gpuModule.lookupSymbol<gpu::GPUFuncOp>(launch->entry))
-        for (BlockArgument buffer : func.getWorkgroupAttributions()) {
-          auto type = cast<MemRefType>(buffer.getType());
-          staticShared +=
-              type.getNumElements() * getTypeBytes(type.getElementType());
-        }
-      NamedAttrList entries(launchAttr.getValue());
-      entries.set(
-          "static_smem",
-          IntegerAttr::get(IntegerType::get(&getContext(), 64), staticShared));
-      DictionaryAttr finalAttr = entries.getDictionary(&getContext());
+      DictionaryAttr finalAttr = withStaticSharedBytes(
+          getLaunchAttr(&getContext(), *launch), gpuModule);
+      if (auto variants = finalAttr.getAs<ArrayAttr>("variants")) {
+        SmallVector<Attribute> withStatic;
+        for (Attribute variant : variants)
+          withStatic.push_back(
+              withStaticSharedBytes(cast<DictionaryAttr>(variant), gpuModule));
+        NamedAttrList entries(finalAttr.getValue());
+        entries.set("variants", ArrayAttr::get(&getContext(), withStatic));
+        finalAttr = entries.getDictionary(&getContext());
+      }
       kernel->setAttr(kLaunchAttrName, finalAttr);
       emitted[key] = {*launch, finalAttr};
     }

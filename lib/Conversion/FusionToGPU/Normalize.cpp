@@ -35,10 +35,9 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
                                       const NormSpec &spec, Value token,
                                       Value row, Value rowBase,
                                       Value writeOutputs, Value scratch,
-                                      int64_t blockSize, bool warpOnly) {
+                                      int64_t blockSize, bool warpOnly,
+                                      int64_t maxRegisterChunks) {
   constexpr int64_t kWidth = 8;
-  // Up to this many chunks per thread are unrolled and kept in registers.
-  constexpr int64_t kMaxUnrolledChunks = 4;
   // Who cooperates: the whole CTA (block reductions) or one warp (shuffles
   // only, no barrier).
   Value thread = warpOnly ? laneId(b) : threadIdX(b);
@@ -129,7 +128,7 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
   Value inv, mean;
 
   const int64_t stride = threads * kWidth;
-  if (hidden % stride == 0 && hidden / stride <= kMaxUnrolledChunks) {
+  if (hidden % stride == 0 && hidden / stride <= maxRegisterChunks) {
     // Every thread has the same few chunks: all loads (x, residual, norm
     // weight and bias) are issued at once, one memory round trip, and h
     // stays in registers between the passes.

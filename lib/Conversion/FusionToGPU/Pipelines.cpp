@@ -19,6 +19,12 @@ void mlir::fusion::buildFusionToPTXPipeline(
     OpPassManager &pm, const FusionToPTXPipelineOptions &options) {
   ConvertFusionToGPUPassOptions convertOptions;
   convertOptions.smCount = options.smCount;
+  // mma.sync with f16/bf16 operands needs sm_80 or newer.
+  StringRef chip = options.chip;
+  unsigned sm = 0;
+  if (chip.consume_front("sm_") &&
+      !chip.take_while(llvm::isDigit).getAsInteger(10, sm))
+    convertOptions.tensorCores = sm >= 80;
   pm.addPass(createConvertFusionToGPUPass(convertOptions));
 
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();

@@ -39,6 +39,8 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace mlir::fusion;
 
@@ -175,6 +177,113 @@ static PairRows getPairRows(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
   return r;
 }
 
+/// What the epilogue needs of one token, loaded before the dot products so
+/// that these loads overlap the weight stream.
+struct TokenInputs {
+  Value token;
+  Value ropePosition; ///< null without rope
+  Value cacheSlot;    ///< page * page_size + slot of the new KV entry, or null
+};
+
+static TokenInputs loadTokenInputs(ImplicitLocOpBuilder &b,
+                                   const ProjectionPlan &p, Value token) {
+  TokenInputs in;
+  in.token = token;
+  if (p.ops.rope)
+    in.ropePosition = loadScalar(b, p.ropePositions, token);
+  if (p.ops.append) {
+    Value pos = i32ToIndex(b, loadScalar(b, p.appendPositions, token));
+    Value pageIndex = arith::DivSIOp::create(b, pos, constIndex(b, p.pageSize));
+    Value slot = arith::RemSIOp::create(b, pos, constIndex(b, p.pageSize));
+    Value tableIndex =
+        addIndex(b, mulIndex(b, token, i32ToIndex(b, p.maxPages)), pageIndex);
+    Value page = i32ToIndex(b, loadScalar(b, p.blockTable, tableIndex));
+    in.cacheSlot = addIndex(b, mulIndex(b, page, p.pageSize), slot);
+  }
+  return in;
+}
+
+/// Finishes output pair `rows` of one token from its fp32 dot products:
+/// + bias, round (the projection's outputs), RoPE, then the stores of q / k
+/// / v and of the new KV-cache entries.
+static void emitPairEpilogue(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
+                             const PairRows &rows, const TokenInputs &in,
+                             Value sumA, Value sumB) {
+  const int64_t D = p.headDim;
+  Value head = rows.head, token = in.token;
+  if (p.bias) {
+    sumA = arith::AddFOp::create(b, sumA,
+                                 extToF32(b, loadScalar(b, p.bias, rows.rowA)));
+    sumB = arith::AddFOp::create(b, sumB,
+                                 extToF32(b, loadScalar(b, p.bias, rows.rowB)));
+  }
+  // The projection's outputs, rounded once.
+  Value rawA = truncFromF32(b, sumA, p.act);
+  Value rawB = truncFromF32(b, sumB, p.act);
+  Value outA = rawA, outB = rawB;
+  if (p.ops.rope) {
+    Value freqIndex =
+        arith::SelectOp::create(b, rows.rotated, rows.j, constIndex(b, 0));
+    auto [rotA, rotB] = emitRopeRotation(b, rawA, rawB, in.ropePosition,
+                                         p.invFreq, freqIndex, p.act);
+    outA = arith::SelectOp::create(b, rows.rotated, rotA, rawA);
+    outB = arith::SelectOp::create(b, rows.rotated, rotB, rawB);
+  }
+  auto storePair = [&](ImplicitLocOpBuilder &b, Value buffer, Value base,
+                       Value va, Value vb) {
+    storeScalar(b, va, buffer, addIndex(b, base, rows.da));
+    storeScalar(b, vb, buffer, addIndex(b, base, rows.db));
+  };
+  // Element offset of the token's new entry for `kvHead` in a cache.
+  auto cacheBase = [&](ImplicitLocOpBuilder &b, Value kvHead) {
+    return mulIndex(b, addIndex(b, mulIndex(b, in.cacheSlot, p.hkv), kvHead),
+                    D);
+  };
+  Value isQ = cmpI(b, arith::CmpIPredicate::ult, head, constIndex(b, p.hq));
+  Value isK = arith::AndIOp::create(
+      b, arith::XOrIOp::create(b, isQ, arith::ConstantIntOp::create(b, 1, 1)),
+      cmpI(b, arith::CmpIPredicate::ult, head, constIndex(b, p.hq + p.hkv)));
+  Value isV =
+      cmpI(b, arith::CmpIPredicate::uge, head, constIndex(b, p.hq + p.hkv));
+  if (p.qRaw || p.qRot)
+    ifThen(b, isQ, [&](ImplicitLocOpBuilder &b) {
+      Value base = mulIndex(b, addIndex(b, mulIndex(b, token, p.hq), head), D);
+      if (p.qRaw)
+        storePair(b, p.qRaw, base, rawA, rawB);
+      if (p.qRot)
+        storePair(b, p.qRot, base, outA, outB);
+    });
+  if (p.kRaw || p.kRot || p.keyCache)
+    ifThen(b, isK, [&](ImplicitLocOpBuilder &b) {
+      Value kvHead = arith::SubIOp::create(b, head, constIndex(b, p.hq));
+      Value base =
+          mulIndex(b, addIndex(b, mulIndex(b, token, p.hkv), kvHead), D);
+      if (p.kRaw)
+        storePair(b, p.kRaw, base, rawA, rawB);
+      if (p.kRot)
+        storePair(b, p.kRot, base, outA, outB);
+      if (p.keyCache) {
+        Value cache = cacheBase(b, kvHead);
+        if (p.appendKeyRotated)
+          storePair(b, p.keyCache, cache, outA, outB);
+        else
+          storePair(b, p.keyCache, cache, rawA, rawB);
+      }
+    });
+  if (p.vRaw || p.valueCache)
+    ifThen(b, isV, [&](ImplicitLocOpBuilder &b) {
+      Value kvHead =
+          arith::SubIOp::create(b, head, constIndex(b, p.hq + p.hkv));
+      if (p.vRaw) {
+        Value base =
+            mulIndex(b, addIndex(b, mulIndex(b, token, p.hkv), kvHead), D);
+        storePair(b, p.vRaw, base, rawA, rawB);
+      }
+      if (p.valueCache)
+        storePair(b, p.valueCache, cacheBase(b, kvHead), rawA, rawB);
+    });
+}
+
 /// The warp-level work for tiles of `T` tokens starting at `tokenBase`:
 /// every warp loops over its pairs of output rows.
 static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
@@ -187,7 +296,7 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
   const int64_t unroll = std::max<int64_t>(1, p.unroll / T);
   const int64_t step = unroll * chunk;
   const int64_t mainEnd = (p.hidden / step) * step;
-  const int64_t H = p.hidden, D = p.headDim;
+  const int64_t H = p.hidden;
 
   Value lane = laneId(b);
   Value warp = warpId(b);
@@ -200,27 +309,14 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
   // those loads overlap the weight stream.
   Value token = addIndex(b, addIndex(b, tileStart, tokenBase),
                          arith::MinUIOp::create(b, lane, constIndex(b, T - 1)));
-  Value ropePosition =
-      p.ops.rope ? loadScalar(b, p.ropePositions, token) : Value();
-  Value cacheSlot; // page * page_size + slot of the token's new KV entry
-  if (p.ops.append) {
-    Value pos = i32ToIndex(b, loadScalar(b, p.appendPositions, token));
-    Value pageIndex = arith::DivSIOp::create(b, pos, constIndex(b, p.pageSize));
-    Value slot = arith::RemSIOp::create(b, pos, constIndex(b, p.pageSize));
-    Value tableIndex =
-        addIndex(b, mulIndex(b, token, i32ToIndex(b, p.maxPages)), pageIndex);
-    Value page = i32ToIndex(b, loadScalar(b, p.blockTable, tableIndex));
-    cacheSlot = addIndex(b, mulIndex(b, page, p.pageSize), slot);
-  }
+  TokenInputs inputs = loadTokenInputs(b, p, token);
 
   forLoop(
       b, firstPair, constIndex(b, p.pairs), pairStride,
       [&](ImplicitLocOpBuilder &b, Value pair) {
         PairRows rows = getPairRows(b, p, pair);
-        Value head = rows.head, rotated = rows.rotated;
-        Value da = rows.da, db = rows.db, rowA = rows.rowA, rowB = rows.rowB;
-        Value wA = mulIndex(b, rowA, H);
-        Value wB = mulIndex(b, rowB, H);
+        Value wA = mulIndex(b, rows.rowA, H);
+        Value wB = mulIndex(b, rows.rowB, H);
 
         // Dot products: 2T fp32 accumulators.
         auto accumulate = [&](ImplicitLocOpBuilder &ib, ArrayRef<Value> wVecs,
@@ -323,85 +419,402 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
             sumA = arith::SelectOp::create(b, isT, acc[2 * t], sumA);
             sumB = arith::SelectOp::create(b, isT, acc[2 * t + 1], sumB);
           }
-          if (p.bias) {
-            sumA = arith::AddFOp::create(
-                b, sumA, extToF32(b, loadScalar(b, p.bias, rowA)));
-            sumB = arith::AddFOp::create(
-                b, sumB, extToF32(b, loadScalar(b, p.bias, rowB)));
-          }
-          // The projection's outputs, rounded once.
-          Value rawA = truncFromF32(b, sumA, p.act);
-          Value rawB = truncFromF32(b, sumB, p.act);
-          Value outA = rawA, outB = rawB;
-          if (p.ops.rope) {
-            Value freqIndex =
-                arith::SelectOp::create(b, rotated, rows.j, constIndex(b, 0));
-            auto [rotA, rotB] = emitRopeRotation(b, rawA, rawB, ropePosition,
-                                                 p.invFreq, freqIndex, p.act);
-            outA = arith::SelectOp::create(b, rotated, rotA, rawA);
-            outB = arith::SelectOp::create(b, rotated, rotB, rawB);
-          }
-          auto storePair = [&](ImplicitLocOpBuilder &b, Value buffer,
-                               Value base, Value va, Value vb) {
-            storeScalar(b, va, buffer, addIndex(b, base, da));
-            storeScalar(b, vb, buffer, addIndex(b, base, db));
-          };
-          // Element offset of the token's new entry for `kvHead` in a cache.
-          auto cacheBase = [&](ImplicitLocOpBuilder &b, Value kvHead) {
-            return mulIndex(
-                b, addIndex(b, mulIndex(b, cacheSlot, p.hkv), kvHead), D);
-          };
-          Value isQ =
-              cmpI(b, arith::CmpIPredicate::ult, head, constIndex(b, p.hq));
-          Value isK = arith::AndIOp::create(
-              b,
-              arith::XOrIOp::create(b, isQ,
-                                    arith::ConstantIntOp::create(b, 1, 1)),
-              cmpI(b, arith::CmpIPredicate::ult, head,
-                   constIndex(b, p.hq + p.hkv)));
-          Value isV = cmpI(b, arith::CmpIPredicate::uge, head,
-                           constIndex(b, p.hq + p.hkv));
-          if (p.qRaw || p.qRot)
-            ifThen(b, isQ, [&](ImplicitLocOpBuilder &b) {
-              Value base =
-                  mulIndex(b, addIndex(b, mulIndex(b, token, p.hq), head), D);
-              if (p.qRaw)
-                storePair(b, p.qRaw, base, rawA, rawB);
-              if (p.qRot)
-                storePair(b, p.qRot, base, outA, outB);
-            });
-          if (p.kRaw || p.kRot || p.keyCache)
-            ifThen(b, isK, [&](ImplicitLocOpBuilder &b) {
-              Value kvHead =
-                  arith::SubIOp::create(b, head, constIndex(b, p.hq));
-              Value base = mulIndex(
-                  b, addIndex(b, mulIndex(b, token, p.hkv), kvHead), D);
-              if (p.kRaw)
-                storePair(b, p.kRaw, base, rawA, rawB);
-              if (p.kRot)
-                storePair(b, p.kRot, base, outA, outB);
-              if (p.keyCache) {
-                Value cache = cacheBase(b, kvHead);
-                if (p.appendKeyRotated)
-                  storePair(b, p.keyCache, cache, outA, outB);
-                else
-                  storePair(b, p.keyCache, cache, rawA, rawB);
-              }
-            });
-          if (p.vRaw || p.valueCache)
-            ifThen(b, isV, [&](ImplicitLocOpBuilder &b) {
-              Value kvHead =
-                  arith::SubIOp::create(b, head, constIndex(b, p.hq + p.hkv));
-              if (p.vRaw) {
-                Value base = mulIndex(
-                    b, addIndex(b, mulIndex(b, token, p.hkv), kvHead), D);
-                storePair(b, p.vRaw, base, rawA, rawB);
-              }
-              if (p.valueCache)
-                storePair(b, p.valueCache, cacheBase(b, kvHead), rawA, rawB);
-            });
+          emitPairEpilogue(b, p, rows, inputs, sumA, sumB);
         });
       });
+}
+
+/// Resolves the buffers and scalars of `p` to the arguments of `func` (a
+/// gpu.func with the kernel's parameter list `params`), at the builder's
+/// insertion point. The RoPE table is the module global `invFreqName`.
+static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
+                              KernelOp kernel, gpu::GPUFuncOp func,
+                              ArrayRef<KernelParam> params,
+                              gpu::GPUModuleOp module, StringRef invFreqName) {
+  QKVProjOp qkv = p.ops.qkv;
+  Block &body = kernel.getBody().front();
+  auto arg = [&](Value bodyValue) -> Value {
+    if (!bodyValue)
+      return nullptr;
+    auto blockArg = dyn_cast<BlockArgument>(bodyValue);
+    if (!blockArg || blockArg.getOwner() != &body)
+      return nullptr;
+    return func.getArgument(blockArg.getArgNumber());
+  };
+  auto output = [&](Value bodyValue) -> Value {
+    if (!bodyValue)
+      return nullptr;
+    for (auto [index, yielded] : llvm::enumerate(kernel.getYield().getValues()))
+      if (yielded == bodyValue)
+        return func.getArgument(kernel.getInputs().size() + index);
+    return nullptr;
+  };
+  p.batch = i32ToIndex(b, func.getArgument(findParam(params, "batch")));
+  if (int maxPages = findParam(params, "max_pages"); maxPages >= 0)
+    p.maxPages = func.getArgument(maxPages);
+
+  p.weight = arg(qkv.getWeight());
+  p.bias = arg(qkv.getBias());
+  p.norm.hidden = p.hidden;
+  p.norm.elementType = p.act;
+  if (RMSNormOp rms = p.ops.rms) {
+    p.norm.kind = NormSpec::Kind::RMS;
+    p.norm.epsilon = rms.getEpsilon().convertToDouble();
+    p.norm.unitOffset = rms.getUnitOffset();
+    p.norm.input = arg(rms.getInput());
+    p.norm.residual = arg(rms.getResidual());
+    p.norm.weight = arg(rms.getWeight());
+    p.norm.residualOut = output(rms.getResidualOut());
+    p.norm.normedOut = output(rms.getResult());
+  } else if (LayerNormOp layer = p.ops.layer) {
+    p.norm.kind = NormSpec::Kind::Layer;
+    p.norm.epsilon = layer.getEpsilon().convertToDouble();
+    p.norm.input = arg(layer.getInput());
+    p.norm.weight = arg(layer.getWeight());
+    p.norm.bias = arg(layer.getBias());
+    p.norm.normedOut = output(layer.getResult());
+  } else {
+    p.norm.input = arg(qkv.getInput());
+  }
+  p.qRaw = output(qkv.getQuery());
+  p.kRaw = output(qkv.getKey());
+  p.vRaw = output(qkv.getValue());
+  if (RopeOp rope = p.ops.rope) {
+    p.qRot = output(rope.getQueryOut());
+    p.kRot = output(rope.getKeyOut());
+    p.ropePositions = arg(rope.getPositions());
+    p.invFreq = getRopeInvFreqTable(b, module, rope, invFreqName);
+  }
+  if (KVAppendOp append = p.ops.append) {
+    p.keyCache = arg(append.getKeyCache());
+    p.valueCache = arg(append.getValueCache());
+    p.blockTable = arg(append.getBlockTable());
+    p.appendPositions = arg(append.getPositions());
+  }
+  if (!p.weight || !p.norm.input || (p.ops.rope && !p.ropePositions) ||
+      (p.ops.append && (!p.keyCache || !p.valueCache || !p.blockTable ||
+                        !p.appendPositions || !p.maxPages)))
+    return kernel.emitOpError(
+        "unsupported projection kernel: weights, positions, caches and the "
+        "block table must be kernel operands");
+  return success();
+}
+
+/// The tensor-core variant's schedule (see emitMmaVariant).
+struct MmaSchedule {
+  int64_t warps = 8, blockSize = 256, grid = 1;
+  /// Tokens per tile (a multiple of 8: tileTokens / 8 n-tiles of mma).
+  int64_t tileTokens = 8;
+  /// 16-byte weight vectors per row and lane in one loop step.
+  int64_t vectors = 1;
+  /// Elements between two token rows in shared memory.
+  int64_t rowStride = 0;
+  /// Warps that share one row block, each taking hidden / kSplit of k.
+  int64_t kSplit = 1;
+  /// Workgroup f32 buffer for the partial sums of parts 1..kSplit-1.
+  Value partials;
+};
+
+/// Body of the tensor-core variant: for every tile of up to tileTokens
+/// tokens, the CTA normalises the tile into shared memory (one warp per
+/// token), then every warp takes blocks of 16 weight rows (8 pairs, the
+/// pairs' first rows as fragment rows 0-7 and their second rows as 8-15)
+/// and multiplies them with all tokens of the tile with mma.m16n8k16, kSplit
+/// warps per block splitting k (so that enough warps stream weights).
+static void emitMmaTiles(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
+                         const MmaSchedule &s, Value xs) {
+  constexpr int64_t kWidth = 8;
+  // A warp normalises a token of up to 32 * 8 * 16 = 4096 elements with
+  // all its loads in flight at once (the variant has no register cap).
+  constexpr int64_t kMmaNormChunks = 16;
+  const int64_t H = p.hidden, J = s.vectors, step = 32 * J;
+  const int64_t nTiles = s.tileTokens / 8;
+  Value lane = laneId(b), warp = warpId(b);
+  Value g = arith::DivUIOp::create(b, lane, constIndex(b, 4));
+  Value q = arith::RemUIOp::create(b, lane, constIndex(b, 4));
+  Value laneK = mulIndex(b, q, kWidth);
+  Value isCta0 =
+      cmpI(b, arith::CmpIPredicate::eq, blockIdX(b), constIndex(b, 0));
+  // Fragment registers: elements [at, at + 2) of a 16-byte vector.
+  auto pairOf = [&](ImplicitLocOpBuilder &ib, Value v, int64_t at) -> Value {
+    return vector::ShuffleOp::create(ib, v, v, ArrayRef<int64_t>{at, at + 1});
+  };
+  forLoop(
+      b, constIndex(b, 0), p.batch, constIndex(b, s.tileTokens),
+      [&](ImplicitLocOpBuilder &b, Value tileStart) {
+        Value count = arith::MinSIOp::create(
+            b, constIndex(b, s.tileTokens),
+            arith::SubIOp::create(b, p.batch, tileStart));
+        // The previous tile's readers are done with the shared rows.
+        barrier(b);
+        forLoop(b, warp, count, constIndex(b, s.warps),
+                [&](ImplicitLocOpBuilder &b, Value t) {
+                  emitNormalizeToken(b, p.norm, addIndex(b, tileStart, t), xs,
+                                     mulIndex(b, t, s.rowStride), isCta0,
+                                     /*scratch=*/Value(), s.blockSize,
+                                     /*warpOnly=*/true, kMmaNormChunks);
+                });
+        barrier(b);
+        // This lane finishes tokens 8n + 2q + i of the tile (the columns of
+        // its accumulator registers); rows beyond `count` are not stored.
+        SmallVector<TokenInputs> inputs;
+        SmallVector<Value> valid;
+        Value last = arith::SubIOp::create(b, count, constIndex(b, 1));
+        for (int64_t n = 0; n < nTiles; ++n)
+          for (int64_t i = 0; i < 2; ++i) {
+            Value t = addIndex(b, mulIndex(b, q, 2), 8 * n + i);
+            valid.push_back(cmpI(b, arith::CmpIPredicate::ult, t, count));
+            inputs.push_back(loadTokenInputs(
+                b, p,
+                addIndex(b, tileStart, arith::MinUIOp::create(b, t, last))));
+          }
+        // Row blocks of 16 rows go round-robin over the CTAs (block-major,
+        // so that every CTA gets some); within a CTA, `slots` row blocks
+        // are in flight at once, each split over kSplit warps that take
+        // consecutive k ranges of kPart elements.
+        const int64_t slots = s.warps / s.kSplit, kPart = H / s.kSplit;
+        const int64_t rowBlocks = p.pairs / 8;
+        Value slot = arith::RemUIOp::create(b, warp, constIndex(b, slots));
+        Value part = arith::DivUIOp::create(b, warp, constIndex(b, slots));
+        Value kBegin = mulIndex(b, part, kPart);
+        Value isFirstPart =
+            cmpI(b, arith::CmpIPredicate::eq, part, constIndex(b, 0));
+        forLoop(
+            b, blockIdX(b), constIndex(b, rowBlocks),
+            mulIndex(b, gridDimX(b), slots),
+            [&](ImplicitLocOpBuilder &b, Value roundBase) {
+              Value rowBlock =
+                  addIndex(b, roundBase, mulIndex(b, slot, gridDimX(b)));
+              Value active = cmpI(b, arith::CmpIPredicate::ult, rowBlock,
+                                  constIndex(b, rowBlocks));
+              // Inactive warps compute row block 0's rows, unused.
+              rowBlock = arith::SelectOp::create(b, active, rowBlock,
+                                                 constIndex(b, 0));
+              PairRows rows =
+                  getPairRows(b, p, addIndex(b, mulIndex(b, rowBlock, 8), g));
+              Value wA = addIndex(b, mulIndex(b, rows.rowA, H), laneK);
+              Value wB = addIndex(b, mulIndex(b, rows.rowB, H), laneK);
+              SmallVector<Type> accTypes(4 * nTiles, b.getF32Type());
+              auto ifActive = scf::IfOp::create(b, accTypes, active,
+                                                /*withElseRegion=*/true);
+              {
+                ImplicitLocOpBuilder tb(b.getLoc(), b.getContext());
+                tb.setInsertionPointToStart(ifActive.thenBlock());
+                {
+                  ImplicitLocOpBuilder &b = tb;
+                  // Lane (g, q) reads elements [k + 32j + 8q, +8) of rows g and
+                  // g + 8 and of token rows g: one 16-byte vector each. The k
+                  // order inside a step is permuted identically for both
+                  // operands (mma s of a vector uses its elements 4s..4s+3 as
+                  // fragment columns 2q, 2q+1, 2q+8, 2q+9), which leaves every
+                  // dot product unchanged.
+                  auto loadStep = [&](ImplicitLocOpBuilder &ib, Value k) {
+                    SmallVector<Value> w;
+                    for (int64_t j = 0; j < J; ++j) {
+                      Value e = addIndex(ib, k, 32 * j);
+                      w.push_back(loadVector(ib, p.weight, addIndex(ib, wA, e),
+                                             kWidth));
+                      w.push_back(loadVector(ib, p.weight, addIndex(ib, wB, e),
+                                             kWidth));
+                    }
+                    return w;
+                  };
+                  SmallVector<Value> init(4 * nTiles, constF32(b, 0.0));
+                  llvm::append_range(init, loadStep(b, kBegin));
+                  // Software-pipelined like the CUDA-core path: step k + step's
+                  // weights are loaded before step k's mma (the last step
+                  // reloads itself).
+                  auto loop = scf::ForOp::create(
+                      b, kBegin, addIndex(b, kBegin, kPart),
+                      constIndex(b, step), init,
+                      [&](OpBuilder &nb, Location loc, Value k,
+                          ValueRange args) {
+                        ImplicitLocOpBuilder ib(loc, nb);
+                        Value nextK = arith::MinUIOp::create(
+                            ib, addIndex(ib, k, step),
+                            addIndex(ib, kBegin, kPart - step));
+                        SmallVector<Value> acc(args.take_front(4 * nTiles));
+                        SmallVector<Value> prefetched = loadStep(ib, nextK);
+                        for (int64_t j = 0; j < J; ++j) {
+                          Value wa = args[4 * nTiles + 2 * j];
+                          Value wb = args[4 * nTiles + 2 * j + 1];
+                          Value e =
+                              addIndex(ib, addIndex(ib, k, 32 * j), laneK);
+                          SmallVector<Value> xv;
+                          for (int64_t n = 0; n < nTiles; ++n) {
+                            Value tokenRow = addIndex(ib, g, 8 * n);
+                            xv.push_back(loadVector(
+                                ib, xs,
+                                addIndex(
+                                    ib, mulIndex(ib, tokenRow, s.rowStride), e),
+                                kWidth));
+                          }
+                          for (int64_t half = 0; half < 2; ++half) {
+                            int64_t at = 4 * half;
+                            SmallVector<Value> aFrag{
+                                pairOf(ib, wa, at), pairOf(ib, wb, at),
+                                pairOf(ib, wa, at + 2), pairOf(ib, wb, at + 2)};
+                            for (int64_t n = 0; n < nTiles; ++n) {
+                              SmallVector<Value> bFrag{
+                                  pairOf(ib, xv[n], at),
+                                  pairOf(ib, xv[n], at + 2)};
+                              SmallVector<Value, 4> d = mmaM16N8K16(
+                                  ib, p.act, aFrag, bFrag,
+                                  ArrayRef<Value>(acc).slice(4 * n, 4));
+                              std::copy(d.begin(), d.end(),
+                                        acc.begin() + 4 * n);
+                            }
+                          }
+                        }
+                        llvm::append_range(acc, prefetched);
+                        scf::YieldOp::create(ib, acc);
+                      });
+                  scf::YieldOp::create(
+                      b, ValueRange(loop.getResults().take_front(4 * nTiles)));
+                }
+                tb.setInsertionPointToStart(ifActive.elseBlock());
+                scf::YieldOp::create(
+                    tb, SmallVector<Value>(4 * nTiles, constF32(tb, 0.0)));
+              }
+              SmallVector<Value> acc(ifActive.getResults());
+              if (s.kSplit > 1) {
+                // The other parts' partial sums through shared memory
+                // (register c of lane l at [c][l]: conflict-free).
+                auto at = [&](ImplicitLocOpBuilder &b, Value fromPart,
+                              int64_t c) {
+                  Value owner = addIndex(b, mulIndex(b, fromPart, slots), slot);
+                  return addIndex(b, mulIndex(b, owner, 32 * 4 * nTiles),
+                                  addIndex(b, lane, 32 * c));
+                };
+                ifThen(
+                    b,
+                    arith::XOrIOp::create(
+                        b, isFirstPart, arith::ConstantIntOp::create(b, 1, 1)),
+                    [&](ImplicitLocOpBuilder &b) {
+                      Value from =
+                          arith::SubIOp::create(b, part, constIndex(b, 1));
+                      for (int64_t c = 0; c < 4 * nTiles; ++c)
+                        storeScalar(b, acc[c], s.partials, at(b, from, c));
+                    });
+                barrier(b);
+                for (int64_t from = 0; from + 1 < s.kSplit; ++from)
+                  for (int64_t c = 0; c < 4 * nTiles; ++c)
+                    acc[c] = arith::AddFOp::create(
+                        b, acc[c],
+                        loadScalar(b, s.partials,
+                                   at(b, constIndex(b, from), c)));
+                // Read before the next round's partials are written.
+                barrier(b);
+              }
+              // Registers c0, c1: first rows (g) of tokens 2q, 2q + 1;
+              // c2, c3: second rows (g + 8). Part 0 finishes the block.
+              ifThen(b, arith::AndIOp::create(b, active, isFirstPart),
+                     [&](ImplicitLocOpBuilder &b) {
+                       for (int64_t n = 0; n < nTiles; ++n)
+                         for (int64_t i = 0; i < 2; ++i) {
+                           Value sumA = acc[4 * n + i];
+                           Value sumB = acc[4 * n + 2 + i];
+                           ifThen(b, valid[2 * n + i],
+                                  [&](ImplicitLocOpBuilder &b) {
+                                    emitPairEpilogue(b, p, rows,
+                                                     inputs[2 * n + i], sumA,
+                                                     sumB);
+                                  });
+                         }
+                     });
+            });
+      });
+}
+
+/// Smallest batch the tensor-core variant is launched for: measured on the
+/// H200 for Llama-3-8B (docs/performance.md), it beats the CUDA-core kernel
+/// from batch 2 (23.2 vs 29.1 us) and loses at batch 1 (22.5 vs 16.1).
+constexpr int64_t kMmaMinBatch = 2;
+
+/// The tensor-core variant's schedule, if the target has tensor cores and
+/// the shapes allow it: hidden % 32 == 0 (whole 32-element k steps), pairs
+/// % 8 == 0 (16-row blocks) and at least 8 token rows in shared memory.
+static std::optional<MmaSchedule> chooseMmaSchedule(const ProjectionPlan &p,
+                                                    gpu::GPUModuleOp module) {
+  constexpr int64_t kSharedPerSM = 228 * 1024, kSharedPerCTA = 227 * 1024;
+  if (!hasTensorCores(module) || p.hidden % 32 != 0 || p.pairs % 8 != 0)
+    return std::nullopt;
+  MmaSchedule s;
+  s.blockSize = 32 * s.warps;
+  const int64_t rowBlocks = p.pairs / 8;
+  // Rows padded by 64 bytes: the 8 lanes of a shared-memory phase read
+  // two token rows in different bank halves.
+  s.rowStride = p.hidden + 64 / getTypeBytes(p.act);
+  const int64_t rowBytes = s.rowStride * getTypeBytes(p.act);
+  // Partial-sum buffer for the largest split (7 of 8 warps write) and tile
+  // (4 column blocks: 16 registers).
+  const int64_t partialFloats = (s.warps - 1) * 32 * 16;
+  s.tileTokens = std::min<int64_t>(32, (kSharedPerCTA - 4 * partialFloats) /
+                                           rowBytes / 8 * 8);
+  if (s.tileTokens < 8)
+    return std::nullopt;
+  // CTAs per SM are limited by the token tile's shared memory; every SM
+  // gets some.
+  const int64_t smem = s.tileTokens * rowBytes;
+  const int64_t ctasPerSM = std::max<int64_t>(
+      1, std::min(kSharedPerSM / (smem + 4 * partialFloats + 1024),
+                  2048 / s.blockSize));
+  s.grid = std::min(getSMCount(module) * ctasPerSM, rowBlocks);
+  // Split k over as many warps as the CTAs have for the row blocks (each
+  // part a whole number of 32-element steps).
+  s.kSplit = s.warps;
+  while (s.kSplit > 1 && (rowBlocks * s.kSplit > s.grid * s.warps ||
+                          p.hidden % (32 * s.kSplit) != 0))
+    s.kSplit /= 2;
+  s.vectors = 8;
+  while ((p.hidden / s.kSplit) % (32 * s.vectors) != 0)
+    s.vectors /= 2;
+  return s;
+}
+
+/// Adds the tensor-core variant of a projection kernel with schedule `s`,
+/// launched for batches of at least kMmaMinBatch: it streams the weights
+/// once per tile of up to 32 tokens instead of once per 4.
+static LogicalResult emitMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
+                                    ProjectionPlan p, MmaSchedule s,
+                                    KernelLaunch &launch) {
+  const int64_t smem = s.tileTokens * s.rowStride * getTypeBytes(p.act);
+  KernelVariant variant;
+  variant.minBatch = kMmaMinBatch;
+  variant.entry = launch.entry + "_mma";
+  variant.grid = {std::to_string(s.grid), "1", "1"};
+  variant.blockSize = s.blockSize;
+  variant.dynamicSharedBytes = smem;
+  OpBuilder builder(kernel.getContext());
+  gpu::GPUFuncOp func =
+      createKernelFunc(builder, kernel.getLoc(), module, variant.entry,
+                       launch.params, s.blockSize);
+  ImplicitLocOpBuilder b(kernel.getLoc(), builder);
+  if (failed(bindPlan(b, p, kernel, func, launch.params, module,
+                      launch.entry + "_inv_freq")))
+    return failure();
+  Value xs =
+      getDynamicSharedBuffer(b, module, p.act, s.tileTokens * s.rowStride);
+  if (s.kSplit > 1)
+    s.partials = addWorkgroupBuffer(func, b.getF32Type(),
+                                    (s.kSplit - 1) * (s.warps / s.kSplit) * 32 *
+                                        4 * (s.tileTokens / 8));
+  emitMmaTiles(b, p, s, xs);
+
+  Builder attrs(kernel.getContext());
+  variant.schedule = attrs.getDictionaryAttr({
+      attrs.getNamedAttr("kind", attrs.getStringAttr("projection_mma")),
+      attrs.getNamedAttr("min_batch", attrs.getI64IntegerAttr(kMmaMinBatch)),
+      attrs.getNamedAttr("threads", attrs.getI64IntegerAttr(s.blockSize)),
+      attrs.getNamedAttr("warps", attrs.getI64IntegerAttr(s.warps)),
+      attrs.getNamedAttr("grid", attrs.getI64IntegerAttr(s.grid)),
+      attrs.getNamedAttr("rows_per_warp", attrs.getI64IntegerAttr(16)),
+      attrs.getNamedAttr("tile_tokens", attrs.getI64IntegerAttr(s.tileTokens)),
+      attrs.getNamedAttr("k_vectors", attrs.getI64IntegerAttr(s.vectors)),
+      attrs.getNamedAttr("k_split", attrs.getI64IntegerAttr(s.kSplit)),
+  });
+  launch.variants.push_back(std::move(variant));
+  return success();
 }
 
 FailureOr<KernelLaunch>
@@ -460,7 +873,10 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   p.batchTile = 8;
   while (p.batchTile > 1 && p.batchTile * p.hidden * elemBytes > kSharedBudget)
     p.batchTile /= 2;
-  p.batchTile = std::min<int64_t>(p.batchTile, 4);
+  // With the tensor-core variant, this kernel only runs at batch 1: a tile
+  // of one token (measured: 16.1 us at batch 1 vs 19.2 with tiles of 4).
+  std::optional<MmaSchedule> mma = chooseMmaSchedule(p, module);
+  p.batchTile = std::min<int64_t>(p.batchTile, mma ? 1 : 4);
   const int64_t chunks = p.hidden / 256;
   p.unroll = chunks >= 2 ? 2 : 1;
 
@@ -475,72 +891,9 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
       createKernelFunc(builder, kernel.getLoc(), module, launch.entry,
                        launch.params, p.blockSize);
   ImplicitLocOpBuilder b(kernel.getLoc(), builder);
-  Block &body = kernel.getBody().front();
-  auto arg = [&](Value bodyValue) -> Value {
-    if (!bodyValue)
-      return nullptr;
-    auto blockArg = dyn_cast<BlockArgument>(bodyValue);
-    if (!blockArg || blockArg.getOwner() != &body)
-      return nullptr;
-    return func.getArgument(blockArg.getArgNumber());
-  };
-  auto output = [&](Value bodyValue) -> Value {
-    if (!bodyValue)
-      return nullptr;
-    for (auto [index, yielded] : llvm::enumerate(kernel.getYield().getValues()))
-      if (yielded == bodyValue)
-        return func.getArgument(kernel.getInputs().size() + index);
-    return nullptr;
-  };
-  p.batch = i32ToIndex(b, func.getArgument(findParam(launch.params, "batch")));
-  if (int maxPages = findParam(launch.params, "max_pages"); maxPages >= 0)
-    p.maxPages = func.getArgument(maxPages);
-
-  p.weight = arg(qkv.getWeight());
-  p.bias = arg(qkv.getBias());
-  p.norm.hidden = p.hidden;
-  p.norm.elementType = p.act;
-  if (RMSNormOp rms = p.ops.rms) {
-    p.norm.kind = NormSpec::Kind::RMS;
-    p.norm.epsilon = rms.getEpsilon().convertToDouble();
-    p.norm.unitOffset = rms.getUnitOffset();
-    p.norm.input = arg(rms.getInput());
-    p.norm.residual = arg(rms.getResidual());
-    p.norm.weight = arg(rms.getWeight());
-    p.norm.residualOut = output(rms.getResidualOut());
-    p.norm.normedOut = output(rms.getResult());
-  } else if (LayerNormOp layer = p.ops.layer) {
-    p.norm.kind = NormSpec::Kind::Layer;
-    p.norm.epsilon = layer.getEpsilon().convertToDouble();
-    p.norm.input = arg(layer.getInput());
-    p.norm.weight = arg(layer.getWeight());
-    p.norm.bias = arg(layer.getBias());
-    p.norm.normedOut = output(layer.getResult());
-  } else {
-    p.norm.input = arg(qkv.getInput());
-  }
-  p.qRaw = output(qkv.getQuery());
-  p.kRaw = output(qkv.getKey());
-  p.vRaw = output(qkv.getValue());
-  if (RopeOp rope = p.ops.rope) {
-    p.qRot = output(rope.getQueryOut());
-    p.kRot = output(rope.getKeyOut());
-    p.ropePositions = arg(rope.getPositions());
-    p.invFreq =
-        getRopeInvFreqTable(b, module, rope, launch.entry + "_inv_freq");
-  }
-  if (KVAppendOp append = p.ops.append) {
-    p.keyCache = arg(append.getKeyCache());
-    p.valueCache = arg(append.getValueCache());
-    p.blockTable = arg(append.getBlockTable());
-    p.appendPositions = arg(append.getPositions());
-  }
-  if (!p.weight || !p.norm.input || (p.ops.rope && !p.ropePositions) ||
-      (p.ops.append && (!p.keyCache || !p.valueCache || !p.blockTable ||
-                        !p.appendPositions || !p.maxPages)))
-    return kernel.emitOpError(
-        "unsupported projection kernel: weights, positions, caches and the "
-        "block table must be kernel operands");
+  const std::string invFreqName = launch.entry + "_inv_freq";
+  if (failed(bindPlan(b, p, kernel, func, launch.params, module, invFreqName)))
+    return failure();
 
   // Shared memory: the normalised rows of one batch tile, and the
   // reduction scratch.
@@ -626,5 +979,7 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
       attrs.getNamedAttr("min_ctas_per_sm",
                          attrs.getI64IntegerAttr(p.minCtasPerSM)),
   });
+  if (mma && failed(emitMmaVariant(kernel, module, p, *mma, launch)))
+    return failure();
   return launch;
 }

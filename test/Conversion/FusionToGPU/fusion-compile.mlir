@@ -96,7 +96,20 @@
 // CHECK:            "kind": "projection",
 // CHECK:            "strategy": "decode",
 // CHECK:            "threads": 64,
-// CHECK:          "static_shared_bytes": 4104
+// CHECK:          "static_shared_bytes": 1032,
+// The tensor-core variant launched instead from batch 2 (docs/abi.md): its
+// own entry and geometry, the kernel's parameters.
+// CHECK-NEXT:     "variants": [
+// CHECK-NEXT:       {
+// CHECK-NEXT:         "block": [
+// CHECK-NEXT:           256,
+// CHECK:              "dynamic_shared_bytes": 34816,
+// CHECK-NEXT:         "entry": "layer_k0_fused_mma",
+// CHECK-NEXT:         "grid": [
+// CHECK-NEXT:           32,
+// CHECK:              "min_batch": 2,
+// CHECK:                "kind": "projection_mma",
+// CHECK:              "static_shared_bytes": 14336
 // The attention kernel reads the rotated query the first kernel wrote.
 // CHECK:          "entry": "layer_k1_decode_attention",
 // CHECK:              "binding": {
@@ -111,6 +124,7 @@
 // CHECK:      "strategy": "decode",
 
 // PTX: .visible .entry layer_k0_fused(
+// PTX: .visible .entry layer_k0_fused_mma(
 // PTX: .visible .entry layer_k1_decode_attention(
 // PTX-NOT: __nv_
 

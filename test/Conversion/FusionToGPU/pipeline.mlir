@@ -4,11 +4,13 @@
 // RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-opt %s --fusion-form-kernels --fusion-to-ptx | FileCheck %s
 // RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-opt %s --fusion-form-kernels --fusion-to-ptx | FileCheck %s --check-prefix=NOLIBDEVICE
 // RUN: fusion-opt %s --fusion-form-kernels=strategy=none --fusion-to-ptx='chip=sm_80' | FileCheck %s --check-prefix=SM80
+// RUN: fusion-opt %s --fusion-form-kernels --fusion-to-ptx='chip=sm_75' | FileCheck %s --check-prefix=SM75
 
 // CHECK: fusion.kernel @layer_k0_fused
 // CHECK-SAME: fusion.launch = {block = 64 : i64, entry = "layer_k0_fused"
 // CHECK: gpu.binary @fusion_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
 // CHECK-SAME: .target sm_90
+// CHECK-SAME: .extern .shared .align 16 .b8 __fusion_dynamic_shared[]
 // CHECK-SAME: .entry layer_k0_fused(
 // CHECK-SAME: .param .u64 .ptr .align 1 layer_k0_fused_param_0,
 // CHECK-SAME: .param .u32 layer_k0_fused_param_11
@@ -20,15 +22,26 @@
 // CHECK-SAME: bar.sync
 // CHECK-SAME: sqrt.rn.f32
 // CHECK-SAME: fma.rn.f64
+// The tensor-core variant of the projection (sm_80+ only).
+// CHECK-SAME: .entry layer_k0_fused_mma(
+// CHECK-SAME: ld.shared.v4.b32
+// CHECK-SAME: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // NOLIBDEVICE-NOT: __nv_
-// NOLIBDEVICE-NOT: .extern
+// NOLIBDEVICE-NOT: .extern .func
 
 // SM80: gpu.binary @fusion_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">
 // SM80-SAME: .target sm_80
 // SM80-SAME: .entry layer_k0_rmsnorm(
 // SM80-SAME: .entry layer_k1_qkv_proj(
+// SM80-SAME: .entry layer_k1_qkv_proj_mma(
 // SM80-SAME: .entry layer_k2_rope(
 // SM80-SAME: .entry layer_k3_kv_append(
+
+// Before sm_80 there are no f16 mma.m16n8k16: no tensor-core variant.
+// SM75: fusion.kernel @layer_k0_fused
+// SM75-NOT: variants
+// SM75: .target sm_75
+// SM75-NOT: mma.sync
 func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
     %qkv_w: tensor<512x512xf16>, %pos: tensor<?xi32>,
     %block_table: tensor<?x?xi32>, %kc: memref<?x16x2x64xf16>, %vc: memref<?x16x2x64xf16>)

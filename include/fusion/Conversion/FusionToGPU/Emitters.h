@@ -50,6 +50,25 @@ struct KernelParam {
   bool zeroInitialized = false;
 };
 
+/// A kernel specialised for larger batches: same parameters and results as
+/// the primary kernel of its KernelLaunch, launched instead of it when the
+/// run-time batch is at least `minBatch` (e.g. the tensor-core projection,
+/// which streams the weights once per 16-token tile).
+struct KernelVariant {
+  /// Smallest batch (>= 2) this variant is launched for.
+  int64_t minBatch = 0;
+  /// PTX entry name (a gpu.func of its own).
+  std::string entry;
+  /// Grid dimensions x, y, z, as in KernelLaunch.
+  std::array<std::string, 3> grid;
+  /// Threads per block (1-D blocks).
+  int64_t blockSize = 0;
+  /// Dynamic shared memory in bytes.
+  int64_t dynamicSharedBytes = 0;
+  /// The schedule the emitter chose for this variant.
+  DictionaryAttr schedule;
+};
+
 /// How to launch one emitted kernel.
 struct KernelLaunch {
   /// PTX entry name (the fusion.kernel's sym_name).
@@ -65,6 +84,9 @@ struct KernelLaunch {
   /// The schedule the emitter chose (threads, rows per CTA, vector width,
   /// KV splits, ...), also recorded on the fusion.kernel as `schedule`.
   DictionaryAttr schedule;
+  /// Batch-specialised replacements, by ascending minBatch: the runtime
+  /// launches the last one whose minBatch <= batch, else this kernel.
+  SmallVector<KernelVariant> variants;
 };
 
 /// Front-half / projection kernel: `[rmsnorm|layernorm] -> qkv_proj ->

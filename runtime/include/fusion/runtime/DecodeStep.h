@@ -6,7 +6,8 @@
 // device buffers for the function arguments (activations, weights,
 // positions, block table, KV caches), and launches the kernels of one step
 // in manifest order on a stream, directly or as a CUDA graph captured once
-// per step shape and replayed.
+// per step shape and replayed. A kernel with batch variants is launched as
+// the variant the step's batch selects (ManifestKernel::launchFor).
 //
 //   cuda::Context ctx = cuda::Context::open();
 //   Model model = Model::load("model.manifest.json");
@@ -54,9 +55,10 @@ public:
   };
 
   /// Checks `ptx` against the model's manifest, JIT-loads it, resolves
-  /// every kernel entry and allocates (and zeroes) the internal buffers for
-  /// `capacity`. `ptxName` names the PTX in messages. `context` and `model`
-  /// must outlive the DecodeStep.
+  /// every kernel entry and variant entry (opting in to more than 48 KiB of
+  /// shared memory where a launch needs it) and allocates (and zeroes) the
+  /// internal buffers for `capacity`. `ptxName` names the PTX in messages.
+  /// `context` and `model` must outlive the DecodeStep.
   DecodeStep(const cuda::Context &context, const Model &model,
              const std::string &ptx, const std::string &ptxName,
              const Capacity &capacity);
@@ -94,7 +96,7 @@ public:
   void poisonOutputs(CUstream stream = nullptr);
 
   /// Validates `shape` and launches the kernels in order on `stream` (null:
-  /// stream()).
+  /// stream()), each as LaunchPlan::prepare selects for shape.batch.
   void run(const StepShape &shape, CUstream stream = nullptr);
   /// As run(), through a CUDA graph: captured on the first call and
   /// whenever the shape, the stream or a binding changed since the last
@@ -116,7 +118,9 @@ private:
   Options options_;
   LaunchPlan plan_;
   cuda::Module module_;
-  std::vector<CUfunction> functions_;
+  /// Per kernel (launch order): its primary entry's function, then one per
+  /// variant (index variant + 1).
+  std::vector<std::vector<CUfunction>> functions_;
   std::vector<cuda::DeviceBuffer> internal_;
   cuda::Stream stream_;
   cuda::GraphExec graph_;

@@ -12,30 +12,42 @@
 //     "functions": [ { "name": "decode_layer",
 //         "arguments": [ {"index": 0, "name": "x", "kind": "tensor"|"buffer",
 //                         "dtype": "f16", "shape": ["batch", 4096]}, ... ],
-//         "kernels": [0, 1],                  (launch order)
+//         "kernels": [0, 1],                   (launch order)
 //         "results": [ {"index": 0, "dtype": "f16", "shape": [...],
 //                       "source": {"kernel": 1, "result": 0}
 //                               | {"argument": 3}}, ... ] } ],
 //     "kernels": [ { "index": 0, "function": "decode_layer", "name": "...",
-//         "entry": "<PTX .entry name>",
-//         "grid": [<dim>, <dim>, <dim>],       (a count or
-//         "batch"/"num_splits") "block": [256, 1, 1], "dynamic_shared_bytes":
-//         0, "static_shared_bytes": 2048,  (optional) "schedule": {
-//         "max_splits": 32, ... },                   (optional) "ops": [ {"op":
-//         "rmsnorm", "attributes": {"epsilon": 1e-5}},
+//         <launch>,                            (the primary launch)
+//         "variants": [ {"min_batch": 8, <launch>}, ... ],      (optional)
+//         "ops": [ {"op": "rmsnorm", "attributes": {"epsilon": 1e-5}},
 //                  {"op": "rope", "attributes": {"theta": 5e5,
-//                   "pairing": "neox", "scaling": {...}}}, ... ], (optional)
-//         "params": [ {"index": 0, "kind":
-//         "input"|"output"|"workspace"|"scalar",
+//                   "pairing": "neox", "scaling": {...}}}, ... ],
+//                                              (optional)
+//         "params": [ {"index": 0,
+//                      "kind": "input"|"output"|"workspace"|"scalar",
 //                      "role": "input", "dtype": "f16"|"bf16"|"f32"|"i32",
-//                      "shape": [<dim>, ...],             (buffers only)
-//                      "zero_init": true,                 (workspaces,
-//                      optional) "binding": {"argument": i}         (inputs)
-//                               | {"kernel": k, "result": r, "reshaped": true}
-//                               | {"result": r}           (outputs: result r of
-//                                                          this kernel)
+//                      "shape": [<dim>, ...],  (buffers only)
+//                      "zero_init": true,      (workspaces, optional)
+//                      "binding": {"argument": i}          (inputs)
+//                               | {"kernel": k, "result": r,
+//                                  "reshaped": true}
+//                               | {"result": r}   (outputs: result r of
+//                                                  this kernel)
 //                    }, ... ] } ],
-//     "model": { <Hugging Face config.json fields> } }     (optional)
+//     "model": { <Hugging Face config.json fields> } }      (optional)
+//
+// where <launch> is
+//
+//   "entry": "<PTX .entry name>",
+//   "grid": [<dim>, <dim>, <dim>],             (a count, "batch" or
+//                                               "num_splits")
+//   "block": [256, 1, 1],
+//   "dynamic_shared_bytes": 0, "static_shared_bytes": 2048,  (optional)
+//   "schedule": { "max_splits": 32, ... }      (optional)
+//
+// A kernel's variants have its parameters and are in strictly ascending
+// min_batch (>= 2); a step of batch B launches the last variant whose
+// min_batch <= B instead of the primary launch (ManifestKernel::launchFor).
 //
 // A <dim> is a non-negative integer (or its decimal string) or one of the
 // run-time sizes "batch", "num_splits", "max_pages" (block-table row
@@ -151,16 +163,13 @@ struct ManifestOp {
   }
 };
 
-/// One kernel: its PTX entry, launch geometry and parameters. Several
-/// kernels may share an entry (the compiler emits identical kernels, e.g.
-/// the layers of a model, once).
-struct ManifestKernel {
-  int index = 0;
-  std::string function;
-  std::string name;
+/// How to launch one PTX entry: a kernel's primary launch or one of its
+/// batch variants.
+struct LaunchGeometry {
   std::string entry;
   std::array<Dim, 3> grid;
   std::array<int64_t, 3> block{1, 1, 1};
+  /// Shared memory in bytes: passed to cuLaunchKernel / reported.
   int64_t dynamicSharedBytes = 0;
   int64_t staticSharedBytes = 0;
   /// The schedule object as JSON text ("{}" if absent).
@@ -168,24 +177,53 @@ struct ManifestKernel {
   /// Its integer and string members (e.g. max_splits, kind).
   std::map<std::string, int64_t> scheduleInts;
   std::map<std::string, std::string> scheduleStrings;
+
+  /// The grid under `symbols`.
+  std::array<int64_t, 3> gridFor(const Symbols &symbols) const;
+};
+
+/// A batch-specialised replacement of a kernel's primary launch: same
+/// parameters, its own entry, grid, block, shared memory and schedule.
+struct ManifestVariant : LaunchGeometry {
+  /// Launched for run-time batches >= minBatch (>= 2).
+  int64_t minBatch = 0;
+};
+
+/// One kernel: its parameters, its primary launch (the LaunchGeometry base)
+/// and its batch variants. Several kernels may share an entry (the compiler
+/// emits identical kernels, e.g. the layers of a model, once).
+struct ManifestKernel : LaunchGeometry {
+  int index = 0;
+  std::string function;
+  std::string name;
   std::vector<ManifestParam> params;
   /// The ops it computes, in order (empty if the manifest does not say).
   std::vector<ManifestOp> ops;
+  /// Batch variants by strictly ascending minBatch (often none).
+  std::vector<ManifestVariant> variants;
 
-  /// Whether the grid or a scalar parameter uses num_splits.
+  /// The variant launched for `batch`: the index of the last one whose
+  /// minBatch <= batch, or -1 for the primary launch.
+  int variantFor(int64_t batch) const;
+  /// What to launch for `batch`: variants[variantFor(batch)] or the primary
+  /// launch (*this). Launch through this, not through `entry` / `grid`.
+  const LaunchGeometry &launchFor(int64_t batch) const;
+
+  /// Whether a grid (primary or variant) or a scalar parameter uses
+  /// num_splits.
   bool usesNumSplits() const;
   /// Whether a scalar parameter is max_pages.
   bool usesMaxPages() const;
   /// schedule.max_splits (1 for a kernel that does not use num_splits).
   int64_t maxSplits() const;
-  /// The grid under `symbols`.
-  std::array<int64_t, 3> gridFor(const Symbols &symbols) const;
   /// Number of output params (= kernel results).
   int numOutputs() const;
   /// The output param for result `r`, or null.
   const ManifestParam *output(int r) const;
   /// "kernel 1 (decode_layer_kernel_1)".
   std::string label() const;
+  /// label(), plus " variant min_batch 8 (entry)" for variant `v` >= 0.
+  std::string label(int v) const;
 };
 
 struct ManifestArgument {
@@ -249,8 +287,9 @@ std::vector<PtxEntry> scanPtxEntries(std::string_view ptx,
 
 /// Checks that every kernel of `manifest` has an entry in `ptx` whose
 /// parameters match the manifest: one 64-bit (.u64/.b64/.s64) parameter per
-/// buffer, one 32-bit (.u32/.b32/.s32) per i32 scalar, in order. Throws
-/// FormatError naming the kernel, the entry and the first mismatch.
+/// buffer, one 32-bit (.u32/.b32/.s32) per i32 scalar, in order; the same
+/// for the entry of each of its variants. Throws FormatError naming the
+/// kernel (and variant), the entry and the first mismatch.
 void checkPtxAgainstManifest(std::string_view ptx, const std::string &ptxName,
                              const Manifest &manifest);
 

@@ -117,7 +117,9 @@ public:
   /// The largest num_splits every kernel accepts (min of their
   /// schedule.max_splits; 1 if none uses num_splits).
   int64_t maxSplits() const { return maxSplits_; }
-  /// The num_splits policy of the first split-KV kernel's schedule:
+  /// The num_splits policy of the first split-KV kernel, from the grid and
+  /// schedule of the launch `batch` selects (ManifestKernel::launchFor; the
+  /// kernel's own schedule for members a variant's lacks):
   /// max(1, min(max_splits, floor(target_ctas / (batch * grid_y)),
   /// ceil(maxSeqLen / min_chunk_tokens))); 1 if no kernel uses num_splits
   /// (target_ctas defaults to 264, min_chunk_tokens to 64).
@@ -176,10 +178,16 @@ struct KernelArg {
   int32_t scalar = 0;
 };
 
-/// Everything cuLaunchKernel needs for one kernel of a step.
+/// Everything cuLaunchKernel needs for one kernel of a step: the launch
+/// its batch selects (ManifestKernel::launchFor).
 struct PreparedLaunch {
   /// Position in Model::kernels() (launch order).
   int kernel = 0;
+  /// The kernel's variant launched (ManifestKernel::variantFor), or -1 for
+  /// its primary launch.
+  int variant = -1;
+  /// The PTX entry, grid, block and dynamic shared memory (bytes) of that
+  /// launch.
   std::string entry;
   std::array<uint32_t, 3> grid{};
   std::array<uint32_t, 3> block{};
@@ -234,9 +242,10 @@ public:
   /// InvalidArgumentError for batch < 1, maxPages < 1 (when a kernel reads
   /// a block table), numSplits outside [1, maxSplits] (when a kernel uses
   /// it), unbound arguments (all listed), unset internal buffers, or a grid
-  /// dimension out of the CUDA limits.
+  /// dimension (of the launch shape.batch selects) out of the CUDA limits.
   void validate(const StepShape &shape) const;
-  /// validate(shape), then the launches of the step in order.
+  /// validate(shape), then the launches of the step in order, each the
+  /// kernel's variant for shape.batch or its primary launch.
   std::vector<PreparedLaunch> prepare(const StepShape &shape) const;
 
 private:

@@ -40,7 +40,7 @@ def main():
             ptx = open(prefix + ".ptx").read()
             manifest = json.load(open(prefix + ".manifest.json"))
             problems = []
-            if "__nv_" in ptx or ".extern" in ptx:
+            if "__nv_" in ptx or ".extern .func" in ptx:
                 problems.append("libdevice call in the PTX")
             for k in manifest["kernels"]:
                 if f".entry {k['entry']}(" not in ptx:
