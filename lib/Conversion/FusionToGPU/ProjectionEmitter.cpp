@@ -33,6 +33,13 @@
 //    range reduction, round, then stores q (and k/v outputs if yielded) and
 //    k/v straight into the paged cache with 64-bit offsets.
 //
+// With tensor cores (sm_80+) and shapes that allow it, a second gpu.func
+// `<entry>_mma` is emitted and recorded as a batch variant (Emitters.h): the
+// runtime launches it from batch 2 and the kernel above, then with tiles of
+// one token, only at batch 1. The variant normalises tiles of up to 32 tokens
+// into dynamic shared memory and runs mma.m16n8k16 over 16-row weight blocks
+// (emitMmaTiles; docs/performance.md entries 8-11).
+//
 //===----------------------------------------------------------------------===//
 
 #include "EmitterUtils.h"
