@@ -65,7 +65,7 @@ namespace fusion::runtime::cuda {
   X(cuEventRecord)                                                             \
   X(cuEventSynchronize)                                                        \
   X(cuEventElapsedTime)                                                        \
-  X(cuLaunchKernel)
+  X(cuLaunchKernelEx)
 
 #define FUSION_STR_(x) #x
 #define FUSION_STR(x) FUSION_STR_(x)
@@ -578,16 +578,30 @@ void synchronize(CUstream stream, std::string_view what) {
 
 void launchKernel(CUfunction function, const std::string &entry,
                   const unsigned grid[3], const unsigned block[3],
-                  unsigned sharedBytes, CUstream stream, void **params) {
-  CUresult r = api().cuLaunchKernel(function, grid[0], grid[1], grid[2],
-                                    block[0], block[1], block[2], sharedBytes,
-                                    stream, params, nullptr);
+                  unsigned sharedBytes, CUstream stream, void **params,
+                  bool programmatic) {
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = grid[0];
+  config.gridDimY = grid[1];
+  config.gridDimZ = grid[2];
+  config.blockDimX = block[0];
+  config.blockDimY = block[1];
+  config.blockDimZ = block[2];
+  config.sharedMemBytes = sharedBytes;
+  config.hStream = stream;
+  config.attrs = programmatic ? &attribute : nullptr;
+  config.numAttrs = programmatic ? 1 : 0;
+  CUresult r = api().cuLaunchKernelEx(&config, function, params, nullptr);
   if (r != CUDA_SUCCESS) {
     std::ostringstream op;
-    op << "cuLaunchKernel(" << entry << ", grid [" << grid[0] << ", " << grid[1]
-       << ", " << grid[2] << "], block [" << block[0] << ", " << block[1]
-       << ", " << block[2] << "], " << sharedBytes
-       << " bytes dynamic shared memory)";
+    op << "cuLaunchKernelEx(" << entry << ", grid [" << grid[0] << ", "
+       << grid[1] << ", " << grid[2] << "], block [" << block[0] << ", "
+       << block[1] << ", " << block[2] << "], " << sharedBytes
+       << " bytes dynamic shared memory"
+       << (programmatic ? ", programmatic stream serialization" : "") << ")";
     check(r, op.str());
   }
 }

@@ -113,7 +113,7 @@ std::string DecodeStep::stepLabel() const {
 void DecodeStep::launchAll(const std::vector<PreparedLaunch> &launches,
                            CUstream stream, bool syncEach) {
   for (const PreparedLaunch &l : launches) {
-    // cuLaunchKernel copies the arguments, so local storage suffices.
+    // cuLaunchKernelEx copies the arguments, so local storage suffices.
     std::vector<CUdeviceptr> pointers(l.args.size());
     std::vector<int32_t> scalars(l.args.size());
     std::vector<void *> params(l.args.size());
@@ -129,7 +129,8 @@ void DecodeStep::launchAll(const std::vector<PreparedLaunch> &launches,
     unsigned grid[3] = {l.grid[0], l.grid[1], l.grid[2]};
     unsigned block[3] = {l.block[0], l.block[1], l.block[2]};
     cuda::launchKernel(functions_[l.kernel][l.variant + 1], l.entry, grid,
-                       block, l.dynamicSharedBytes, stream, params.data());
+                       block, l.dynamicSharedBytes, stream, params.data(),
+                       l.programmaticDependentLaunch);
     if (syncEach) {
       try {
         context_->synchronize("kernel " + l.entry);

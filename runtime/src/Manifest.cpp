@@ -424,6 +424,8 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
       k.variants.push_back(std::move(v));
     }
   }
+  if (auto pdl = n.find("programmatic_dependent_launch"))
+    k.programmaticDependentLaunch = pdl->asBool();
   if (auto ops = n.find("ops")) {
     ops->expectArray();
     for (size_t i = 0; i < ops->size(); ++i) {

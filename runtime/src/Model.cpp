@@ -363,6 +363,7 @@ std::vector<PreparedLaunch> LaunchPlan::prepare(const StepShape &shape) const {
       l.block[d] = static_cast<uint32_t>(launch.block[d]);
     }
     l.dynamicSharedBytes = static_cast<uint32_t>(launch.dynamicSharedBytes);
+    l.programmaticDependentLaunch = k.programmaticDependentLaunch;
     for (const ParamSource &src : m.paramSources(i)) {
       KernelArg a;
       switch (src.kind) {

@@ -132,6 +132,19 @@ TEST(Manifest, ParsesVariants) {
   EXPECT_EQ(k0.label(-1), k0.label());
 }
 
+TEST(Manifest, ParsesProgrammaticDependentLaunch) {
+  json j = tinyJson();
+  EXPECT_FALSE(parseJson(j).kernels[0].programmaticDependentLaunch);
+  j["kernels"][1]["programmatic_dependent_launch"] = true;
+  Manifest m = parseJson(j);
+  EXPECT_FALSE(m.kernels[0].programmaticDependentLaunch);
+  EXPECT_TRUE(m.kernels[1].programmaticDependentLaunch);
+  j["kernels"][1]["programmatic_dependent_launch"] = 1;
+  EXPECT_CONTAINS(EXPECT_THROW_MSG(FormatError, parseJson(j)),
+                  "m.json: kernels[1].programmatic_dependent_launch: "
+                  "expected true or false");
+}
+
 TEST(Manifest, SelectsTheLaunchForABatch) {
   Manifest m = parseJson(tinyJsonWithVariants());
   const ManifestKernel &k0 = m.kernels[0];

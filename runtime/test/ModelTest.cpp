@@ -169,6 +169,21 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   EXPECT_EQ(plan.resultAddress(1), 0x200000u);
 }
 
+TEST(LaunchPlan, PreparesProgrammaticDependentLaunch) {
+  json j = tinyJsonWithVariant();
+  j["kernels"][1]["programmatic_dependent_launch"] = true;
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  bindAll(plan);
+  for (int64_t batch : {1, 8}) {
+    SCOPED_TRACE(batch);
+    std::vector<PreparedLaunch> l = plan.prepare(StepShape{batch, 5, 4});
+    ASSERT_EQ(l.size(), 2u);
+    EXPECT_FALSE(l[0].programmaticDependentLaunch);
+    EXPECT_TRUE(l[1].programmaticDependentLaunch);
+  }
+}
+
 TEST(LaunchPlan, PreparesTheVariantTheBatchSelects) {
   Model m(Manifest::parse(tinyJsonWithVariant().dump(), "m.json"));
   LaunchPlan plan(m, Capacity{8, 16, 100});

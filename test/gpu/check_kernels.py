@@ -4,8 +4,8 @@
 For every <name>.<strategy>.ptx / .manifest.json pair in --dir, this script
 launches the kernels of each function in manifest order (skipping attention,
 which test/gpu/check_attention.py covers), each as the batch variant the
-case's batch selects (docs/abi.md 3.2; batches 8 to 33 exercise variants of
-minimum batch 8), binding buffers exactly as the
+case's batch selects (docs/abi.md 3.2; batches 2 to 33 exercise the
+tensor-core projection variants), binding buffers exactly as the
 manifest says (function arguments, earlier kernels' outputs), on fresh random
 inputs with NaN-poisoned outputs and caches, and compares every output with a
 float64 numpy reference of design.md 2.1 (the same math as
@@ -563,10 +563,12 @@ def bench(dev, directory, name, batches, copies=8, iters=50, extra_ptx=None):
 
 
 def cases_for(name):
-    # Batches 8, 13, 16 and 33 run the batch variants of minimum batch 8
-    # (docs/abi.md 3.2): one full 8-token tile, a partial tile, two tiles,
-    # and several tiles plus a remainder of 1.
+    # Batch 1 runs each kernel's own entry; batches 2 to 33 run the batch
+    # variants where a kernel has them (docs/abi.md 3.2; the tensor-core
+    # projection from batch 2, in tiles of 16 to 32 tokens): the smallest
+    # batch, partial tiles, and several tiles plus a remainder.
     cases = [Case(name, 1, [0]), Case(name, 1, [1000]), Case(name, 1, [131071]),
+             Case(name, 2, [7, 131070]),
              Case(name, 3, [5, 1, 17]),
              Case(name, 5, [0, 1, 1000, 100003, 131071], outlier=True),
              Case(name, 8, [(7919 * i + 3) % 131072 for i in range(8)]),

@@ -370,6 +370,8 @@ private:
       }
       k["variants"] = std::move(out);
     }
+    if (launch.get("programmatic_dependent_launch"))
+      k["programmatic_dependent_launch"] = true;
     // The ops the kernel computes, with their attributes (for references
     // and for users who want to know the math without reading MLIR).
     json::Array ops;

@@ -36,7 +36,7 @@ def ConvertFusionToGPUPass
 
     An emitter may add batch-specialised gpu.funcs with the same parameters:
     they are listed, by strictly ascending `min_batch` (>= 2), as
-    `variants = [{min_batch = 8 : i64, entry = ..., grid = [...], block = ...,
+    `variants = [{min_batch = 2 : i64, entry = ..., grid = [...], block = ...,
     smem = ..., static_smem = ..., schedule = {...}}]`, and a runtime
     launches the last one whose `min_batch` <= batch instead of `entry`.
 
@@ -47,9 +47,10 @@ def ConvertFusionToGPUPass
     Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
            "Streaming multiprocessors the grid should fill at batch 1 "
            "(H100/H200 SXM: 132)">,
-    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
-           "Also emit tensor-core (mma.sync, sm_80+) variants of kernels for "
-           "larger batches">,
+    Option<"targetSM", "target-sm", "int64_t", /*default=*/"90",
+           "Compute capability x 10 the kernels may use: >= 80 adds the "
+           "tensor-core (mma.sync) variants for larger batches, >= 90 "
+           "programmatic dependent launch (griddepcontrol)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

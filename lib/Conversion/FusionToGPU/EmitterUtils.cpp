@@ -24,9 +24,29 @@ int64_t mlir::fusion::getSMCount(gpu::GPUModuleOp module) {
   return 132;
 }
 
+/// The module's target compute capability x 10 (90 if unrecorded).
+static int64_t getTargetSM(gpu::GPUModuleOp module) {
+  auto attr = module->getAttrOfType<IntegerAttr>(kTargetSMAttrName);
+  return attr ? attr.getInt() : 90;
+}
+
 bool mlir::fusion::hasTensorCores(gpu::GPUModuleOp module) {
-  auto attr = module->getAttrOfType<BoolAttr>(kTensorCoresAttrName);
-  return !attr || attr.getValue();
+  return getTargetSM(module) >= 80;
+}
+
+int64_t mlir::fusion::getMaxSharedBytesPerCTA(gpu::GPUModuleOp module) {
+  const int64_t sm = getTargetSM(module);
+  if (sm >= 90)
+    return 227 * 1024;
+  if (sm == 80 || sm == 87)
+    return 163 * 1024;
+  if (sm >= 80)
+    return 99 * 1024;
+  return 64 * 1024;
+}
+
+bool mlir::fusion::hasGridDependencyControl(gpu::GPUModuleOp module) {
+  return getTargetSM(module) >= 90;
 }
 
 MemRefType mlir::fusion::getFlatBufferType(Type elementType) {
@@ -242,6 +262,15 @@ gpu::GPUFuncOp mlir::fusion::createKernelFunc(OpBuilder &builder, Location loc,
       builder.getDenseI32ArrayAttr({static_cast<int32_t>(blockSize), 1, 1}));
   Block &entry = func.getBody().front();
   builder.setInsertionPointToEnd(&entry);
+  if (hasGridDependencyControl(module)) {
+    // Programmatic dependent launch: the next kernel in the stream may be
+    // scheduled once every CTA of this one has started, and this kernel's
+    // reads wait until the previous kernel has finished and its writes are
+    // visible. Without the launch attribute both are no-ops.
+    NVVM::GriddepcontrolOp::create(builder, loc,
+                                   NVVM::GridDepActionKind::launch_dependents);
+    NVVM::GriddepcontrolOp::create(builder, loc, NVVM::GridDepActionKind::wait);
+  }
   auto ret = gpu::ReturnOp::create(builder, loc);
   builder.setInsertionPoint(ret);
   return func;
@@ -352,6 +381,9 @@ DictionaryAttr mlir::fusion::getLaunchAttr(MLIRContext *context,
       }));
     entries.push_back(b.getNamedAttr("variants", b.getArrayAttr(variants)));
   }
+  if (launch.programmaticDependentLaunch)
+    entries.push_back(
+        b.getNamedAttr("programmatic_dependent_launch", b.getUnitAttr()));
   return b.getDictionaryAttr(entries);
 }
 

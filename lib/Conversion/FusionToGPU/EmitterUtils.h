@@ -55,13 +55,24 @@ inline constexpr llvm::StringLiteral kSMCountAttrName = "fusion.sm_count";
 /// The SM count recorded on `module` (132, an H100/H200 SXM, if absent).
 int64_t getSMCount(gpu::GPUModuleOp module);
 
-/// Attribute on the gpu.module: whether emitters may use mma.sync (sm_80+;
-/// set by the pass from its `tensor-cores` option).
-inline constexpr llvm::StringLiteral kTensorCoresAttrName =
-    "fusion.tensor_cores";
+/// Attribute on the gpu.module: the compute capability x 10 the kernels may
+/// use (set by the pass from its `target-sm` option).
+inline constexpr llvm::StringLiteral kTargetSMAttrName = "fusion.target_sm";
 
-/// Whether `module` allows tensor-core kernels (true if unrecorded).
+/// Whether `module`'s target has f16/bf16 mma.sync (sm_80+; an unrecorded
+/// target counts as sm_90).
 bool hasTensorCores(gpu::GPUModuleOp module);
+
+/// The most shared memory (static + dynamic) one CTA may use on `module`'s
+/// target, in bytes (CUDA C Programming Guide, "Technical Specifications per
+/// Compute Capability": 227 KiB on sm_90, 163 KiB on sm_80/87, 99 KiB on
+/// sm_86/89, 64 KiB below).
+int64_t getMaxSharedBytesPerCTA(gpu::GPUModuleOp module);
+
+/// Whether `module`'s target has griddepcontrol (sm_90+): then every kernel
+/// starts with `griddepcontrol.launch_dependents` and `griddepcontrol.wait`
+/// (createKernelFunc) and may be launched with programmatic dependent launch.
+bool hasGridDependencyControl(gpu::GPUModuleOp module);
 
 /// `memref<kFlatBufferExtent x elementType>`.
 MemRefType getFlatBufferType(Type elementType);
@@ -119,8 +130,9 @@ Value addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType, int64_t count);
 /// A `memref<count x elementType, workgroup>` view of the kernel's dynamic
 /// shared memory (offset 0, 16-byte aligned); the launch must pass at least
 /// count * sizeof(elementType) bytes of dynamic shared memory. Declares the
-/// module's extern `.shared` array the lowering reuses (without it LLVM may
-/// treat the zero-sized array as internal and drop it).
+/// module's extern `.shared` array the lowering reuses (the lowering's own
+/// global is internal, and the NVPTX backend demotes it to a one-byte static
+/// `.shared` variable).
 Value getDynamicSharedBuffer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
                              Type elementType, int64_t count);
 

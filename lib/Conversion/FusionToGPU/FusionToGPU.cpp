@@ -111,8 +111,9 @@ struct ConvertFusionToGPUPass
     gpuModule->setAttr(kSMCountAttrName,
                        IntegerAttr::get(IntegerType::get(&getContext(), 64),
                                         smCount.getValue()));
-    gpuModule->setAttr(kTensorCoresAttrName,
-                       BoolAttr::get(&getContext(), tensorCores.getValue()));
+    gpuModule->setAttr(kTargetSMAttrName,
+                       IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                        targetSM.getValue()));
 
     bool failed = false;
     // Kernels with identical bodies (e.g. the layers of a model) share one
@@ -159,6 +160,9 @@ struct ConvertFusionToGPUPass
         continue;
       }
       recordSchedule(kernel, launch->schedule);
+      // createKernelFunc gave every kernel of this module the same
+      // griddepcontrol prologue.
+      launch->programmaticDependentLaunch = hasGridDependencyControl(gpuModule);
       DictionaryAttr finalAttr = withStaticSharedBytes(
           getLaunchAttr(&getContext(), *launch), gpuModule);
       if (auto variants = finalAttr.getAs<ArrayAttr>("variants")) {

@@ -19,12 +19,12 @@ void mlir::fusion::buildFusionToPTXPipeline(
     OpPassManager &pm, const FusionToPTXPipelineOptions &options) {
   ConvertFusionToGPUPassOptions convertOptions;
   convertOptions.smCount = options.smCount;
-  // mma.sync with f16/bf16 operands needs sm_80 or newer.
+  // What the kernels may use follows the chip ("sm_90a" -> 90).
   StringRef chip = options.chip;
   unsigned sm = 0;
   if (chip.consume_front("sm_") &&
       !chip.take_while(llvm::isDigit).getAsInteger(10, sm))
-    convertOptions.tensorCores = sm >= 80;
+    convertOptions.targetSM = sm;
   pm.addPass(createConvertFusionToGPUPass(convertOptions));
 
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();

@@ -192,6 +192,8 @@ struct TokenInputs {
   Value cacheSlot;    ///< page * page_size + slot of the new KV entry, or null
 };
 
+/// Loads the RoPE position of `token` and, with kv_append, its block-table
+/// entry (positions and block table as the kernel's operands).
 static TokenInputs loadTokenInputs(ImplicitLocOpBuilder &b,
                                    const ProjectionPlan &p, Value token) {
   TokenInputs in;
@@ -431,6 +433,12 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
       });
 }
 
+/// The module global holding the RoPE inverse frequencies of the kernel
+/// `entry` (shared by its variants).
+static std::string getInvFreqTableName(StringRef entry) {
+  return (entry + "_inv_freq").str();
+}
+
 /// Resolves the buffers and scalars of `p` to the arguments of `func` (a
 /// gpu.func with the kernel's parameter list `params`), at the builder's
 /// insertion point. The RoPE table is the module global `invFreqName`.
@@ -509,17 +517,30 @@ static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
 
 /// The tensor-core variant's schedule (see emitMmaVariant).
 struct MmaSchedule {
+  /// One CTA per SM: the token tile fills shared memory and the kernel, with
+  /// no register cap, takes up to 255 registers per thread.
   int64_t warps = 8, blockSize = 256, grid = 1;
   /// Tokens per tile (a multiple of 8: tileTokens / 8 n-tiles of mma).
   int64_t tileTokens = 8;
-  /// 16-byte weight vectors per row and lane in one loop step.
+  /// 16-byte weight vectors per row and lane in one loop step (`k_vectors`).
   int64_t vectors = 1;
   /// Elements between two token rows in shared memory.
   int64_t rowStride = 0;
+  /// Dynamic shared memory: tileTokens rows of rowStride elements.
+  int64_t dynamicSharedBytes = 0;
   /// Warps that share one row block, each taking hidden / kSplit of k.
   int64_t kSplit = 1;
   /// Workgroup f32 buffer for the partial sums of parts 1..kSplit-1.
   Value partials;
+
+  /// Row blocks in flight per CTA.
+  int64_t slots() const { return warps / kSplit; }
+  /// f32 elements of `partials` for a split of `split` and `n` 8-token column
+  /// blocks: register c of lane l of part p (1..split-1) and slot s at
+  /// [((p - 1) * slots + s) * 32 * 4n + 32c + l].
+  int64_t partialFloats(int64_t split, int64_t n) const {
+    return (split - 1) * (warps / split) * 32 * 4 * n;
+  }
 };
 
 /// Body of the tensor-core variant: for every tile of up to tileTokens
@@ -527,19 +548,24 @@ struct MmaSchedule {
 /// token), then every warp takes blocks of 16 weight rows (8 pairs, the
 /// pairs' first rows as fragment rows 0-7 and their second rows as 8-15)
 /// and multiplies them with all tokens of the tile with mma.m16n8k16, kSplit
-/// warps per block splitting k (so that enough warps stream weights).
+/// warps per block splitting k (so that enough warps stream weights). `xs`
+/// is the tile in shared memory: tileTokens rows of rowStride elements of
+/// the activation type.
 static void emitMmaTiles(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
                          const MmaSchedule &s, Value xs) {
   constexpr int64_t kWidth = 8;
   // A warp normalises a token of up to 32 * 8 * 16 = 4096 elements with
-  // all its loads in flight at once (the variant has no register cap).
-  constexpr int64_t kMmaNormChunks = 16;
+  // all its loads in flight at once (the variant has no register cap);
+  // LayerNorm, with its bias and second pass, spills at 16 (ptxas).
+  const int64_t normChunks = p.norm.kind == NormSpec::Kind::Layer ? 8 : 16;
   const int64_t H = p.hidden, J = s.vectors, step = 32 * J;
   const int64_t nTiles = s.tileTokens / 8;
   Value lane = laneId(b), warp = warpId(b);
+  // The mma fragment coordinates of this lane (PTX ISA: groupID g and
+  // threadID_in_group t).
   Value g = arith::DivUIOp::create(b, lane, constIndex(b, 4));
-  Value q = arith::RemUIOp::create(b, lane, constIndex(b, 4));
-  Value laneK = mulIndex(b, q, kWidth);
+  Value t4 = arith::RemUIOp::create(b, lane, constIndex(b, 4));
+  Value laneK = mulIndex(b, t4, kWidth);
   Value isCta0 =
       cmpI(b, arith::CmpIPredicate::eq, blockIdX(b), constIndex(b, 0));
   // Fragment registers: elements [at, at + 2) of a 16-byte vector.
@@ -559,33 +585,114 @@ static void emitMmaTiles(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
                   emitNormalizeToken(b, p.norm, addIndex(b, tileStart, t), xs,
                                      mulIndex(b, t, s.rowStride), isCta0,
                                      /*scratch=*/Value(), s.blockSize,
-                                     /*warpOnly=*/true, kMmaNormChunks);
+                                     /*warpOnly=*/true, normChunks);
                 });
         barrier(b);
-        // This lane finishes tokens 8n + 2q + i of the tile (the columns of
+        // This lane finishes tokens 8n + 2t + i of the tile (the columns of
         // its accumulator registers); rows beyond `count` are not stored.
         SmallVector<TokenInputs> inputs;
         SmallVector<Value> valid;
         Value last = arith::SubIOp::create(b, count, constIndex(b, 1));
         for (int64_t n = 0; n < nTiles; ++n)
           for (int64_t i = 0; i < 2; ++i) {
-            Value t = addIndex(b, mulIndex(b, q, 2), 8 * n + i);
+            Value t = addIndex(b, mulIndex(b, t4, 2), 8 * n + i);
             valid.push_back(cmpI(b, arith::CmpIPredicate::ult, t, count));
             inputs.push_back(loadTokenInputs(
                 b, p,
                 addIndex(b, tileStart, arith::MinUIOp::create(b, t, last))));
           }
         // Row blocks of 16 rows go round-robin over the CTAs (block-major,
-        // so that every CTA gets some); within a CTA, `slots` row blocks
+        // so that every CTA gets some); within a CTA, slots() row blocks
         // are in flight at once, each split over kSplit warps that take
         // consecutive k ranges of kPart elements.
-        const int64_t slots = s.warps / s.kSplit, kPart = H / s.kSplit;
+        const int64_t slots = s.slots(), kPart = H / s.kSplit;
         const int64_t rowBlocks = p.pairs / 8;
         Value slot = arith::RemUIOp::create(b, warp, constIndex(b, slots));
         Value part = arith::DivUIOp::create(b, warp, constIndex(b, slots));
         Value kBegin = mulIndex(b, part, kPart);
         Value isFirstPart =
             cmpI(b, arith::CmpIPredicate::eq, part, constIndex(b, 0));
+        // The dot products of rows `wA`, `wB` (element offsets of this
+        // lane's first vectors) over this warp's k range. Lane (g, t) reads
+        // elements [k + 32j + 8t, +8) of rows g and g + 8 and of token rows
+        // g: one 16-byte vector each. The k order inside a step is permuted
+        // identically for both operands (mma h of a vector uses its elements
+        // 4h..4h+3 as fragment columns 2t, 2t+1, 2t+8, 2t+9), which leaves
+        // every dot product unchanged.
+        auto dotProducts = [&](ImplicitLocOpBuilder &b, Value wA, Value wB) {
+          auto loadStep = [&](ImplicitLocOpBuilder &ib, Value k) {
+            SmallVector<Value> w;
+            for (int64_t j = 0; j < J; ++j) {
+              Value e = addIndex(ib, k, 32 * j);
+              w.push_back(
+                  loadVector(ib, p.weight, addIndex(ib, wA, e), kWidth));
+              w.push_back(
+                  loadVector(ib, p.weight, addIndex(ib, wB, e), kWidth));
+            }
+            return w;
+          };
+          SmallVector<Value> init(4 * nTiles, constF32(b, 0.0));
+          llvm::append_range(init, loadStep(b, kBegin));
+          // Software-pipelined like the CUDA-core path: step k + step's
+          // weights are loaded before step k's mma (the last step reloads
+          // itself).
+          auto loop = scf::ForOp::create(
+              b, kBegin, addIndex(b, kBegin, kPart), constIndex(b, step), init,
+              [&](OpBuilder &nb, Location loc, Value k, ValueRange args) {
+                ImplicitLocOpBuilder ib(loc, nb);
+                Value nextK =
+                    arith::MinUIOp::create(ib, addIndex(ib, k, step),
+                                           addIndex(ib, kBegin, kPart - step));
+                SmallVector<Value> acc(args.take_front(4 * nTiles));
+                SmallVector<Value> prefetched = loadStep(ib, nextK);
+                for (int64_t j = 0; j < J; ++j) {
+                  Value wa = args[4 * nTiles + 2 * j];
+                  Value wb = args[4 * nTiles + 2 * j + 1];
+                  Value e = addIndex(ib, addIndex(ib, k, 32 * j), laneK);
+                  SmallVector<Value> xv;
+                  for (int64_t n = 0; n < nTiles; ++n) {
+                    Value tokenRow = addIndex(ib, g, 8 * n);
+                    xv.push_back(loadVector(
+                        ib, xs,
+                        addIndex(ib, mulIndex(ib, tokenRow, s.rowStride), e),
+                        kWidth));
+                  }
+                  for (int64_t half = 0; half < 2; ++half) {
+                    int64_t at = 4 * half;
+                    SmallVector<Value> aFrag{
+                        pairOf(ib, wa, at), pairOf(ib, wb, at),
+                        pairOf(ib, wa, at + 2), pairOf(ib, wb, at + 2)};
+                    for (int64_t n = 0; n < nTiles; ++n) {
+                      SmallVector<Value> bFrag{pairOf(ib, xv[n], at),
+                                               pairOf(ib, xv[n], at + 2)};
+                      SmallVector<Value, 4> d =
+                          mmaM16N8K16(ib, p.act, aFrag, bFrag,
+                                      ArrayRef<Value>(acc).slice(4 * n, 4));
+                      std::copy(d.begin(), d.end(), acc.begin() + 4 * n);
+                    }
+                  }
+                }
+                llvm::append_range(acc, prefetched);
+                scf::YieldOp::create(ib, acc);
+              });
+          return SmallVector<Value>(loop.getResults().take_front(4 * nTiles));
+        };
+        // Builds `scf.if cond -> (4 * nTiles x f32)`: thenValues() or zeros.
+        auto ifAccumulators =
+            [&](ImplicitLocOpBuilder &b, Value cond,
+                llvm::function_ref<SmallVector<Value>(ImplicitLocOpBuilder &)>
+                    thenValues,
+                ArrayRef<Value> elseValues) {
+              SmallVector<Type> types(4 * nTiles, b.getF32Type());
+              auto ifOp = scf::IfOp::create(b, types, cond,
+                                            /*withElseRegion=*/true);
+              ImplicitLocOpBuilder ib(b.getLoc(), b.getContext());
+              ib.setInsertionPointToStart(ifOp.thenBlock());
+              scf::YieldOp::create(ib, thenValues(ib));
+              ib.setInsertionPointToStart(ifOp.elseBlock());
+              scf::YieldOp::create(ib, elseValues);
+              return SmallVector<Value>(ifOp.getResults());
+            };
         forLoop(
             b, blockIdX(b), constIndex(b, rowBlocks),
             mulIndex(b, gridDimX(b), slots),
@@ -594,102 +701,33 @@ static void emitMmaTiles(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
                   addIndex(b, roundBase, mulIndex(b, slot, gridDimX(b)));
               Value active = cmpI(b, arith::CmpIPredicate::ult, rowBlock,
                                   constIndex(b, rowBlocks));
-              // Inactive warps compute row block 0's rows, unused.
+              // Inactive warps take row block 0's rows, unused.
               rowBlock = arith::SelectOp::create(b, active, rowBlock,
                                                  constIndex(b, 0));
               PairRows rows =
                   getPairRows(b, p, addIndex(b, mulIndex(b, rowBlock, 8), g));
               Value wA = addIndex(b, mulIndex(b, rows.rowA, H), laneK);
               Value wB = addIndex(b, mulIndex(b, rows.rowB, H), laneK);
-              SmallVector<Type> accTypes(4 * nTiles, b.getF32Type());
-              auto ifActive = scf::IfOp::create(b, accTypes, active,
-                                                /*withElseRegion=*/true);
-              {
-                ImplicitLocOpBuilder tb(b.getLoc(), b.getContext());
-                tb.setInsertionPointToStart(ifActive.thenBlock());
-                {
-                  ImplicitLocOpBuilder &b = tb;
-                  // Lane (g, q) reads elements [k + 32j + 8q, +8) of rows g and
-                  // g + 8 and of token rows g: one 16-byte vector each. The k
-                  // order inside a step is permuted identically for both
-                  // operands (mma s of a vector uses its elements 4s..4s+3 as
-                  // fragment columns 2q, 2q+1, 2q+8, 2q+9), which leaves every
-                  // dot product unchanged.
-                  auto loadStep = [&](ImplicitLocOpBuilder &ib, Value k) {
-                    SmallVector<Value> w;
-                    for (int64_t j = 0; j < J; ++j) {
-                      Value e = addIndex(ib, k, 32 * j);
-                      w.push_back(loadVector(ib, p.weight, addIndex(ib, wA, e),
-                                             kWidth));
-                      w.push_back(loadVector(ib, p.weight, addIndex(ib, wB, e),
-                                             kWidth));
-                    }
-                    return w;
-                  };
-                  SmallVector<Value> init(4 * nTiles, constF32(b, 0.0));
-                  llvm::append_range(init, loadStep(b, kBegin));
-                  // Software-pipelined like the CUDA-core path: step k + step's
-                  // weights are loaded before step k's mma (the last step
-                  // reloads itself).
-                  auto loop = scf::ForOp::create(
-                      b, kBegin, addIndex(b, kBegin, kPart),
-                      constIndex(b, step), init,
-                      [&](OpBuilder &nb, Location loc, Value k,
-                          ValueRange args) {
-                        ImplicitLocOpBuilder ib(loc, nb);
-                        Value nextK = arith::MinUIOp::create(
-                            ib, addIndex(ib, k, step),
-                            addIndex(ib, kBegin, kPart - step));
-                        SmallVector<Value> acc(args.take_front(4 * nTiles));
-                        SmallVector<Value> prefetched = loadStep(ib, nextK);
-                        for (int64_t j = 0; j < J; ++j) {
-                          Value wa = args[4 * nTiles + 2 * j];
-                          Value wb = args[4 * nTiles + 2 * j + 1];
-                          Value e =
-                              addIndex(ib, addIndex(ib, k, 32 * j), laneK);
-                          SmallVector<Value> xv;
-                          for (int64_t n = 0; n < nTiles; ++n) {
-                            Value tokenRow = addIndex(ib, g, 8 * n);
-                            xv.push_back(loadVector(
-                                ib, xs,
-                                addIndex(
-                                    ib, mulIndex(ib, tokenRow, s.rowStride), e),
-                                kWidth));
-                          }
-                          for (int64_t half = 0; half < 2; ++half) {
-                            int64_t at = 4 * half;
-                            SmallVector<Value> aFrag{
-                                pairOf(ib, wa, at), pairOf(ib, wb, at),
-                                pairOf(ib, wa, at + 2), pairOf(ib, wb, at + 2)};
-                            for (int64_t n = 0; n < nTiles; ++n) {
-                              SmallVector<Value> bFrag{
-                                  pairOf(ib, xv[n], at),
-                                  pairOf(ib, xv[n], at + 2)};
-                              SmallVector<Value, 4> d = mmaM16N8K16(
-                                  ib, p.act, aFrag, bFrag,
-                                  ArrayRef<Value>(acc).slice(4 * n, 4));
-                              std::copy(d.begin(), d.end(),
-                                        acc.begin() + 4 * n);
-                            }
-                          }
-                        }
-                        llvm::append_range(acc, prefetched);
-                        scf::YieldOp::create(ib, acc);
-                      });
-                  scf::YieldOp::create(
-                      b, ValueRange(loop.getResults().take_front(4 * nTiles)));
-                }
-                tb.setInsertionPointToStart(ifActive.elseBlock());
-                scf::YieldOp::create(
-                    tb, SmallVector<Value>(4 * nTiles, constF32(tb, 0.0)));
-              }
-              SmallVector<Value> acc(ifActive.getResults());
+              SmallVector<Value> zeros(4 * nTiles, constF32(b, 0.0));
+              SmallVector<Value> acc = ifAccumulators(
+                  b, active,
+                  [&](ImplicitLocOpBuilder &ib) {
+                    return dotProducts(ib, wA, wB);
+                  },
+                  zeros);
               if (s.kSplit > 1) {
-                // The other parts' partial sums through shared memory
-                // (register c of lane l at [c][l]: conflict-free).
+                // Parts 1.. hand their sums to part 0 through shared memory
+                // (MmaSchedule::partialFloats: register c of lane l at
+                // [c][l], conflict-free).
                 auto at = [&](ImplicitLocOpBuilder &b, Value fromPart,
                               int64_t c) {
-                  Value owner = addIndex(b, mulIndex(b, fromPart, slots), slot);
+                  Value owner =
+                      addIndex(b,
+                               mulIndex(b,
+                                        arith::SubIOp::create(b, fromPart,
+                                                              constIndex(b, 1)),
+                                        slots),
+                               slot);
                   return addIndex(b, mulIndex(b, owner, 32 * 4 * nTiles),
                                   addIndex(b, lane, 32 * c));
                 };
@@ -698,22 +736,27 @@ static void emitMmaTiles(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
                     arith::XOrIOp::create(
                         b, isFirstPart, arith::ConstantIntOp::create(b, 1, 1)),
                     [&](ImplicitLocOpBuilder &b) {
-                      Value from =
-                          arith::SubIOp::create(b, part, constIndex(b, 1));
                       for (int64_t c = 0; c < 4 * nTiles; ++c)
-                        storeScalar(b, acc[c], s.partials, at(b, from, c));
+                        storeScalar(b, acc[c], s.partials, at(b, part, c));
                     });
                 barrier(b);
-                for (int64_t from = 0; from + 1 < s.kSplit; ++from)
-                  for (int64_t c = 0; c < 4 * nTiles; ++c)
-                    acc[c] = arith::AddFOp::create(
-                        b, acc[c],
-                        loadScalar(b, s.partials,
-                                   at(b, constIndex(b, from), c)));
+                acc = ifAccumulators(
+                    b, isFirstPart,
+                    [&](ImplicitLocOpBuilder &ib) {
+                      SmallVector<Value> sum(acc);
+                      for (int64_t from = 1; from < s.kSplit; ++from)
+                        for (int64_t c = 0; c < 4 * nTiles; ++c)
+                          sum[c] = arith::AddFOp::create(
+                              ib, sum[c],
+                              loadScalar(ib, s.partials,
+                                         at(ib, constIndex(ib, from), c)));
+                      return sum;
+                    },
+                    acc);
                 // Read before the next round's partials are written.
                 barrier(b);
               }
-              // Registers c0, c1: first rows (g) of tokens 2q, 2q + 1;
+              // Registers c0, c1: first rows (g) of tokens 2t, 2t + 1;
               // c2, c3: second rows (g + 8). Part 0 finishes the block.
               ifThen(b, arith::AndIOp::create(b, active, isFirstPart),
                      [&](ImplicitLocOpBuilder &b) {
@@ -735,7 +778,8 @@ static void emitMmaTiles(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
 
 /// Smallest batch the tensor-core variant is launched for: measured on the
 /// H200 for Llama-3-8B (docs/performance.md), it beats the CUDA-core kernel
-/// from batch 2 (23.2 vs 29.1 us) and loses at batch 1 (22.5 vs 16.1).
+/// from batch 2 (23.2 vs 29.1 us with tiles of 4) and loses at batch 1
+/// (22.5 vs 16.0 with tiles of 1).
 constexpr int64_t kMmaMinBatch = 2;
 
 /// The tensor-core variant's schedule, if the target has tensor cores and
@@ -743,30 +787,24 @@ constexpr int64_t kMmaMinBatch = 2;
 /// % 8 == 0 (16-row blocks) and at least 8 token rows in shared memory.
 static std::optional<MmaSchedule> chooseMmaSchedule(const ProjectionPlan &p,
                                                     gpu::GPUModuleOp module) {
-  constexpr int64_t kSharedPerSM = 228 * 1024, kSharedPerCTA = 227 * 1024;
   if (!hasTensorCores(module) || p.hidden % 32 != 0 || p.pairs % 8 != 0)
     return std::nullopt;
   MmaSchedule s;
-  s.blockSize = 32 * s.warps;
-  const int64_t rowBlocks = p.pairs / 8;
-  // Rows padded by 64 bytes: the 8 lanes of a shared-memory phase read
-  // two token rows in different bank halves.
-  s.rowStride = p.hidden + 64 / getTypeBytes(p.act);
-  const int64_t rowBytes = s.rowStride * getTypeBytes(p.act);
-  // Partial-sum buffer for the largest split (7 of 8 warps write) and tile
-  // (4 column blocks: 16 registers).
-  const int64_t partialFloats = (s.warps - 1) * 32 * 16;
-  s.tileTokens = std::min<int64_t>(32, (kSharedPerCTA - 4 * partialFloats) /
-                                           rowBytes / 8 * 8);
+  const int64_t rowBlocks = p.pairs / 8, elemBytes = getTypeBytes(p.act);
+  // Rows padded so that their pitch is 64 bytes past a multiple of 128: the
+  // 8 lanes of a shared-memory phase read two token rows in different bank
+  // halves.
+  const int64_t pitch = p.hidden * elemBytes;
+  s.rowStride = p.hidden + ((64 - pitch % 128 + 128) % 128) / elemBytes;
+  const int64_t rowBytes = s.rowStride * elemBytes;
+  // Room for the partial sums of the largest split (8) and tile (32 tokens).
+  const int64_t partialBytes = 4 * s.partialFloats(s.warps, 4);
+  s.tileTokens = std::min<int64_t>(
+      32, (getMaxSharedBytesPerCTA(module) - partialBytes) / rowBytes / 8 * 8);
   if (s.tileTokens < 8)
     return std::nullopt;
-  // CTAs per SM are limited by the token tile's shared memory; every SM
-  // gets some.
-  const int64_t smem = s.tileTokens * rowBytes;
-  const int64_t ctasPerSM = std::max<int64_t>(
-      1, std::min(kSharedPerSM / (smem + 4 * partialFloats + 1024),
-                  2048 / s.blockSize));
-  s.grid = std::min(getSMCount(module) * ctasPerSM, rowBlocks);
+  s.dynamicSharedBytes = s.tileTokens * rowBytes;
+  s.grid = std::min(getSMCount(module), rowBlocks);
   // Split k over as many warps as the CTAs have for the row blocks (each
   // part a whole number of 32-element steps).
   s.kSplit = s.warps;
@@ -781,31 +819,30 @@ static std::optional<MmaSchedule> chooseMmaSchedule(const ProjectionPlan &p,
 
 /// Adds the tensor-core variant of a projection kernel with schedule `s`,
 /// launched for batches of at least kMmaMinBatch: it streams the weights
-/// once per tile of up to 32 tokens instead of once per 4.
+/// once per tile of up to 32 tokens (the CUDA-core kernel: once per token
+/// when the variant exists, once per 4 tokens otherwise).
 static LogicalResult emitMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
                                     ProjectionPlan p, MmaSchedule s,
                                     KernelLaunch &launch) {
-  const int64_t smem = s.tileTokens * s.rowStride * getTypeBytes(p.act);
   KernelVariant variant;
   variant.minBatch = kMmaMinBatch;
   variant.entry = launch.entry + "_mma";
   variant.grid = {std::to_string(s.grid), "1", "1"};
   variant.blockSize = s.blockSize;
-  variant.dynamicSharedBytes = smem;
+  variant.dynamicSharedBytes = s.dynamicSharedBytes;
   OpBuilder builder(kernel.getContext());
   gpu::GPUFuncOp func =
       createKernelFunc(builder, kernel.getLoc(), module, variant.entry,
                        launch.params, s.blockSize);
   ImplicitLocOpBuilder b(kernel.getLoc(), builder);
   if (failed(bindPlan(b, p, kernel, func, launch.params, module,
-                      launch.entry + "_inv_freq")))
+                      getInvFreqTableName(launch.entry))))
     return failure();
   Value xs =
       getDynamicSharedBuffer(b, module, p.act, s.tileTokens * s.rowStride);
   if (s.kSplit > 1)
-    s.partials = addWorkgroupBuffer(func, b.getF32Type(),
-                                    (s.kSplit - 1) * (s.warps / s.kSplit) * 32 *
-                                        4 * (s.tileTokens / 8));
+    s.partials = addWorkgroupBuffer(
+        func, b.getF32Type(), s.partialFloats(s.kSplit, s.tileTokens / 8));
   emitMmaTiles(b, p, s, xs);
 
   Builder attrs(kernel.getContext());
@@ -881,7 +918,7 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   while (p.batchTile > 1 && p.batchTile * p.hidden * elemBytes > kSharedBudget)
     p.batchTile /= 2;
   // With the tensor-core variant, this kernel only runs at batch 1: a tile
-  // of one token (measured: 16.1 us at batch 1 vs 19.2 with tiles of 4).
+  // of one token (measured: 16.0 us at batch 1 vs 19.2 with tiles of 4).
   std::optional<MmaSchedule> mma = chooseMmaSchedule(p, module);
   p.batchTile = std::min<int64_t>(p.batchTile, mma ? 1 : 4);
   const int64_t chunks = p.hidden / 256;
@@ -898,8 +935,8 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
       createKernelFunc(builder, kernel.getLoc(), module, launch.entry,
                        launch.params, p.blockSize);
   ImplicitLocOpBuilder b(kernel.getLoc(), builder);
-  const std::string invFreqName = launch.entry + "_inv_freq";
-  if (failed(bindPlan(b, p, kernel, func, launch.params, module, invFreqName)))
+  if (failed(bindPlan(b, p, kernel, func, launch.params, module,
+                      getInvFreqTableName(launch.entry))))
     return failure();
 
   // Shared memory: the normalised rows of one batch tile, and the
@@ -908,10 +945,11 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   // Ask ptxas for at least 3 CTAs per SM (.minnctapersm; bounds the
   // registers per thread: 80 at 256 threads), as shared memory allows
   // (227 KiB per SM, ~1 KiB reserved per CTA). Measured on the H200 for the
-  // Llama-3-8B front half: 3 is best at B=4 (33.0 us vs 40.9 without the
-  // hint) and B=16 (104 vs 123) and even at B=1 (19.2 vs 19.4); 4 forces 64
-  // registers and spills (28.6 us at B=1). (docs/performance.md; the hint
-  // also caps every batch-tile path of the kernel at 80 registers.)
+  // Llama-3-8B front half: with tiles of 1, 16.0 us at B=1 vs 16.7 without
+  // the hint; with tiles of 4 (no tensor-core variant), 3 is best at B=4
+  // (33.0 us vs 40.9) and B=16 (104 vs 123) and even at B=1 (19.2 vs 19.4);
+  // 4 forces 64 registers and spills (28.6 us at B=1). (docs/performance.md;
+  // the hint caps every batch-tile path of the kernel at 80 registers.)
   const int64_t ctaShared = p.batchTile * p.hidden * elemBytes + 4 * p.warps;
   p.minCtasPerSM = std::max<int64_t>(
       1, std::min<int64_t>(
@@ -932,14 +970,19 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
         barrier(b);
         // One token: the whole CTA normalises it (lowest latency). Several:
         // warp t % warps normalises token t with shuffles only, in parallel.
-        Value single =
-            cmpI(b, arith::CmpIPredicate::eq, count, constIndex(b, 1));
-        auto ifSingle = scf::IfOp::create(b, single, /*withElseRegion=*/true);
-        {
+        auto normalizeSingle = [&](ImplicitLocOpBuilder &b) {
+          emitNormalizeToken(b, p.norm, tileStart, p.xs, constIndex(b, 0),
+                             isCta0, p.scratch, p.blockSize);
+        };
+        if (p.batchTile == 1) {
+          normalizeSingle(b);
+        } else {
+          Value single =
+              cmpI(b, arith::CmpIPredicate::eq, count, constIndex(b, 1));
+          auto ifSingle = scf::IfOp::create(b, single, /*withElseRegion=*/true);
           ImplicitLocOpBuilder tb(b.getLoc(), b.getContext());
           tb.setInsertionPoint(ifSingle.thenBlock()->getTerminator());
-          emitNormalizeToken(tb, p.norm, tileStart, p.xs, constIndex(tb, 0),
-                             isCta0, p.scratch, p.blockSize);
+          normalizeSingle(tb);
           tb.setInsertionPoint(ifSingle.elseBlock()->getTerminator());
           Value warp = warpId(tb);
           for (int64_t t = 0; t < p.batchTile; ++t) {

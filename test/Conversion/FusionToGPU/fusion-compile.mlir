@@ -7,6 +7,22 @@
 // RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-compile %s -o %t/layer
 // RUN: FileCheck %s --input-file=%t/layer.manifest.json
 // RUN: FileCheck %s --input-file=%t/layer.ptx --check-prefix=PTX
+// The tensor-core variant's token tile follows the chip's shared memory per
+// CTA (Llama-3-8B rows: 4096 + 32 f16 = 8256 bytes; 14 KiB kept for the
+// split-k partial sums): 24 rows in 227 KiB (sm_90), 16 in 163 KiB (sm_80),
+// 8 in 99 KiB (sm_86).
+// RUN: fusion-compile %S/../../../examples/llama3_8b.mlir -o %t/l90
+// RUN: FileCheck %s --input-file=%t/l90.manifest.json --check-prefix=SMEM90
+// RUN: fusion-compile %S/../../../examples/llama3_8b.mlir --chip=sm_80 -o %t/l80
+// RUN: FileCheck %s --input-file=%t/l80.manifest.json --check-prefix=SMEM80
+// RUN: fusion-compile %S/../../../examples/llama3_8b.mlir --chip=sm_86 -o %t/l86
+// RUN: FileCheck %s --input-file=%t/l86.manifest.json --check-prefix=SMEM86
+// SMEM90: "dynamic_shared_bytes": 198144,
+// SMEM90-NEXT: "entry": "decode_layer_k0_fused_mma",
+// SMEM80: "dynamic_shared_bytes": 132096,
+// SMEM80-NEXT: "entry": "decode_layer_k0_fused_mma",
+// SMEM86: "dynamic_shared_bytes": 66048,
+// SMEM86-NEXT: "entry": "decode_layer_k0_fused_mma",
 // RUN: not fusion-compile %S/invalid.mlir --strategy=none -o %t/bad 2>&1 | FileCheck %s --check-prefix=ERR
 // RUN: not ls %t/bad.ptx
 // RUN: not ls %t/bad.manifest.json
@@ -92,7 +108,9 @@
 // CHECK-NEXT:         "index": 11,
 // CHECK-NEXT:         "kind": "scalar",
 // CHECK-NEXT:         "role": "max_pages"
-// CHECK:          "schedule": {
+// sm_90: the kernel starts with griddepcontrol (docs/abi.md).
+// CHECK:          "programmatic_dependent_launch": true,
+// CHECK-NEXT:     "schedule": {
 // CHECK:            "kind": "projection",
 // CHECK:            "strategy": "decode",
 // CHECK:            "threads": 64,

@@ -4,6 +4,7 @@
 // RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-opt %s --fusion-form-kernels --fusion-to-ptx | FileCheck %s
 // RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-opt %s --fusion-form-kernels --fusion-to-ptx | FileCheck %s --check-prefix=NOLIBDEVICE
 // RUN: fusion-opt %s --fusion-form-kernels=strategy=none --fusion-to-ptx='chip=sm_80' | FileCheck %s --check-prefix=SM80
+// RUN: fusion-opt %s --fusion-form-kernels=strategy=none --fusion-to-ptx='chip=sm_80' | FileCheck %s --check-prefix=NOPDL
 // RUN: fusion-opt %s --fusion-form-kernels --fusion-to-ptx='chip=sm_75' | FileCheck %s --check-prefix=SM75
 
 // CHECK: fusion.kernel @layer_k0_fused
@@ -17,6 +18,10 @@
 // CHECK-SAME: .maxntid 64, 1, 1
 // CHECK-SAME: .minnctapersm 3
 // CHECK-SAME: .shared .align 16 .b8
+// Programmatic dependent launch (sm_90): the next kernel may be scheduled,
+// this one waits for the previous kernel's writes.
+// CHECK-SAME: griddepcontrol.launch_dependents;
+// CHECK-SAME: griddepcontrol.wait;
 // CHECK-SAME: ld.global.v4.b32
 // CHECK-SAME: shfl.sync.bfly.b32
 // CHECK-SAME: bar.sync
@@ -36,6 +41,10 @@
 // SM80-SAME: .entry layer_k1_qkv_proj_mma(
 // SM80-SAME: .entry layer_k2_rope(
 // SM80-SAME: .entry layer_k3_kv_append(
+
+// griddepcontrol needs sm_90.
+// NOPDL-NOT: griddepcontrol
+// NOPDL-NOT: programmatic_dependent_launch
 
 // Before sm_80 there are no f16 mma.m16n8k16: no tensor-core variant.
 // SM75: fusion.kernel @layer_k0_fused

@@ -1,4 +1,4 @@
-// RUN: fusion-opt %s -split-input-file --fusion-form-kernels --convert-fusion-to-gpu="tensor-cores=0" | FileCheck %s
+// RUN: fusion-opt %s -split-input-file --fusion-form-kernels --convert-fusion-to-gpu="target-sm=75" | FileCheck %s
 // RUN: fusion-opt %s -split-input-file --fusion-form-kernels --convert-fusion-to-gpu | FileCheck %s --check-prefix=MMA
 
 // The fused front half (rmsnorm + residual -> qkv_proj -> rope -> kv_append)

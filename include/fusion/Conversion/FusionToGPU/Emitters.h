@@ -53,7 +53,7 @@ struct KernelParam {
 /// A kernel specialised for larger batches: same parameters and results as
 /// the primary kernel of its KernelLaunch, launched instead of it when the
 /// run-time batch is at least `minBatch` (e.g. the tensor-core projection,
-/// which streams the weights once per 16-token tile).
+/// which streams the weights once per tile of up to 32 tokens).
 struct KernelVariant {
   /// Smallest batch (>= 2) this variant is launched for.
   int64_t minBatch = 0;
@@ -87,6 +87,10 @@ struct KernelLaunch {
   /// Batch-specialised replacements, by ascending minBatch: the runtime
   /// launches the last one whose minBatch <= batch, else this kernel.
   SmallVector<KernelVariant> variants;
+  /// The kernel (and its variants) start with griddepcontrol (sm_90+): it may
+  /// be launched with programmatic stream serialization, overlapping its
+  /// launch with the end of the previous kernel in the stream.
+  bool programmaticDependentLaunch = false;
 };
 
 /// Front-half / projection kernel: `[rmsnorm|layernorm] -> qkv_proj ->

@@ -23,7 +23,7 @@
 //      "<operation>: CUDA_ERROR_<NAME> (<cuGetErrorString>)"
 //    where the operation names the call and what it acted on (kernel entry,
 //    buffer label, byte counts), e.g.
-//      "cuLaunchKernel(decode_layer_kernel_1, grid [4, 8, 2], block [128, 1,
+//      "cuLaunchKernelEx(decode_layer_kernel_1, grid [4, 8, 2], block [128, 1,
 //       1], 0 bytes dynamic shared memory): CUDA_ERROR_INVALID_VALUE
 //       (invalid argument)"
 //    and, for cuModuleLoadDataEx, the JIT error log.
@@ -286,10 +286,15 @@ void copyToDevice(CUdeviceptr dst, const void *src, uint64_t bytes,
 /// cuStreamSynchronize(stream); `what` names the work waited for.
 void synchronize(CUstream stream, std::string_view what);
 
-/// cuLaunchKernel; the error names `entry` and the geometry.
+/// Launches `function` (cuLaunchKernelEx); with `programmatic`, with
+/// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, so that it may start
+/// before the previous kernel in `stream` finishes (the kernel must wait with
+/// griddepcontrol.wait before touching that kernel's data; CUDA graphs keep
+/// it as a programmatic edge). The error names `entry` and the geometry.
 void launchKernel(CUfunction function, const std::string &entry,
                   const unsigned grid[3], const unsigned block[3],
-                  unsigned sharedBytes, CUstream stream, void **params);
+                  unsigned sharedBytes, CUstream stream, void **params,
+                  bool programmatic = false);
 
 /// Allows `function` to use `bytes` of dynamic shared memory (needed above
 /// 48 KiB).

@@ -201,6 +201,10 @@ struct ManifestKernel : LaunchGeometry {
   std::vector<ManifestOp> ops;
   /// Batch variants by strictly ascending minBatch (often none).
   std::vector<ManifestVariant> variants;
+  /// "programmatic_dependent_launch": the kernel and its variants start with
+  /// griddepcontrol, so a launch with programmatic stream serialization may
+  /// overlap the end of the previous kernel in the stream (sm_90+).
+  bool programmaticDependentLaunch = false;
 
   /// The variant launched for `batch`: the index of the last one whose
   /// minBatch <= batch, or -1 for the primary launch.

@@ -192,6 +192,9 @@ struct PreparedLaunch {
   std::array<uint32_t, 3> grid{};
   std::array<uint32_t, 3> block{};
   uint32_t dynamicSharedBytes = 0;
+  /// Launch with programmatic stream serialization
+  /// (ManifestKernel::programmaticDependentLaunch).
+  bool programmaticDependentLaunch = false;
   std::vector<KernelArg> args;
 };
 
