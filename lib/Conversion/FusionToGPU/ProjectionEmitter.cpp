@@ -293,6 +293,68 @@ static void emitPairEpilogue(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
     });
 }
 
+/// `for tileStart in [0, batch) step tile`: calls `body` with the tile's
+/// first token and its token count (min(tile, batch - tileStart)) after a
+/// barrier, so that the previous tile's readers are done with the shared
+/// rows the body overwrites.
+static void forEachTokenTile(
+    ImplicitLocOpBuilder &b, Value batch, int64_t tile,
+    llvm::function_ref<void(ImplicitLocOpBuilder &, Value, Value)> body) {
+  forLoop(b, constIndex(b, 0), batch, constIndex(b, tile),
+          [&](ImplicitLocOpBuilder &b, Value tileStart) {
+            Value count = arith::MinSIOp::create(
+                b, constIndex(b, tile),
+                arith::SubIOp::create(b, batch, tileStart));
+            barrier(b);
+            body(b, tileStart, count);
+          });
+}
+
+/// The 16-byte vectors of weight rows `wA` and `wB` (element offsets of this
+/// lane's first elements) at `offsets` past them, row A then row B for each:
+/// independent loads, all in flight at once.
+static SmallVector<Value> loadRowPairVectors(ImplicitLocOpBuilder &b,
+                                             Value weight, Value wA, Value wB,
+                                             ArrayRef<Value> offsets) {
+  constexpr int64_t kWidth = 8;
+  SmallVector<Value> vectors;
+  for (Value e : offsets) {
+    vectors.push_back(loadVector(b, weight, addIndex(b, wA, e), kWidth));
+    vectors.push_back(loadVector(b, weight, addIndex(b, wB, e), kWidth));
+  }
+  return vectors;
+}
+
+/// A software-pipelined `scf.for k = begin to end step step` carrying
+/// `numAcc` f32 accumulators (from zero) and the weight vectors of one step:
+/// step k + step's vectors (`loadStep`, at most `last`: the last step
+/// reloads itself, an L1 hit, instead of branching) are loaded before
+/// `compute` consumes step k's. Returns the final accumulators.
+static SmallVector<Value> emitPipelinedLoop(
+    ImplicitLocOpBuilder &b, Value begin, Value end, int64_t step,
+    llvm::function_ref<Value(ImplicitLocOpBuilder &)> last, int64_t numAcc,
+    llvm::function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value)>
+        loadStep,
+    llvm::function_ref<void(ImplicitLocOpBuilder &, Value, ArrayRef<Value>,
+                            SmallVector<Value> &)>
+        compute) {
+  SmallVector<Value> init(numAcc, constF32(b, 0.0));
+  llvm::append_range(init, loadStep(b, begin));
+  auto loop = scf::ForOp::create(
+      b, begin, end, constIndex(b, step), init,
+      [&](OpBuilder &nb, Location loc, Value k, ValueRange args) {
+        ImplicitLocOpBuilder ib(loc, nb);
+        Value nextK =
+            arith::MinUIOp::create(ib, addIndex(ib, k, step), last(ib));
+        SmallVector<Value> acc(args.take_front(numAcc));
+        SmallVector<Value> prefetched = loadStep(ib, nextK);
+        compute(ib, k, llvm::to_vector(args.drop_front(numAcc)), acc);
+        llvm::append_range(acc, prefetched);
+        scf::YieldOp::create(ib, acc);
+      });
+  return SmallVector<Value>(loop.getResults().take_front(numAcc));
+}
+
 /// The warp-level work for tiles of `T` tokens starting at `tokenBase`:
 /// every warp loops over its pairs of output rows.
 static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
@@ -349,43 +411,28 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
           }
         };
         // The 2U weight vectors of step k: independent 16-byte loads.
-        auto loadStep = [&](ImplicitLocOpBuilder &ib, Value k) {
-          SmallVector<Value> wVecs;
-          for (int64_t u = 0; u < unroll; ++u) {
-            Value e = addIndex(ib, addIndex(ib, k, u * chunk), laneOffset);
-            wVecs.push_back(
-                loadVector(ib, p.weight, addIndex(ib, wA, e), kWidth));
-            wVecs.push_back(
-                loadVector(ib, p.weight, addIndex(ib, wB, e), kWidth));
-          }
-          return wVecs;
+        auto elemsOf = [&](ImplicitLocOpBuilder &ib, Value k) {
+          SmallVector<Value> elems;
+          for (int64_t u = 0; u < unroll; ++u)
+            elems.push_back(
+                addIndex(ib, addIndex(ib, k, u * chunk), laneOffset));
+          return elems;
         };
         SmallVector<Value> acc(2 * T, constF32(b, 0.0));
-        if (mainEnd > 0) {
-          // Software-pipelined: step k + step's loads are issued before
-          // step k's FMAs (the last step reloads itself: an L1 hit).
-          SmallVector<Value> init = acc;
-          llvm::append_range(init, loadStep(b, constIndex(b, 0)));
-          auto loop = scf::ForOp::create(
-              b, constIndex(b, 0), constIndex(b, mainEnd), constIndex(b, step),
-              init, [&](OpBuilder &nb, Location loc, Value k, ValueRange args) {
-                ImplicitLocOpBuilder ib(loc, nb);
-                Value nextK = arith::MinUIOp::create(
-                    ib, addIndex(ib, k, step), constIndex(ib, mainEnd - step));
-                SmallVector<Value> next(args.take_front(2 * T));
-                SmallVector<Value> prefetched = loadStep(ib, nextK);
-                SmallVector<Value> elems;
-                for (int64_t u = 0; u < unroll; ++u)
-                  elems.push_back(
-                      addIndex(ib, addIndex(ib, k, u * chunk), laneOffset));
-                accumulate(ib, llvm::to_vector(args.drop_front(2 * T)), elems,
-                           next);
-                llvm::append_range(next, prefetched);
-                scf::YieldOp::create(ib, next);
+        if (mainEnd > 0)
+          acc = emitPipelinedLoop(
+              b, constIndex(b, 0), constIndex(b, mainEnd), step,
+              [&](ImplicitLocOpBuilder &ib) {
+                return constIndex(ib, mainEnd - step);
+              },
+              2 * T,
+              [&](ImplicitLocOpBuilder &ib, Value k) {
+                return loadRowPairVectors(ib, p.weight, wA, wB, elemsOf(ib, k));
+              },
+              [&](ImplicitLocOpBuilder &ib, Value k, ArrayRef<Value> wVecs,
+                  SmallVector<Value> &next) {
+                accumulate(ib, wVecs, elemsOf(ib, k), next);
               });
-          acc.assign(loop.getResults().begin(),
-                     loop.getResults().begin() + 2 * T);
-        }
         if (mainEnd < H) {
           auto loop = scf::ForOp::create(
               b, constIndex(b, mainEnd), constIndex(b, H), constIndex(b, chunk),
@@ -398,11 +445,8 @@ static void emitPairs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
                     ib, inBounds,
                     [&](OpBuilder &tb, Location tl) {
                       ImplicitLocOpBuilder tib(tl, tb);
-                      SmallVector<Value> wVecs{
-                          loadVector(tib, p.weight, addIndex(tib, wA, e),
-                                     kWidth),
-                          loadVector(tib, p.weight, addIndex(tib, wB, e),
-                                     kWidth)};
+                      SmallVector<Value> wVecs =
+                          loadRowPairVectors(tib, p.weight, wA, wB, {e});
                       SmallVector<Value> next(args.begin(), args.end());
                       accumulate(tib, wVecs, {e}, next);
                       scf::YieldOp::create(tib, next);
@@ -515,6 +559,22 @@ static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
   return success();
 }
 
+/// Creates the gpu.func `entry` with `launch`'s parameters and `blockSize`
+/// threads and binds `p` to its arguments (RoPE table: that of the primary
+/// entry, shared by its variants); `b` is left in its body.
+static FailureOr<gpu::GPUFuncOp>
+createProjectionFunc(ImplicitLocOpBuilder &b, ProjectionPlan &p,
+                     KernelOp kernel, gpu::GPUModuleOp module,
+                     const KernelLaunch &launch, StringRef entry,
+                     int64_t blockSize) {
+  gpu::GPUFuncOp func = createKernelFunc(b, kernel.getLoc(), module, entry,
+                                         launch.params, blockSize);
+  if (failed(bindPlan(b, p, kernel, func, launch.params, module,
+                      getInvFreqTableName(launch.entry))))
+    return failure();
+  return func;
+}
+
 /// The tensor-core variant's schedule (see emitMmaVariant).
 struct MmaSchedule {
   /// One CTA per SM: the token tile fills shared memory and the kernel, with
@@ -572,14 +632,9 @@ static void emitMmaTiles(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
   auto pairOf = [&](ImplicitLocOpBuilder &ib, Value v, int64_t at) -> Value {
     return vector::ShuffleOp::create(ib, v, v, ArrayRef<int64_t>{at, at + 1});
   };
-  forLoop(
-      b, constIndex(b, 0), p.batch, constIndex(b, s.tileTokens),
-      [&](ImplicitLocOpBuilder &b, Value tileStart) {
-        Value count = arith::MinSIOp::create(
-            b, constIndex(b, s.tileTokens),
-            arith::SubIOp::create(b, p.batch, tileStart));
-        // The previous tile's readers are done with the shared rows.
-        barrier(b);
+  forEachTokenTile(
+      b, p.batch, s.tileTokens,
+      [&](ImplicitLocOpBuilder &b, Value tileStart, Value count) {
         forLoop(b, warp, count, constIndex(b, s.warps),
                 [&](ImplicitLocOpBuilder &b, Value t) {
                   emitNormalizeToken(b, p.norm, addIndex(b, tileStart, t), xs,
@@ -620,34 +675,22 @@ static void emitMmaTiles(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
         // 4h..4h+3 as fragment columns 2t, 2t+1, 2t+8, 2t+9), which leaves
         // every dot product unchanged.
         auto dotProducts = [&](ImplicitLocOpBuilder &b, Value wA, Value wB) {
-          auto loadStep = [&](ImplicitLocOpBuilder &ib, Value k) {
-            SmallVector<Value> w;
-            for (int64_t j = 0; j < J; ++j) {
-              Value e = addIndex(ib, k, 32 * j);
-              w.push_back(
-                  loadVector(ib, p.weight, addIndex(ib, wA, e), kWidth));
-              w.push_back(
-                  loadVector(ib, p.weight, addIndex(ib, wB, e), kWidth));
-            }
-            return w;
-          };
-          SmallVector<Value> init(4 * nTiles, constF32(b, 0.0));
-          llvm::append_range(init, loadStep(b, kBegin));
-          // Software-pipelined like the CUDA-core path: step k + step's
-          // weights are loaded before step k's mma (the last step reloads
-          // itself).
-          auto loop = scf::ForOp::create(
-              b, kBegin, addIndex(b, kBegin, kPart), constIndex(b, step), init,
-              [&](OpBuilder &nb, Location loc, Value k, ValueRange args) {
-                ImplicitLocOpBuilder ib(loc, nb);
-                Value nextK =
-                    arith::MinUIOp::create(ib, addIndex(ib, k, step),
-                                           addIndex(ib, kBegin, kPart - step));
-                SmallVector<Value> acc(args.take_front(4 * nTiles));
-                SmallVector<Value> prefetched = loadStep(ib, nextK);
+          return emitPipelinedLoop(
+              b, kBegin, addIndex(b, kBegin, kPart), step,
+              [&](ImplicitLocOpBuilder &ib) {
+                return addIndex(ib, kBegin, kPart - step);
+              },
+              4 * nTiles,
+              [&](ImplicitLocOpBuilder &ib, Value k) {
+                SmallVector<Value> offsets;
+                for (int64_t j = 0; j < J; ++j)
+                  offsets.push_back(addIndex(ib, k, 32 * j));
+                return loadRowPairVectors(ib, p.weight, wA, wB, offsets);
+              },
+              [&](ImplicitLocOpBuilder &ib, Value k, ArrayRef<Value> w,
+                  SmallVector<Value> &acc) {
                 for (int64_t j = 0; j < J; ++j) {
-                  Value wa = args[4 * nTiles + 2 * j];
-                  Value wb = args[4 * nTiles + 2 * j + 1];
+                  Value wa = w[2 * j], wb = w[2 * j + 1];
                   Value e = addIndex(ib, addIndex(ib, k, 32 * j), laneK);
                   SmallVector<Value> xv;
                   for (int64_t n = 0; n < nTiles; ++n) {
@@ -672,10 +715,7 @@ static void emitMmaTiles(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
                     }
                   }
                 }
-                llvm::append_range(acc, prefetched);
-                scf::YieldOp::create(ib, acc);
               });
-          return SmallVector<Value>(loop.getResults().take_front(4 * nTiles));
         };
         // Builds `scf.if cond -> (4 * nTiles x f32)`: thenValues() or zeros.
         auto ifAccumulators =
@@ -830,19 +870,16 @@ static LogicalResult emitMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
   variant.grid = {std::to_string(s.grid), "1", "1"};
   variant.blockSize = s.blockSize;
   variant.dynamicSharedBytes = s.dynamicSharedBytes;
-  OpBuilder builder(kernel.getContext());
-  gpu::GPUFuncOp func =
-      createKernelFunc(builder, kernel.getLoc(), module, variant.entry,
-                       launch.params, s.blockSize);
-  ImplicitLocOpBuilder b(kernel.getLoc(), builder);
-  if (failed(bindPlan(b, p, kernel, func, launch.params, module,
-                      getInvFreqTableName(launch.entry))))
+  ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
+  FailureOr<gpu::GPUFuncOp> func = createProjectionFunc(
+      b, p, kernel, module, launch, variant.entry, s.blockSize);
+  if (failed(func))
     return failure();
   Value xs =
       getDynamicSharedBuffer(b, module, p.act, s.tileTokens * s.rowStride);
   if (s.kSplit > 1)
     s.partials = addWorkgroupBuffer(
-        func, b.getF32Type(), s.partialFloats(s.kSplit, s.tileTokens / 8));
+        *func, b.getF32Type(), s.partialFloats(s.kSplit, s.tileTokens / 8));
   emitMmaTiles(b, p, s, xs);
 
   Builder attrs(kernel.getContext());
@@ -930,18 +967,15 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   launch.params = getDefaultKernelParams(kernel);
   launch.blockSize = p.blockSize;
   launch.grid = {std::to_string(p.grid), "1", "1"};
-  OpBuilder builder(kernel.getContext());
-  gpu::GPUFuncOp func =
-      createKernelFunc(builder, kernel.getLoc(), module, launch.entry,
-                       launch.params, p.blockSize);
-  ImplicitLocOpBuilder b(kernel.getLoc(), builder);
-  if (failed(bindPlan(b, p, kernel, func, launch.params, module,
-                      getInvFreqTableName(launch.entry))))
+  ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
+  FailureOr<gpu::GPUFuncOp> func = createProjectionFunc(
+      b, p, kernel, module, launch, launch.entry, p.blockSize);
+  if (failed(func))
     return failure();
 
   // Shared memory: the normalised rows of one batch tile, and the
   // reduction scratch.
-  p.xs = addWorkgroupBuffer(func, p.act, p.batchTile * p.hidden);
+  p.xs = addWorkgroupBuffer(*func, p.act, p.batchTile * p.hidden);
   // Ask ptxas for at least 3 CTAs per SM (.minnctapersm; bounds the
   // registers per thread: 80 at 256 threads), as shared memory allows
   // (227 KiB per SM, ~1 KiB reserved per CTA). Measured on the H200 for the
@@ -954,20 +988,14 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   p.minCtasPerSM = std::max<int64_t>(
       1, std::min<int64_t>(
              {3, (227 * 1024) / (ctaShared + 1024), 2048 / p.blockSize}));
-  func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(p.minCtasPerSM));
-  p.scratch = addWorkgroupBuffer(func, b.getF32Type(), p.warps);
+  (*func)->setAttr("nvvm.minctasm", b.getI32IntegerAttr(p.minCtasPerSM));
+  p.scratch = addWorkgroupBuffer(*func, b.getF32Type(), p.warps);
 
-  // for tileStart in [0, batch) step batchTile:
   Value isCta0 =
       cmpI(b, arith::CmpIPredicate::eq, blockIdX(b), constIndex(b, 0));
-  forLoop(
-      b, constIndex(b, 0), p.batch, constIndex(b, p.batchTile),
-      [&](ImplicitLocOpBuilder &b, Value tileStart) {
-        Value count = arith::MinSIOp::create(
-            b, constIndex(b, p.batchTile),
-            arith::SubIOp::create(b, p.batch, tileStart));
-        // The previous tile's readers are done with the shared rows.
-        barrier(b);
+  forEachTokenTile(
+      b, p.batch, p.batchTile,
+      [&](ImplicitLocOpBuilder &b, Value tileStart, Value count) {
         // One token: the whole CTA normalises it (lowest latency). Several:
         // warp t % warps normalises token t with shuffles only, in parallel.
         auto normalizeSingle = [&](ImplicitLocOpBuilder &b) {
