@@ -286,8 +286,9 @@ class Kernel:
         with open(os.path.join(ptx_dir, name + ".manifest.json")) as f:
             manifest = json.load(f)
         (kernel,) = manifest["kernels"]
-        self.kernel = kernel
         self.module = cp.RawModule(path=os.path.join(ptx_dir, name + ".ptx"))
+        self.fn = self.module.get_function(kernel["entry"])
+        self.threads = int(kernel["block"][0])
         self.max_splits = int(kernel["schedule"]["max_splits"])
         self.grid_y = int(kernel["grid"][1])
         self.target_ctas = int(kernel["schedule"]["target_ctas"])
@@ -297,24 +298,12 @@ class Kernel:
                     "seq_lens", "output", "partial_out", "partial_stats",
                     "split_counters", "batch", "max_pages", "num_splits"]
         assert roles == expected, f"unexpected ABI {roles}"
-        for launch in [kernel] + kernel.get("variants", []):
-            assert launch["grid"][0] == "num_splits" and \
-                launch["grid"][2] == "batch", f"unexpected grid {launch['grid']}"
+        assert kernel["grid"][0] == "num_splits" and kernel["grid"][2] == "batch"
+        # The attention emitter makes no batch variants (docs/abi.md 3.2);
+        # this script launches the kernel's own entry.
+        assert "variants" not in kernel, "attention kernel with batch variants"
+        assert kernel["dynamic_shared_bytes"] == 0
         self.counters = None
-
-    def launch_for(self, batch):
-        """(function, grid y, threads, dynamic shared bytes) of the launch
-        for `batch`: the last variant whose min_batch <= batch, else the
-        kernel's own (docs/abi.md 3.2)."""
-        launch = self.kernel
-        for variant in self.kernel.get("variants", []):
-            if variant["min_batch"] <= batch:
-                launch = variant
-        fn = self.module.get_function(launch["entry"])
-        smem = int(launch.get("dynamic_shared_bytes", 0))
-        if smem + int(launch.get("static_shared_bytes", 0)) > 48 * 1024:
-            fn.max_dynamic_shared_size_bytes = smem
-        return fn, int(launch["grid"][1]), int(launch["block"][0]), smem
 
     def run(self, prob, kc, vc, num_splits, out=None):
         cp = self.cp
@@ -333,8 +322,7 @@ class Kernel:
             self.counters = cp.zeros((max(b, 8), self.grid_y), dtype=cp.int32)
         args = (q, kc, vc, bt, sl, out, part_o, part_s, self.counters,
                 np.int32(b), np.int32(prob["max_pages"]), np.int32(num_splits))
-        fn, grid_y, threads, smem = self.launch_for(b)
-        fn((num_splits, grid_y, b), (threads, 1, 1), args, shared_mem=smem)
+        self.fn((num_splits, self.grid_y, b), (self.threads, 1, 1), args)
         self.last_stats = part_s
         return out
 

@@ -320,9 +320,25 @@ Value mlir::fusion::getDynamicSharedBuffer(ImplicitLocOpBuilder &b,
       bytes, constIndex(b, 0), ValueRange{});
 }
 
-DictionaryAttr mlir::fusion::getLaunchAttr(MLIRContext *context,
-                                           const KernelLaunch &launch) {
-  Builder b(context);
+/// Bytes of the workgroup attributions of the gpu.func `entry` of `module`.
+static int64_t getStaticSharedBytes(gpu::GPUModuleOp module, StringRef entry) {
+  int64_t bytes = 0;
+  if (auto func = module.lookupSymbol<gpu::GPUFuncOp>(entry))
+    for (BlockArgument buffer : func.getWorkgroupAttributions()) {
+      auto type = cast<MemRefType>(buffer.getType());
+      bytes += type.getNumElements() * getTypeBytes(type.getElementType());
+    }
+  return bytes;
+}
+
+DictionaryAttr mlir::fusion::getLaunchAttr(const KernelLaunch &launch,
+                                           gpu::GPUModuleOp module) {
+  Builder b(module.getContext());
+  auto staticShared = [&](StringRef entry) {
+    return b.getNamedAttr(
+        "static_smem",
+        b.getI64IntegerAttr(getStaticSharedBytes(module, entry)));
+  };
   auto strings = [&](ArrayRef<std::string> values) {
     return b.getArrayAttr(
         llvm::map_to_vector(values, [&](const std::string &s) {
@@ -364,6 +380,7 @@ DictionaryAttr mlir::fusion::getLaunchAttr(MLIRContext *context,
       b.getNamedAttr("grid", strings(grid)),
       b.getNamedAttr("block", b.getI64IntegerAttr(launch.blockSize)),
       b.getNamedAttr("smem", b.getI64IntegerAttr(launch.dynamicSharedBytes)),
+      staticShared(launch.entry),
       b.getNamedAttr("params", b.getArrayAttr(params)),
   };
   // Batch variants: the primary's launch keys plus min_batch and schedule.
@@ -376,12 +393,13 @@ DictionaryAttr mlir::fusion::getLaunchAttr(MLIRContext *context,
           b.getNamedAttr("grid", strings(v.grid)),
           b.getNamedAttr("block", b.getI64IntegerAttr(v.blockSize)),
           b.getNamedAttr("smem", b.getI64IntegerAttr(v.dynamicSharedBytes)),
+          staticShared(v.entry),
           b.getNamedAttr("schedule",
                          v.schedule ? v.schedule : b.getDictionaryAttr({})),
       }));
     entries.push_back(b.getNamedAttr("variants", b.getArrayAttr(variants)));
   }
-  if (launch.programmaticDependentLaunch)
+  if (hasGridDependencyControl(module))
     entries.push_back(
         b.getNamedAttr("programmatic_dependent_launch", b.getUnitAttr()));
   return b.getDictionaryAttr(entries);

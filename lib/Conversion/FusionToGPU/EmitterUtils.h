@@ -136,8 +136,12 @@ Value addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType, int64_t count);
 Value getDynamicSharedBuffer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
                              Type elementType, int64_t count);
 
-/// The launch attribute `fusion.launch` for `launch` (see Passes.td).
-DictionaryAttr getLaunchAttr(MLIRContext *context, const KernelLaunch &launch);
+/// The launch attribute `fusion.launch` for `launch` (see Passes.td), whose
+/// gpu.funcs are in `module`: with each entry's `static_smem` (the bytes of
+/// its workgroup attributions) and, for a target with griddepcontrol,
+/// `programmatic_dependent_launch` (createKernelFunc's prologue).
+DictionaryAttr getLaunchAttr(const KernelLaunch &launch,
+                             gpu::GPUModuleOp module);
 
 //===----------------------------------------------------------------------===//
 // Scalars and index math (64-bit: `index` lowers to i64)

@@ -56,47 +56,6 @@ static void recordSchedule(KernelOp kernel, DictionaryAttr chosen) {
   kernel.setScheduleAttr(merged.getDictionary(kernel.getContext()));
 }
 
-/// `launch` (a `fusion.launch` dictionary or one of its `variants`) with
-/// `static_smem` set: the bytes of the workgroup attributions of its gpu.func
-/// `entry` in `module` (0 if there is none).
-static DictionaryAttr withStaticSharedBytes(DictionaryAttr launch,
-                                            gpu::GPUModuleOp module) {
-  MLIRContext *context = launch.getContext();
-  int64_t bytes = 0;
-  if (auto func = module.lookupSymbol<gpu::GPUFuncOp>(
-          launch.getAs<StringAttr>("entry")))
-    for (BlockArgument buffer : func.getWorkgroupAttributions()) {
-      auto type = cast<MemRefType>(buffer.getType());
-      bytes += type.getNumElements() * getTypeBytes(type.getElementType());
-    }
-  NamedAttrList entries(launch.getValue());
-  entries.set("static_smem",
-              IntegerAttr::get(IntegerType::get(context, 64), bytes));
-  return entries.getDictionary(context);
-}
-
-/// Checks the emitter's batch variants: min_batch >= 2 and strictly
-/// ascending, each a gpu.func of `module` with the primary's signature.
-static LogicalResult verifyVariants(KernelOp kernel, const KernelLaunch &launch,
-                                    gpu::GPUModuleOp module) {
-  auto primary = module.lookupSymbol<gpu::GPUFuncOp>(launch.entry);
-  int64_t previous = 1;
-  for (const KernelVariant &variant : launch.variants) {
-    if (variant.minBatch <= previous)
-      return kernel.emitOpError("variant '")
-             << variant.entry << "' has min_batch " << variant.minBatch
-             << "; variants need min_batch >= 2, strictly ascending";
-    previous = variant.minBatch;
-    auto func = module.lookupSymbol<gpu::GPUFuncOp>(variant.entry);
-    if (!func || !primary ||
-        func.getFunctionType() != primary.getFunctionType())
-      return kernel.emitOpError("variant '")
-             << variant.entry << "' is not a gpu.func with the parameters of '"
-             << launch.entry << "'";
-  }
-  return success();
-}
-
 struct ConvertFusionToGPUPass
     : fusion::impl::ConvertFusionToGPUPassBase<ConvertFusionToGPUPass> {
   using Base::Base;
@@ -155,25 +114,8 @@ struct ConvertFusionToGPUPass
         failed = true;
         continue;
       }
-      if (llvm::failed(verifyVariants(kernel, *launch, gpuModule))) {
-        failed = true;
-        continue;
-      }
       recordSchedule(kernel, launch->schedule);
-      // createKernelFunc gave every kernel of this module the same
-      // griddepcontrol prologue.
-      launch->programmaticDependentLaunch = hasGridDependencyControl(gpuModule);
-      DictionaryAttr finalAttr = withStaticSharedBytes(
-          getLaunchAttr(&getContext(), *launch), gpuModule);
-      if (auto variants = finalAttr.getAs<ArrayAttr>("variants")) {
-        SmallVector<Attribute> withStatic;
-        for (Attribute variant : variants)
-          withStatic.push_back(
-              withStaticSharedBytes(cast<DictionaryAttr>(variant), gpuModule));
-        NamedAttrList entries(finalAttr.getValue());
-        entries.set("variants", ArrayAttr::get(&getContext(), withStatic));
-        finalAttr = entries.getDictionary(&getContext());
-      }
+      DictionaryAttr finalAttr = getLaunchAttr(*launch, gpuModule);
       kernel->setAttr(kLaunchAttrName, finalAttr);
       emitted[key] = {*launch, finalAttr};
     }

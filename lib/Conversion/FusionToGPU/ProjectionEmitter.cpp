@@ -579,7 +579,7 @@ createProjectionFunc(ImplicitLocOpBuilder &b, ProjectionPlan &p,
 struct MmaSchedule {
   /// One CTA per SM: the token tile fills shared memory and the kernel, with
   /// no register cap, takes up to 255 registers per thread.
-  int64_t warps = 8, blockSize = 256, grid = 1;
+  int64_t warps = 8, grid = 1;
   /// Tokens per tile (a multiple of 8: tileTokens / 8 n-tiles of mma).
   int64_t tileTokens = 8;
   /// 16-byte weight vectors per row and lane in one loop step (`k_vectors`).
@@ -593,6 +593,8 @@ struct MmaSchedule {
   /// Workgroup f32 buffer for the partial sums of parts 1..kSplit-1.
   Value partials;
 
+  /// Threads per CTA.
+  int64_t blockSize() const { return 32 * warps; }
   /// Row blocks in flight per CTA.
   int64_t slots() const { return warps / kSplit; }
   /// f32 elements of `partials` for a split of `split` and `n` 8-token column
@@ -639,7 +641,7 @@ static void emitMmaTiles(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
                 [&](ImplicitLocOpBuilder &b, Value t) {
                   emitNormalizeToken(b, p.norm, addIndex(b, tileStart, t), xs,
                                      mulIndex(b, t, s.rowStride), isCta0,
-                                     /*scratch=*/Value(), s.blockSize,
+                                     /*scratch=*/Value(), s.blockSize(),
                                      /*warpOnly=*/true, normChunks);
                 });
         barrier(b);
@@ -868,11 +870,11 @@ static LogicalResult emitMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
   variant.minBatch = kMmaMinBatch;
   variant.entry = launch.entry + "_mma";
   variant.grid = {std::to_string(s.grid), "1", "1"};
-  variant.blockSize = s.blockSize;
+  variant.blockSize = s.blockSize();
   variant.dynamicSharedBytes = s.dynamicSharedBytes;
   ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
   FailureOr<gpu::GPUFuncOp> func = createProjectionFunc(
-      b, p, kernel, module, launch, variant.entry, s.blockSize);
+      b, p, kernel, module, launch, variant.entry, s.blockSize());
   if (failed(func))
     return failure();
   Value xs =
@@ -886,7 +888,7 @@ static LogicalResult emitMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
   variant.schedule = attrs.getDictionaryAttr({
       attrs.getNamedAttr("kind", attrs.getStringAttr("projection_mma")),
       attrs.getNamedAttr("min_batch", attrs.getI64IntegerAttr(kMmaMinBatch)),
-      attrs.getNamedAttr("threads", attrs.getI64IntegerAttr(s.blockSize)),
+      attrs.getNamedAttr("threads", attrs.getI64IntegerAttr(s.blockSize())),
       attrs.getNamedAttr("warps", attrs.getI64IntegerAttr(s.warps)),
       attrs.getNamedAttr("grid", attrs.getI64IntegerAttr(s.grid)),
       attrs.getNamedAttr("rows_per_warp", attrs.getI64IntegerAttr(16)),

@@ -87,10 +87,6 @@ struct KernelLaunch {
   /// Batch-specialised replacements, by ascending minBatch: the runtime
   /// launches the last one whose minBatch <= batch, else this kernel.
   SmallVector<KernelVariant> variants;
-  /// The kernel (and its variants) start with griddepcontrol (sm_90+): it may
-  /// be launched with programmatic stream serialization, overlapping its
-  /// launch with the end of the previous kernel in the stream.
-  bool programmaticDependentLaunch = false;
 };
 
 /// Front-half / projection kernel: `[rmsnorm|layernorm] -> qkv_proj ->
