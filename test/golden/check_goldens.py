@@ -35,6 +35,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOLERANCE = {"F16": 2e-3, "BF16": 1e-2, "F32": 1e-5}
 # attn_output_f64 is the float64 result stored as float32.
 F64_STORAGE_TOLERANCE = 1e-6
+# Our float32 emulation of transformers' inv_freq against its stored buffer:
+# two powf implementations within ~1 ulp each, then a reciprocal.
+INV_FREQ_ULPS = 4
 
 
 # ---------------------------------------------------------------------------
@@ -298,10 +301,13 @@ def reference_step(p, w, g, bug=None):
         packed_w = np.concatenate([packed_w[:nq], packed_w[nq + nk:], packed_w[nq:nq + nk]])
         if packed_b is not None:
             packed_b = np.concatenate([packed_b[:nq], packed_b[nq + nk:], packed_b[nq:nq + nk]])
-    rope = p["rope"]
+    # The float32 inv_freq transformers used (stored with the goldens), not
+    # our emulation of it: a float32 powf is not correctly rounded and its
+    # last bits depend on the SIMD path the library picks, which the angle
+    # at large positions amplifies. The emulation is checked separately.
+    inv_freq = np.asarray(g["inv_freq"], np.float32)
     if bug == "rope_unscaled":
-        rope = {"rope_type": "default"}
-    inv_freq = rope_inv_freq_f32(p["theta"], p["rotary_dim"], rope)
+        inv_freq = rope_inv_freq_f32(p["theta"], p["rotary_dim"], {"rope_type": "default"})
     if bug == "inv_freq_in_model_dtype":
         inv_freq = round_to(p["dtype"], inv_freq)
     B = g["positions"].shape[0]
@@ -313,7 +319,7 @@ def reference_step(p, w, g, bug=None):
     def rope_(x, positions):
         return rope_neox_f64(x, positions, inv_freq, gptj)
 
-    chain = {"inv_freq": inv_freq}
+    chain = {}
     chain["normed"] = rmsnorm_f64(g["hidden_states"], norm_w, p["eps"])
     chain["q"], chain["k"], chain["v"] = qkv_proj_f64(chain["normed"], packed_w, packed_b, Hq, Hkv, D)
     chain["q_rot"] = rope_(chain["q"], pos)
@@ -375,17 +381,23 @@ def check_dir(path, verbose=False):
     chain, stage, history = reference_step(p, w, g)
     rows = []
 
-    def row(tensor, worst, whole, max_abs, limit, stage_err=None, note=""):
-        ok = worst <= limit and (stage_err is None or stage_err <= limit)
+    def row(tensor, worst, whole, max_abs, limit, stage_err=None, note="", ok=None):
+        if ok is None:
+            ok = worst <= limit and (stage_err is None or stage_err <= limit)
         rows.append({"model": name, "dtype": dtype, "tensor": tensor, "rel": worst,
                      "rel_all": whole, "stage": stage_err, "max_abs": max_abs,
                      "tol": limit, "ok": bool(ok), "note": note})
 
-    # inv_freq: our float32 emulation against transformers' buffer, in ulps.
-    ours, theirs = chain["inv_freq"], g["inv_freq"]
+    # inv_freq: our float32 emulation of transformers' formula against the
+    # buffer it stored. powf and torch's pow are each within ~1 ulp of the
+    # exact value on any host, so a right formula is within a few ulps and
+    # a wrong one (exponent, scaling, pairing of i) is off by far more.
+    ours = rope_inv_freq_f32(p["theta"], p["rotary_dim"], p["rope"])
+    theirs = g["inv_freq"]
     ulps = int(np.max(np.abs(ours.view(np.int32).astype(np.int64) - theirs.view(np.int32).astype(np.int64))))
     row("inv_freq", rel_err(ours, theirs), rel_err(ours, theirs),
-        float(np.max(np.abs(ours.astype(np.float64) - theirs))), 1.2e-7, note=f"max {ulps} ulp")
+        float(np.max(np.abs(ours.astype(np.float64) - theirs))), INV_FREQ_ULPS * 2.0**-23,
+        note=f"max {ulps} ulp, bound {INV_FREQ_ULPS} ulp", ok=ulps <= INV_FREQ_ULPS)
     # The KV history from its inputs.
     if history is not None:
         kh, kh_ref, vh, vh_ref = history
