@@ -224,8 +224,13 @@ TEST(Safetensors, WriterRejectsBadArguments) {
   msg = EXPECT_THROW_MSG(InvalidArgumentError,
                          encodeSafetensors({{"", "F16", {1}, &v}}));
   EXPECT_CONTAINS(msg, "empty name");
-  msg = EXPECT_THROW_MSG(Error, writeSafetensors("/nonexistent/dir/x", {}));
-  EXPECT_CONTAINS(msg, "cannot create /nonexistent/dir/x.tmp");
+  // A directory under a regular file can be created by no one (root
+  // included), unlike a missing directory at the root.
+  TempDir dir;
+  writeText(dir.file("file"), "");
+  std::string target = dir.file("file") + "/dir/x";
+  msg = EXPECT_THROW_MSG(Error, writeSafetensors(target, {}));
+  EXPECT_CONTAINS(msg, "cannot create " + target + ".tmp");
 }
 
 TEST(Safetensors, OpenReportsMissingFiles) {
