@@ -18,7 +18,7 @@ Model::Model(Manifest manifest, std::string_view function)
     : manifest_(std::move(manifest)) {
   function_ = &manifest_.function(function);
   const ManifestFunction &f = *function_;
-  argRoles_.assign(f.arguments.size(), "unused");
+  argRoles_.assign(f.arguments.size(), std::string(kUnusedRole));
   std::vector<bool> roleSet(f.arguments.size(), false);
   maxSplits_ = std::numeric_limits<int64_t>::max();
   for (int k : f.kernels) {
@@ -36,6 +36,8 @@ Model::Model(Manifest manifest, std::string_view function)
         if (p.binding.kind == Binding::Kind::Argument) {
           s.kind = ParamSource::Kind::Argument;
           s.index = p.binding.index;
+          // The manifest's argument role, when given, is the same (checked
+          // by the parser).
           if (!roleSet[s.index]) {
             roleSet[s.index] = true;
             argRoles_[s.index] = p.role;
@@ -317,7 +319,7 @@ void LaunchPlan::validate(const StepShape &shape) const {
     if (argAddress_[i] != 0)
       continue;
     // Arguments no kernel reads (and no result returns) need no buffer.
-    bool used = m.argumentRole(static_cast<int>(i)) != "unused";
+    bool used = m.argumentRole(static_cast<int>(i)) != kUnusedRole;
     for (const ManifestResult &r : m.results())
       used |= r.source.kind == Binding::Kind::Argument &&
               r.source.index == static_cast<int>(i);
@@ -427,7 +429,8 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
   c.dims = sig.dims;
   c.norm = norm->name == "rmsnorm" ? ref::NormKind::RMSNorm
                                    : ref::NormKind::LayerNorm;
-  c.normOptions.eps = norm->number("epsilon", 1e-6);
+  // Required attributes (the manifest parser checked them).
+  c.normOptions.eps = norm->numbers.at("epsilon");
   c.normOptions.unit_offset = norm->flag("unit_offset");
   if (norm->flag("residual") != (sig.residual >= 0))
     throwInvalidArgument(fn, ": the ", norm->name, " op ",
@@ -436,7 +439,7 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
                          sig.residual >= 0 ? "has" : "has no",
                          " residual argument");
   auto checkDim = [&](const char *key, int64_t expected) {
-    double v = qkv->number(key, static_cast<double>(expected));
+    double v = qkv->numbers.at(key);
     if (v != static_cast<double>(expected))
       throwInvalidArgument(fn, ": qkv_proj ", key, " = ", v,
                            " but the buffers imply ", expected);
@@ -444,22 +447,24 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
   checkDim("num_heads", sig.dims.numQHeads);
   checkDim("num_kv_heads", sig.dims.numKVHeads);
   checkDim("head_dim", sig.dims.headDim);
-  if (qkv->flags.count("bias") && qkv->flag("bias") != (sig.qkvBias >= 0))
+  if (qkv->flag("bias") != (sig.qkvBias >= 0))
     throwInvalidArgument(
         fn, ": qkv_proj bias = ", qkv->flag("bias") ? "true" : "false",
         " but the function ", sig.qkvBias >= 0 ? "has" : "has no",
         " qkv_bias argument");
-  auto pairing = rope->strings.find("pairing");
-  std::string p = pairing == rope->strings.end() ? "neox" : pairing->second;
+  const std::string &p = rope->strings.at("pairing");
   if (p == "neox")
     c.rope.pairing = ref::RopePairing::NeoX;
   else if (p == "gptj")
     c.rope.pairing = ref::RopePairing::GPTJ;
   else
     throwUnsupported(fn, ": unknown rope pairing \"", p, "\"");
-  c.rope.theta = rope->number("theta", 10000.0);
-  int64_t rd = static_cast<int64_t>(
-      rope->number("rotary_dim", static_cast<double>(sig.dims.headDim)));
+  c.rope.theta = rope->numbers.at("theta");
+  int64_t rd = static_cast<int64_t>(rope->numbers.at("rotary_dim"));
+  if (rd > sig.dims.headDim || rd % 2 != 0)
+    throwInvalidArgument(fn, ": rope rotary_dim ", rd,
+                         " is not an even number of at most head_dim ",
+                         sig.dims.headDim);
   c.rope.rotaryDim = rd == sig.dims.headDim ? 0 : rd;
   auto scaling = rope->strings.find("scaling.type");
   if (scaling != rope->strings.end()) {
@@ -467,19 +472,17 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
       throwUnsupported(fn, ": rope scaling \"", scaling->second,
                        "\" has no reference");
     ref::Llama3RopeScaling l;
-    l.factor = rope->number("scaling.factor", l.factor);
-    l.lowFreqFactor = rope->number("scaling.low_freq_factor", l.lowFreqFactor);
-    l.highFreqFactor =
-        rope->number("scaling.high_freq_factor", l.highFreqFactor);
-    l.originalMaxPosition = static_cast<int64_t>(
-        rope->number("scaling.original_max_position",
-                     static_cast<double>(l.originalMaxPosition)));
+    l.factor = rope->numbers.at("scaling.factor");
+    l.lowFreqFactor = rope->numbers.at("scaling.low_freq_factor");
+    l.highFreqFactor = rope->numbers.at("scaling.high_freq_factor");
+    l.originalMaxPosition =
+        static_cast<int64_t>(rope->numbers.at("scaling.original_max_position"));
     c.rope.llama3 = l;
   }
   // The default scale is 1/sqrt(D); record only a different one.
-  double scale = attn->number("scale", 0.0);
+  double scale = attn->numbers.at("scale");
   double def = 1.0 / std::sqrt(static_cast<double>(sig.dims.headDim));
-  if (scale != 0.0 && std::fabs(scale - def) > 1e-12 * def)
+  if (std::fabs(scale - def) > 1e-12 * def)
     c.attention.scale = scale;
   return c;
 }

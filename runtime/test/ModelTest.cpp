@@ -327,6 +327,7 @@ TEST(LaunchPlan, NoSplitsNoBlockTable) {
   json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
   j["functions"][0]["kernels"] = {0};
   j["functions"][0]["results"] = {j["functions"][0]["results"][1]};
+  j["functions"][0]["results"][0]["index"] = 0;
   j["kernels"].erase(1);
   auto &params = j["kernels"][0]["params"];
   params.erase(11); // max_pages
@@ -392,7 +393,7 @@ TEST(FrontHalfSignature, RejectsOtherFunctions) {
   EXPECT_CONTAINS(msg, "has 2 qkv weights (2 layers)");
 
   json k = json::parse(readText(dataPath("tiny_decode.manifest.json")));
-  k["kernels"][1]["params"][4]["role"] = "lengths";
+  k["kernels"][1]["params"][4]["role"] = "positions";
   Model m2(Manifest::parse(k.dump(), "m.json"));
   msg =
       EXPECT_THROW_MSG(InvalidArgumentError, FrontHalfSignature::fromModel(m2));
