@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 namespace fusion::runtime {
 
@@ -385,6 +386,141 @@ std::vector<PreparedLaunch> LaunchPlan::prepare(const StepShape &shape) const {
     out.push_back(std::move(l));
   }
   return out;
+}
+
+namespace {
+
+/// Which kernels of `m` append to / read the paged caches, found from their
+/// parameter roles: a kernel taking positions and a cache appends
+/// (kv_append), one taking seq_lens and a cache reads (decode_attention).
+struct CacheUse {
+  bool appends = false, reads = false;
+  int64_t pageSize = 0; ///< the caches' dimension 1 (0: no caches)
+};
+
+CacheUse cacheUse(const Model &m) {
+  CacheUse u;
+  for (const ManifestKernel *k : m.kernels()) {
+    bool cache = false, positions = false, seqLens = false;
+    for (const ManifestParam &p : k->params) {
+      if (p.kind != ParamKind::Input)
+        continue;
+      if (p.role == "key_cache" || p.role == "value_cache") {
+        cache = true;
+        if (p.shape.size() == 4 && !p.shape[1].isSymbol())
+          u.pageSize = p.shape[1].value;
+      }
+      positions |= p.role == "positions";
+      seqLens |= p.role == "seq_lens";
+    }
+    u.appends |= cache && positions;
+    u.reads |= cache && seqLens;
+  }
+  return u;
+}
+
+/// Whether the slot `pos` of a row (page row[pos / P], slot pos % P) is one
+/// of the slots of tokens [0, len) attention reads: normally pos < len; or,
+/// for a row whose block table maps the logical page of pos onto a page of
+/// the window (GoldenCacheLayout), a token t < len in the same page and slot.
+bool appendedSlotIsRead(const int32_t *row, int64_t pos, int64_t len,
+                        int64_t P) {
+  if (pos < len)
+    return true;
+  for (int64_t t = pos % P; t < len; t += P)
+    if (row[t / P] == row[pos / P])
+      return true;
+  return false;
+}
+
+/// The pages row `b` uses: logical pages [0, ceil(len / P)) it reads and
+/// the page of `pos` it writes (-1: none). Checks each id is in
+/// [0, numPages).
+void checkRowPages(const std::string &fn, int64_t b, const int32_t *row,
+                   int64_t readPages, int64_t writePage, int64_t numPages) {
+  auto check = [&](int64_t j, const char *why) {
+    if (row[j] < 0 || row[j] >= numPages)
+      throwInvalidArgument(fn, ": sequence (row) ", b, ": block_table[", b,
+                           ", ", j, "] = ", row[j], " (", why,
+                           ") is not a page of the cache [0, ", numPages, ")");
+  };
+  for (int64_t j = 0; j < readPages; ++j)
+    check(j, "a page attention reads");
+  if (writePage >= 0)
+    check(writePage, "the page the new token is written to");
+}
+
+} // namespace
+
+void LaunchPlan::checkStepInputs(const StepShape &shape,
+                                 const StepInputs &in) const {
+  validate(shape);
+  const Model &m = *model_;
+  const std::string fn = "decode step of \"" + m.function().name + "\"";
+  const CacheUse use = cacheUse(m);
+  auto need = [&](const int32_t *p, const char *role) {
+    if (!p && m.argumentWithRole(role) >= 0)
+      throwInvalidArgument(fn, ": no host copy of the ", role,
+                           " input to check");
+    return p;
+  };
+  const int32_t *pos = need(in.positions, "positions");
+  const int32_t *lens = need(in.seqLens, "seq_lens");
+  const int32_t *table = need(in.blockTable, "block_table");
+  if (use.pageSize == 0 || !table || !(use.appends || use.reads))
+    return;
+  const int64_t P = use.pageSize, W = shape.maxPages, C = W * P;
+  // Page -> the row that writes it.
+  std::unordered_map<int32_t, int64_t> writer;
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    const int32_t *row = table + b * W;
+    int64_t writePage = -1, readPages = 0;
+    if (use.appends && pos) {
+      if (pos[b] < 0)
+        throwInvalidArgument(fn, ": sequence (row) ", b, ": position ", pos[b],
+                             " is negative");
+      if (pos[b] >= C)
+        throwCapacity(fn, ": sequence (row) ", b, ": position ", pos[b],
+                      " is past the ", C, " tokens its block-table row ",
+                      "addresses (max_pages ", W, " * page size ", P, ")");
+      writePage = pos[b] / P;
+    }
+    if (use.reads && lens) {
+      if (lens[b] < 0)
+        throwInvalidArgument(fn, ": sequence (row) ", b, ": seq_lens ", lens[b],
+                             " is negative");
+      if (lens[b] > C)
+        throwCapacity(fn, ": sequence (row) ", b, ": seq_lens ", lens[b],
+                      " is past the ", C, " tokens its block-table row ",
+                      "addresses (max_pages ", W, " * page size ", P, ")");
+      readPages = (lens[b] + P - 1) / P;
+    }
+    checkRowPages(fn, b, row, readPages, writePage, capacity_.numPages);
+    if (writePage >= 0 && readPages > 0 &&
+        !appendedSlotIsRead(row, pos[b], lens[b], P))
+      throwInvalidArgument(
+          fn, ": sequence (row) ", b, ": the new token's slot (position ",
+          pos[b], ": page ", row[writePage], ", slot ", pos[b] % P,
+          ") is not among the seq_lens = ", lens[b],
+          " slots attention reads (normally seq_lens = position + 1)");
+    if (writePage >= 0 && !writer.emplace(row[writePage], b).second)
+      throwInvalidArgument(fn, ": sequences (rows) ", writer[row[writePage]],
+                           " and ", b, " both write page ", row[writePage]);
+  }
+  // A page one row writes must not be used by another.
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    const int32_t *row = table + b * W;
+    int64_t readPages = use.reads && lens ? (lens[b] + P - 1) / P : 0;
+    for (int64_t j = 0; j < readPages; ++j) {
+      auto it = writer.find(row[j]);
+      if (it != writer.end() && it->second != b)
+        throwInvalidArgument(fn, ": sequence (row) ", it->second,
+                             " writes page ", row[j], ", which sequence (row) ",
+                             b, " reads (block_table[", b, ", ", j,
+                             "]): rows must not share a page one of them "
+                             "writes");
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
