@@ -1153,9 +1153,13 @@ int run(const Options &o) {
     maxLen = *std::max_element(layout->seqLens.begin(), layout->seqLens.end());
   } else {
     numPages = poolPages(o, P, maxPages, maxLen);
-    checkHostCaches(numPages, sig,
-                    o.numPages ? "--num-pages " + std::to_string(o.numPages)
-                               : "--kv-len(s) and --batch");
+    checkHostCaches(
+        numPages, sig,
+        o.numPages ? "--num-pages " + std::to_string(o.numPages)
+                   : "--batch " + std::to_string(B) +
+                         " histories of --kv-len/--kv-lens (longest " +
+                         std::to_string(maxLen - o.steps) +
+                         " tokens) plus --steps " + std::to_string(o.steps));
   }
   int64_t numSplits =
       o.numSplits ? o.numSplits : model.defaultNumSplits(B, maxLen);
