@@ -496,7 +496,7 @@ void LaunchPlan::checkStepInputs(const StepShape &shape,
       readPages = (lens[b] + P - 1) / P;
     }
     checkRowPages(fn, b, row, readPages, writePage, capacity_.numPages);
-    if (writePage >= 0 && readPages > 0 &&
+    if (writePage >= 0 && use.reads && lens &&
         !appendedSlotIsRead(row, pos[b], lens[b], P))
       throwInvalidArgument(
           fn, ": sequence (row) ", b, ": the new token's slot (position ",

@@ -387,6 +387,9 @@ TEST(LaunchPlan, ChecksStepInputs) {
       {"new token not read", [](Step &s) { s.lens[0] = 5; }, false,
        "sequence (row) 0: the new token's slot (position 5: page 1, slot 1) "
        "is not among the seq_lens = 5 slots attention reads"},
+      {"new token of an empty row", [](Step &s) { s.lens[1] = 0; }, false,
+       "sequence (row) 1: the new token's slot (position 0: page 2, slot 0) "
+       "is not among the seq_lens = 0 slots attention reads"},
       {"page id past the pool", [](Step &s) { s.table[1] = 16; }, false,
        "sequence (row) 0: block_table[0, 1] = 16 (a page attention reads) "
        "is not a page of the cache [0, 16)"},
