@@ -654,9 +654,10 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
       params.fail("scalar \"" + p.role + "\" appears twice");
   if (k.usesNumSplits()) {
     auto it = k.scheduleInts.find("max_splits");
-    if (it == k.scheduleInts.end() || it->second < 1)
+    if (it == k.scheduleInts.end() || it->second < 1 || it->second > kMaxDim)
       n.fail("the kernel uses num_splits but its schedule has no "
-             "max_splits >= 1 (the workspace bound)");
+             "max_splits in [1, 2147483647] (the workspace bound; num_splits "
+             "is an i32 scalar)");
   }
   return k;
 }

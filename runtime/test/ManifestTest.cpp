@@ -495,6 +495,10 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
       {"ops without attributes",
        [](json &j) { j["kernels"][0]["ops"][2].erase("attributes"); },
        "kernels[0].ops[2]: missing member \"attributes\" of rope"},
+      {"max_splits past int32",
+       [](json &j) { j["kernels"][1]["schedule"]["max_splits"] = 1LL << 40; },
+       "m.json: kernels[1]: the kernel uses num_splits but its schedule has "
+       "no max_splits in [1, 2147483647]"},
       {"nesting past the limit",
        [](json &j) {
          json deep = json::array();
