@@ -11,7 +11,7 @@
 # run FUSION_RUN=/tmp/rt/tools/fusion-run scripts/example-gpu.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-run=${FUSION_RUN:-build/runtime/tools/fusion-run}
+run=${FUSION_RUN:-build/bin/fusion-run}
 out=build/example
 ckpt=test/golden/llama3_gqa
 for strategy in decode none; do

@@ -44,6 +44,27 @@ TensorStore TensorStore::fromFile(SafetensorsFile file) {
   return store;
 }
 
+namespace {
+
+/// The shard file name `n` of tensor `tensor` in a checkpoint index: a
+/// relative path that stays in the index's directory (no root, no ".."
+/// component; checked lexically, so the symlinks of a Hugging Face cache
+/// snapshot still work). Throws FormatError naming the entry otherwise.
+std::string shardPath(const Node &n, const std::string &tensor) {
+  std::string file = n.asString();
+  fs::path p(file);
+  bool leaves = file.empty() || p.has_root_path();
+  for (const fs::path &part : p)
+    leaves |= part == "..";
+  if (leaves)
+    n.fail("tensor \"" + tensor + "\" is in \"" + file +
+           "\": shard files must be relative paths inside the checkpoint "
+           "directory (no leading /, no \"..\")");
+  return file;
+}
+
+} // namespace
+
 TensorStore TensorStore::open(const std::string &path) {
   fs::path p(path);
   std::error_code ec;
@@ -74,7 +95,7 @@ TensorStore TensorStore::open(const std::string &path) {
     for (auto it = doc["weight_map"].begin(); it != doc["weight_map"].end();
          ++it) {
       std::string file =
-          Node(it.value(), path, "weight_map." + it.key()).asString();
+          shardPath(Node(it.value(), path, "weight_map." + it.key()), it.key());
       auto [pos, inserted] = fileIndex.emplace(file, store.files_.size());
       if (inserted)
         store.files_.push_back(

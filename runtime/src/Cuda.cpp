@@ -44,6 +44,7 @@ namespace fusion::runtime::cuda {
   X(cuFuncSetAttribute)                                                        \
   X(cuMemAlloc)                                                                \
   X(cuMemFree)                                                                 \
+  X(cuMemGetInfo)                                                              \
   X(cuMemcpyHtoD)                                                              \
   X(cuMemcpyDtoH)                                                              \
   X(cuMemcpyHtoDAsync)                                                         \
@@ -313,6 +314,13 @@ uint64_t Context::totalMemory() const {
   size_t bytes = 0;
   check(api().cuDeviceTotalMem(&bytes, device_), "cuDeviceTotalMem");
   return bytes;
+}
+
+uint64_t Context::freeMemory() const {
+  makeCurrent();
+  size_t free = 0, total = 0;
+  check(api().cuMemGetInfo(&free, &total), "cuMemGetInfo");
+  return free;
 }
 
 int Context::driverVersion() {

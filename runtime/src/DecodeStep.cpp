@@ -144,16 +144,20 @@ void DecodeStep::launchAll(const std::vector<PreparedLaunch> &launches,
   }
 }
 
-void DecodeStep::run(const StepShape &shape, CUstream stream) {
+void DecodeStep::run(const StepShape &shape, const StepInputs &inputs,
+                     CUstream stream) {
   if (!stream)
     stream = stream_.get();
+  plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
   launchAll(plan_.prepare(shape), stream, options_.syncEachKernel);
 }
 
-void DecodeStep::runGraph(const StepShape &shape, CUstream stream) {
+void DecodeStep::runGraph(const StepShape &shape, const StepInputs &inputs,
+                          CUstream stream) {
   if (!stream)
     stream = stream_.get();
+  plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
   std::vector<PreparedLaunch> launches = plan_.prepare(shape);
   if (!graph_ || !graphShape_ || *graphShape_ != shape ||

@@ -52,10 +52,27 @@ inline std::string describe(const json &v) {
   }
 }
 
-/// Parses `text`; throws FormatError "<source>: invalid JSON: ..." on error.
+/// Arrays and objects nested deeper than this are rejected. The runtime's
+/// documents nest at most 5 levels; the bound keeps hostile input from
+/// exhausting the stack in code that walks the tree recursively.
+constexpr int kMaxNesting = 64;
+
+/// Parses `text`; throws FormatError "<source>: invalid JSON: ..." on a
+/// syntax error or when arrays and objects nest more than kMaxNesting deep.
 inline json parse(std::string_view text, const std::string &source) {
+  auto limitDepth = [&](int depth, json::parse_event_t event, json &) {
+    // `depth` counts the containers around the one that starts.
+    if ((event == json::parse_event_t::object_start ||
+         event == json::parse_event_t::array_start) &&
+        depth >= kMaxNesting)
+      throwFormat(source,
+                  ": invalid JSON: arrays and objects nested more "
+                  "than ",
+                  kMaxNesting, " levels deep");
+    return true;
+  };
   try {
-    return json::parse(text.begin(), text.end());
+    return json::parse(text.begin(), text.end(), limitDepth);
   } catch (const json::exception &e) {
     throwFormat(source, ": invalid JSON: ", e.what());
   }

@@ -122,7 +122,8 @@ int64_t KVCacheManager::appendTokens(SeqId id, int64_t n) {
                   " tokens): only ", numFreePages(), " of ", numPages_,
                   " pages are free; sequence left unchanged");
   Sequence &mut = seqs_.at(id);
-  mut.pages.reserve(mut.pages.size() + static_cast<size_t>(need));
+  // push_back grows geometrically: appending a page at a time stays linear
+  // (an exact reserve here would copy the whole list every time).
   for (int64_t i = 0; i < need; ++i) {
     mut.pages.push_back(free_.back());
     free_.pop_back();

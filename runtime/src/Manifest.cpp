@@ -5,8 +5,10 @@
 #include "JsonUtil.h"
 #include "fusion/runtime/Error.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -110,6 +112,41 @@ std::string_view paramKindName(ParamKind kind) {
   return "?";
 }
 
+const std::vector<std::string_view> &paramRoles(ParamKind kind) {
+  static const std::vector<std::string_view> inputs = {
+      "input",    "residual",    "norm_weight", "norm_bias",  "qkv_weight",
+      "qkv_bias", "query",       "key",         "value",      "positions",
+      "seq_lens", "block_table", "key_cache",   "value_cache"};
+  static const std::vector<std::string_view> outputs = {
+      "normed", "residual_out", "query", "key", "value", "output"};
+  static const std::vector<std::string_view> workspaces = {
+      "partial_out", "partial_stats", "split_counters"};
+  static const std::vector<std::string_view> scalars = {"batch", "max_pages",
+                                                        "num_splits"};
+  switch (kind) {
+  case ParamKind::Input:
+    return inputs;
+  case ParamKind::Output:
+    return outputs;
+  case ParamKind::Workspace:
+    return workspaces;
+  case ParamKind::Scalar:
+    break;
+  }
+  return scalars;
+}
+
+std::string roleList(ParamKind kind) {
+  const std::vector<std::string_view> &roles = paramRoles(kind);
+  std::string s;
+  for (size_t i = 0; i < roles.size(); ++i)
+    s += std::string(i == 0                  ? ""
+                     : i + 1 == roles.size() ? " or "
+                                             : ", ") +
+         "\"" + std::string(roles[i]) + "\"";
+  return s;
+}
+
 std::string Binding::str() const {
   switch (kind) {
   case Kind::None:
@@ -211,12 +248,15 @@ std::string ManifestKernel::label(int v) const {
 
 namespace {
 
-/// A dimension: an integer, a decimal string, or a known size name (any of
-/// `allowed`).
+/// Largest constant dimension (sizes are int32 in the kernels).
+constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();
+
+/// A dimension: an integer in [1, kMaxDim], its decimal string, or a known
+/// size name (any of `allowed`).
 Dim parseDim(const Node &n, const std::vector<std::string_view> &allowed) {
   Dim d;
   if (n.isInteger()) {
-    d.value = n.asInt(0, std::numeric_limits<int64_t>::max());
+    d.value = n.asInt(1, kMaxDim);
     return d;
   }
   if (!n.isString())
@@ -224,8 +264,9 @@ Dim parseDim(const Node &n, const std::vector<std::string_view> &allowed) {
            jsonutil::describe(n.raw()));
   std::string s = n.asString();
   if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) {
-    if (s.size() > 18)
-      n.fail("dimension " + s + " is too large");
+    if (s.size() > 10 || std::stoll(s) < 1 || std::stoll(s) > kMaxDim)
+      n.fail("dimension " + s + " is outside [1, " + std::to_string(kMaxDim) +
+             "]");
     d.value = std::stoll(s);
     return d;
   }
@@ -241,21 +282,34 @@ Dim parseDim(const Node &n, const std::vector<std::string_view> &allowed) {
          ")");
 }
 
-std::vector<Dim> parseShape(const Node &n) {
-  n.expectArray();
-  std::vector<Dim> shape;
-  for (size_t i = 0; i < n.size(); ++i)
-    shape.push_back(
-        parseDim(n.at(i), {"batch", "max_pages", "num_pages", "num_splits"}));
-  return shape;
-}
-
 ElemType parseDType(const Node &n) {
   std::string s = n.asString();
   std::optional<ElemType> t = parseElemType(s);
   if (!t)
     n.fail("unsupported dtype \"" + s + "\" (expected f16, bf16, f32 or i32)");
   return *t;
+}
+
+/// The "shape" of `n` (elements of dtype `dtype`): its constant dimensions
+/// hold at most kMaxConstantBytes (each is below 2^31, so no product
+/// overflows before the check).
+std::vector<Dim> parseShape(const Node &n, ElemType dtype) {
+  n.expectArray();
+  std::vector<Dim> shape;
+  int64_t bytes = elemTypeSize(dtype);
+  for (size_t i = 0; i < n.size(); ++i) {
+    shape.push_back(
+        parseDim(n.at(i), {"batch", "max_pages", "num_pages", "num_splits"}));
+    if (!shape.back().isSymbol()) {
+      if (shape.back().value > kMaxConstantBytes / bytes)
+        n.fail("the constant dimensions of " + shapeString(shape) + "... of " +
+               std::string(elemTypeName(dtype)) +
+               " alone hold more than 2^47 bytes (128 TiB, more than any "
+               "GPU)");
+      bytes *= shape.back().value;
+    }
+  }
+  return shape;
 }
 
 Binding parseSource(const Node &n) {
@@ -304,19 +358,33 @@ ManifestParam parseParam(const Node &n, size_t position) {
     n.at("kind").fail("unknown parameter kind \"" + kind +
                       "\" (expected input, output, workspace or scalar)");
   p.role = n.at("role").asString();
+  const std::vector<std::string_view> &roles = paramRoles(p.kind);
+  if (std::find(roles.begin(), roles.end(), p.role) == roles.end())
+    n.at("role").fail(
+        p.kind == ParamKind::Scalar
+            ? "unknown scalar \"" + p.role +
+                  "\" (the runtime supplies batch, max_pages and num_splits)"
+            : "unknown role \"" + p.role + "\" for an " + kind +
+                  " parameter (expected " + roleList(p.kind) + ")");
   p.dtype = parseDType(n.at("dtype"));
   if (p.kind == ParamKind::Scalar) {
     if (p.dtype != ElemType::I32)
       n.at("dtype").fail("scalar parameters are i32");
-    if (p.role != "batch" && p.role != "max_pages" && p.role != "num_splits")
-      n.at("role").fail("unknown scalar \"" + p.role +
-                        "\" (the runtime supplies batch, max_pages and "
-                        "num_splits)");
+    if (n.has("shape"))
+      n.at("shape").fail("scalar parameters have no shape");
   } else {
-    p.shape = parseShape(n.at("shape"));
+    p.shape = parseShape(n.at("shape"), p.dtype);
   }
-  if (auto z = n.find("zero_init"))
+  if (auto z = n.find("zero_init")) {
     p.zeroInit = z->asBool();
+    if (p.kind != ParamKind::Workspace)
+      z->fail("only workspaces are zero-initialised by the runtime");
+  }
+  // Workspaces are sized per batch row (docs/abi.md section 3.3).
+  if (p.kind == ParamKind::Workspace &&
+      (p.shape.empty() || p.shape[0].symbol != "batch"))
+    n.at("shape").fail("workspace shape " + shapeString(p.shape) +
+                       " does not start with the batch dimension \"batch\"");
   if (auto b = n.find("binding"))
     p.binding = parseSource(*b);
   return p;
@@ -340,43 +408,151 @@ void flattenAttributes(const Node &n, const std::string &prefix,
   }
 }
 
+/// One attribute of an op that the runtime reads (FrontHalfSignature).
+struct AttrRule {
+  const char *key;
+  enum Type { Number, Integer, Bool, String } type;
+  bool required;
+  /// Numbers: the value must be > `min` (or >= with `minInclusive`);
+  /// integers: >= 1.
+  double min = 0;
+  bool minInclusive = false;
+};
+
+/// The attributes the runtime reads, by op ("scaling" is rope's optional
+/// llama3 scaling object).
+const std::map<std::string, std::vector<AttrRule>> &opAttributeRules() {
+  using T = AttrRule;
+  static const std::map<std::string, std::vector<AttrRule>> rules = {
+      {"rmsnorm",
+       {{"epsilon", T::Number, true, 0, true},
+        {"residual", T::Bool, true},
+        {"unit_offset", T::Bool, false}}},
+      {"layernorm",
+       {{"epsilon", T::Number, true, 0, true},
+        {"unit_offset", T::Bool, false}}},
+      {"qkv_proj",
+       {{"num_heads", T::Integer, true},
+        {"num_kv_heads", T::Integer, true},
+        {"head_dim", T::Integer, true},
+        {"bias", T::Bool, true}}},
+      {"rope",
+       {{"pairing", T::String, true},
+        {"theta", T::Number, true},
+        {"rotary_dim", T::Integer, true}}},
+      {"scaling",
+       {{"type", T::String, true},
+        {"factor", T::Number, true},
+        {"low_freq_factor", T::Number, true},
+        {"high_freq_factor", T::Number, true},
+        {"original_max_position", T::Integer, true}}},
+      {"decode_attention", {{"scale", T::Number, true}}},
+  };
+  return rules;
+}
+
+/// Checks the attributes `attrs` of an op against `rules`.
+void checkAttributes(const Node &attrs, const std::vector<AttrRule> &rules,
+                     const std::string &op) {
+  for (const AttrRule &r : rules) {
+    std::optional<Node> v = attrs.find(r.key);
+    if (!v) {
+      if (r.required)
+        attrs.fail("missing attribute \"" + std::string(r.key) + "\" of " + op +
+                   " (required)");
+      continue;
+    }
+    switch (r.type) {
+    case AttrRule::Number: {
+      double d = v->asNumber();
+      if (!std::isfinite(d) || (r.minInclusive ? d < r.min : d <= r.min))
+        v->fail("expected a finite number " +
+                std::string(r.minInclusive ? ">= " : "> ") +
+                std::to_string(static_cast<int>(r.min)) + ", got " +
+                jsonutil::describe(v->raw()));
+      break;
+    }
+    case AttrRule::Integer:
+      v->asInt(1, kMaxDim);
+      break;
+    case AttrRule::Bool:
+      v->asBool();
+      break;
+    case AttrRule::String:
+      v->asString();
+      break;
+    }
+  }
+}
+
+/// One entry of a kernel's "ops": its name and attributes, those the
+/// runtime reads checked (opAttributeRules), nested objects flattened.
+ManifestOp parseOp(const Node &on) {
+  ManifestOp op;
+  op.name = on.at("op").asString();
+  std::optional<Node> attrs = on.find("attributes");
+  auto rules = opAttributeRules().find(op.name);
+  if (rules != opAttributeRules().end()) {
+    if (!attrs)
+      on.fail("missing member \"attributes\" of " + op.name + " (required)");
+    checkAttributes(*attrs, rules->second, op.name);
+    if (op.name == "rope")
+      if (auto scaling = attrs->find("scaling")) {
+        scaling->expectObject();
+        checkAttributes(*scaling, opAttributeRules().at("scaling"),
+                        "rope scaling");
+        if (!(scaling->at("high_freq_factor").asNumber() >
+              scaling->at("low_freq_factor").asNumber()))
+          scaling->at("high_freq_factor")
+              .fail("must be greater than low_freq_factor");
+      }
+  }
+  if (attrs)
+    flattenAttributes(*attrs, "", op);
+  return op;
+}
+
 /// The launch members of `n` (a kernel or one of its variants): entry, grid,
 /// block, dynamic_shared_bytes, static_shared_bytes, schedule.
 void parseLaunch(const Node &n, LaunchGeometry &g) {
   g.entry = n.at("entry").asString();
   if (g.entry.empty())
     n.at("entry").fail("empty entry name");
+  // docs/abi.md section 1: grid [x, y, z], block [threads, 1, 1].
   Node grid = n.at("grid");
   grid.expectArray();
-  if (grid.size() < 1 || grid.size() > 3)
-    grid.fail("expected 1 to 3 dimensions");
+  if (grid.size() != 3)
+    grid.fail("expected 3 dimensions [x, y, z], got " +
+              std::to_string(grid.size()));
   for (size_t i = 0; i < 3; ++i) {
-    if (i < grid.size())
-      g.grid[i] = parseDim(grid.at(i), {"batch", "num_splits"});
-    else
-      g.grid[i].value = 1;
-    if (!g.grid[i].isSymbol() &&
-        (g.grid[i].value < 1 ||
-         g.grid[i].value > (i == 0 ? 2147483647 : 65535)))
-      grid.at(i < grid.size() ? i : 0)
-          .fail("grid dimension " + std::to_string(g.grid[i].value) +
-                " out of range");
+    g.grid[i] = parseDim(grid.at(i), {"batch", "num_splits"});
+    const int64_t limit = i == 0 ? 2147483647 : 65535;
+    if (!g.grid[i].isSymbol() && g.grid[i].value > limit)
+      grid.at(i).fail("grid dimension " + std::to_string(g.grid[i].value) +
+                      " is outside the CUDA limit [1, " +
+                      std::to_string(limit) + "]");
   }
   Node block = n.at("block");
-  if (block.isArray()) {
-    if (block.size() < 1 || block.size() > 3)
-      block.fail("expected 1 to 3 dimensions");
-    for (size_t i = 0; i < block.size(); ++i)
-      g.block[i] = block.at(i).asInt(1, 1024);
-  } else {
-    g.block[0] = block.asInt(1, 1024);
-  }
-  if (g.block[0] * g.block[1] * g.block[2] > 1024)
-    block.fail("more than 1024 threads per block");
-  if (auto s = n.find("dynamic_shared_bytes"))
-    g.dynamicSharedBytes = s->asInt(0, std::numeric_limits<int32_t>::max());
+  block.expectArray();
+  if (block.size() != 3)
+    block.fail("expected 3 dimensions [threads, 1, 1], got " +
+               std::to_string(block.size()));
+  g.block[0] = block.at(0).asInt(1, 1024);
+  for (size_t i = 1; i < 3; ++i)
+    if ((g.block[i] = block.at(i).asInt()) != 1)
+      block.at(i).fail("thread blocks are 1-D ([threads, 1, 1]), got " +
+                       std::to_string(g.block[i]));
   if (auto s = n.find("static_shared_bytes"))
-    g.staticSharedBytes = s->asInt(0, std::numeric_limits<int32_t>::max());
+    g.staticSharedBytes = s->asInt(0, kMaxStaticSharedBytes);
+  if (auto s = n.find("dynamic_shared_bytes")) {
+    g.dynamicSharedBytes = s->asInt(0, std::numeric_limits<int64_t>::max());
+    if (g.dynamicSharedBytes > kMaxSharedBytesPerBlock - g.staticSharedBytes)
+      s->fail(std::to_string(g.dynamicSharedBytes) +
+              " bytes of dynamic shared memory plus " +
+              std::to_string(g.staticSharedBytes) + " static exceed the " +
+              std::to_string(kMaxSharedBytesPerBlock) +
+              " bytes (227 KiB, sm_90) a thread block can have");
+  }
   if (auto s = n.find("schedule")) {
     s->expectObject();
     g.scheduleJson = s->raw().dump();
@@ -410,7 +586,8 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
       vn.expectObject();
       ManifestVariant v;
       Node minBatch = vn.at("min_batch");
-      v.minBatch = minBatch.asInt();
+      v.minBatch = minBatch.asInt(std::numeric_limits<int64_t>::min(),
+                                  std::numeric_limits<int32_t>::max());
       if (v.minBatch < 2)
         minBatch.fail("min_batch " + std::to_string(v.minBatch) +
                       " is below 2 (a batch of 1 launches the kernel's own "
@@ -428,14 +605,8 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
     k.programmaticDependentLaunch = pdl->asBool();
   if (auto ops = n.find("ops")) {
     ops->expectArray();
-    for (size_t i = 0; i < ops->size(); ++i) {
-      Node on = ops->at(i);
-      ManifestOp op;
-      op.name = on.at("op").asString();
-      if (auto attrs = on.find("attributes"))
-        flattenAttributes(*attrs, "", op);
-      k.ops.push_back(std::move(op));
-    }
+    for (size_t i = 0; i < ops->size(); ++i)
+      k.ops.push_back(parseOp(ops->at(i)));
   }
   Node params = n.at("params");
   params.expectArray();
@@ -483,11 +654,80 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
       params.fail("scalar \"" + p.role + "\" appears twice");
   if (k.usesNumSplits()) {
     auto it = k.scheduleInts.find("max_splits");
-    if (it == k.scheduleInts.end() || it->second < 1)
+    if (it == k.scheduleInts.end() || it->second < 1 || it->second > kMaxDim)
       n.fail("the kernel uses num_splits but its schedule has no "
-             "max_splits >= 1 (the workspace bound)");
+             "max_splits in [1, 2147483647] (the workspace bound; num_splits "
+             "is an i32 scalar)");
   }
   return k;
+}
+
+/// `n` if it has an "index" member equal to `position` (or none); `what`
+/// names the list in the message.
+void checkIndex(const Node &n, size_t position, const char *what) {
+  if (auto idx = n.find("index"))
+    if (idx->asInt() != static_cast<int64_t>(position))
+      idx->fail(std::string(what) + " index " + std::to_string(idx->asInt()) +
+                " at position " + std::to_string(position));
+}
+
+ManifestArgument parseArgument(const Node &an, size_t position) {
+  ManifestArgument arg;
+  arg.index = static_cast<int>(position);
+  checkIndex(an, position, "argument");
+  arg.name = "arg" + std::to_string(position);
+  if (auto nm = an.find("name"))
+    arg.name = nm->asString();
+  Node kind = an.at("kind");
+  arg.kind = kind.asString();
+  if (arg.kind != "tensor" && arg.kind != "buffer")
+    kind.fail("unknown argument kind \"" + arg.kind +
+              "\" (expected \"tensor\" or \"buffer\")");
+  if (auto role = an.find("role")) {
+    arg.role = role->asString();
+    const std::vector<std::string_view> &roles = paramRoles(ParamKind::Input);
+    if (arg.role != kUnusedRole &&
+        std::find(roles.begin(), roles.end(), arg.role) == roles.end())
+      role->fail("unknown argument role \"" + arg.role + "\" (expected " +
+                 roleList(ParamKind::Input) + " or \"" +
+                 std::string(kUnusedRole) + "\")");
+  }
+  arg.dtype = parseDType(an.at("dtype"));
+  arg.shape = parseShape(an.at("shape"), arg.dtype);
+  return arg;
+}
+
+ManifestFunction parseFunction(const Node &fn) {
+  ManifestFunction f;
+  f.name = fn.at("name").asString();
+  Node args = fn.at("arguments");
+  args.expectArray();
+  std::set<std::string> argNames;
+  for (size_t a = 0; a < args.size(); ++a) {
+    f.arguments.push_back(parseArgument(args.at(a), a));
+    if (!argNames.insert(f.arguments.back().name).second)
+      args.at(a).at("name").fail("duplicate argument name \"" +
+                                 f.arguments.back().name + "\"");
+  }
+  Node ks = fn.at("kernels");
+  ks.expectArray();
+  for (size_t k = 0; k < ks.size(); ++k)
+    f.kernels.push_back(
+        static_cast<int>(ks.at(k).asInt(0, std::numeric_limits<int>::max())));
+  if (auto rs = fn.find("results")) {
+    rs->expectArray();
+    for (size_t r = 0; r < rs->size(); ++r) {
+      Node rn = rs->at(r);
+      checkIndex(rn, r, "result");
+      ManifestResult res;
+      res.index = static_cast<int>(r);
+      res.dtype = parseDType(rn.at("dtype"));
+      res.shape = parseShape(rn.at("shape"), res.dtype);
+      res.source = parseSource(rn.at("source"));
+      f.results.push_back(std::move(res));
+    }
+  }
+  return f;
 }
 
 /// Element counts of two shapes agree for a few assignments of the sizes
@@ -500,8 +740,87 @@ bool sameElementCount(const std::vector<Dim> &a, const std::vector<Dim> &b) {
   return true;
 }
 
-/// Cross-references: bindings point at real arguments / earlier kernels of
-/// the same function, with matching dtypes and element counts.
+/// The source of input `p` of kernel `k` (launch position `i` of `f`):
+/// checks that it is a real argument (whose role, if given, is p's) or a
+/// result of an earlier kernel of `f`, with p's dtype and element count.
+void checkInput(const Manifest &m, const ManifestFunction &f,
+                const std::vector<int> &position, size_t i,
+                const ManifestParam &p, const Node &pn) {
+  const std::vector<Dim> *srcShape = nullptr;
+  ElemType srcType{};
+  if (p.binding.kind == Binding::Kind::Argument) {
+    if (p.binding.index >= static_cast<int>(f.arguments.size()))
+      pn.at("binding").fail("function \"" + f.name + "\" has only " +
+                            std::to_string(f.arguments.size()) + " arguments");
+    const ManifestArgument &arg = f.arguments[p.binding.index];
+    if (!arg.role.empty() && arg.role != p.role)
+      pn.at("role").fail("role \"" + p.role + "\" but its source, argument " +
+                         std::to_string(arg.index) + " (\"" + arg.name +
+                         "\"), has role \"" + arg.role + "\"");
+    srcShape = &arg.shape;
+    srcType = arg.dtype;
+  } else {
+    int src = p.binding.index;
+    if (src >= static_cast<int>(m.kernels.size()) || position[src] < 0 ||
+        position[src] >= static_cast<int>(i))
+      pn.at("binding").fail("kernel " + std::to_string(src) +
+                            " is not an earlier kernel of \"" + f.name + "\"");
+    const ManifestParam *out = m.kernels[src].output(p.binding.result);
+    if (!out)
+      pn.at("binding").fail("kernel " + std::to_string(src) +
+                            " has no result " +
+                            std::to_string(p.binding.result));
+    srcShape = &out->shape;
+    srcType = out->dtype;
+  }
+  if (srcType != p.dtype)
+    pn.fail("dtype " + std::string(elemTypeName(p.dtype)) +
+            " but its source (" + p.binding.str() + ") is " +
+            std::string(elemTypeName(srcType)));
+  if (!sameElementCount(*srcShape, p.shape))
+    pn.fail("shape " + shapeString(p.shape) + " but its source (" +
+            p.binding.str() + ") has shape " + shapeString(*srcShape));
+}
+
+/// Result `r` of `f` is an argument or a result of a kernel `f` launches,
+/// with the same dtype and element count.
+void checkResult(const Manifest &m, const ManifestFunction &f,
+                 const std::vector<int> &position, const ManifestResult &r,
+                 const Node &rn) {
+  const std::vector<Dim> *srcShape = nullptr;
+  ElemType srcType{};
+  if (r.source.kind == Binding::Kind::Argument) {
+    if (r.source.index >= static_cast<int>(f.arguments.size()))
+      rn.at("source").fail("no argument " + std::to_string(r.source.index));
+    srcShape = &f.arguments[r.source.index].shape;
+    srcType = f.arguments[r.source.index].dtype;
+  } else if (r.source.kind == Binding::Kind::KernelResult) {
+    int src = r.source.index;
+    if (src >= static_cast<int>(m.kernels.size()) || position[src] < 0)
+      rn.at("source").fail("kernel " + std::to_string(src) +
+                           " is not launched by \"" + f.name + "\"");
+    const ManifestParam *out = m.kernels[src].output(r.source.result);
+    if (!out)
+      rn.at("source").fail("kernel " + std::to_string(src) + " has no result " +
+                           std::to_string(r.source.result));
+    srcShape = &out->shape;
+    srcType = out->dtype;
+  } else {
+    rn.at("source").fail("expected {\"argument\": i} or {\"kernel\": k, "
+                         "\"result\": r}");
+  }
+  if (srcType != r.dtype)
+    rn.fail("dtype " + std::string(elemTypeName(r.dtype)) +
+            " but its source (" + r.source.str() + ") is " +
+            std::string(elemTypeName(srcType)));
+  if (!sameElementCount(*srcShape, r.shape))
+    rn.fail("shape " + shapeString(r.shape) + " but its source (" +
+            r.source.str() + ") has shape " + shapeString(*srcShape));
+}
+
+/// Cross-references: each kernel is launched by one function, which it
+/// names; bindings and results point at real arguments / earlier kernels
+/// of the same function, with matching dtypes, element counts and roles.
 void validate(Manifest &m, const json &doc) {
   Node root(doc, m.source);
   std::set<std::string> names;
@@ -531,69 +850,13 @@ void validate(Manifest &m, const json &doc) {
         kn.at("function")
             .fail("kernel belongs to \"" + k.function +
                   "\" but is launched by \"" + f.name + "\"");
-      for (const ManifestParam &p : k.params) {
-        if (p.kind != ParamKind::Input)
-          continue;
-        Node pn = kn.at("params").at(static_cast<size_t>(p.index));
-        const std::vector<Dim> *srcShape = nullptr;
-        ElemType srcType{};
-        if (p.binding.kind == Binding::Kind::Argument) {
-          if (p.binding.index >= static_cast<int>(f.arguments.size()))
-            pn.at("binding").fail("function \"" + f.name + "\" has only " +
-                                  std::to_string(f.arguments.size()) +
-                                  " arguments");
-          srcShape = &f.arguments[p.binding.index].shape;
-          srcType = f.arguments[p.binding.index].dtype;
-        } else {
-          int src = p.binding.index;
-          if (src >= static_cast<int>(m.kernels.size()) || position[src] < 0 ||
-              position[src] >= static_cast<int>(i))
-            pn.at("binding").fail("kernel " + std::to_string(src) +
-                                  " is not an earlier kernel of \"" + f.name +
-                                  "\"");
-          const ManifestParam *out = m.kernels[src].output(p.binding.result);
-          if (!out)
-            pn.at("binding").fail("kernel " + std::to_string(src) +
-                                  " has no result " +
-                                  std::to_string(p.binding.result));
-          srcShape = &out->shape;
-          srcType = out->dtype;
-        }
-        if (srcType != p.dtype)
-          pn.fail("dtype " + std::string(elemTypeName(p.dtype)) +
-                  " but its source (" + p.binding.str() + ") is " +
-                  std::string(elemTypeName(srcType)));
-        if (!sameElementCount(*srcShape, p.shape))
-          pn.fail("shape " + shapeString(p.shape) + " but its source (" +
-                  p.binding.str() + ") has shape " + shapeString(*srcShape));
-      }
+      for (const ManifestParam &p : k.params)
+        if (p.kind == ParamKind::Input)
+          checkInput(m, f, position, i, p,
+                     kn.at("params").at(static_cast<size_t>(p.index)));
     }
-    for (size_t i = 0; i < f.results.size(); ++i) {
-      const ManifestResult &r = f.results[i];
-      Node rn = fn.at("results").at(i);
-      if (r.source.kind == Binding::Kind::Argument) {
-        if (r.source.index >= static_cast<int>(f.arguments.size()))
-          rn.at("source").fail("no argument " + std::to_string(r.source.index));
-      } else if (r.source.kind == Binding::Kind::KernelResult) {
-        int src = r.source.index;
-        if (src >= static_cast<int>(m.kernels.size()) || position[src] < 0)
-          rn.at("source").fail("kernel " + std::to_string(src) +
-                               " is not launched by \"" + f.name + "\"");
-        const ManifestParam *out = m.kernels[src].output(r.source.result);
-        if (!out)
-          rn.at("source").fail("kernel " + std::to_string(src) +
-                               " has no result " +
-                               std::to_string(r.source.result));
-        if (out->dtype != r.dtype)
-          rn.fail("dtype " + std::string(elemTypeName(r.dtype)) +
-                  " but kernel " + std::to_string(src) + " result " +
-                  std::to_string(r.source.result) + " is " +
-                  std::string(elemTypeName(out->dtype)));
-      } else {
-        rn.at("source").fail("expected {\"argument\": i} or {\"kernel\": k, "
-                             "\"result\": r}");
-      }
-    }
+    for (size_t i = 0; i < f.results.size(); ++i)
+      checkResult(m, f, position, f.results[i], fn.at("results").at(i));
   }
 }
 
@@ -605,15 +868,14 @@ Manifest Manifest::parse(std::string_view text, const std::string &source) {
   root.expectObject();
   Manifest m;
   m.source = source;
-  if (auto f = root.find("format"))
-    if (f->asString() != "fusion-manifest")
-      f->fail("not a fusion manifest (format \"" + f->asString() + "\")");
-  if (auto v = root.find("version")) {
-    m.version = v->asInt();
-    if (m.version != 1)
-      throwUnsupported(v->where(), ": manifest version ", m.version,
-                       " (this runtime reads version 1)");
-  }
+  Node format = root.at("format");
+  if (format.asString() != "fusion-manifest")
+    format.fail("not a fusion manifest (format \"" + format.asString() + "\")");
+  Node version = root.at("version");
+  m.version = version.asInt();
+  if (m.version != 1)
+    throwUnsupported(version.where(), ": manifest version ", m.version,
+                     " (this runtime reads version 1)");
   if (auto p = root.find("ptx"))
     m.ptx = p->asString();
   if (auto c = root.find("chip"))
@@ -656,52 +918,8 @@ Manifest Manifest::parse(std::string_view text, const std::string &source) {
   functions.expectArray();
   if (functions.size() == 0)
     functions.fail("no functions");
-  for (size_t i = 0; i < functions.size(); ++i) {
-    Node fn = functions.at(i);
-    ManifestFunction f;
-    f.name = fn.at("name").asString();
-    Node args = fn.at("arguments");
-    args.expectArray();
-    std::set<std::string> argNames;
-    for (size_t a = 0; a < args.size(); ++a) {
-      Node an = args.at(a);
-      ManifestArgument arg;
-      arg.index = static_cast<int>(a);
-      if (auto idx = an.find("index"))
-        if (idx->asInt() != static_cast<int64_t>(a))
-          idx->fail("argument index " + std::to_string(idx->asInt()) +
-                    " at position " + std::to_string(a));
-      arg.name = "arg" + std::to_string(a);
-      if (auto nm = an.find("name"))
-        arg.name = nm->asString();
-      if (!argNames.insert(arg.name).second)
-        an.at("name").fail("duplicate argument name \"" + arg.name + "\"");
-      arg.kind = "tensor";
-      if (auto k = an.find("kind"))
-        arg.kind = k->asString();
-      arg.dtype = parseDType(an.at("dtype"));
-      arg.shape = parseShape(an.at("shape"));
-      f.arguments.push_back(std::move(arg));
-    }
-    Node ks = fn.at("kernels");
-    ks.expectArray();
-    for (size_t k = 0; k < ks.size(); ++k)
-      f.kernels.push_back(
-          static_cast<int>(ks.at(k).asInt(0, std::numeric_limits<int>::max())));
-    if (auto rs = fn.find("results")) {
-      rs->expectArray();
-      for (size_t r = 0; r < rs->size(); ++r) {
-        Node rn = rs->at(r);
-        ManifestResult res;
-        res.index = static_cast<int>(r);
-        res.dtype = parseDType(rn.at("dtype"));
-        res.shape = parseShape(rn.at("shape"));
-        res.source = parseSource(rn.at("source"));
-        f.results.push_back(std::move(res));
-      }
-    }
-    m.functions.push_back(std::move(f));
-  }
+  for (size_t i = 0; i < functions.size(); ++i)
+    m.functions.push_back(parseFunction(functions.at(i)));
   validate(m, doc);
   return m;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 namespace fusion::runtime {
 
@@ -18,7 +19,7 @@ Model::Model(Manifest manifest, std::string_view function)
     : manifest_(std::move(manifest)) {
   function_ = &manifest_.function(function);
   const ManifestFunction &f = *function_;
-  argRoles_.assign(f.arguments.size(), "unused");
+  argRoles_.assign(f.arguments.size(), std::string(kUnusedRole));
   std::vector<bool> roleSet(f.arguments.size(), false);
   maxSplits_ = std::numeric_limits<int64_t>::max();
   for (int k : f.kernels) {
@@ -36,6 +37,8 @@ Model::Model(Manifest manifest, std::string_view function)
         if (p.binding.kind == Binding::Kind::Argument) {
           s.kind = ParamSource::Kind::Argument;
           s.index = p.binding.index;
+          // The manifest's argument role, when given, is the same (checked
+          // by the parser).
           if (!roleSet[s.index]) {
             roleSet[s.index] = true;
             argRoles_[s.index] = p.role;
@@ -317,7 +320,7 @@ void LaunchPlan::validate(const StepShape &shape) const {
     if (argAddress_[i] != 0)
       continue;
     // Arguments no kernel reads (and no result returns) need no buffer.
-    bool used = m.argumentRole(static_cast<int>(i)) != "unused";
+    bool used = m.argumentRole(static_cast<int>(i)) != kUnusedRole;
     for (const ManifestResult &r : m.results())
       used |= r.source.kind == Binding::Kind::Argument &&
               r.source.index == static_cast<int>(i);
@@ -385,6 +388,141 @@ std::vector<PreparedLaunch> LaunchPlan::prepare(const StepShape &shape) const {
   return out;
 }
 
+namespace {
+
+/// Which kernels of `m` append to / read the paged caches, found from their
+/// parameter roles: a kernel taking positions and a cache appends
+/// (kv_append), one taking seq_lens and a cache reads (decode_attention).
+struct CacheUse {
+  bool appends = false, reads = false;
+  int64_t pageSize = 0; ///< the caches' dimension 1 (0: no caches)
+};
+
+CacheUse cacheUse(const Model &m) {
+  CacheUse u;
+  for (const ManifestKernel *k : m.kernels()) {
+    bool cache = false, positions = false, seqLens = false;
+    for (const ManifestParam &p : k->params) {
+      if (p.kind != ParamKind::Input)
+        continue;
+      if (p.role == "key_cache" || p.role == "value_cache") {
+        cache = true;
+        if (p.shape.size() == 4 && !p.shape[1].isSymbol())
+          u.pageSize = p.shape[1].value;
+      }
+      positions |= p.role == "positions";
+      seqLens |= p.role == "seq_lens";
+    }
+    u.appends |= cache && positions;
+    u.reads |= cache && seqLens;
+  }
+  return u;
+}
+
+/// Whether the slot `pos` of a row (page row[pos / P], slot pos % P) is one
+/// of the slots of tokens [0, len) attention reads: normally pos < len; or,
+/// for a row whose block table maps the logical page of pos onto a page of
+/// the window (GoldenCacheLayout), a token t < len in the same page and slot.
+bool appendedSlotIsRead(const int32_t *row, int64_t pos, int64_t len,
+                        int64_t P) {
+  if (pos < len)
+    return true;
+  for (int64_t t = pos % P; t < len; t += P)
+    if (row[t / P] == row[pos / P])
+      return true;
+  return false;
+}
+
+/// The pages row `b` uses: logical pages [0, ceil(len / P)) it reads and
+/// the page of `pos` it writes (-1: none). Checks each id is in
+/// [0, numPages).
+void checkRowPages(const std::string &fn, int64_t b, const int32_t *row,
+                   int64_t readPages, int64_t writePage, int64_t numPages) {
+  auto check = [&](int64_t j, const char *why) {
+    if (row[j] < 0 || row[j] >= numPages)
+      throwInvalidArgument(fn, ": sequence (row) ", b, ": block_table[", b,
+                           ", ", j, "] = ", row[j], " (", why,
+                           ") is not a page of the cache [0, ", numPages, ")");
+  };
+  for (int64_t j = 0; j < readPages; ++j)
+    check(j, "a page attention reads");
+  if (writePage >= 0)
+    check(writePage, "the page the new token is written to");
+}
+
+} // namespace
+
+void LaunchPlan::checkStepInputs(const StepShape &shape,
+                                 const StepInputs &in) const {
+  validate(shape);
+  const Model &m = *model_;
+  const std::string fn = "decode step of \"" + m.function().name + "\"";
+  const CacheUse use = cacheUse(m);
+  auto need = [&](const int32_t *p, const char *role) {
+    if (!p && m.argumentWithRole(role) >= 0)
+      throwInvalidArgument(fn, ": no host copy of the ", role,
+                           " input to check");
+    return p;
+  };
+  const int32_t *pos = need(in.positions, "positions");
+  const int32_t *lens = need(in.seqLens, "seq_lens");
+  const int32_t *table = need(in.blockTable, "block_table");
+  if (use.pageSize == 0 || !table || !(use.appends || use.reads))
+    return;
+  const int64_t P = use.pageSize, W = shape.maxPages, C = W * P;
+  // Page -> the row that writes it.
+  std::unordered_map<int32_t, int64_t> writer;
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    const int32_t *row = table + b * W;
+    int64_t writePage = -1, readPages = 0;
+    if (use.appends && pos) {
+      if (pos[b] < 0)
+        throwInvalidArgument(fn, ": sequence (row) ", b, ": position ", pos[b],
+                             " is negative");
+      if (pos[b] >= C)
+        throwCapacity(fn, ": sequence (row) ", b, ": position ", pos[b],
+                      " is past the ", C, " tokens its block-table row ",
+                      "addresses (max_pages ", W, " * page size ", P, ")");
+      writePage = pos[b] / P;
+    }
+    if (use.reads && lens) {
+      if (lens[b] < 0)
+        throwInvalidArgument(fn, ": sequence (row) ", b, ": seq_lens ", lens[b],
+                             " is negative");
+      if (lens[b] > C)
+        throwCapacity(fn, ": sequence (row) ", b, ": seq_lens ", lens[b],
+                      " is past the ", C, " tokens its block-table row ",
+                      "addresses (max_pages ", W, " * page size ", P, ")");
+      readPages = (lens[b] + P - 1) / P;
+    }
+    checkRowPages(fn, b, row, readPages, writePage, capacity_.numPages);
+    if (writePage >= 0 && use.reads && lens &&
+        !appendedSlotIsRead(row, pos[b], lens[b], P))
+      throwInvalidArgument(
+          fn, ": sequence (row) ", b, ": the new token's slot (position ",
+          pos[b], ": page ", row[writePage], ", slot ", pos[b] % P,
+          ") is not among the seq_lens = ", lens[b],
+          " slots attention reads (normally seq_lens = position + 1)");
+    if (writePage >= 0 && !writer.emplace(row[writePage], b).second)
+      throwInvalidArgument(fn, ": sequences (rows) ", writer[row[writePage]],
+                           " and ", b, " both write page ", row[writePage]);
+  }
+  // A page one row writes must not be used by another.
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    const int32_t *row = table + b * W;
+    int64_t readPages = use.reads && lens ? (lens[b] + P - 1) / P : 0;
+    for (int64_t j = 0; j < readPages; ++j) {
+      auto it = writer.find(row[j]);
+      if (it != writer.end() && it->second != b)
+        throwInvalidArgument(fn, ": sequence (row) ", it->second,
+                             " writes page ", row[j], ", which sequence (row) ",
+                             b, " reads (block_table[", b, ", ", j,
+                             "]): rows must not share a page one of them "
+                             "writes");
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // FrontHalfSignature
 //===----------------------------------------------------------------------===//
@@ -427,7 +565,8 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
   c.dims = sig.dims;
   c.norm = norm->name == "rmsnorm" ? ref::NormKind::RMSNorm
                                    : ref::NormKind::LayerNorm;
-  c.normOptions.eps = norm->number("epsilon", 1e-6);
+  // Required attributes (the manifest parser checked them).
+  c.normOptions.eps = norm->numbers.at("epsilon");
   c.normOptions.unit_offset = norm->flag("unit_offset");
   if (norm->flag("residual") != (sig.residual >= 0))
     throwInvalidArgument(fn, ": the ", norm->name, " op ",
@@ -436,7 +575,7 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
                          sig.residual >= 0 ? "has" : "has no",
                          " residual argument");
   auto checkDim = [&](const char *key, int64_t expected) {
-    double v = qkv->number(key, static_cast<double>(expected));
+    double v = qkv->numbers.at(key);
     if (v != static_cast<double>(expected))
       throwInvalidArgument(fn, ": qkv_proj ", key, " = ", v,
                            " but the buffers imply ", expected);
@@ -444,22 +583,24 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
   checkDim("num_heads", sig.dims.numQHeads);
   checkDim("num_kv_heads", sig.dims.numKVHeads);
   checkDim("head_dim", sig.dims.headDim);
-  if (qkv->flags.count("bias") && qkv->flag("bias") != (sig.qkvBias >= 0))
+  if (qkv->flag("bias") != (sig.qkvBias >= 0))
     throwInvalidArgument(
         fn, ": qkv_proj bias = ", qkv->flag("bias") ? "true" : "false",
         " but the function ", sig.qkvBias >= 0 ? "has" : "has no",
         " qkv_bias argument");
-  auto pairing = rope->strings.find("pairing");
-  std::string p = pairing == rope->strings.end() ? "neox" : pairing->second;
+  const std::string &p = rope->strings.at("pairing");
   if (p == "neox")
     c.rope.pairing = ref::RopePairing::NeoX;
   else if (p == "gptj")
     c.rope.pairing = ref::RopePairing::GPTJ;
   else
     throwUnsupported(fn, ": unknown rope pairing \"", p, "\"");
-  c.rope.theta = rope->number("theta", 10000.0);
-  int64_t rd = static_cast<int64_t>(
-      rope->number("rotary_dim", static_cast<double>(sig.dims.headDim)));
+  c.rope.theta = rope->numbers.at("theta");
+  int64_t rd = static_cast<int64_t>(rope->numbers.at("rotary_dim"));
+  if (rd > sig.dims.headDim || rd % 2 != 0)
+    throwInvalidArgument(fn, ": rope rotary_dim ", rd,
+                         " is not an even number of at most head_dim ",
+                         sig.dims.headDim);
   c.rope.rotaryDim = rd == sig.dims.headDim ? 0 : rd;
   auto scaling = rope->strings.find("scaling.type");
   if (scaling != rope->strings.end()) {
@@ -467,19 +608,17 @@ referenceFromOps(const Model &m, const FrontHalfSignature &sig,
       throwUnsupported(fn, ": rope scaling \"", scaling->second,
                        "\" has no reference");
     ref::Llama3RopeScaling l;
-    l.factor = rope->number("scaling.factor", l.factor);
-    l.lowFreqFactor = rope->number("scaling.low_freq_factor", l.lowFreqFactor);
-    l.highFreqFactor =
-        rope->number("scaling.high_freq_factor", l.highFreqFactor);
-    l.originalMaxPosition = static_cast<int64_t>(
-        rope->number("scaling.original_max_position",
-                     static_cast<double>(l.originalMaxPosition)));
+    l.factor = rope->numbers.at("scaling.factor");
+    l.lowFreqFactor = rope->numbers.at("scaling.low_freq_factor");
+    l.highFreqFactor = rope->numbers.at("scaling.high_freq_factor");
+    l.originalMaxPosition =
+        static_cast<int64_t>(rope->numbers.at("scaling.original_max_position"));
     c.rope.llama3 = l;
   }
   // The default scale is 1/sqrt(D); record only a different one.
-  double scale = attn->number("scale", 0.0);
+  double scale = attn->numbers.at("scale");
   double def = 1.0 / std::sqrt(static_cast<double>(sig.dims.headDim));
-  if (scale != 0.0 && std::fabs(scale - def) > 1e-12 * def)
+  if (std::fabs(scale - def) > 1e-12 * def)
     c.attention.scale = scale;
   return c;
 }

@@ -274,7 +274,10 @@ void SafetensorsFile::parseHeader(const std::string &header,
                    std::to_string(end) + ") for a data section of " +
                    std::to_string(dataBytes) + " bytes");
     int64_t bytes = checkedBytes(t.shape, elem);
-    if (bytes < 0 || static_cast<uint64_t>(bytes) != end - begin)
+    if (bytes < 0)
+      shape.fail(t.describe() + " is too large: its byte count " +
+                 "overflows 64 bits");
+    if (static_cast<uint64_t>(bytes) != end - begin)
       offsets.fail(std::to_string(end - begin) + " bytes do not match " +
                    t.describe() + " (" + std::to_string(bytes) + " bytes)");
     t.offset = begin;

@@ -167,6 +167,20 @@ TEST(Checkpoint, ShardedIndexAndOtherPrefixes) {
   std::string msg = EXPECT_THROW_MSG(
       FormatError, TensorStore::open(dir.file("bad.index.json")));
   EXPECT_CONTAINS(msg, "which has no such tensor");
+
+  // Index entries that leave the checkpoint directory.
+  for (const char *file : {"/etc/passwd", "../model-00001-of-00002.safetensors",
+                           "sub/../../x.safetensors", ""}) {
+    SCOPED_TRACE(file);
+    writeText(dir.file("escape.index.json"),
+              std::string(R"({"weight_map": {"w": ")") + file + "\"}}");
+    msg = EXPECT_THROW_MSG(FormatError,
+                           TensorStore::open(dir.file("escape.index.json")));
+    EXPECT_CONTAINS(msg, dir.file("escape.index.json") +
+                             ": weight_map.w: tensor \"w\" is in \"" + file +
+                             "\": shard files must be relative paths inside "
+                             "the checkpoint directory");
+  }
 }
 
 TEST(Checkpoint, ShapeAndNameErrors) {

@@ -120,6 +120,19 @@ TEST_F(Gpu, MissingEntryNamesIt) {
   EXPECT_CONTAINS(msg, "CUDA_ERROR_NOT_FOUND");
 }
 
+/// Valid step inputs of the tiny model (pages of 4 tokens) for `batch`
+/// rows and block tables of `maxPages`: row b holds one token, the new one,
+/// at position 0 of page b.
+struct TinyInputs {
+  TinyInputs(int64_t batch, int64_t maxPages)
+      : pos(batch, 0), lens(batch, 1), table(batch * maxPages, 0) {
+    for (int64_t b = 0; b < batch; ++b)
+      table[b * maxPages] = static_cast<int32_t>(b);
+  }
+  StepInputs view() const { return {pos.data(), lens.data(), table.data()}; }
+  std::vector<int32_t> pos, lens, table;
+};
+
 TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
   Model model = Model::load(dataPath("tiny_decode.manifest.json"));
   std::string ptx = readText(dataPath("tiny_decode.ptx"));
@@ -131,7 +144,8 @@ TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
 
   // Unbound arguments are reported before anything is launched.
   std::string msg =
-      EXPECT_THROW_MSG(InvalidArgumentError, step.run(StepShape{1, 1, 1}));
+      EXPECT_THROW_MSG(InvalidArgumentError,
+                       step.run(StepShape{1, 1, 1}, TinyInputs(1, 1).view()));
   EXPECT_CONTAINS(msg, "unbound arguments: x, residual");
   for (size_t i = 0; i < args.size(); ++i)
     step.bind(static_cast<int>(i), args[i]);
@@ -152,23 +166,33 @@ TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
   step.internal(counterBuffer).download(counters.data(), 32);
   EXPECT_EQ(counters[0], 0);
 
-  step.run(StepShape{2, 3, 4});
+  step.run(StepShape{2, 3, 4}, TinyInputs(2, 3).view());
   step.synchronize();
   EXPECT_EQ(step.graphCaptures(), 0);
-  step.runGraph(StepShape{2, 3, 4});
-  step.runGraph(StepShape{2, 3, 4});
+  step.runGraph(StepShape{2, 3, 4}, TinyInputs(2, 3).view());
+  step.runGraph(StepShape{2, 3, 4}, TinyInputs(2, 3).view());
   EXPECT_EQ(step.graphCaptures(), 1);
-  step.runGraph(StepShape{3, 3, 4}); // new batch: re-capture
+  step.runGraph(StepShape{3, 3, 4},
+                TinyInputs(3, 3).view()); // new batch: re-capture
   EXPECT_EQ(step.graphCaptures(), 2);
   step.bind("x", args[0]); // a binding changed: re-capture
-  step.runGraph(StepShape{3, 3, 4});
+  step.runGraph(StepShape{3, 3, 4}, TinyInputs(3, 3).view());
   EXPECT_EQ(step.graphCaptures(), 3);
   step.synchronize();
 
-  msg = EXPECT_THROW_MSG(CapacityError, step.runGraph(StepShape{5, 3, 4}));
+  msg = EXPECT_THROW_MSG(CapacityError, step.runGraph(StepShape{5, 3, 4},
+                                                      TinyInputs(5, 3).view()));
   EXPECT_CONTAINS(msg, "batch 5 exceeds");
-  msg = EXPECT_THROW_MSG(InvalidArgumentError, step.run(StepShape{1, 1, 33}));
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError,
+                       step.run(StepShape{1, 1, 33}, TinyInputs(1, 1).view()));
   EXPECT_CONTAINS(msg, "num_splits 33 is outside [1, 32]");
+  // A position past the block-table row: refused before any launch.
+  TinyInputs past(1, 1);
+  past.pos[0] = 4;
+  msg = EXPECT_THROW_MSG(CapacityError,
+                         step.run(StepShape{1, 1, 1}, past.view()));
+  EXPECT_CONTAINS(msg, "sequence (row) 0: position 4 is past the 4 tokens");
   step.synchronize();
 }
 
@@ -195,11 +219,11 @@ TEST_F(Gpu, DecodeStepLaunchesVariantsWithLargeSharedMemory) {
   for (size_t i = 0; i < args.size(); ++i)
     step.bind(static_cast<int>(i), args[i]);
 
-  step.run(StepShape{1, 3, 4}); // the primary entry
-  step.run(StepShape{3, 3, 4}); // the variant
+  step.run(StepShape{1, 3, 4}, TinyInputs(1, 3).view()); // the primary entry
+  step.run(StepShape{3, 3, 4}, TinyInputs(3, 3).view()); // the variant
   step.synchronize();
-  step.runGraph(StepShape{1, 3, 4});
-  step.runGraph(StepShape{4, 3, 4});
+  step.runGraph(StepShape{1, 3, 4}, TinyInputs(1, 3).view());
+  step.runGraph(StepShape{4, 3, 4}, TinyInputs(4, 3).view());
   EXPECT_EQ(step.graphCaptures(), 2);
   step.synchronize();
 

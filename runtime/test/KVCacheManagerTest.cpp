@@ -124,6 +124,24 @@ TEST(KVCacheManager, AllocatesPagesAsNeeded) {
   EXPECT_EQ(m.sequences(), (std::vector<SeqId>{-3, 7}));
 }
 
+TEST(KVCacheManager, GrowingAPageAtATimeIsLinear) {
+  // A history appended a page at a time (as fusion-run fills it) must not
+  // copy the page list on every append: with geometric growth the list
+  // moves about log2(pages) times, with an exact reserve once per page.
+  const int64_t pages = 4096;
+  KVCacheManager kv(pages, 16);
+  kv.addSequence(0);
+  int moves = 0;
+  const int32_t *last = nullptr;
+  for (int64_t p = 0; p < pages; ++p) {
+    kv.appendTokens(0, 16);
+    moves += kv.pages(0).data() != last;
+    last = kv.pages(0).data();
+  }
+  EXPECT_EQ(kv.length(0), pages * 16);
+  EXPECT_LE(moves, 2 * 12 + 2); // 4096 = 2^12
+}
+
 TEST(KVCacheManager, ReusesPagesAfterRelease) {
   KVCacheManager m(4, 2);
   m.addSequence(1);

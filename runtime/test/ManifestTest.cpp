@@ -37,8 +37,8 @@ json tinyJsonWithVariants() {
         {"schedule", {{"kind", "projection_mma"}, {"batch_tile", 16}}}},
        {{"min_batch", 64},
         {"entry", "decode_layer_kernel_0_tc64"},
-        {"grid", {96}},
-        {"block", 256}}});
+        {"grid", {96, 1, 1}},
+        {"block", {256, 1, 1}}}});
   return j;
 }
 
@@ -208,9 +208,9 @@ TEST(Manifest, VariantErrorsNameTheFileAndPath) {
        "kernels[0].variants[0].grid[1]: unknown size \"max_pages\""},
       {"too many threads",
        [](json &j) {
-         j["kernels"][0]["variants"][0]["block"] = {512, 4, 1};
+         j["kernels"][0]["variants"][0]["block"] = {2048, 1, 1};
        },
-       "kernels[0].variants[0].block: more than 1024 threads"},
+       "kernels[0].variants[0].block[0]: value 2048 is outside [1, 1024]"},
       {"negative shared memory",
        [](json &j) {
          j["kernels"][0]["variants"][0]["dynamic_shared_bytes"] = -1;
@@ -257,11 +257,8 @@ TEST(Manifest, DimsAndSymbols) {
 
 TEST(Manifest, AcceptsOptionalMembersAndDecimalStrings) {
   json j = tinyJson();
-  j.erase("format");
-  j.erase("version");
-  j["kernels"][0]["grid"] = json::array({"132"}); // one dim, as a string
-  j["kernels"][0]["block"] = 256;                 // a plain number
-  j["kernels"][0]["params"][8].erase("binding");  // outputs default in order
+  j["kernels"][0]["grid"] = json::array({"132", 1, "1"}); // as strings
+  j["kernels"][0]["params"][8].erase("binding"); // outputs default in order
   j["kernels"][0]["params"][9].erase("binding");
   j["model"] = {{"hidden_size", 64}, {"num_attention_heads", 4}};
   j["extra"] = "ignored";
@@ -349,9 +346,9 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
        "workspaces and scalars have no binding"},
       {"too many threads",
        [](json &j) {
-         j["kernels"][0]["block"] = {512, 4, 1};
+         j["kernels"][0]["block"] = {2048, 1, 1};
        },
-       "kernels[0].block: more than 1024 threads"},
+       "kernels[0].block[0]: value 2048 is outside [1, 1024]"},
       {"shared entry with another signature",
        [](json &j) { j["kernels"][1]["entry"] = "decode_layer_kernel_0"; },
        "kernels[1].entry: entry \"decode_layer_kernel_0\" is shared with "
@@ -373,6 +370,144 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
        "m.json: kernels[0]: missing member \"entry\""},
       {"index mismatch", [](json &j) { j["kernels"][1]["index"] = 3; },
        "kernels[1].index: kernel index 3 at position 1"},
+      // Complete validation (issue 11): every member typed and in range.
+      {"missing version", [](json &j) { j.erase("version"); },
+       "m.json: missing member \"version\""},
+      {"missing format", [](json &j) { j.erase("format"); },
+       "m.json: missing member \"format\""},
+      {"2-entry block",
+       [](json &j) {
+         j["kernels"][0]["block"] = {256, 1};
+       },
+       "kernels[0].block: expected 3 dimensions [threads, 1, 1], got 2"},
+      {"block as a number", [](json &j) { j["kernels"][0]["block"] = 256; },
+       "kernels[0].block: expected an array, got 256"},
+      {"2-D block",
+       [](json &j) {
+         j["kernels"][0]["block"] = {128, 2, 1};
+       },
+       "kernels[0].block[1]: thread blocks are 1-D ([threads, 1, 1]), got 2"},
+      {"1-entry grid", [](json &j) { j["kernels"][0]["grid"] = {132}; },
+       "kernels[0].grid: expected 3 dimensions [x, y, z], got 1"},
+      {"grid y past the CUDA limit",
+       [](json &j) { j["kernels"][0]["grid"][1] = 65536; },
+       "kernels[0].grid[1]: grid dimension 65536 is outside the CUDA limit "
+       "[1, 65535]"},
+      {"zero grid", [](json &j) { j["kernels"][0]["grid"][0] = 0; },
+       "kernels[0].grid[0]: value 0 is outside [1, 2147483647]"},
+      {"dynamic shared memory past the hardware",
+       [](json &j) { j["kernels"][0]["dynamic_shared_bytes"] = 2147483647; },
+       "kernels[0].dynamic_shared_bytes: 2147483647 bytes of dynamic shared "
+       "memory plus 1056 static exceed the 232448 bytes (227 KiB, sm_90)"},
+      {"static shared memory past 48 KiB",
+       [](json &j) { j["kernels"][0]["static_shared_bytes"] = 49153; },
+       "kernels[0].static_shared_bytes: value 49153 is outside [0, 49152]"},
+      {"unknown argument kind",
+       [](json &j) { j["functions"][0]["arguments"][0]["kind"] = "pointer"; },
+       "functions[0].arguments[0].kind: unknown argument kind \"pointer\""},
+      {"missing argument kind",
+       [](json &j) { j["functions"][0]["arguments"][0].erase("kind"); },
+       "functions[0].arguments[0]: missing member \"kind\""},
+      {"unknown argument role",
+       [](json &j) { j["functions"][0]["arguments"][0]["role"] = "hidden"; },
+       "functions[0].arguments[0].role: unknown argument role \"hidden\""},
+      {"argument role disagrees with its parameter",
+       [](json &j) { j["functions"][0]["arguments"][0]["role"] = "residual"; },
+       "kernels[0].params[0].role: role \"input\" but its source, argument 0 "
+       "(\"x\"), has role \"residual\""},
+      {"a bound argument marked unused",
+       [](json &j) { j["functions"][0]["arguments"][5]["role"] = "unused"; },
+       "kernels[1].params[4].role: role \"seq_lens\" but its source, "
+       "argument 5 (\"seq_lens\"), has role \"unused\""},
+      {"unknown input role",
+       [](json &j) { j["kernels"][0]["params"][0]["role"] = "hidden"; },
+       "kernels[0].params[0].role: unknown role \"hidden\" for an input "
+       "parameter (expected \"input\", \"residual\""},
+      {"unknown output role",
+       [](json &j) { j["kernels"][0]["params"][8]["role"] = "key_cache"; },
+       "kernels[0].params[8].role: unknown role \"key_cache\" for an output"},
+      {"unknown workspace role",
+       [](json &j) { j["kernels"][1]["params"][6]["role"] = "scratch"; },
+       "kernels[1].params[6].role: unknown role \"scratch\" for a"},
+      {"workspace without its batch dimension",
+       [](json &j) { j["kernels"][1]["params"][8]["shape"] = {2}; },
+       "kernels[1].params[8].shape: workspace shape [2] does not start with "
+       "the batch dimension"},
+      {"zero_init on an output",
+       [](json &j) { j["kernels"][0]["params"][8]["zero_init"] = true; },
+       "kernels[0].params[8].zero_init: only workspaces are zero-initialised"},
+      {"result shape of 2^63-1",
+       [](json &j) {
+         j["functions"][0]["results"][0]["shape"] = {"batch",
+                                                     9223372036854775807LL};
+       },
+       "functions[0].results[0].shape[1]: value 9223372036854775807 is "
+       "outside [1, 2147483647]"},
+      {"constant dimensions past 128 TiB",
+       [](json &j) {
+         j["functions"][0]["arguments"][3]["shape"] = {2147483647, 2147483647};
+       },
+       "functions[0].arguments[3].shape: the constant dimensions of "
+       "[2147483647, 2147483647]... of f16 alone hold more than 2^47 bytes"},
+      {"result shape differs from its source",
+       [](json &j) {
+         j["functions"][0]["results"][0]["shape"] = {"batch", 4};
+       },
+       "functions[0].results[0]: shape [batch, 4] but its source (result 0 "
+       "of kernel 1) has shape [batch, 4, 16]"},
+      {"result index",
+       [](json &j) { j["functions"][0]["results"][1]["index"] = 0; },
+       "functions[0].results[1].index: result index 0 at position 1"},
+      {"missing epsilon",
+       [](json &j) {
+         j["kernels"][0]["ops"][0]["attributes"].erase("epsilon");
+       },
+       "kernels[0].ops[0].attributes: missing attribute \"epsilon\" of "
+       "rmsnorm (required)"},
+      {"scale as a size name",
+       [](json &j) {
+         j["kernels"][1]["ops"][0]["attributes"]["scale"] = "batch";
+       },
+       "kernels[1].ops[0].attributes.scale: expected a number, got the "
+       "string \"batch\""},
+      {"negative scale",
+       [](json &j) { j["kernels"][1]["ops"][0]["attributes"]["scale"] = -1; },
+       "kernels[1].ops[0].attributes.scale: expected a finite number > 0, got "
+       "-1"},
+      {"bias as a huge number",
+       [](json &j) {
+         j["kernels"][0]["ops"][1]["attributes"]["bias"] =
+             json::parse("18446744073709551616");
+       },
+       "kernels[0].ops[1].attributes.bias: expected true or false, got "
+       "1.8446744073709552e+19"},
+      {"fractional head count",
+       [](json &j) {
+         j["kernels"][0]["ops"][1]["attributes"]["num_heads"] = 4.5;
+       },
+       "kernels[0].ops[1].attributes.num_heads: expected an integer, got 4.5"},
+      {"scaling without its factor",
+       [](json &j) {
+         j["kernels"][0]["ops"][2]["attributes"]["scaling"].erase("factor");
+       },
+       "kernels[0].ops[2].attributes.scaling: missing attribute \"factor\" "
+       "of rope scaling (required)"},
+      {"ops without attributes",
+       [](json &j) { j["kernels"][0]["ops"][2].erase("attributes"); },
+       "kernels[0].ops[2]: missing member \"attributes\" of rope"},
+      {"max_splits past int32",
+       [](json &j) { j["kernels"][1]["schedule"]["max_splits"] = 1LL << 40; },
+       "m.json: kernels[1]: the kernel uses num_splits but its schedule has "
+       "no max_splits in [1, 2147483647]"},
+      {"nesting past the limit",
+       [](json &j) {
+         json deep = json::array();
+         for (int i = 0; i < 70; ++i)
+           deep = json::array({deep});
+         j["extra"] = deep;
+       },
+       "m.json: invalid JSON: arrays and objects nested more than 64 levels "
+       "deep"},
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.name);
@@ -391,8 +526,17 @@ TEST(Manifest, VersionAndFunctionErrors) {
   Manifest m = parseJson(tinyJson());
   msg = EXPECT_THROW_MSG(InvalidArgumentError, m.function("prefill"));
   EXPECT_CONTAINS(msg, "no function \"prefill\" (functions: decode_layer)");
-  msg = EXPECT_THROW_MSG(FormatError, Manifest::parse("{\"kernels\": 3}", "x"));
+  msg = EXPECT_THROW_MSG(FormatError,
+                         Manifest::parse("{\"format\": \"fusion-manifest\", "
+                                         "\"version\": 1, \"kernels\": 3}",
+                                         "x"));
   EXPECT_CONTAINS(msg, "x: kernels: expected an array, got 3");
+  // 40000 nested arrays: an error, not a stack overflow.
+  msg = EXPECT_THROW_MSG(
+      FormatError,
+      Manifest::parse("{\"x\": " + std::string(40000, '['), "deep.json"));
+  EXPECT_CONTAINS(msg, "deep.json: invalid JSON: arrays and objects nested "
+                       "more than 64 levels deep");
   msg = EXPECT_THROW_MSG(Error, Manifest::load("/nonexistent.json"));
   EXPECT_CONTAINS(msg, "cannot open manifest /nonexistent.json");
 }

@@ -122,62 +122,118 @@ TEST(ModelConfig, RopeParametersOfTransformersV5) {
   EXPECT_DOUBLE_EQ(c.llama3Scaling->factor, 32.0);
 }
 
-TEST(ModelConfig, UnknownModelTypeWarns) {
-  ModelConfig c = ModelConfig::parse(
-      R"({"model_type": "phi3", "hidden_size": 64,
-          "num_attention_heads": 4})");
-  ASSERT_EQ(c.warnings.size(), 1u);
-  EXPECT_CONTAINS(c.warnings[0], "model_type \"phi3\"");
+TEST(ModelConfig, RulesOfTheImporter) {
+  // The importer's rules (lib/Import/HuggingFace.cpp) for the fields both
+  // read; the accepted side of each is in the tests above.
+  ModelConfig q = ModelConfig::parse(
+      R"({"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4,
+          "attention_bias": false})");
+  EXPECT_TRUE(q.attentionBias); // Qwen2Attention always has biases
+  ASSERT_EQ(q.warnings.size(), 1u);
+  EXPECT_CONTAINS(q.warnings[0], "attention_bias false is ignored: qwen2");
+  // rope_parameters wins: rope_scaling is then not read at all.
+  ModelConfig r = ModelConfig::parse(
+      R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+          "rope_theta": 20000, "rope_scaling": {"rope_type": "yarn"},
+          "rope_parameters": {"rope_type": "default",
+                              "partial_rotary_factor": 0.5}})");
+  EXPECT_DOUBLE_EQ(r.ropeTheta, 20000.0);
+  EXPECT_FALSE(r.llama3Scaling.has_value());
+  EXPECT_EQ(r.rotaryDim, 8);
 }
 
 TEST(ModelConfig, Errors) {
-  std::string msg;
-  msg = EXPECT_THROW_MSG(
+  struct Case {
+    const char *name;
+    const char *fields; ///< after "model_type": "llama", hidden 64, 4 heads
+    bool unsupported;   ///< UnsupportedError, else FormatError
+    const char *expected;
+  };
+  const Case cases[] = {
+      {"hidden_size as a string", R"("hidden_size": "4096")", false,
+       "cfg.json: hidden_size: expected an integer, got the string \"4096\""},
+      {"head counts", R"("num_attention_heads": 6, "num_key_value_heads": 4)",
+       false, "not a multiple of num_key_value_heads 4"},
+      {"no head_dim", R"("hidden_size": 100, "num_attention_heads": 3)", false,
+       "no head_dim"},
+      {"odd head_dim", R"("head_dim": 15)", false,
+       "cfg.json: head_dim 15 is odd, and RoPE rotates pairs"},
+      {"q/k/v weight past 64 bits",
+       R"("hidden_size": 2147483647, "num_attention_heads": 2147483647,
+          "head_dim": 2147483646)",
+       false, "overflows a 64-bit size"},
+      {"yarn", R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})", true,
+       "cfg.json: rope_scaling.rope_type: rope scaling type \"yarn\" is not "
+       "supported"},
+      {"linear (type)", R"("rope_scaling": {"type": "linear", "factor": 2.0})",
+       true, "\"linear\""},
+      {"per-layer-type rope_parameters",
+       R"("rope_parameters": {"full_attention": {"rope_type": "default"}})",
+       false,
+       "cfg.json: rope_parameters: per-layer-type RoPE parameters "
+       "(\"full_attention\", ...) are not supported"},
+      {"llama3 without low_freq_factor",
+       R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0})", false,
+       "rope_scaling: missing member \"low_freq_factor\""},
+      {"llama3 high <= low",
+       R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+          "low_freq_factor": 4, "high_freq_factor": 1,
+          "original_max_position_embeddings": 8192})",
+       false,
+       "rope_scaling.high_freq_factor: must be greater than low_freq_factor"},
+      {"rope_theta 0.5", R"("rope_theta": 0.5)", false,
+       "cfg.json: rope_theta: rope_theta must be > 1"},
+      {"rope_theta inside rope_parameters",
+       R"("rope_parameters": {"rope_type": "default", "rope_theta": -1})",
+       false, "cfg.json: rope_parameters.rope_theta: rope_theta must be > 1"},
+      {"rms_norm_eps 0", R"("rms_norm_eps": 0)", false,
+       "cfg.json: rms_norm_eps: rms_norm_eps must be > 0"},
+      {"partial_rotary_factor 0", R"("partial_rotary_factor": 0)", false,
+       "partial_rotary_factor must be in (0, 1]"},
+      {"partial_rotary_factor giving an odd rotary_dim",
+       R"("partial_rotary_factor": 0.2)", false,
+       "does not give an even rotary_dim"},
+      {"attention_bias not a bool", R"("attention_bias": 1)", false,
+       "cfg.json: attention_bias: expected true or false, got 1"},
+      {"torch_dtype not a string", R"("torch_dtype": 16)", false,
+       "cfg.json: torch_dtype: expected a string, got 16"},
+      {"use_sliding_window not a bool", R"("use_sliding_window": "yes")", false,
+       "cfg.json: use_sliding_window: expected true or false"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    // Later members of a JSON object replace earlier ones (nlohmann).
+    std::string text = std::string(R"({"model_type": "llama",
+        "hidden_size": 64, "num_attention_heads": 4, )") +
+                       c.fields + "}";
+    std::string msg =
+        c.unsupported ? EXPECT_THROW_MSG(UnsupportedError,
+                                         ModelConfig::parse(text, "cfg.json"))
+                      : EXPECT_THROW_MSG(FormatError,
+                                         ModelConfig::parse(text, "cfg.json"));
+    EXPECT_CONTAINS(msg, c.expected);
+  }
+  // model_type: required, and only the types the importer accepts.
+  std::string msg = EXPECT_THROW_MSG(
       FormatError,
-      ModelConfig::parse(R"({"num_attention_heads": 4})", "cfg.json"));
-  EXPECT_CONTAINS(msg, "cfg.json: missing member \"hidden_size\"");
-  msg = EXPECT_THROW_MSG(FormatError,
-                         ModelConfig::parse(R"({"hidden_size": "4096",
-                                          "num_attention_heads": 4})",
-                                            "cfg.json"));
-  EXPECT_CONTAINS(msg, "cfg.json: hidden_size: expected an integer, got the "
-                       "string \"4096\"");
-  msg = EXPECT_THROW_MSG(
-      FormatError,
-      ModelConfig::parse(R"({"hidden_size": 64, "num_attention_heads": 6,
-                             "num_key_value_heads": 4})"));
-  EXPECT_CONTAINS(msg, "not a multiple of num_key_value_heads 4");
-  msg = EXPECT_THROW_MSG(
-      FormatError,
-      ModelConfig::parse(R"({"hidden_size": 100, "num_attention_heads": 3})"));
-  EXPECT_CONTAINS(msg, "no head_dim");
-  msg = EXPECT_THROW_MSG(
-      UnsupportedError,
-      ModelConfig::parse(R"({"hidden_size": 64, "num_attention_heads": 4,
-                             "rope_scaling": {"rope_type": "yarn",
-                                              "factor": 4.0}})",
+      ModelConfig::parse(R"({"hidden_size": 64, "num_attention_heads": 4})",
                          "cfg.json"));
-  EXPECT_CONTAINS(msg, "cfg.json: rope_scaling: rope scaling type \"yarn\" "
-                       "is not supported");
+  EXPECT_CONTAINS(msg, "cfg.json: missing member \"model_type\"");
   msg = EXPECT_THROW_MSG(
       UnsupportedError,
-      ModelConfig::parse(R"({"hidden_size": 64, "num_attention_heads": 4,
-                             "rope_scaling": {"type": "linear",
-                                              "factor": 2.0}})"));
-  EXPECT_CONTAINS(msg, "\"linear\"");
-  msg = EXPECT_THROW_MSG(
-      FormatError,
-      ModelConfig::parse(R"({"hidden_size": 64, "num_attention_heads": 4,
-                             "rope_scaling": {"rope_type": "llama3",
-                                              "factor": 8.0}})"));
-  EXPECT_CONTAINS(msg, "rope_scaling: missing member \"low_freq_factor\"");
-  msg = EXPECT_THROW_MSG(
-      FormatError,
-      ModelConfig::parse(R"({"hidden_size": 64, "num_attention_heads": 4,
-                             "rope_theta": -1})"));
-  EXPECT_CONTAINS(msg, "rope_theta must be");
+      ModelConfig::parse(R"({"model_type": "gemma", "hidden_size": 64,
+                             "num_attention_heads": 4})",
+                         "cfg.json"));
+  EXPECT_CONTAINS(msg, "cfg.json: model_type: \"gemma\" is not supported "
+                       "(supported: llama, mistral, mixtral, qwen2, "
+                       "qwen2_moe");
   msg = EXPECT_THROW_MSG(FormatError, ModelConfig::parse("{", "cfg.json"));
   EXPECT_CONTAINS(msg, "cfg.json: invalid JSON");
+  msg = EXPECT_THROW_MSG(
+      FormatError,
+      ModelConfig::parse("{\"x\": " + std::string(40000, '['), "cfg.json"));
+  EXPECT_CONTAINS(msg, "cfg.json: invalid JSON: arrays and objects nested "
+                       "more than 64 levels deep");
   msg = EXPECT_THROW_MSG(Error, ModelConfig::load("/nonexistent/config.json"));
   EXPECT_CONTAINS(msg, "cannot open /nonexistent/config.json");
 }

@@ -5,6 +5,8 @@
 
 #include "TestUtil.h"
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 using namespace fusion::runtime;
@@ -327,6 +329,7 @@ TEST(LaunchPlan, NoSplitsNoBlockTable) {
   json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
   j["functions"][0]["kernels"] = {0};
   j["functions"][0]["results"] = {j["functions"][0]["results"][1]};
+  j["functions"][0]["results"][0]["index"] = 0;
   j["kernels"].erase(1);
   auto &params = j["kernels"][0]["params"];
   params.erase(11); // max_pages
@@ -338,6 +341,90 @@ TEST(LaunchPlan, NoSplitsNoBlockTable) {
   LaunchPlan plan(m, Capacity{4, 4, 4});
   bindAll(plan);
   EXPECT_EQ(plan.prepare(StepShape{2, 0, 0}).size(), size_t(1));
+}
+
+TEST(LaunchPlan, ChecksStepInputs) {
+  // Pages of 4 tokens, block tables of 3 pages (12 tokens), 16 pages.
+  Model m = tinyModel();
+  LaunchPlan plan(m, Capacity{4, 3, 16});
+  bindAll(plan);
+  struct Step {
+    std::vector<int32_t> pos, lens, table;
+  };
+  // Row 0: 6 tokens in pages 0, 1, the new one at position 5 (page 1);
+  // row 1: 1 token at position 0 in page 2.
+  const Step valid{{5, 0}, {6, 1}, {0, 1, 0, 2, 0, 0}};
+  auto check = [&](const Step &s) {
+    plan.checkStepInputs(StepShape{2, 3, 1},
+                         {s.pos.data(), s.lens.data(), s.table.data()});
+  };
+  check(valid);
+  // A read-only shared prefix page (3), and a golden-style row whose new
+  // token (position 9: logical page 2 -> page 5, slot 1) is the window's
+  // token 1 (logical page 0 -> page 5).
+  check({{5, 9}, {6, 2}, {3, 1, 0, 5, 0, 5}});
+  check({{5, 4}, {6, 5}, {3, 1, 0, 3, 2, 0}});
+
+  struct Case {
+    const char *name;
+    std::function<void(Step &)> mutate;
+    bool capacity; ///< CapacityError, else InvalidArgumentError
+    const char *expected;
+  };
+  const Case cases[] = {
+      {"position past the row", [](Step &s) { s.pos[1] = 12; }, true,
+       "decode step of \"decode_layer\": sequence (row) 1: position 12 is "
+       "past the 12 tokens its block-table row addresses (max_pages 3 * page "
+       "size 4)"},
+      {"position 2^31-1", [](Step &s) { s.pos[0] = 2147483647; }, true,
+       "sequence (row) 0: position 2147483647 is past the 12 tokens"},
+      {"negative position", [](Step &s) { s.pos[1] = -1; }, false,
+       "sequence (row) 1: position -1 is negative"},
+      {"seq_lens past the row", [](Step &s) { s.lens[0] = 13; }, true,
+       "sequence (row) 0: seq_lens 13 is past the 12 tokens"},
+      {"negative seq_lens", [](Step &s) { s.lens[0] = -2; }, false,
+       "sequence (row) 0: seq_lens -2 is negative"},
+      {"new token not read", [](Step &s) { s.lens[0] = 5; }, false,
+       "sequence (row) 0: the new token's slot (position 5: page 1, slot 1) "
+       "is not among the seq_lens = 5 slots attention reads"},
+      {"new token of an empty row", [](Step &s) { s.lens[1] = 0; }, false,
+       "sequence (row) 1: the new token's slot (position 0: page 2, slot 0) "
+       "is not among the seq_lens = 0 slots attention reads"},
+      {"page id past the pool", [](Step &s) { s.table[1] = 16; }, false,
+       "sequence (row) 0: block_table[0, 1] = 16 (a page attention reads) "
+       "is not a page of the cache [0, 16)"},
+      {"negative page id", [](Step &s) { s.table[3] = -1; }, false,
+       "sequence (row) 1: block_table[1, 0] = -1"},
+      {"two rows write one page", [](Step &s) { s.table[3] = 1; }, false,
+       "sequences (rows) 0 and 1 both write page 1"},
+      {"a row reads a page another writes",
+       [](Step &s) {
+         s.pos[1] = 4;
+         s.lens[1] = 5;
+         s.table = {0, 1, 0, 1, 2, 0};
+       },
+       false,
+       "sequence (row) 0 writes page 1, which sequence (row) 1 reads "
+       "(block_table[1, 0])"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    Step s = valid;
+    c.mutate(s);
+    std::string msg = c.capacity
+                          ? EXPECT_THROW_MSG(CapacityError, check(s))
+                          : EXPECT_THROW_MSG(InvalidArgumentError, check(s));
+    EXPECT_CONTAINS(msg, c.expected);
+  }
+  std::string msg = EXPECT_THROW_MSG(
+      InvalidArgumentError,
+      plan.checkStepInputs(StepShape{2, 3, 1},
+                           {nullptr, valid.lens.data(), valid.table.data()}));
+  EXPECT_CONTAINS(msg, "no host copy of the positions input to check");
+  // The step shape itself is checked too.
+  msg = EXPECT_THROW_MSG(CapacityError,
+                         plan.checkStepInputs(StepShape{5, 3, 1}, {}));
+  EXPECT_CONTAINS(msg, "batch 5 exceeds");
 }
 
 TEST(FrontHalfSignature, FromTheTinyModel) {
@@ -392,7 +479,7 @@ TEST(FrontHalfSignature, RejectsOtherFunctions) {
   EXPECT_CONTAINS(msg, "has 2 qkv weights (2 layers)");
 
   json k = json::parse(readText(dataPath("tiny_decode.manifest.json")));
-  k["kernels"][1]["params"][4]["role"] = "lengths";
+  k["kernels"][1]["params"][4]["role"] = "positions";
   Model m2(Manifest::parse(k.dump(), "m.json"));
   msg =
       EXPECT_THROW_MSG(InvalidArgumentError, FrontHalfSignature::fromModel(m2));

@@ -187,6 +187,17 @@ TEST(Safetensors, RejectsMalformedFiles) {
       parse(withHeader(
           R"({"a":{"dtype":"F16","shape":[-1],"data_offsets":[0,2]}})", "12")));
   EXPECT_CONTAINS(msg, "\"a\".shape[0]");
+  // A shape whose byte count overflows: "too large", not "-1 bytes".
+  msg = EXPECT_THROW_MSG(
+      FormatError,
+      parse(withHeader(R"({"a":{"dtype":"F16","shape":[2147483648,)"
+                       R"(2147483648,4],"data_offsets":[0,2]}})",
+                       "12")));
+  EXPECT_CONTAINS(msg, "\"a\".shape: F16[2147483648, 2147483648, 4] is too "
+                       "large: its byte count overflows 64 bits");
+  msg = EXPECT_THROW_MSG(
+      FormatError, parse(withHeader("{\"a\": " + std::string(40000, '['), "")));
+  EXPECT_CONTAINS(msg, "invalid JSON: arrays and objects nested more than 64");
   msg = EXPECT_THROW_MSG(FormatError,
                          parse(withHeader(R"({"__metadata__":{"k":1}})", "")));
   EXPECT_CONTAINS(msg, "__metadata__.k: expected a string");
@@ -224,8 +235,13 @@ TEST(Safetensors, WriterRejectsBadArguments) {
   msg = EXPECT_THROW_MSG(InvalidArgumentError,
                          encodeSafetensors({{"", "F16", {1}, &v}}));
   EXPECT_CONTAINS(msg, "empty name");
-  msg = EXPECT_THROW_MSG(Error, writeSafetensors("/nonexistent/dir/x", {}));
-  EXPECT_CONTAINS(msg, "cannot create /nonexistent/dir/x.tmp");
+  // A directory under a regular file can be created by no one (root
+  // included), unlike a missing directory at the root.
+  TempDir dir;
+  writeText(dir.file("file"), "");
+  std::string target = dir.file("file") + "/dir/x";
+  msg = EXPECT_THROW_MSG(Error, writeSafetensors(target, {}));
+  EXPECT_CONTAINS(msg, "cannot create " + target + ".tmp");
 }
 
 TEST(Safetensors, OpenReportsMissingFiles) {

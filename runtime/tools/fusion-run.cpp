@@ -41,11 +41,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace fusion::runtime;
@@ -55,6 +57,9 @@ namespace {
 constexpr int kExitMismatch = 1;
 constexpr int kExitError = 2;
 constexpr int kExitSkipped = 77;
+/// Most sequences in a run: the attention kernels' grids have a batch
+/// dimension, which CUDA bounds to 65535.
+constexpr int64_t kMaxBatch = 65535;
 
 const char *const kUsage =
     R"(usage: fusion-run --ptx FILE --manifest FILE [options]
@@ -200,6 +205,8 @@ Options parseOptions(int argc, char **argv) {
       return argv[++i];
     };
     constexpr int64_t kBig = int64_t(1) << 31;
+    // Positions, lengths and page ids are int32 (docs/abi.md).
+    constexpr int64_t kInt32Max = kBig - 1;
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
       std::exit(0);
@@ -220,24 +227,27 @@ Options parseOptions(int argc, char **argv) {
     } else if (arg == "--seed") {
       o.seed = static_cast<uint64_t>(parseInt(arg, next(), 0, INT64_MAX));
     } else if (arg == "--batch") {
-      o.batch = parseInt(arg, next(), 1, kBig);
+      // The attention kernel's grid has a batch dimension (CUDA: at most
+      // 65535); the range also keeps per-sequence host data small.
+      o.batch = parseInt(arg, next(), 1, kMaxBatch);
     } else if (arg == "--kv-len") {
-      o.kvLen = parseInt(arg, next(), 0, kBig);
+      o.kvLen = parseInt(arg, next(), 0, kInt32Max);
       kvLenGiven = true;
     } else if (arg == "--kv-lens") {
       std::stringstream ss(next());
       std::string item;
       while (std::getline(ss, item, ','))
-        o.kvLens.push_back(parseInt("--kv-lens", item, 0, kBig));
-      if (o.kvLens.empty())
-        usageError("--kv-lens needs at least one length");
+        o.kvLens.push_back(parseInt("--kv-lens", item, 0, kInt32Max));
+      if (o.kvLens.empty() || o.kvLens.size() > kMaxBatch)
+        usageError("--kv-lens needs 1 to " + std::to_string(kMaxBatch) +
+                   " lengths");
     } else if (arg == "--steps") {
       o.steps = parseInt(arg, next(), 1, 1 << 20);
       stepsGiven = true;
     } else if (arg == "--num-splits") {
       o.numSplits = parseInt(arg, next(), 1, 1 << 20);
     } else if (arg == "--num-pages") {
-      o.numPages = parseInt(arg, next(), 1, kBig - 1);
+      o.numPages = parseInt(arg, next(), 1, kInt32Max);
     } else if (arg == "--graph") {
       o.graph = true;
     } else if (arg == "--tol") {
@@ -353,37 +363,48 @@ std::string sci(double v) {
 //===----------------------------------------------------------------------===//
 
 /// Differences between the reference the ops describe and a config.json.
+/// Sizes compare exactly; eps, rope_theta and the llama3 factors compare as
+/// float32, the precision the kernels use them in (a GGUF-converted
+/// config's rms_norm_eps 9.999999747378752e-06 is float32(1e-5)), and print
+/// with all their digits.
 std::vector<std::string> configMismatches(const ref::FrontHalfConfig &ops,
                                           const ref::FrontHalfConfig &cfg) {
   std::vector<std::string> out;
-  auto num = [&](const char *what, double a, double b) {
-    if (std::fabs(a - b) > 1e-9 * std::max(std::fabs(a), std::fabs(b))) {
-      std::ostringstream os;
-      os << what << ": kernels " << a << ", config " << b;
-      out.push_back(os.str());
-    }
+  auto differ = [&](const char *what, double a, double b) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "%s: kernels %.17g, config %.17g", what, a,
+                  b);
+    out.push_back(buf);
   };
-  num("num_attention_heads", ops.dims.numQHeads, cfg.dims.numQHeads);
-  num("num_key_value_heads", ops.dims.numKVHeads, cfg.dims.numKVHeads);
-  num("head_dim", ops.dims.headDim, cfg.dims.headDim);
-  num("hidden_size", ops.hidden, cfg.hidden);
-  num("rms_norm_eps", ops.normOptions.eps, cfg.normOptions.eps);
-  num("rope_theta", ops.rope.theta, cfg.rope.theta);
-  num("rotary_dim", ops.rope.rotaryDim, cfg.rope.rotaryDim);
+  auto size = [&](const char *what, int64_t a, int64_t b) {
+    if (a != b)
+      differ(what, static_cast<double>(a), static_cast<double>(b));
+  };
+  auto fp32 = [&](const char *what, double a, double b) {
+    if (static_cast<float>(a) != static_cast<float>(b))
+      differ(what, a, b);
+  };
+  size("num_attention_heads", ops.dims.numQHeads, cfg.dims.numQHeads);
+  size("num_key_value_heads", ops.dims.numKVHeads, cfg.dims.numKVHeads);
+  size("head_dim", ops.dims.headDim, cfg.dims.headDim);
+  size("hidden_size", ops.hidden, cfg.hidden);
+  fp32("rms_norm_eps", ops.normOptions.eps, cfg.normOptions.eps);
+  fp32("rope_theta", ops.rope.theta, cfg.rope.theta);
+  size("rotary_dim", ops.rope.rotaryDim, cfg.rope.rotaryDim);
   if (ops.rope.llama3.has_value() != cfg.rope.llama3.has_value())
     out.push_back(std::string("llama3 rope scaling: kernels ") +
                   (ops.rope.llama3 ? "yes" : "no") + ", config " +
                   (cfg.rope.llama3 ? "yes" : "no"));
   else if (ops.rope.llama3) {
-    num("rope_scaling.factor", ops.rope.llama3->factor,
-        cfg.rope.llama3->factor);
-    num("rope_scaling.low_freq_factor", ops.rope.llama3->lowFreqFactor,
-        cfg.rope.llama3->lowFreqFactor);
-    num("rope_scaling.high_freq_factor", ops.rope.llama3->highFreqFactor,
-        cfg.rope.llama3->highFreqFactor);
-    num("rope_scaling.original_max_position_embeddings",
-        static_cast<double>(ops.rope.llama3->originalMaxPosition),
-        static_cast<double>(cfg.rope.llama3->originalMaxPosition));
+    fp32("rope_scaling.factor", ops.rope.llama3->factor,
+         cfg.rope.llama3->factor);
+    fp32("rope_scaling.low_freq_factor", ops.rope.llama3->lowFreqFactor,
+         cfg.rope.llama3->lowFreqFactor);
+    fp32("rope_scaling.high_freq_factor", ops.rope.llama3->highFreqFactor,
+         cfg.rope.llama3->highFreqFactor);
+    size("rope_scaling.original_max_position_embeddings",
+         ops.rope.llama3->originalMaxPosition,
+         cfg.rope.llama3->originalMaxPosition);
   }
   return out;
 }
@@ -424,6 +445,40 @@ readPacked(const TensorStore &store, const std::vector<std::string> &names,
   return std::nullopt;
 }
 
+/// The layers of a checkpoint: 1 + the largest N of its tensor names
+/// "...layers.N.<rest>" (0 if it has none).
+int64_t checkpointLayers(const TensorStore &store) {
+  int64_t layers = 0;
+  for (const std::string &name : store.names()) {
+    size_t p = name.find("layers.");
+    if (p == std::string::npos || (p > 0 && name[p - 1] != '.'))
+      continue;
+    size_t end = name.find_first_not_of("0123456789", p + 7);
+    if (end == p + 7 || end == std::string::npos || name[end] != '.' ||
+        end - (p + 7) > 9)
+      continue;
+    layers = std::max<int64_t>(layers, std::stoll(name.substr(p + 7)) + 1);
+  }
+  return layers;
+}
+
+/// Throws InvalidArgumentError if --layer is not a layer of the checkpoint:
+/// config.json's num_hidden_layers, or the layers its tensor names hold.
+void checkLayer(const Options &o, const TensorStore &store,
+                const std::optional<ModelConfig> &config) {
+  if (config && config->numHiddenLayers > 0 &&
+      o.layer >= config->numHiddenLayers)
+    throwInvalidArgument("--layer ", o.layer, ": ", o.weights,
+                         " has layers 0..", config->numHiddenLayers - 1,
+                         " (num_hidden_layers ", config->numHiddenLayers,
+                         " in its config.json)");
+  int64_t layers = checkpointLayers(store);
+  if (layers > 0 && o.layer >= layers)
+    throwInvalidArgument("--layer ", o.layer, ": ", o.weights,
+                         " has layers 0..", layers - 1,
+                         " (from its tensor names)");
+}
+
 struct Weights {
   std::vector<uint16_t> norm, qkv, bias;
   std::string origin;
@@ -445,6 +500,7 @@ Weights loadWeights(const Options &o, const Model &model,
     return w;
   }
   TensorStore store = TensorStore::open(o.weights);
+  checkLayer(o, store, config);
   std::string layerQ = hfLayerNames(o.layer).qWeight;
   bool hf =
       store.find(layerQ) ||
@@ -518,6 +574,11 @@ std::string describeReference(const ref::FrontHalfConfig &c) {
 //===----------------------------------------------------------------------===//
 // The CPU reference, rows in parallel
 //===----------------------------------------------------------------------===//
+
+/// The host copies of a step's int32 inputs in `v`.
+StepInputs stepInputs(const BatchView &v) {
+  return {v.positions.data(), v.seq_lens.data(), v.block_table.data()};
+}
 
 struct HostStep {
   std::vector<uint16_t> x, residual;
@@ -755,7 +816,8 @@ struct Timing {
 };
 
 /// Times `o.iters` replays of the step of `shape`, whose inputs are in
-/// `args` (copy 0, bound to `step`), after `o.warmup` untimed ones. A replay
+/// `args` (copy 0, bound to `step`; `inputs` are the host copies of its
+/// positions, lengths and block table), after `o.warmup` untimed ones. A replay
 /// runs the step once on each of `o.layers` copies of every argument, in
 /// order: copy 0 is `args`, the others are cloned from it on the device,
 /// so that, as in a model whose layers each stream their own weights and
@@ -766,7 +828,7 @@ struct Timing {
 /// again on return.
 Timing timeLayerSteps(const Options &o, DecodeStep &step,
                       const std::map<int, cuda::DeviceBuffer> &args,
-                      const StepShape &shape) {
+                      const StepShape &shape, const StepInputs &inputs) {
   const CUstream stream = step.stream();
   std::vector<std::map<int, cuda::DeviceBuffer>> copies(
       static_cast<size_t>(o.layers - 1));
@@ -785,7 +847,7 @@ Timing timeLayerSteps(const Options &o, DecodeStep &step,
     for (size_t c = 0; c <= copies.size(); ++c) {
       if (!copies.empty())
         bindCopy(c);
-      step.run(shape, s);
+      step.run(shape, inputs, s);
     }
     if (!copies.empty())
       bindCopy(0);
@@ -819,6 +881,102 @@ Timing timeLayerSteps(const Options &o, DecodeStep &step,
                  static_cast<double>(o.layers));
   std::sort(us.begin(), us.end());
   return Timing{us[us.size() / 2], us.front()};
+}
+
+//===----------------------------------------------------------------------===//
+// Capacity (checked before anything large is allocated)
+//===----------------------------------------------------------------------===//
+
+/// a * b, or a CapacityError saying `what` overflows 64-bit sizes.
+uint64_t checkedMul(uint64_t a, uint64_t b, const std::string &what) {
+  uint64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    throwCapacity(what, ": the byte count overflows 64 bits");
+  return r;
+}
+
+/// The page pool of a run with random histories: pages for each
+/// sequence's history plus its --steps tokens, plus one per sequence, or
+/// --num-pages. Throws CapacityError (naming the options) for a sequence
+/// longer than int32 positions allow, more pages than int32 page ids
+/// allow, or a --num-pages below what the run needs.
+int64_t poolPages(const Options &o, int64_t P, int64_t &maxPages,
+                  int64_t &maxLen) {
+  // KVCacheManager: a sequence holds at most INT32_MAX / P pages.
+  const int64_t maxTokens = std::numeric_limits<int32_t>::max() / P * P;
+  int64_t needed = 0;
+  maxPages = 1;
+  maxLen = 0;
+  for (size_t b = 0; b < o.kvLens.size(); ++b) {
+    const int64_t len = o.kvLens[b] + o.steps;
+    if (len > maxTokens)
+      throwCapacity("sequence ", b, ": a history of ", o.kvLens[b],
+                    " tokens (--kv-len/--kv-lens) plus --steps ", o.steps,
+                    " = ", len, " tokens exceeds the ", maxTokens,
+                    " a sequence can hold (positions are int32; pages of ", P,
+                    " tokens)");
+    const int64_t pages = KVCacheManager::pagesForTokens(len, P);
+    maxPages = std::max(maxPages, pages);
+    maxLen = std::max(maxLen, len);
+    needed += pages;
+  }
+  needed += static_cast<int64_t>(o.kvLens.size());
+  if (o.numPages && o.numPages < needed)
+    throwCapacity("--num-pages ", o.numPages, " holds fewer pages than the ",
+                  needed, " of ", P,
+                  " tokens the run needs (the histories plus --steps, plus "
+                  "one per sequence)");
+  if (!o.numPages && needed > std::numeric_limits<int32_t>::max())
+    throwCapacity("the run needs ", needed, " pages of ", P,
+                  " tokens for --batch ", o.kvLens.size(),
+                  " histories of --kv-len(s) plus --steps; page ids "
+                  "are int32 (at most 2147483647 pages)");
+  return o.numPages ? o.numPages : needed;
+}
+
+/// Throws CapacityError unless the host can hold the run's caches: the K and
+/// V caches of `numPages` pages, each held twice (the fp64 and the fp32
+/// references evolve separately). `cause` names the options that set
+/// numPages.
+void checkHostCaches(int64_t numPages, const FrontHalfSignature &sig,
+                     const std::string &cause) {
+  const uint64_t pageBytes = static_cast<uint64_t>(
+      kvPageBytes(sig.pageSize, sig.dims.numKVHeads, sig.dims.headDim, 2));
+  const uint64_t bytes =
+      checkedMul(2 * pageBytes, static_cast<uint64_t>(numPages), cause);
+  const uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                          static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  if (bytes / 2 > memory / 2) // bytes > memory, without overflow
+    throwCapacity(cause, ": ", numPages, " pages of K and V cache (", pageBytes,
+                  " bytes per page) held twice on the host for the "
+                  "fp64 and fp32 references take ",
+                  bytes, " bytes, more than this machine's ", memory,
+                  " bytes of memory");
+}
+
+/// Throws CapacityError unless the device has room for the run: every
+/// argument at capacity, once per --layers copy, plus the runtime's own
+/// buffers.
+void checkDeviceMemory(const Options &o, const LaunchPlan &plan,
+                       const cuda::Context &ctx) {
+  const std::string what = "the device memory of the run";
+  uint64_t args = 0, internal = 0;
+  for (const ManifestArgument &a : plan.model().arguments())
+    args += static_cast<uint64_t>(plan.argumentBytes(a.index));
+  for (size_t i = 0; i < plan.model().internalBuffers().size(); ++i)
+    internal += static_cast<uint64_t>(plan.internalBytes(static_cast<int>(i)));
+  const uint64_t bytes =
+      checkedMul(args, static_cast<uint64_t>(o.layers), what) + internal;
+  const uint64_t free = ctx.freeMemory();
+  if (bytes > free)
+    throwCapacity("the run needs ", bytes, " bytes of device memory (", args,
+                  " bytes of arguments at capacity, the KV caches "
+                  "included, times --layers ",
+                  o.layers, ", plus ", internal,
+                  " bytes of runtime buffers); device ", o.device, " has ",
+                  free,
+                  " bytes free (lower --kv-len(s), --batch, --num-pages "
+                  "or --layers)");
 }
 
 //===----------------------------------------------------------------------===//
@@ -896,14 +1054,8 @@ int run(const Options &o) {
     if (kc >= 0 && model.arguments()[kc].shape.size() > 1 &&
         !model.arguments()[kc].shape[1].isSymbol())
       P = model.arguments()[kc].shape[1].value;
-    int64_t maxPages = 1, numPages = 0, maxLen = 0;
-    for (int64_t len : o.kvLens) {
-      int64_t pages = KVCacheManager::pagesForTokens(len + o.steps, P);
-      maxPages = std::max(maxPages, pages);
-      numPages += pages;
-      maxLen = std::max(maxLen, len + o.steps);
-    }
-    numPages = o.numPages ? o.numPages : numPages + o.batch;
+    int64_t maxPages = 1, maxLen = 0;
+    int64_t numPages = poolPages(o, P, maxPages, maxLen);
     int64_t numSplits =
         o.numSplits ? o.numSplits : model.defaultNumSplits(o.batch, maxLen);
     printPlan(model, Capacity{o.batch, maxPages, numPages}, numSplits);
@@ -992,19 +1144,22 @@ int run(const Options &o) {
   std::optional<GoldenCacheLayout> layout;
   int64_t maxPages = 1, numPages = 0, maxLen = 0;
   if (golden) {
+    if (o.numPages)
+      checkHostCaches(o.numPages, sig,
+                      "--num-pages " + std::to_string(o.numPages));
     layout = layoutGoldenCache(*golden, P, o.numPages);
     maxPages = layout->maxPages;
     numPages = layout->numPages;
     maxLen = *std::max_element(layout->seqLens.begin(), layout->seqLens.end());
   } else {
-    int64_t neededPages = 0;
-    for (int64_t len : o.kvLens) {
-      int64_t pages = KVCacheManager::pagesForTokens(len + o.steps, P);
-      maxPages = std::max(maxPages, pages);
-      neededPages += pages;
-      maxLen = std::max(maxLen, len + o.steps);
-    }
-    numPages = o.numPages ? o.numPages : neededPages + B;
+    numPages = poolPages(o, P, maxPages, maxLen);
+    checkHostCaches(
+        numPages, sig,
+        o.numPages ? "--num-pages " + std::to_string(o.numPages)
+                   : "--batch " + std::to_string(B) +
+                         " histories of --kv-len/--kv-lens (longest " +
+                         std::to_string(maxLen - o.steps) +
+                         " tokens) plus --steps " + std::to_string(o.steps));
   }
   int64_t numSplits =
       o.numSplits ? o.numSplits : model.defaultNumSplits(B, maxLen);
@@ -1055,16 +1210,15 @@ int run(const Options &o) {
       std::cout << "    " << note << "\n";
 
   // The step shape against the model, before any work (fake addresses; the
-  // GPU path checks again with real ones).
-  {
-    LaunchPlan probe(model, Capacity{B, maxPages, numPages});
-    for (const ManifestArgument &a : model.arguments())
-      probe.bindArgument(a.index, 0x1000,
-                         static_cast<uint64_t>(probe.argumentBytes(a.index)));
-    for (size_t i = 0; i < model.internalBuffers().size(); ++i)
-      probe.setInternal(static_cast<int>(i), 0x1000);
-    probe.validate(StepShape{B, maxPages, numSplits});
-  }
+  // GPU path checks again with real ones). The probe also checks each
+  // step's inputs in a dry run.
+  LaunchPlan probe(model, Capacity{B, maxPages, numPages});
+  for (const ManifestArgument &a : model.arguments())
+    probe.bindArgument(a.index, 0x1000,
+                       static_cast<uint64_t>(probe.argumentBytes(a.index)));
+  for (size_t i = 0; i < model.internalBuffers().size(); ++i)
+    probe.setInternal(static_cast<int>(i), 0x1000);
+  probe.validate(StepShape{B, maxPages, numSplits});
 
   if (o.inspect) {
     printPlan(model, Capacity{B, maxPages, numPages}, numSplits);
@@ -1080,6 +1234,7 @@ int run(const Options &o) {
     std::cout << "  device " << o.device << ": " << ctx->name() << " (sm_"
               << cc.first << cc.second << ", " << ctx->multiprocessorCount()
               << " SMs), driver " << cuda::Context::driverVersion() << "\n";
+    checkDeviceMemory(o, probe, *ctx);
   } else {
     std::cout << "  dry run: no GPU; the fp32 reference stands in for the "
                  "kernels' outputs\n";
@@ -1196,6 +1351,10 @@ int run(const Options &o) {
       if (hasResidual)
         hs.residual = rng.tensor(sig.dtype, B * H, -2, 2);
     }
+    // The kernels trust positions, lengths and block tables: check them
+    // before anything runs (DecodeStep checks again before it launches).
+    const StepInputs inputs = stepInputs(hs.view);
+    probe.checkStepInputs(shape, inputs);
     if (gpu) {
       // Ordered on the step's stream (the host data outlives the step).
       CUstream st = step->stream();
@@ -1210,9 +1369,9 @@ int run(const Options &o) {
                        hs.view.block_table.size() * 4, st);
       step->poisonOutputs();
       if (o.graph)
-        step->runGraph(shape);
+        step->runGraph(shape, inputs);
       else
-        step->run(shape);
+        step->run(shape, inputs);
       step->synchronize();
 
       step->downloadResult(sig.output, shape, out.data(), out.size() * 2);
@@ -1318,7 +1477,7 @@ int run(const Options &o) {
   // --- Timing ---------------------------------------------------------------
   std::optional<Timing> timing;
   if (gpu && o.iters > 0) {
-    timing = timeLayerSteps(o, *step, args, shape);
+    timing = timeLayerSteps(o, *step, args, shape, stepInputs(last.view));
     std::printf("timing: %.2f us/step (median of %lld %s of %lld layer "
                 "cop%s each, back to back; min %.2f)\n",
                 timing->medianUs, static_cast<long long>(o.iters),

@@ -89,6 +89,9 @@ public:
   std::pair<int, int> computeCapability() const;
   int multiprocessorCount() const;
   uint64_t totalMemory() const;
+  /// Bytes of device memory free now (cuMemGetInfo; makes the context
+  /// current).
+  uint64_t freeMemory() const;
   /// cuDriverGetVersion, e.g. 13000.
   static int driverVersion();
 

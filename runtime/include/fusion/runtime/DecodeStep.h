@@ -15,13 +15,17 @@
 //                   Capacity{/*maxBatch=*/8, /*maxPages=*/64,
 //                   /*numPages=*/512});
 //   step.bind("x", xBuffer);  ...                // every argument
-//   step.runGraph({batch, maxPages, numSplits}); // capture + replay
+//   // upload positions, seq_lens, block_table (host copies pos, lens, bt)
+//   step.runGraph({batch, maxPages, numSplits},  // capture + replay
+//                 StepInputs{pos, lens, bt});
 //   step.synchronize();
 //   step.downloadResult(0, shape, host.data(), host.size() * 2);
 //
 // Checks: construction checks the PTX entries against the manifest
-// (parameter count and kinds) before loading it; bind() checks sizes; every
-// run validates the step shape (LaunchPlan::validate). Errors are the
+// (parameter count and kinds) before loading it; bind() checks sizes and
+// alignment; every run checks the step shape (LaunchPlan::validate) and the
+// step's positions, lengths and block table (LaunchPlan::checkStepInputs)
+// before launching anything: the kernels trust them. Errors are the
 // runtime's exceptions (Error.h) and name the kernel involved.
 //
 // Graphs capture the kernel arguments (device addresses and the batch,
@@ -95,13 +99,20 @@ public:
   /// shows up as NaN. Stream-ordered on `stream` (null: stream()).
   void poisonOutputs(CUstream stream = nullptr);
 
-  /// Validates `shape` and launches the kernels in order on `stream` (null:
-  /// stream()), each as LaunchPlan::prepare selects for shape.batch.
-  void run(const StepShape &shape, CUstream stream = nullptr);
+  /// Checks every launch precondition first: the shape against the
+  /// capacity (LaunchPlan::validate) and `inputs`, the host copies of the
+  /// positions, seq_lens and block table the caller uploaded for this step,
+  /// against the block tables and the page pool
+  /// (LaunchPlan::checkStepInputs); then launches the kernels in order on
+  /// `stream` (null: stream()), each as LaunchPlan::prepare selects for
+  /// shape.batch. Throws (before any launch) as those do.
+  void run(const StepShape &shape, const StepInputs &inputs,
+           CUstream stream = nullptr);
   /// As run(), through a CUDA graph: captured on the first call and
   /// whenever the shape, the stream or a binding changed since the last
-  /// capture, then launched.
-  void runGraph(const StepShape &shape, CUstream stream = nullptr);
+  /// capture, then launched. `inputs` are checked on every call.
+  void runGraph(const StepShape &shape, const StepInputs &inputs,
+                CUstream stream = nullptr);
   /// Number of graph captures so far.
   int graphCaptures() const { return captures_; }
   /// Waits for `stream` (null: stream()); a kernel fault is reported here

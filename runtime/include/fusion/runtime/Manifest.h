@@ -49,9 +49,18 @@
 // min_batch (>= 2); a step of batch B launches the last variant whose
 // min_batch <= B instead of the primary launch (ManifestKernel::launchFor).
 //
-// A <dim> is a non-negative integer (or its decimal string) or one of the
-// run-time sizes "batch", "num_splits", "max_pages" (block-table row
+// A <dim> is an integer in [1, 2^31 - 1] (or its decimal string) or one of
+// the run-time sizes "batch", "num_splits", "max_pages" (block-table row
 // length), "num_pages" (pages in the KV cache).
+//
+// Validation is complete: "format" and "version" are required; every member
+// has its type and range (grid dimensions within the CUDA limits, block
+// [1..1024, 1, 1], shared memory within kMaxSharedBytesPerBlock, constant
+// parts of shapes below kMaxConstantBytes, workspaces [batch, ...]); kinds
+// and roles are from the known vocabularies (paramRoles); the attributes of
+// the ops the reference reads (rmsnorm, layernorm, qkv_proj, rope,
+// decode_attention) are present and typed; bindings and results refer to
+// real arguments and earlier kernels with the same dtype and element count.
 //
 // Errors: FormatError naming the file and the JSON path of the problem
 // ("model.manifest.json: kernels[1].params[4].binding: kernel 3 is not an
@@ -80,6 +89,16 @@ std::string_view elemTypeName(ElemType type);
 int64_t elemTypeSize(ElemType type);
 /// Parses "f16", "bf16", "f32", "i32"; nullopt otherwise.
 std::optional<ElemType> parseElemType(std::string_view name);
+
+/// Largest static plus dynamic shared memory of one thread block the
+/// manifest may ask for: 227 KiB, the opt-in maximum of sm_90 (sm_80: 163
+/// KiB; cuFuncSetAttribute reports a device's own smaller limit).
+inline constexpr int64_t kMaxSharedBytesPerBlock = 227 * 1024;
+/// Largest static shared memory of one thread block (48 KiB on every chip).
+inline constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
+/// Largest byte size of the constant dimensions of a shape (128 TiB): more
+/// than any GPU holds, so a larger shape is malformed.
+inline constexpr int64_t kMaxConstantBytes = int64_t(1) << 47;
 
 /// Values of the run-time sizes a shape or grid dimension can name.
 struct Symbols {
@@ -112,6 +131,16 @@ int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols);
 
 enum class ParamKind { Input, Output, Workspace, Scalar };
 std::string_view paramKindName(ParamKind kind);
+
+/// The role of a function argument that no kernel parameter reads.
+inline constexpr std::string_view kUnusedRole = "unused";
+/// The roles a kernel parameter of `kind` may have (docs/abi.md section
+/// 3.3), e.g. "input", "qkv_weight", "key_cache" for inputs; "batch",
+/// "max_pages", "num_splits" for scalars. Function arguments take the input
+/// roles or kUnusedRole.
+const std::vector<std::string_view> &paramRoles(ParamKind kind);
+/// "a, b or c" of paramRoles(kind), for messages.
+std::string roleList(ParamKind kind);
 
 /// Where an input comes from (inputs), or which result of its kernel an
 /// output is (outputs).
@@ -152,11 +181,6 @@ struct ManifestOp {
   std::map<std::string, double> numbers;
   std::map<std::string, std::string> strings;
   std::map<std::string, bool> flags;
-  /// The number `key`, or `fallback`.
-  double number(const std::string &key, double fallback) const {
-    auto it = numbers.find(key);
-    return it == numbers.end() ? fallback : it->second;
-  }
   bool flag(const std::string &key) const {
     auto it = flags.find(key);
     return it != flags.end() && it->second;
@@ -234,6 +258,10 @@ struct ManifestArgument {
   int index = 0;
   std::string name;
   std::string kind; ///< "tensor" or "buffer"
+  /// The optional "role" (an input role or kUnusedRole; empty if the
+  /// manifest gives none). The parser checks that it is the role of every
+  /// kernel parameter bound to the argument.
+  std::string role;
   ElemType dtype = ElemType::F16;
   std::vector<Dim> shape;
 };

@@ -171,6 +171,15 @@ struct StepShape {
   bool operator!=(const StepShape &o) const { return !(*this == o); }
 };
 
+/// The host copies of a step's int32 inputs: what the caller uploads to the
+/// arguments with roles "positions", "seq_lens" and "block_table" (a null
+/// pointer for a role the function does not have). Not owning.
+struct StepInputs {
+  const int32_t *positions = nullptr;  ///< [batch]
+  const int32_t *seqLens = nullptr;    ///< [batch]
+  const int32_t *blockTable = nullptr; ///< [batch, StepShape::maxPages]
+};
+
 /// One kernel argument: a device address or an i32.
 struct KernelArg {
   bool isScalar = false;
@@ -250,6 +259,24 @@ public:
   /// validate(shape), then the launches of the step in order, each the
   /// kernel's variant for shape.batch or its primary launch.
   std::vector<PreparedLaunch> prepare(const StepShape &shape) const;
+
+  /// Throws unless the step's int32 inputs satisfy the kernels'
+  /// preconditions (docs/runtime.md, "Launch preconditions"): for each row
+  /// b (sequence b of the step), with P the page size of the caches and
+  /// the row's capacity C = shape.maxPages * P tokens:
+  /// - 0 <= positions[b] < C (CapacityError past C) when a kernel appends
+  ///   to the caches (takes positions and a cache);
+  /// - 0 <= seq_lens[b] <= C (CapacityError past C) when a kernel reads the
+  ///   caches (takes seq_lens), and the appended slot is one of the
+  ///   seq_lens[b] slots read;
+  /// - every block-table entry the row uses (logical pages below
+  ///   ceil(seq_lens[b] / P) and positions[b] / P) in [0, num_pages);
+  /// - no page written by one row (the appended slot's) used by another.
+  /// InvalidArgumentError otherwise (a null pointer for a role the function
+  /// has, a negative value, a page id, a shared page). Messages name the
+  /// row, the value and the bound. Call it with the values uploaded for
+  /// each step; it reads only host memory.
+  void checkStepInputs(const StepShape &shape, const StepInputs &in) const;
 
 private:
   const Model *model_;

@@ -7,19 +7,24 @@
 // check a compiled model against the reference using a real checkpoint.
 //
 //   config.json field                      ModelConfig
+//   model_type (required: llama, mistral,  modelType; others ->
+//     mixtral, qwen2, qwen2_moe)             UnsupportedError
 //   hidden_size                            hiddenSize
 //   num_attention_heads                    numAttentionHeads
 //   num_key_value_heads (default: heads)   numKeyValueHeads
-//   head_dim (default/null: hidden/heads)  headDim
-//   rms_norm_eps                           rmsNormEps (default 1e-6)
-//   rope_theta                             ropeTheta (default 10000)
+//   head_dim (default/null: hidden/heads)  headDim (even unless
+//                                            partial_rotary_factor)
+//   rms_norm_eps (> 0)                     rmsNormEps (default 1e-6)
+//   rope_theta (> 1)                       ropeTheta (default 10000)
 //   rope_scaling {rope_type|type: llama3,  llama3Scaling; "default"/null: none;
 //     factor, low_freq_factor,             other types (linear, dynamic, yarn,
 //     high_freq_factor,                    longrope, ...) -> UnsupportedError
 //     original_max_position_embeddings}    (the reference has no such scaling)
 //   rope_parameters {rope_theta, ...}      (transformers v5 spelling of the two
-//                                          above; wins when present)
-//   partial_rotary_factor (default 1)      rotaryDim = head_dim * factor
+//                                          above; when present, rope_scaling
+//                                          is not read)
+//   partial_rotary_factor (default 1;      rotaryDim = head_dim * factor
+//     top level or in rope_parameters)
 //   attention_bias (default false;         attentionBias: packed q/k/v bias
 //     always true for model_type qwen2,
 //     whose config has no such field)
@@ -27,8 +32,13 @@
 //   num_hidden_layers,                     numHiddenLayers,
 //   max_position_embeddings, model_type    maxPositionEmbeddings, modelType
 //
-// Errors: FormatError (invalid JSON, a field of the wrong type, inconsistent
-// head counts), UnsupportedError (rope scaling without a reference).
+// The rules are those of fusion-import (lib/Import/HuggingFace.cpp), so the
+// two accept and reject the same configs.
+//
+// Errors: FormatError (invalid JSON, a field of the wrong type or range,
+// inconsistent head counts, a q/k/v weight past 64-bit sizes),
+// UnsupportedError (an unsupported model_type, rope scaling without a
+// reference).
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,8 +74,8 @@ struct ModelConfig {
   bool attentionBias = false;
   /// The checkpoint's dtype, if float16 or bfloat16.
   std::optional<DType> torchDtype;
-  /// Fields read but not modelled that could matter (e.g. sliding_window,
-  /// an unfamiliar model_type); tools print them.
+  /// Fields read but not modelled that could matter (a sliding_window in
+  /// use, attention_bias false for qwen2); tools print them.
   std::vector<std::string> warnings;
 
   /// Parses config.json text (`source` names it in messages).
