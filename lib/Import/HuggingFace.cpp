@@ -17,6 +17,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -32,12 +34,39 @@ using llvm::Expected;
 
 namespace {
 
-/// Model types whose attention block is the Llama one (RMSNorm, packed
-/// q/k/v, NeoX RoPE, GQA softmax attention with scale 1/sqrt(head_dim)).
-constexpr llvm::StringLiteral kSupportedModelTypes[] = {
-    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe"};
-
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+/// The deepest nesting of arrays and objects accepted: json::parse recurses
+/// once per level, and a config.json needs three or four.
+constexpr unsigned kMaxJSONDepth = 64;
+
+/// Fails if `text` nests arrays and objects (counted outside strings) more
+/// than kMaxJSONDepth deep, before json::parse would recurse that far.
+Error checkJSONDepth(StringRef text, StringRef source) {
+  unsigned depth = 0;
+  bool inString = false, escaped = false;
+  for (auto [offset, c] : llvm::enumerate(text)) {
+    if (inString) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJSONDepth)
+        return llvm::createStringError(llvm::formatv(
+            "{0}: invalid JSON: arrays and objects nested more than {1} deep "
+            "(at byte {2}); a config.json needs a few levels",
+            source, kMaxJSONDepth, offset));
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return Error::success();
+}
 
 /// `v` as printf's %g writes it (formatv would print 1e-05 as 0.00).
 std::string num(double v) {
@@ -227,6 +256,30 @@ Error parseRope(const FieldReader &root, HFDecoderConfig &c) {
   return Error::success();
 }
 
+/// Checks that the sizes derived from the shapes fit in 64 bits: the rows
+/// of the packed q/k/v weight, (heads + 2 * kv_heads) * head_dim, and its
+/// elements, rows * hidden_size.
+Error checkSizes(const FieldReader &r, const HFDecoderConfig &c) {
+  std::optional<int64_t> kvRows = llvm::checkedMul<int64_t>(2, c.numKVHeads);
+  std::optional<int64_t> heads =
+      kvRows ? llvm::checkedAdd(c.numHeads, *kvRows) : std::nullopt;
+  std::optional<int64_t> rows =
+      heads ? llvm::checkedMul(*heads, c.headDim) : std::nullopt;
+  if (!rows)
+    return r.error(
+        "head_dim",
+        llvm::formatv("(num_attention_heads {0} + 2 * num_key_value_heads "
+                      "{1}) * head_dim {2}, the rows of the q/k/v weight, "
+                      "overflows a 64-bit size",
+                      c.numHeads, c.numKVHeads, c.headDim));
+  if (!llvm::checkedMul(*rows, c.hiddenSize))
+    return r.error("hidden_size",
+                   llvm::formatv("the q/k/v weight of {0} x {1} elements "
+                                 "overflows a 64-bit size",
+                                 *rows, c.hiddenSize));
+  return Error::success();
+}
+
 Error parseConfig(const FieldReader &r, HFDecoderConfig &c) {
   Expected<std::optional<std::string>> modelType = r.getString("model_type");
   if (!modelType)
@@ -234,10 +287,9 @@ Error parseConfig(const FieldReader &r, HFDecoderConfig &c) {
   if (!*modelType)
     return r.missing("model_type");
   c.modelType = **modelType;
-  if (!llvm::is_contained(kSupportedModelTypes, c.modelType)) {
-    SmallVector<std::string> names;
-    for (StringRef n : kSupportedModelTypes)
-      names.push_back(n.str());
+  ArrayRef<llvm::StringLiteral> supported = getSupportedHFModelTypes();
+  if (!llvm::is_contained(supported, c.modelType)) {
+    SmallVector<StringRef> names(supported.begin(), supported.end());
     return r.error("model_type", "\"" + c.modelType +
                                      "\" is not supported (supported: " +
                                      llvm::join(names, ", ") + ")");
@@ -274,20 +326,24 @@ Error parseConfig(const FieldReader &r, HFDecoderConfig &c) {
     c.headDim = c.hiddenSize / c.numHeads;
   }
 
+  if (Error e = checkSizes(r, c))
+    return e;
+
   Expected<double> eps = r.getNumber("rms_norm_eps", 1e-6);
   if (!eps)
     return eps.takeError();
-  if (*eps < 0)
+  if (!(*eps > 0))
     return r.error("rms_norm_eps",
-                   llvm::formatv("must be >= 0, got {0}", num(*eps)));
+                   llvm::formatv("must be > 0, got {0}", num(*eps)));
   c.rmsNormEps = *eps;
 
   if (Error e = parseRope(r, c))
     return e;
-  if (!(c.ropeTheta > 0))
+  // RoPE's frequencies theta^(-2i/d) decrease only for theta > 1.
+  if (!(c.ropeTheta > 1))
     return r.error(r.find("rope_parameters") ? "rope_parameters.rope_theta"
                                              : "rope_theta",
-                   llvm::formatv("must be > 0, got {0}", num(c.ropeTheta)));
+                   llvm::formatv("must be > 1, got {0}", num(c.ropeTheta)));
 
   // partial_rotary_factor: top level (transformers 4) or inside
   // rope_parameters (transformers 5).
@@ -300,6 +356,18 @@ Error parseConfig(const FieldReader &r, HFDecoderConfig &c) {
         r.nested(*p->getAsObject(), "rope_parameters").find(partialKey))
       partial.emplace(r.nested(*p->getAsObject(), "rope_parameters"));
   c.rotaryDim = c.headDim;
+  if (!partial && c.headDim % 2 != 0)
+    return r.error("head_dim",
+                   llvm::formatv("{0}{1} is odd, and RoPE rotates pairs of "
+                                 "elements (without partial_rotary_factor "
+                                 "the whole head is rotated)",
+                                 c.headDim,
+                                 r.find("head_dim")
+                                     ? std::string()
+                                     : llvm::formatv(" (hidden_size {0} / "
+                                                     "num_attention_heads {1})",
+                                                     c.hiddenSize, c.numHeads)
+                                           .str()));
   if (partial) {
     Expected<double> f = partial->getNumber(partialKey, std::nullopt);
     if (!f)
@@ -359,8 +427,16 @@ Error parseConfig(const FieldReader &r, HFDecoderConfig &c) {
 
 } // namespace
 
+ArrayRef<llvm::StringLiteral> mlir::fusion::getSupportedHFModelTypes() {
+  static constexpr llvm::StringLiteral types[] = {"llama", "mistral", "mixtral",
+                                                  "qwen2", "qwen2_moe"};
+  return types;
+}
+
 Expected<HFDecoderConfig> mlir::fusion::parseHFDecoderConfig(StringRef text,
                                                              StringRef source) {
+  if (Error e = checkJSONDepth(text, source))
+    return std::move(e);
   Expected<json::Value> doc = json::parse(text);
   if (!doc)
     return llvm::createStringError(llvm::formatv(
@@ -402,6 +478,13 @@ OwningOpRef<ModuleOp> mlir::fusion::buildDecodeLayerModule(
                    << c.dtype
                    << "\" is not float16 or bfloat16; pass --dtype f16 or "
                       "--dtype bf16";
+    return nullptr;
+  }
+  if (!isValidKernelName(options.functionName)) {
+    emitError(loc) << "function name \"" << options.functionName
+                   << "\" cannot name kernels (they are named after the "
+                      "function): expected "
+                   << describeKernelNameRule();
     return nullptr;
   }
   if (options.pageSize < 1 || options.pageSize > kMaxInt32) {

@@ -282,6 +282,15 @@ struct FusionFormKernelsPass
       if (auto sym = named->getAttrOfType<StringAttr>(
               SymbolTable::getSymbolAttrName()))
         prefix = sym.getValue();
+      if (!isValidKernelName(prefix)) {
+        named->emitOpError()
+            << "name \"" << prefix
+            << "\" cannot prefix the names of its fusion.kernel ops (PTX "
+               "entries <name>_k<N>_...): expected "
+            << describeKernelNameRule();
+        signalPassFailure();
+        continue;
+      }
       // Continue numbering after kernels formed by an earlier run.
       unsigned existing = 0;
       named->walk([&](KernelOp) { ++existing; });

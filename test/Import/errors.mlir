@@ -34,7 +34,33 @@
 // RUN: not fusion-import %t/string_hidden.json 2>&1 | FileCheck %s --check-prefix=TYPE
 // TYPE: error: {{.*}}string_hidden.json: field "hidden_size": expected an integer, got "256"
 // RUN: not fusion-import %t/negative_eps.json 2>&1 | FileCheck %s --check-prefix=EPS
-// EPS: error: {{.*}}negative_eps.json: field "rms_norm_eps": must be >= 0, got -1
+// EPS: error: {{.*}}negative_eps.json: field "rms_norm_eps": must be > 0, got -1
+
+// Values the fusion ops would reject are reported on their config field,
+// never by the verifier on an op.
+// RUN: not fusion-import %t/zero_eps.json 2>&1 | FileCheck %s --check-prefix=ZEROEPS
+// ZEROEPS: fusion-import: error: {{.*}}zero_eps.json: field "rms_norm_eps": must be > 0, got 0
+// RUN: not fusion-import %t/theta_half.json 2>&1 | FileCheck %s --check-prefix=THETA
+// THETA: fusion-import: error: {{.*}}theta_half.json: field "rope_theta": must be > 1, got 0.5
+// RUN: not fusion-import %t/theta_half_v5.json 2>&1 | FileCheck %s --check-prefix=THETA5
+// THETA5: fusion-import: error: {{.*}}theta_half_v5.json: field "rope_parameters.rope_theta": must be > 1, got 0.5
+// RUN: not fusion-import %t/odd_head_dim.json 2>&1 | FileCheck %s --check-prefix=ODDHD
+// ODDHD: fusion-import: error: {{.*}}odd_head_dim.json: field "head_dim": 63 is odd, and RoPE rotates pairs of elements (without partial_rotary_factor the whole head is rotated)
+// RUN: not fusion-import %t/odd_derived_head_dim.json 2>&1 | FileCheck %s --check-prefix=ODDDERIVED
+// ODDDERIVED: fusion-import: error: {{.*}}odd_derived_head_dim.json: field "head_dim": 63 (hidden_size 504 / num_attention_heads 8) is odd, and RoPE rotates pairs of elements
+// RUN: not fusion-import %t/rows_overflow.json 2>&1 | FileCheck %s --check-prefix=ROWS
+// ROWS: fusion-import: error: {{.*}}rows_overflow.json: field "head_dim": (num_attention_heads 2147483647 + 2 * num_key_value_heads 2147483647) * head_dim 2147483646, the rows of the q/k/v weight, overflows a 64-bit size
+// RUN: not fusion-import %t/weight_overflow.json 2>&1 | FileCheck %s --check-prefix=WEIGHT
+// WEIGHT: fusion-import: error: {{.*}}weight_overflow.json: field "hidden_size": the q/k/v weight of 6442450938 x 2147483647 elements overflows a 64-bit size
+
+// Nesting too deep for a recursive parser is rejected before parsing.
+// RUN: %python -c "print('{\"x\": ' + '[' * 40000)" > %t/deep.json
+// RUN: not fusion-import %t/deep.json 2>&1 | FileCheck %s --check-prefix=DEEP
+// DEEP: fusion-import: error: {{.*}}deep.json: invalid {{J}}SON: arrays and objects nested more than 64 deep (at byte 69); a config.json needs a few levels
+// Brackets inside strings do not count.
+// RUN: %python -c "print('{\"model_type\": \"' + '[' * 100 + '\"}')" > %t/brackets_in_string.json
+// RUN: not fusion-import %t/brackets_in_string.json 2>&1 | FileCheck %s --check-prefix=INSTRING
+// INSTRING: field "model_type": "{{\[+}}" is not supported
 // RUN: not fusion-import %t/invalid.json 2>&1 | FileCheck %s --check-prefix=JSON
 // JSON: error: {{.*}}invalid.json: invalid JSON: [2:1, byte=44]: Expected , or } after object property
 
@@ -101,6 +127,27 @@
 //--- negative_eps.json
 {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
  "rms_norm_eps": -1, "torch_dtype": "float16"}
+//--- zero_eps.json
+{"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
+ "rms_norm_eps": 0, "torch_dtype": "float16"}
+//--- theta_half.json
+{"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
+ "rope_theta": 0.5, "torch_dtype": "float16"}
+//--- theta_half_v5.json
+{"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
+ "rope_parameters": {"rope_type": "default", "rope_theta": 0.5}, "dtype": "float16"}
+//--- odd_head_dim.json
+{"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
+ "head_dim": 63, "torch_dtype": "float16"}
+//--- odd_derived_head_dim.json
+{"model_type": "llama", "hidden_size": 504, "num_attention_heads": 8,
+ "torch_dtype": "float16"}
+//--- rows_overflow.json
+{"model_type": "llama", "hidden_size": 2147483647, "num_attention_heads": 2147483647,
+ "num_key_value_heads": 2147483647, "head_dim": 2147483646, "torch_dtype": "float16"}
+//--- weight_overflow.json
+{"model_type": "llama", "hidden_size": 2147483647, "num_attention_heads": 1,
+ "head_dim": 2147483646, "torch_dtype": "float16"}
 //--- invalid.json
 {"model_type": "llama", "hidden_size": 256
 "num_attention_heads": 8}

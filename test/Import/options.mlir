@@ -20,6 +20,12 @@
 // DTYPE: fusion-import: error: unknown dtype 'f32'; expected f16 or bf16
 // RUN: not fusion-import %fusion_src_root/test/golden/llama3_gqa/config.json --residual=maybe 2>&1 | FileCheck %s --check-prefix=RESIDUAL
 // RUN: not fusion-import %t/nonexistent.json 2>&1 | FileCheck %s --check-prefix=NOFILE
+// Kernels are named after the function: its name must be a PTX identifier.
+// RUN: not fusion-import %fusion_src_root/test/golden/llama3_gqa/config.json '--function-name=a b' -o %t/badname.mlir 2>&1 | FileCheck %s --check-prefix=FNAME -DNAME='a b'
+// RUN: not fusion-import %fusion_src_root/test/golden/llama3_gqa/config.json --function-name= -o %t/badname.mlir 2>&1 | FileCheck %s --check-prefix=FNAME -DNAME=
+// RUN: not fusion-import %fusion_src_root/test/golden/llama3_gqa/config.json --function-name=a.b -o %t/badname.mlir 2>&1 | FileCheck %s --check-prefix=FNAME -DNAME=a.b
+// FNAME: fusion-import: error: function name "[[NAME]]" cannot name kernels (they are named after the function): expected a PTX identifier [a-zA-Z_][a-zA-Z0-9_$]* of at most 255 characters
+// RUN: not ls %t/badname.mlir
 // RESIDUAL: Cannot find option named 'maybe'
 // NOFILE: fusion-import: error: cannot read {{.*}}nonexistent.json: {{[Nn]}}o such file or directory
 

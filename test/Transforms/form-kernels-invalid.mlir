@@ -29,3 +29,26 @@ func.func @bad_kernel(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> tensor<?x64xf
   }
   return %0 : tensor<?x64xf16>
 }
+
+// -----
+// Kernels are named after their function: a function name that is not a PTX
+// identifier is reported on the function before any kernel is formed.
+// expected-error @+1 {{'func.func' op name "a b" cannot prefix the names of its fusion.kernel ops (PTX entries <name>_k<N>_...): expected a PTX identifier [a-zA-Z_][a-zA-Z0-9_$]* of at most 255 characters}}
+func.func @"a b"(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> tensor<?x64xf16> {
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+  return %y : tensor<?x64xf16>
+}
+
+// -----
+// expected-error @+1 {{'func.func' op name "a-b" cannot prefix the names of its fusion.kernel ops}}
+func.func @"a-b"(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> tensor<?x64xf16> {
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+  return %y : tensor<?x64xf16>
+}
+
+// -----
+// expected-error @+1 {{'func.func' op name "1x" cannot prefix the names of its fusion.kernel ops}}
+func.func @"1x"(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> tensor<?x64xf16> {
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+  return %y : tensor<?x64xf16>
+}

@@ -7,8 +7,10 @@
 //   <prefix>.manifest.json  kernels in launch order, their parameters, launch
 //                           geometry, schedules and buffer bindings
 //
-// (format: docs/abi.md). Nothing is written if anything fails: both files are
-// written to temporaries and renamed at the end.
+// (format: docs/abi.md) and prints one line saying so. Nothing is written if
+// anything fails: both files are written to temporaries (<file>.tmp, removed
+// at the start of the next run if a killed run left them) and renamed at the
+// end.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +32,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -211,20 +214,7 @@ public:
         return;
       json::Object fn;
       fn["name"] = func.getSymName().str();
-      json::Array args;
-      for (BlockArgument arg : func.getArguments()) {
-        auto shaped = dyn_cast<ShapedType>(arg.getType());
-        json::Object a{{"index", arg.getArgNumber()},
-                       {"name", argumentName(arg, sourceMgr)}};
-        if (shaped) {
-          a["kind"] = isa<MemRefType>(shaped) ? "buffer" : "tensor";
-          a["dtype"] = dtypeOf(shaped.getElementType());
-          a["shape"] = typeShapeToJSON(shaped, dynamicNames(shaped));
-        }
-        args.push_back(std::move(a));
-      }
-      fn["arguments"] = std::move(args);
-
+      argumentRoles.clear();
       DenseMap<Operation *, unsigned> kernelIndex;
       json::Array fnKernels;
       func.walk([&](KernelOp kernel) {
@@ -241,6 +231,7 @@ public:
                                            func.getSymName(), kernelIndex, ok));
       });
       fn["kernels"] = std::move(fnKernels);
+      fn["arguments"] = argumentsToJSON(func);
 
       json::Array results;
       func.walk([&](func::ReturnOp ret) {
@@ -281,6 +272,49 @@ public:
   }
 
 private:
+  /// The role a kernel parameter bound to a function argument gives it.
+  struct ArgumentRole {
+    std::string role;
+    std::string boundBy; // "kernel <name> parameter <index>", for messages
+  };
+
+  /// `functions[].arguments`: index, name, role, kind, dtype, shape. The role
+  /// is that of the kernel parameters bound to the argument ("unused" if
+  /// none is).
+  json::Array argumentsToJSON(func::FuncOp func) {
+    json::Array args;
+    for (BlockArgument arg : func.getArguments()) {
+      json::Object a{{"index", arg.getArgNumber()},
+                     {"name", argumentName(arg, sourceMgr)}};
+      auto role = argumentRoles.find(arg.getArgNumber());
+      a["role"] = role == argumentRoles.end() ? "unused" : role->second.role;
+      if (auto shaped = dyn_cast<ShapedType>(arg.getType())) {
+        a["kind"] = isa<MemRefType>(shaped) ? "buffer" : "tensor";
+        a["dtype"] = dtypeOf(shaped.getElementType());
+        a["shape"] = typeShapeToJSON(shaped, dynamicNames(shaped));
+      }
+      args.push_back(std::move(a));
+    }
+    return args;
+  }
+
+  /// Records that parameter `param` of `kernel`, with `role`, is bound to
+  /// function argument `argument`; fails (with a diagnostic on `kernel`) if
+  /// an earlier parameter gave the argument another role.
+  LogicalResult bindArgument(unsigned argument, StringRef role, KernelOp kernel,
+                             unsigned param) {
+    std::string boundBy =
+        llvm::formatv("kernel {0} parameter {1}", kernel.getSymName(), param);
+    auto [it, inserted] =
+        argumentRoles.try_emplace(argument, ArgumentRole{role.str(), boundBy});
+    if (inserted || it->second.role == role)
+      return success();
+    return kernel.emitOpError("parameter ")
+           << param << " binds function argument #" << argument << " as '"
+           << role << "', but " << it->second.boundBy << " binds it as '"
+           << it->second.role << "'; the manifest gives each argument one role";
+  }
+
   Source traceSource(Value v, const DenseMap<Operation *, unsigned> &kernels) {
     Source s;
     while (true) {
@@ -402,7 +436,8 @@ private:
       o["index"] = i;
       StringRef kind = cast<StringAttr>(param.get("kind")).getValue();
       o["kind"] = kind.str();
-      o["role"] = cast<StringAttr>(param.get("role")).getValue().str();
+      StringRef role = cast<StringAttr>(param.get("role")).getValue();
+      o["role"] = role.str();
       o["dtype"] = cast<StringAttr>(param.get("dtype")).getValue().str();
       if (auto shape = param.getAs<ArrayAttr>("shape"))
         o["shape"] = shapeToJSON(shape);
@@ -417,6 +452,9 @@ private:
                  "reshape of one); the manifest cannot bind it";
           ok = false;
         }
+        if (s.kind == Source::Argument &&
+            failed(bindArgument(s.index, role, kernel, i)))
+          ok = false;
         o["binding"] = sourceToJSON(s);
       } else if (kind == "output") {
         o["binding"] = json::Object{{"result", outputIndex++}};
@@ -430,13 +468,17 @@ private:
   ModuleOp module;
   const llvm::SourceMgr &sourceMgr;
   unsigned kernelCount = 0;
+  /// Function argument index -> its role, for the function being built.
+  DenseMap<unsigned, ArgumentRole> argumentRoles;
 };
 
-/// Writes `contents` to `path` through a temporary in the same directory;
-/// returns the temporary's name (renamed by the caller once all succeed).
-FailureOr<std::string> writeTemp(StringRef path, StringRef contents) {
-  SmallString<256> temp;
-  int fd;
+/// Where `path` is written before it is renamed into place. The name is
+/// fixed, so a later run replaces or removes what a killed run left.
+std::string tempPath(StringRef path) { return (path + ".tmp").str(); }
+
+/// Writes `contents` to tempPath(path), creating missing parent
+/// directories; the caller renames it once every output is written.
+LogicalResult writeTemp(StringRef path, StringRef contents) {
   StringRef dir = llvm::sys::path::parent_path(path);
   if (!dir.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
@@ -444,22 +486,96 @@ FailureOr<std::string> writeTemp(StringRef path, StringRef contents) {
                    << ec.message() << "\n";
       return failure();
     }
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, temp)) {
-    llvm::errs() << "fusion-compile: cannot create a temporary for " << path
-                 << ": " << ec.message() << "\n";
-    return failure();
-  }
-  llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-  os << contents;
-  os.close();
-  if (os.has_error()) {
-    llvm::errs() << "fusion-compile: cannot write " << temp << "\n";
+  std::string temp = tempPath(path);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(temp, ec);
+  if (!ec) {
+    os << contents;
+    os.close();
+    ec = os.error();
     os.clear_error();
+  }
+  if (ec) {
+    llvm::errs() << "fusion-compile: cannot write " << temp << ": "
+                 << ec.message() << "\n";
     llvm::sys::fs::remove(temp);
     return failure();
   }
-  return std::string(temp);
+  return success();
+}
+
+/// Renames tempPath(path) to `path`.
+LogicalResult commitTemp(StringRef path) {
+  if (std::error_code ec = llvm::sys::fs::rename(tempPath(path), path)) {
+    llvm::errs() << "fusion-compile: cannot write " << path << ": "
+                 << ec.message() << "\n";
+    return failure();
+  }
+  return success();
+}
+
+/// Writes `ptx` and `manifest` to their paths, both or neither (each
+/// through its temporary; the temporaries are removed on failure).
+LogicalResult writeOutputs(StringRef ptxPath, StringRef ptx,
+                           StringRef manifestPath, StringRef manifest) {
+  auto removeTemps = [&] {
+    llvm::sys::fs::remove(tempPath(ptxPath));
+    llvm::sys::fs::remove(tempPath(manifestPath));
+  };
+  if (failed(writeTemp(ptxPath, ptx)) ||
+      failed(writeTemp(manifestPath, manifest)) ||
+      failed(commitTemp(ptxPath))) {
+    removeTemps();
+    return failure();
+  }
+  if (failed(commitTemp(manifestPath))) {
+    llvm::sys::fs::remove(ptxPath);
+    removeTemps();
+    return failure();
+  }
+  return success();
+}
+
+/// The PTX of the compiled `module` (its gpu.binary); fails with a message
+/// if there is none or it calls libdevice.
+FailureOr<std::string> extractPTX(ModuleOp module) {
+  std::string ptx;
+  module.walk([&](gpu::BinaryOp binary) {
+    for (Attribute a : binary.getObjects()) {
+      auto object = cast<gpu::ObjectAttr>(a);
+      if (object.getFormat() == gpu::CompilationTarget::Assembly)
+        ptx += object.getObject().getValue().str();
+    }
+  });
+  if (ptx.empty()) {
+    llvm::errs() << "fusion-compile: the module has no kernels (no PTX)\n";
+    return failure();
+  }
+  if (StringRef(ptx).contains("__nv_")) {
+    llvm::errs() << "fusion-compile: the PTX calls libdevice (__nv_*), which "
+                    "the CUDA driver cannot resolve\n";
+    return failure();
+  }
+  return ptx;
+}
+
+/// The number of fusion.kernel launches in `module` and of the distinct PTX
+/// entries they use (variants included).
+std::pair<unsigned, unsigned> countKernelsAndEntries(ModuleOp module) {
+  unsigned kernels = 0;
+  llvm::StringSet<> entries;
+  module.walk([&](KernelOp kernel) {
+    ++kernels;
+    auto launch = kernel->getAttrOfType<DictionaryAttr>("fusion.launch");
+    if (!launch)
+      return;
+    entries.insert(cast<StringAttr>(launch.get("entry")).getValue());
+    if (auto variants = launch.getAs<ArrayAttr>("variants"))
+      for (Attribute v : variants)
+        entries.insert(
+            cast<StringAttr>(cast<DictionaryAttr>(v).get("entry")).getValue());
+  });
+  return {kernels, static_cast<unsigned>(entries.size())};
 }
 
 } // namespace
@@ -471,11 +587,29 @@ int main(int argc, char **argv) {
       argc, argv,
       "fusion-compile: fusion-op module -> <prefix>.ptx + "
       "<prefix>.manifest.json\n");
+  std::string ptxPath = outputPrefix.getValue() + ".ptx";
+  std::string manifestPath = outputPrefix.getValue() + ".manifest.json";
+  // Temporaries a killed run may have left.
+  for (StringRef path : {StringRef(ptxPath), StringRef(manifestPath),
+                         StringRef(dumpMLIR.getValue())})
+    if (!path.empty())
+      llvm::sys::fs::remove(tempPath(path));
   if (strategy != "decode" && strategy != "none") {
     llvm::errs() << "fusion-compile: unknown --strategy '" << strategy
                  << "'; expected decode or none\n";
     return 1;
   }
+  FusionToPTXPipelineOptions pipeline;
+  pipeline.chip = chip;
+  pipeline.features = features;
+  pipeline.smCount = smCount;
+  pipeline.format = "isa";
+  if (failed(verifyFusionToPTXOptions(
+          pipeline, [](StringRef option, const Twine &message) {
+            llvm::errs() << "fusion-compile: invalid --" << option << ": "
+                         << message << "\n";
+          })))
+    return 1;
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -502,36 +636,14 @@ int main(int argc, char **argv) {
   FusionFormKernelsPassOptions formOptions;
   formOptions.strategy = strategy;
   pm.addPass(createFusionFormKernelsPass(formOptions));
-  FusionToPTXPipelineOptions pipeline;
-  pipeline.chip = chip;
-  pipeline.features = features;
-  pipeline.smCount = smCount;
-  pipeline.format = "isa";
   buildFusionToPTXPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     return 1;
 
-  // The PTX of gpu.binary @fusion_kernels.
-  std::string ptx;
-  module->walk([&](gpu::BinaryOp binary) {
-    for (Attribute a : binary.getObjects()) {
-      auto object = cast<gpu::ObjectAttr>(a);
-      if (object.getFormat() == gpu::CompilationTarget::Assembly)
-        ptx += object.getObject().getValue().str();
-    }
-  });
-  if (ptx.empty()) {
-    llvm::errs() << "fusion-compile: the module has no kernels (no PTX)\n";
+  FailureOr<std::string> ptx = extractPTX(*module);
+  if (failed(ptx))
     return 1;
-  }
-  if (StringRef(ptx).contains("__nv_")) {
-    llvm::errs() << "fusion-compile: the PTX calls libdevice (__nv_*), which "
-                    "the CUDA driver cannot resolve\n";
-    return 1;
-  }
 
-  std::string ptxPath = outputPrefix.getValue() + ".ptx";
-  std::string manifestPath = outputPrefix.getValue() + ".manifest.json";
   ManifestBuilder manifestBuilder(*module, sourceMgr);
   FailureOr<json::Object> manifest =
       manifestBuilder.build(llvm::sys::path::filename(ptxPath));
@@ -547,34 +659,16 @@ int main(int argc, char **argv) {
     std::string dumped;
     llvm::raw_string_ostream os(dumped);
     module->print(os);
-    auto temp = writeTemp(dumpMLIR, dumped);
-    if (failed(temp) || llvm::sys::fs::rename(*temp, dumpMLIR)) {
-      llvm::errs() << "fusion-compile: cannot write " << dumpMLIR << "\n";
+    if (failed(writeTemp(dumpMLIR, dumped)) || failed(commitTemp(dumpMLIR)))
       return 1;
-    }
   }
 
-  auto ptxTemp = writeTemp(ptxPath, ptx);
-  if (failed(ptxTemp))
+  if (failed(writeOutputs(ptxPath, *ptx, manifestPath, manifestText)))
     return 1;
-  auto manifestTemp = writeTemp(manifestPath, manifestText);
-  if (failed(manifestTemp)) {
-    llvm::sys::fs::remove(*ptxTemp);
-    return 1;
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(*ptxTemp, ptxPath)) {
-    llvm::errs() << "fusion-compile: cannot write " << ptxPath << ": "
-                 << ec.message() << "\n";
-    llvm::sys::fs::remove(*ptxTemp);
-    llvm::sys::fs::remove(*manifestTemp);
-    return 1;
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(*manifestTemp, manifestPath)) {
-    llvm::errs() << "fusion-compile: cannot write " << manifestPath << ": "
-                 << ec.message() << "\n";
-    llvm::sys::fs::remove(ptxPath);
-    llvm::sys::fs::remove(*manifestTemp);
-    return 1;
-  }
+  auto [kernels, entries] = countKernelsAndEntries(*module);
+  llvm::outs() << "fusion-compile: wrote " << ptxPath << " (" << kernels
+               << (kernels == 1 ? " kernel, " : " kernels, ") << entries
+               << (entries == 1 ? " entry" : " entries") << ") and "
+               << manifestPath << "\n";
   return 0;
 }

@@ -1,5 +1,4 @@
-//===- Passes.h - fusion conversion passes and pipelines ----------*- C++
-//-*-===//
+//===- Passes.h - fusion conversion passes and pipelines ------*- C++ -*-===//
 
 #ifndef FUSION_CONVERSION_PASSES_H
 #define FUSION_CONVERSION_PASSES_H
@@ -41,13 +40,50 @@ struct FusionToPTXPipelineOptions
       llvm::cl::init("isa")};
 };
 
+/// A target the kernels are built for and tested on.
+struct SupportedChip {
+  /// The nvvm-attach-target chip, e.g. "sm_90a".
+  llvm::StringLiteral name;
+  /// Compute capability x 10: the `target-sm` of convert-fusion-to-gpu.
+  int64_t sm;
+  /// Oldest PTX ISA version (x 10) with this target.
+  unsigned minPTXVersion;
+};
+
+/// The chips fusion-to-ptx and fusion-compile accept, by exact spelling:
+/// sm_75 (no tensor-core variants), sm_80, sm_86, sm_87, sm_89, sm_90 and
+/// sm_90a (programmatic dependent launch from sm_90).
+ArrayRef<SupportedChip> getSupportedChips();
+
+/// The supported chip spelled `name`, or null.
+const SupportedChip *lookupSupportedChip(StringRef name);
+
+/// The largest `sm-count` accepted (the grids are sized from it).
+inline constexpr int64_t kMaxSMCount = 1024;
+
+/// Checks `value` of the `sm-count` option: in [1, kMaxSMCount]. Reports
+/// the reason through `emitError`.
+LogicalResult verifySMCount(int64_t value,
+                            function_ref<void(const Twine &)> emitError);
+
+/// Checks the options of fusion-to-ptx before any pass runs: a supported
+/// chip, features `+ptxNN` with a PTX ISA version LLVM 22 knows that has the
+/// chip, an sm-count in [1, kMaxSMCount], opt-level 0-3 and format isa, bin
+/// or fatbin. Reports the first bad option as (option name, message naming
+/// its value) through `emitError`.
+LogicalResult verifyFusionToPTXOptions(
+    const FusionToPTXPipelineOptions &options,
+    function_ref<void(StringRef option, const Twine &message)> emitError);
+
 /// convert-fusion-to-gpu, then gpu.module(convert-scf-to-cf),
 /// nvvm-attach-target{chip features O}, gpu.module(convert-gpu-to-nvvm with
 /// bare-pointer memrefs, reconcile-unrealized-casts), gpu-module-to-binary.
+/// `options` must pass verifyFusionToPTXOptions.
 void buildFusionToPTXPipeline(OpPassManager &pm,
                               const FusionToPTXPipelineOptions &options);
 
-/// Registers `fusion-to-ptx` (PassPipelineRegistration).
+/// Registers `fusion-to-ptx`, which rejects options that fail
+/// verifyFusionToPTXOptions.
 void registerFusionToPTXPipeline();
 
 } // namespace fusion

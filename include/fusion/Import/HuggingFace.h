@@ -13,6 +13,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -57,9 +58,17 @@ struct HFDecoderConfig {
   std::vector<std::string> warnings;
 };
 
+/// The `model_type`s parseHFDecoderConfig accepts, whose attention block is
+/// the Llama one (RMSNorm, packed q/k/v, NeoX RoPE, GQA softmax attention
+/// with scale 1/sqrt(head_dim)): llama, mistral, mixtral, qwen2, qwen2_moe.
+/// Any other model_type is an error.
+llvm::ArrayRef<llvm::StringLiteral> getSupportedHFModelTypes();
+
 /// Parses config.json `text`; `source` names it in messages. Errors name
 /// the field, e.g. `field "rope_parameters.rope_type": RoPE type "yarn" is
-/// not supported ...`.
+/// not supported ...`. Every value it accepts passes the fusion op
+/// verifiers: sizes whose products fit in 64 bits, an even rotary
+/// dimension, rms_norm_eps > 0, rope_theta > 1.
 llvm::Expected<HFDecoderConfig> parseHFDecoderConfig(llvm::StringRef text,
                                                      llvm::StringRef source);
 
@@ -73,6 +82,7 @@ struct DecodeLayerOptions {
   /// attention output and residual_out), as in examples/; without it the
   /// norm reads x alone and the only result is the attention output.
   bool residual = true;
+  /// Must satisfy isValidKernelName: the kernels are named after it.
   std::string functionName = "decode_layer";
 };
 

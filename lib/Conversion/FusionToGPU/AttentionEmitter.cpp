@@ -61,6 +61,7 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -828,8 +829,11 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
     return kernel.emitOpError()
            << "attention emitter: head_dim " << shape.headDim
            << " is larger than " << kMaxHeadDim;
-  if (shape.pageSize * shape.numKvHeads * shape.headDim >
-      std::numeric_limits<int32_t>::max())
+  std::optional<int64_t> pageHeads =
+      llvm::checkedMul(shape.pageSize, shape.numKvHeads);
+  std::optional<int64_t> pageElements =
+      pageHeads ? llvm::checkedMul(*pageHeads, shape.headDim) : std::nullopt;
+  if (!pageElements || *pageElements > std::numeric_limits<int32_t>::max())
     return kernel.emitOpError()
            << "attention emitter: a page of " << shape.pageSize << " x "
            << shape.numKvHeads << " x " << shape.headDim

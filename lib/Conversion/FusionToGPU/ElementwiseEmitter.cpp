@@ -17,6 +17,7 @@
 #include "EmitterUtils.h"
 
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
 using namespace mlir::fusion;
@@ -69,12 +70,13 @@ static FailureOr<KernelLaunch> emitNormKernel(KernelOp kernel, Operation *op,
            << spec.hidden
            << " is not a multiple of 8 (the norm reads 16-byte vectors of 8 "
               "elements)";
-  const int64_t rowBytes = spec.hidden * getTypeBytes(spec.elementType);
-  if (rowBytes > 46 * 1024)
+  constexpr int64_t kSharedBudget = 46 * 1024;
+  const int64_t elemBytes = getTypeBytes(spec.elementType);
+  if (spec.hidden > kSharedBudget / elemBytes)
     return kernel.emitOpError("hidden size ")
-           << spec.hidden << " needs " << rowBytes
-           << " bytes of shared memory per token row; at most 47104 are "
-              "available";
+           << spec.hidden << " needs more shared memory per token row than the "
+           << kSharedBudget << " bytes available (" << elemBytes
+           << " bytes per element)";
   int64_t blockSize = std::min<int64_t>(
       256, std::max<int64_t>(32, llvm::alignTo(spec.hidden / 8, 32)));
 
@@ -147,14 +149,20 @@ static FailureOr<KernelLaunch> emitHeadKernel(KernelOp kernel, RopeOp rope,
   const int64_t rotaryDim = rope ? rope.getEffectiveRotaryDim() : 0;
   const bool neox = !rope || rope.getPairing() == RopePairing::neox;
   const int64_t qSlots = hq, kSlots = hkv, vSlots = append ? hkv : 0;
-  const int64_t slots = qSlots + kSlots + vSlots;
+  std::optional<int64_t> qkSlots = llvm::checkedAdd(qSlots, kSlots);
+  std::optional<int64_t> slots =
+      qkSlots ? llvm::checkedAdd(*qkSlots, vSlots) : std::nullopt;
+  if (!slots)
+    return kernel.emitOpError("the head count ")
+           << qSlots << " + " << kSlots << " + " << vSlots
+           << " overflows a 64-bit integer";
   const int64_t blockSize = std::max<int64_t>(32, llvm::alignTo(D / 2, 32));
 
   KernelLaunch launch;
   launch.entry = kernel.getSymName().str();
   launch.params = getDefaultKernelParams(kernel);
   launch.blockSize = blockSize;
-  launch.grid = {std::to_string(slots), "batch", "1"};
+  launch.grid = {std::to_string(*slots), "batch", "1"};
   OpBuilder builder(kernel.getContext());
   gpu::GPUFuncOp func = createKernelFunc(
       builder, kernel.getLoc(), module, launch.entry, launch.params, blockSize);
@@ -198,12 +206,12 @@ static FailureOr<KernelLaunch> emitHeadKernel(KernelOp kernel, RopeOp rope,
       b, cmp(b, arith::CmpIPredicate::ult, j, D / 2),
       [&](ImplicitLocOpBuilder &b) {
         Value isQ = cmp(b, arith::CmpIPredicate::ult, slot, qSlots);
-        Value isV = cmp(b, arith::CmpIPredicate::uge, slot, qSlots + kSlots);
+        Value isV = cmp(b, arith::CmpIPredicate::uge, slot, *qkSlots);
         Value rotated = arith::ConstantIntOp::create(b, 0, 1);
         if (rope)
           rotated = arith::AndIOp::create(
               b, cmp(b, arith::CmpIPredicate::ult, j, rotaryDim / 2),
-              cmp(b, arith::CmpIPredicate::ult, slot, qSlots + kSlots));
+              cmp(b, arith::CmpIPredicate::ult, slot, *qkSlots));
         Value twoJ = mulIndex(b, j, 2);
         Value da = twoJ, db = addIndex(b, twoJ, 1);
         if (rope && neox) {
@@ -254,7 +262,7 @@ static FailureOr<KernelLaunch> emitHeadKernel(KernelOp kernel, RopeOp rope,
           });
         Value isK = arith::AndIOp::create(
             b, cmp(b, arith::CmpIPredicate::uge, slot, qSlots),
-            cmp(b, arith::CmpIPredicate::ult, slot, qSlots + kSlots));
+            cmp(b, arith::CmpIPredicate::ult, slot, *qkSlots));
         ifThen(b, isK, [&](ImplicitLocOpBuilder &b) {
           Value kvHead = arith::SubIOp::create(b, slot, constIndex(b, qSlots));
           Value base = headBase(b, hkv, kvHead);
@@ -281,7 +289,7 @@ static FailureOr<KernelLaunch> emitHeadKernel(KernelOp kernel, RopeOp rope,
                                   : "kv_append";
   launch.schedule = scheduleAttr(
       kernel.getContext(), kind, blockSize,
-      {builder.getNamedAttr("head_slots", builder.getI64IntegerAttr(slots)),
+      {builder.getNamedAttr("head_slots", builder.getI64IntegerAttr(*slots)),
        builder.getNamedAttr("elements_per_thread",
                             builder.getI64IntegerAttr(2))});
   return launch;

@@ -331,6 +331,42 @@ static int64_t getStaticSharedBytes(gpu::GPUModuleOp module, StringRef entry) {
   return bytes;
 }
 
+/// Checks one entry of a launch: see verifyLaunchLimits.
+static LogicalResult verifyEntryLimits(KernelOp kernel, StringRef entry,
+                                       ArrayRef<std::string> grid,
+                                       int64_t blockSize) {
+  if (!isValidKernelName(entry))
+    return kernel.emitOpError() << "entry name \"" << entry
+                                << "\" is not a valid PTX entry name: expected "
+                                << describeKernelNameRule();
+  if (blockSize < 1 || blockSize > kMaxThreadsPerBlock)
+    return kernel.emitOpError()
+           << "entry " << entry << " needs blocks of " << blockSize
+           << " threads; a CTA has 1 to " << kMaxThreadsPerBlock;
+  for (auto [axis, dim] : llvm::enumerate(grid)) {
+    int64_t size;
+    if (StringRef(dim).getAsInteger(10, size))
+      continue;
+    if (size < 1 || size > kMaxGridDims[axis])
+      return kernel.emitOpError()
+             << "entry " << entry << " needs a grid of " << size << " CTAs in "
+             << "xyz"[axis] << "; CUDA allows 1 to " << kMaxGridDims[axis];
+  }
+  return success();
+}
+
+LogicalResult mlir::fusion::verifyLaunchLimits(KernelOp kernel,
+                                               const KernelLaunch &launch) {
+  if (failed(verifyEntryLimits(kernel, launch.entry, launch.grid,
+                               launch.blockSize)))
+    return failure();
+  for (const KernelVariant &variant : launch.variants)
+    if (failed(verifyEntryLimits(kernel, variant.entry, variant.grid,
+                                 variant.blockSize)))
+      return failure();
+  return success();
+}
+
 DictionaryAttr mlir::fusion::getLaunchAttr(const KernelLaunch &launch,
                                            gpu::GPUModuleOp module) {
   Builder b(module.getContext());

@@ -136,6 +136,19 @@ Value addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType, int64_t count);
 Value getDynamicSharedBuffer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
                              Type elementType, int64_t count);
 
+/// The most threads a CTA may have (CUDA, every compute capability).
+inline constexpr int64_t kMaxThreadsPerBlock = 1024;
+
+/// The largest grid dimensions x, y, z a launch may have.
+inline constexpr int64_t kMaxGridDims[3] = {2147483647, 65535, 65535};
+
+/// Checks `launch` (and its variants) against what CUDA can launch: entry
+/// names that are PTX identifiers (isValidKernelName), 1 to
+/// kMaxThreadsPerBlock threads, and numeric grid dimensions in
+/// [1, kMaxGridDims]; run-time dimensions ("batch", "num_splits") are the
+/// launcher's to check. Reports the first violation on `kernel`.
+LogicalResult verifyLaunchLimits(KernelOp kernel, const KernelLaunch &launch);
+
 /// The launch attribute `fusion.launch` for `launch` (see Passes.td), whose
 /// gpu.funcs are in `module`: with each entry's `static_smem` (the bytes of
 /// its workgroup attributions) and, for a target with griddepcontrol,

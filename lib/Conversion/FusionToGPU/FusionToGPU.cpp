@@ -21,6 +21,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OperationSupport.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::fusion {
@@ -62,6 +63,8 @@ struct ConvertFusionToGPUPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(verifyOptions()))
+      return signalPassFailure();
     SmallVector<KernelOp> kernels;
     module.walk([&](KernelOp kernel) { kernels.push_back(kernel); });
     if (kernels.empty())
@@ -110,7 +113,8 @@ struct ConvertFusionToGPUPass
           hasProjection  ? emitProjectionKernel(kernel, gpuModule)
           : hasAttention ? emitAttentionKernel(kernel, gpuModule)
                          : emitElementwiseKernel(kernel, gpuModule);
-      if (llvm::failed(launch)) {
+      if (llvm::failed(launch) ||
+          llvm::failed(verifyLaunchLimits(kernel, *launch))) {
         failed = true;
         continue;
       }
@@ -121,6 +125,32 @@ struct ConvertFusionToGPUPass
     }
     if (failed)
       signalPassFailure();
+  }
+
+private:
+  /// Checks sm-count and target-sm (those of a supported chip).
+  LogicalResult verifyOptions() {
+    auto error = [&](StringRef option) {
+      return [this, option](const Twine &message) {
+        getOperation().emitError()
+            << "convert-fusion-to-gpu option " << option << ": " << message;
+      };
+    };
+    if (failed(verifySMCount(smCount, error("sm-count"))))
+      return failure();
+    if (llvm::any_of(getSupportedChips(), [&](const SupportedChip &chip) {
+          return chip.sm == targetSM;
+        }))
+      return success();
+    SmallVector<std::string> sms;
+    for (const SupportedChip &chip : getSupportedChips())
+      if (sms.empty() || sms.back() != std::to_string(chip.sm))
+        sms.push_back(std::to_string(chip.sm));
+    error("target-sm")(Twine(targetSM) +
+                       " is not the compute capability x 10 of a supported "
+                       "chip (" +
+                       llvm::join(sms, ", ") + ")");
+    return failure();
   }
 };
 

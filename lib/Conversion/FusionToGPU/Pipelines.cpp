@@ -11,20 +11,107 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 using namespace mlir::fusion;
+
+ArrayRef<SupportedChip> mlir::fusion::getSupportedChips() {
+  // Minimum PTX versions: PTX ISA, "PTX Target Architecture" release notes.
+  static constexpr SupportedChip chips[] = {
+      {"sm_75", 75, 63},  {"sm_80", 80, 70}, {"sm_86", 86, 71},
+      {"sm_87", 87, 74},  {"sm_89", 89, 78}, {"sm_90", 90, 78},
+      {"sm_90a", 90, 80},
+  };
+  return chips;
+}
+
+const SupportedChip *mlir::fusion::lookupSupportedChip(StringRef name) {
+  for (const SupportedChip &chip : getSupportedChips())
+    if (chip.name == name)
+      return &chip;
+  return nullptr;
+}
+
+LogicalResult
+mlir::fusion::verifySMCount(int64_t value,
+                            function_ref<void(const Twine &)> emitError) {
+  if (value >= 1 && value <= kMaxSMCount)
+    return success();
+  emitError(Twine(value) + " is outside [1, " + Twine(kMaxSMCount) +
+            "] (the number of streaming multiprocessors the grids fill)");
+  return failure();
+}
+
+/// The PTX ISA versions (x 10) LLVM 22's NVPTX backend can emit, from the
+/// oldest one a supported chip needs.
+static constexpr unsigned kPTXVersions[] = {63, 64, 65, 70, 71, 72, 73, 74,
+                                            75, 76, 77, 78, 80, 81, 82, 83,
+                                            84, 85, 86, 87, 88, 90};
+
+/// Checks the `features` option against `chip`: exactly `+ptxNN`.
+static LogicalResult verifyFeatures(StringRef features,
+                                    const SupportedChip &chip,
+                                    function_ref<void(const Twine &)> error) {
+  StringRef digits = features;
+  unsigned version = 0;
+  if (!digits.consume_front("+ptx") || digits.size() != 2 ||
+      !llvm::all_of(digits, llvm::isDigit) ||
+      digits.getAsInteger(10, version) ||
+      !llvm::is_contained(kPTXVersions, version)) {
+    error("\"" + features +
+          "\" is not a PTX ISA version LLVM can emit for the supported "
+          "chips; expected +ptxNN from +ptx63 to +ptx90 (e.g. +ptx80)");
+    return failure();
+  }
+  if (version < chip.minPTXVersion) {
+    error("\"" + features + "\" is older than " + chip.name +
+          " (which needs +ptx" + Twine(chip.minPTXVersion) + " or newer)");
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult mlir::fusion::verifyFusionToPTXOptions(
+    const FusionToPTXPipelineOptions &options,
+    function_ref<void(StringRef, const Twine &)> emitError) {
+  const SupportedChip *chip = lookupSupportedChip(options.chip);
+  if (!chip) {
+    SmallVector<StringRef> names = llvm::map_to_vector(
+        getSupportedChips(),
+        [](const SupportedChip &c) -> StringRef { return c.name; });
+    emitError("chip", "\"" + options.chip + "\" is not a supported target (" +
+                          llvm::join(names, ", ") + ")");
+    return failure();
+  }
+  auto error = [&](StringRef option) {
+    return [&emitError, option](const Twine &message) {
+      emitError(option, message);
+    };
+  };
+  if (failed(verifyFeatures(options.features, *chip, error("features"))) ||
+      failed(verifySMCount(options.smCount, error("sm-count"))))
+    return failure();
+  if (options.optLevel > 3) {
+    emitError("opt-level", Twine(options.optLevel) + " is not 0, 1, 2 or 3");
+    return failure();
+  }
+  StringRef format = options.format;
+  if (format != "isa" && format != "bin" && format != "fatbin") {
+    emitError("format", "\"" + options.format +
+                            "\" is not isa (PTX text), bin or fatbin");
+    return failure();
+  }
+  return success();
+}
 
 void mlir::fusion::buildFusionToPTXPipeline(
     OpPassManager &pm, const FusionToPTXPipelineOptions &options) {
   ConvertFusionToGPUPassOptions convertOptions;
   convertOptions.smCount = options.smCount;
   // What the kernels may use follows the chip ("sm_90a" -> 90).
-  StringRef chip = options.chip;
-  unsigned sm = 0;
-  if (chip.consume_front("sm_") &&
-      !chip.take_while(llvm::isDigit).getAsInteger(10, sm))
-    convertOptions.targetSM = sm;
+  if (const SupportedChip *chip = lookupSupportedChip(options.chip))
+    convertOptions.targetSM = chip->sm;
   pm.addPass(createConvertFusionToGPUPass(convertOptions));
 
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
@@ -51,10 +138,29 @@ void mlir::fusion::buildFusionToPTXPipeline(
 }
 
 void mlir::fusion::registerFusionToPTXPipeline() {
-  PassPipelineRegistration<FusionToPTXPipelineOptions>(
+  // PassPipelineRegistration<Options> cannot reject parsed options: register
+  // the parse, the check and the build by hand.
+  registerPassPipeline(
       "fusion-to-ptx",
       "Lower fusion.kernel regions to PTX: convert-fusion-to-gpu, "
       "convert-gpu-to-nvvm (bare-pointer memrefs), nvvm-attach-target, "
       "gpu-module-to-binary",
-      buildFusionToPTXPipeline);
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        FusionToPTXPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        bool valid = succeeded(verifyFusionToPTXOptions(
+            options, [&](StringRef option, const Twine &message) {
+              (void)errorHandler("fusion-to-ptx option " + option + ": " +
+                                 message);
+            }));
+        if (!valid)
+          return failure();
+        buildFusionToPTXPipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+        optHandler(FusionToPTXPipelineOptions());
+      });
 }

@@ -928,11 +928,11 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
            << p.headDim << " is odd; the projection computes rows in pairs";
   const int64_t elemBytes = getTypeBytes(p.act);
   constexpr int64_t kSharedBudget = 46 * 1024; // of the 48 KiB static limit
-  if (p.hidden * elemBytes > kSharedBudget)
+  if (p.hidden > kSharedBudget / elemBytes)
     return kernel.emitOpError("hidden size ")
-           << p.hidden << " needs " << p.hidden * elemBytes
-           << " bytes of shared memory per token row; at most " << kSharedBudget
-           << " are available";
+           << p.hidden << " needs more shared memory per token row than the "
+           << kSharedBudget << " bytes available (" << elemBytes
+           << " bytes per element)";
   if (p.ops.rope) {
     p.rotaryDim = p.ops.rope.getEffectiveRotaryDim();
     p.neox = p.ops.rope.getPairing() == RopePairing::neox;

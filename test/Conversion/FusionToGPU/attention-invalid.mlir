@@ -99,3 +99,36 @@ func.func @too_much_smem(%q: tensor<?x8x256xf16>, %kc: memref<?x16x1x256xf16>, %
   }
   return %o : tensor<?x8x256xf16>
 }
+
+// -----
+
+// In-page offsets are 32-bit; the check must not overflow itself
+// (2^53 x 8 x 128 elements is 2^63).
+func.func @huge_page(%q: tensor<?x8x128xf16>, %kc: memref<?x9007199254740992x8x128xf16>, %vc: memref<?x9007199254740992x8x128xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x8x128xf16> {
+  // expected-error @+1 {{'fusion.kernel' op attention emitter: a page of 9007199254740992 x 8 x 128 elements is too large (in-page offsets are 32-bit)}}
+  %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x8x128xf16>, memref<?x9007199254740992x8x128xf16>, memref<?x9007199254740992x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x8x128xf16> {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x8x128xf16>, memref<?x9007199254740992x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x8x128xf16>
+  }
+  return %o : tensor<?x8x128xf16>
+}
+
+// -----
+
+// One CTA row per KV head: grid y is at most 65535.
+func.func @too_many_kv_heads(%q: tensor<?x65536x8xf16>, %kc: memref<?x1x65536x8xf16>, %vc: memref<?x1x65536x8xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x65536x8xf16> {
+  // expected-error @+1 {{'fusion.kernel' op entry attn needs a grid of 65536 CTAs in y; CUDA allows 1 to 65535}}
+  %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x65536x8xf16>, memref<?x1x65536x8xf16>, memref<?x1x65536x8xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x65536x8xf16> {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x65536x8xf16>, memref<?x1x65536x8xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x65536x8xf16>
+  }
+  return %o : tensor<?x65536x8xf16>
+}

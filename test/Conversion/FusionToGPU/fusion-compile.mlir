@@ -4,7 +4,12 @@
 // (function argument, or an earlier kernel's result) a runtime needs to
 // chain them. On failure it writes nothing.
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-compile %s -o %t/layer
+// A temporary a killed run left behind is removed by the next run.
+// RUN: touch %t/layer.ptx.tmp %t/layer.manifest.json.tmp
+// RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-compile %s -o %t/layer | FileCheck %s --check-prefix=WROTE
+// WROTE: fusion-compile: wrote {{.*}}layer.ptx (2 kernels, 3 entries) and {{.*}}layer.manifest.json
+// RUN: not ls %t/layer.ptx.tmp
+// RUN: not ls %t/layer.manifest.json.tmp
 // RUN: FileCheck %s --input-file=%t/layer.manifest.json
 // RUN: FileCheck %s --input-file=%t/layer.ptx --check-prefix=PTX
 // The tensor-core variant's token tile follows the chip's shared memory per
@@ -29,16 +34,65 @@
 // RUN: not fusion-compile %s --strategy=bogus -o %t/bad 2>&1 | FileCheck %s --check-prefix=STRATEGY
 // RUN: not ls %t/bad.ptx
 
+// Bad option values are errors naming the option, before anything runs,
+// and a failed run removes stale temporaries too.
+// RUN: touch %t/bad.ptx.tmp
+// RUN: not fusion-compile %s --sm-count=0 -o %t/bad 2>&1 | FileCheck %s --check-prefix=SMCOUNT -DN=0
+// RUN: not ls %t/bad.ptx.tmp
+// RUN: not fusion-compile %s --sm-count=-1 -o %t/bad 2>&1 | FileCheck %s --check-prefix=SMCOUNT -DN=-1
+// RUN: not fusion-compile %s --sm-count=1025 -o %t/bad 2>&1 | FileCheck %s --check-prefix=SMCOUNT -DN=1025
+// RUN: not fusion-compile %s --sm-count=9223372036854775807 -o %t/bad 2>&1 | FileCheck %s --check-prefix=SMCOUNT -DN=9223372036854775807
+// RUN: not fusion-compile %s --sm-count=-9223372036854775808 -o %t/bad 2>&1 | FileCheck %s --check-prefix=SMCOUNT -DN=-9223372036854775808
+// SMCOUNT: fusion-compile: invalid --sm-count: [[N]] is outside [1, 1024] (the number of streaming multiprocessors the grids fill)
+// RUN: not fusion-compile %s --chip=sm_1000 -o %t/bad 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=sm_1000
+// RUN: not fusion-compile %s --chip=SM_90 -o %t/bad 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=SM_90
+// RUN: not fusion-compile %s '--chip=sm_90 ' -o %t/bad 2>&1 | FileCheck %s --check-prefix=CHIP '-DCHIP=sm_90 '
+// RUN: not fusion-compile %s --chip=sm_-1 -o %t/bad 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=sm_-1
+// RUN: not fusion-compile %s --chip=garbage -o %t/bad 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=garbage
+// RUN: not fusion-compile %s --chip= -o %t/bad 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=
+// CHIP: fusion-compile: invalid --chip: "[[CHIP]]" is not a supported target (sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a)
+// RUN: not fusion-compile %s --features=garbage -o %t/bad 2>&1 | FileCheck %s --check-prefix=FEATURES
+// FEATURES: fusion-compile: invalid --features: "garbage" is not a PTX ISA version LLVM can emit for the supported chips; expected +ptxNN from +ptx63 to +ptx90 (e.g. +ptx80)
+// RUN: not ls %t/bad.ptx
+// RUN: not ls %t/bad.manifest.json
+
+// Kernels are named after their function, so its name must be a PTX
+// identifier.
+// RUN: not fusion-compile %S/Inputs/function_name_space.mlir -o %t/bad 2>&1 | FileCheck %s --check-prefix=NAME
+// NAME: error: 'func.func' op name "a b" cannot prefix the names of its fusion.kernel ops (PTX entries <name>_k<N>_...): expected a PTX identifier [a-zA-Z_][a-zA-Z0-9_$]* of at most 255 characters
+// RUN: not ls %t/bad.ptx
+
+// Each function argument has one role in the manifest: the parameters bound
+// to it must agree.
+// RUN: not fusion-compile %S/Inputs/argument_role_conflict.mlir --strategy=none -o %t/bad 2>&1 | FileCheck %s --check-prefix=ROLE
+// ROLE: error: 'fusion.kernel' op parameter 2 binds function argument #0 as 'residual', but kernel conflict_k0_rmsnorm parameter 0 binds it as 'input'; the manifest gives each argument one role
+// RUN: not ls %t/bad.manifest.json
+
 // CHECK:      "chip": "sm_90",
 // CHECK:      "format": "fusion-manifest",
 // CHECK:      "functions": [
+// Each argument has the role of the kernel parameters bound to it.
 // CHECK:          "arguments": [
 // CHECK:              "index": 0,
 // CHECK-NEXT:         "kind": "tensor",
 // CHECK-NEXT:         "name": "x",
+// CHECK-NEXT:         "role": "input",
+// CHECK:              "name": "res",
+// CHECK-NEXT:         "role": "residual",
+// CHECK:              "name": "norm_w",
+// CHECK-NEXT:         "role": "norm_weight",
+// CHECK:              "name": "qkv_w",
+// CHECK-NEXT:         "role": "qkv_weight",
+// CHECK:              "name": "pos",
+// CHECK-NEXT:         "role": "positions",
+// CHECK:              "name": "seq_lens",
+// CHECK-NEXT:         "role": "seq_lens",
+// CHECK:              "name": "block_table",
+// CHECK-NEXT:         "role": "block_table",
 // CHECK:              "index": 7,
 // CHECK-NEXT:         "kind": "buffer",
 // CHECK-NEXT:         "name": "kc",
+// CHECK-NEXT:         "role": "key_cache",
 // CHECK-NEXT:         "shape": [
 // CHECK-NEXT:           "num_pages",
 // CHECK-NEXT:           16,

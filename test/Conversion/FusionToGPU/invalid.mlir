@@ -1,5 +1,14 @@
 // RUN: fusion-opt %s -split-input-file --fusion-form-kernels=strategy=none --convert-fusion-to-gpu -verify-diagnostics
 
+// Option values the grids cannot be sized for, or targets the kernels are
+// not built for, are errors before anything is emitted.
+// RUN: not fusion-opt %s -split-input-file --convert-fusion-to-gpu=sm-count=0 2>&1 | FileCheck %s --check-prefix=SMCOUNT0
+// SMCOUNT0: error: convert-fusion-to-gpu option sm-count: 0 is outside [1, 1024] (the number of streaming multiprocessors the grids fill)
+// RUN: not fusion-opt %s -split-input-file --convert-fusion-to-gpu=sm-count=-9223372036854775808 2>&1 | FileCheck %s --check-prefix=SMCOUNTMIN
+// SMCOUNTMIN: error: convert-fusion-to-gpu option sm-count: -9223372036854775808 is outside [1, 1024]
+// RUN: not fusion-opt %s -split-input-file --convert-fusion-to-gpu=target-sm=100 2>&1 | FileCheck %s --check-prefix=TARGETSM
+// TARGETSM: error: convert-fusion-to-gpu option target-sm: 100 is not the compute capability x 10 of a supported chip (75, 80, 86, 87, 89, 90)
+
 // Shapes the emitters do not support are reported on the kernel (located at
 // its first op), naming the offending size.
 
@@ -25,7 +34,7 @@ func.func @odd_head_dim(%x: tensor<?x64xf16>, %w: tensor<90x64xf16>)
 
 func.func @hidden_too_large(%x: tensor<?x32768xf16>, %w: tensor<6x32768xf16>)
     -> (tensor<?x1x2xf16>, tensor<?x1x2xf16>, tensor<?x1x2xf16>) {
-  // expected-error @+1 {{hidden size 32768 needs 65536 bytes of shared memory per token row; at most 47104 are available}}
+  // expected-error @+1 {{hidden size 32768 needs more shared memory per token row than the 47104 bytes available (2 bytes per element)}}
   %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 1 : i64, num_kv_heads = 1 : i64, head_dim = 2 : i64}
       : tensor<?x32768xf16>, tensor<6x32768xf16> -> tensor<?x1x2xf16>, tensor<?x1x2xf16>, tensor<?x1x2xf16>
   return %q, %k, %v : tensor<?x1x2xf16>, tensor<?x1x2xf16>, tensor<?x1x2xf16>
@@ -47,4 +56,28 @@ func.func @rope_odd_head_dim(%q: tensor<?x2x15xf16>, %k: tensor<?x1x15xf16>, %po
   %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64, rotary_dim = 14 : i64}
       : tensor<?x2x15xf16>, tensor<?x1x15xf16>, tensor<?xi32>
   return %qr, %kr : tensor<?x2x15xf16>, tensor<?x1x15xf16>
+}
+
+// -----
+
+// Launches past CUDA's limits are errors, not manifests a driver rejects:
+// one CTA per head slot (2^31 query heads + 1 key head) ...
+func.func @rope_grid_too_large(%q: tensor<?x2147483648x64xf16>, %k: tensor<?x1x64xf16>, %pos: tensor<?xi32>)
+    -> (tensor<?x2147483648x64xf16>, tensor<?x1x64xf16>) {
+  // expected-error @+1 {{'fusion.kernel' op entry rope_grid_too_large_k0_rope needs a grid of 2147483649 CTAs in x; CUDA allows 1 to 2147483647}}
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x2147483648x64xf16>, tensor<?x1x64xf16>, tensor<?xi32>
+  return %qr, %kr : tensor<?x2147483648x64xf16>, tensor<?x1x64xf16>
+}
+
+// -----
+
+// ... and one thread per element pair (head_dim 2050: 1025 threads, 1056
+// rounded to warps).
+func.func @rope_block_too_large(%q: tensor<?x2x2050xf16>, %k: tensor<?x1x2050xf16>, %pos: tensor<?xi32>)
+    -> (tensor<?x2x2050xf16>, tensor<?x1x2050xf16>) {
+  // expected-error @+1 {{'fusion.kernel' op entry rope_block_too_large_k0_rope needs blocks of 1056 threads; a CTA has 1 to 1024}}
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x2x2050xf16>, tensor<?x1x2050xf16>, tensor<?xi32>
+  return %qr, %kr : tensor<?x2x2050xf16>, tensor<?x1x2050xf16>
 }

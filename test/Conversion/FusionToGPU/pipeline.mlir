@@ -7,6 +7,24 @@
 // RUN: fusion-opt %s --fusion-form-kernels=strategy=none --fusion-to-ptx='chip=sm_80' | FileCheck %s --check-prefix=NOPDL
 // RUN: fusion-opt %s --fusion-form-kernels --fusion-to-ptx='chip=sm_75' | FileCheck %s --check-prefix=SM75
 
+// Options are checked before anything runs: only the chips the kernels are
+// built for (exact spelling), a PTX ISA version the chip has, an SM count the
+// grids can be sized for, a known output format.
+// RUN: not fusion-opt %s --fusion-to-ptx='chip=sm_1000' 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=sm_1000
+// RUN: not fusion-opt %s --fusion-to-ptx='chip=SM_90' 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=SM_90
+// RUN: not fusion-opt %s --fusion-to-ptx='chip=sm_-1' 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=sm_-1
+// RUN: not fusion-opt %s --fusion-to-ptx='chip=garbage' 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=garbage
+// RUN: not fusion-opt %s --fusion-to-ptx='chip=' 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=
+// CHIP: fusion-to-ptx option chip: "[[CHIP]]" is not a supported target (sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a)
+// RUN: not fusion-opt %s --fusion-to-ptx='features=garbage' 2>&1 | FileCheck %s --check-prefix=FEATURES
+// FEATURES: fusion-to-ptx option features: "garbage" is not a PTX ISA version LLVM can emit for the supported chips; expected +ptxNN from +ptx63 to +ptx90 (e.g. +ptx80)
+// RUN: not fusion-opt %s --fusion-to-ptx='chip=sm_90a features=+ptx78' 2>&1 | FileCheck %s --check-prefix=OLDPTX
+// OLDPTX: fusion-to-ptx option features: "+ptx78" is older than sm_90a (which needs +ptx80 or newer)
+// RUN: not fusion-opt %s --fusion-to-ptx='sm-count=0' 2>&1 | FileCheck %s --check-prefix=SMCOUNT
+// SMCOUNT: fusion-to-ptx option sm-count: 0 is outside [1, 1024]
+// RUN: not fusion-opt %s --fusion-to-ptx='format=garbage' 2>&1 | FileCheck %s --check-prefix=FORMAT
+// FORMAT: fusion-to-ptx option format: "garbage" is not isa (PTX text), bin or fatbin
+
 // CHECK: fusion.kernel @layer_k0_fused
 // CHECK-SAME: fusion.launch = {block = 64 : i64, entry = "layer_k0_fused"
 // CHECK: gpu.binary @fusion_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">

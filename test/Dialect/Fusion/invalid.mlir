@@ -1191,3 +1191,54 @@ func.func @kernel_duplicate_name(%x: tensor<?x64xf16>) {
   }
   return
 }
+
+// -----
+
+// Kernel names become PTX entry names: PTX identifiers only.
+func.func @kernel_name_space(%x: tensor<?x64xf16>) {
+  // expected-error @below {{'fusion.kernel' op name "a b" is not a valid PTX entry name: expected a PTX identifier [a-zA-Z_][a-zA-Z0-9_$]* of at most 255 characters}}
+  fusion.kernel @"a b" (%a = %x) : (tensor<?x64xf16>) -> () {
+    fusion.yield
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_name_dot(%x: tensor<?x64xf16>) {
+  // expected-error @below {{'fusion.kernel' op name "a.b" is not a valid PTX entry name}}
+  fusion.kernel @"a.b" (%a = %x) : (tensor<?x64xf16>) -> () {
+    fusion.yield
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_name_digit(%x: tensor<?x64xf16>) {
+  // expected-error @below {{'fusion.kernel' op name "1x" is not a valid PTX entry name}}
+  fusion.kernel @"1x" (%a = %x) : (tensor<?x64xf16>) -> () {
+    fusion.yield
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_name_unicode(%x: tensor<?x64xf16>) {
+  // expected-error @below {{'fusion.kernel' op name "ü" is not a valid PTX entry name}}
+  fusion.kernel @"ü" (%a = %x) : (tensor<?x64xf16>) -> () {
+    fusion.yield
+  }
+  return
+}
+
+// -----
+
+func.func @kernel_name_too_long(%x: tensor<?x64xf16>) {
+  // expected-error @below {{'fusion.kernel' op name "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk" is not a valid PTX entry name}}
+  fusion.kernel @kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk (%a = %x) : (tensor<?x64xf16>) -> () {
+    fusion.yield
+  }
+  return
+}

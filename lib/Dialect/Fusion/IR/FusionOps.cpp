@@ -11,6 +11,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
 #include <cmath>
@@ -371,6 +372,20 @@ LogicalResult DecodeAttentionOp::verify() {
 // KernelOp
 //===----------------------------------------------------------------------===//
 
+bool mlir::fusion::isValidKernelName(StringRef name) {
+  if (name.empty() || name.size() > kMaxKernelNameLength ||
+      !(llvm::isAlpha(name.front()) || name.front() == '_'))
+    return false;
+  return llvm::all_of(
+      name, [](char c) { return llvm::isAlnum(c) || c == '_' || c == '$'; });
+}
+
+std::string mlir::fusion::describeKernelNameRule() {
+  return ("a PTX identifier [a-zA-Z_][a-zA-Z0-9_$]* of at most " +
+          Twine(kMaxKernelNameLength) + " characters")
+      .str();
+}
+
 YieldOp KernelOp::getYield() {
   return cast<YieldOp>(getBody().front().getTerminator());
 }
@@ -378,6 +393,10 @@ YieldOp KernelOp::getYield() {
 LogicalResult KernelOp::verifyRegions() {
   if ((*this)->getParentOfType<KernelOp>())
     return emitOpError() << "cannot be nested in another fusion.kernel";
+  if (!isValidKernelName(getSymName()))
+    return emitOpError() << "name \"" << getSymName()
+                         << "\" is not a valid PTX entry name: expected "
+                         << describeKernelNameRule();
   // Entry names must be unique in the enclosing symbol table (module): each
   // becomes one PTX entry.
   if (Operation *table = (*this)->getParentWithTrait<OpTrait::SymbolTable>()) {
