@@ -27,9 +27,20 @@ if ! python3 -c "import numpy" 2>/dev/null; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q python3-numpy
 fi
 
-if [ ! -f build/build.ninja ]; then
-  cmake -G Ninja -S . -B build \
-    -DCMAKE_BUILD_TYPE=Release \
+configure() {  # configure <dir> [cmake options]: only when not yet configured
+  local dir=$1
+  shift
+  [ -f "$dir/build.ninja" ] && return
+  cmake -G Ninja -S . -B "$dir" \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "$@"
+}
+configure build -DCMAKE_BUILD_TYPE=Release
+# The sanitizer build (ASan + UBSan) that scripts/test.sh also runs; -O1
+# keeps its compile time and its slowdown small. The fuzz smoke test runs
+# half of its cases there.
+if [ "${1:-}" = "--with-sanitizers" ]; then
+  configure build-asan -DCMAKE_BUILD_TYPE=Release -DFUSION_SANITIZE=ON \
+    -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_C_FLAGS_RELEASE="-O1 -DNDEBUG" \
+    -DFUSION_FUZZ_SCALE=0.5
 fi

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds everything, and runs all
-# tests through ctest (the lit/FileCheck suite and the GoogleTest units). GPU tests
-# report themselves as skipped on a machine without a GPU.
+# tests through ctest (the lit/FileCheck suite, the GoogleTest units, the
+# golden cross-check and the fuzz smoke test), then builds and runs them again
+# under the sanitizers. GPU tests report themselves as skipped on a machine
+# without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --with-sanitizers
 ninja -C build
 ctest --test-dir build --output-on-failure
+
+# Again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/): the
+# unit tests, lit and the fuzz smoke test; any report fails the test. The
+# golden cross-check is Python only and is not repeated.
+ninja -C build-asan
+ASAN_OPTIONS=allow_user_poisoning=0:detect_leaks=1:abort_on_error=1:hard_rss_limit_mb=6144 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -E '^golden-'

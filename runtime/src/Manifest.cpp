@@ -683,15 +683,14 @@ ManifestArgument parseArgument(const Node &an, size_t position) {
   if (arg.kind != "tensor" && arg.kind != "buffer")
     kind.fail("unknown argument kind \"" + arg.kind +
               "\" (expected \"tensor\" or \"buffer\")");
-  if (auto role = an.find("role")) {
-    arg.role = role->asString();
-    const std::vector<std::string_view> &roles = paramRoles(ParamKind::Input);
-    if (arg.role != kUnusedRole &&
-        std::find(roles.begin(), roles.end(), arg.role) == roles.end())
-      role->fail("unknown argument role \"" + arg.role + "\" (expected " +
-                 roleList(ParamKind::Input) + " or \"" +
-                 std::string(kUnusedRole) + "\")");
-  }
+  Node role = an.at("role");
+  arg.role = role.asString();
+  const std::vector<std::string_view> &roles = paramRoles(ParamKind::Input);
+  if (arg.role != kUnusedRole &&
+      std::find(roles.begin(), roles.end(), arg.role) == roles.end())
+    role.fail("unknown argument role \"" + arg.role + "\" (expected " +
+              roleList(ParamKind::Input) + " or \"" + std::string(kUnusedRole) +
+              "\")");
   arg.dtype = parseDType(an.at("dtype"));
   arg.shape = parseShape(an.at("shape"), arg.dtype);
   return arg;

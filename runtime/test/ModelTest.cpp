@@ -480,6 +480,7 @@ TEST(FrontHalfSignature, RejectsOtherFunctions) {
 
   json k = json::parse(readText(dataPath("tiny_decode.manifest.json")));
   k["kernels"][1]["params"][4]["role"] = "positions";
+  k["functions"][0]["arguments"][5]["role"] = "positions";
   Model m2(Manifest::parse(k.dump(), "m.json"));
   msg =
       EXPECT_THROW_MSG(InvalidArgumentError, FrontHalfSignature::fromModel(m2));

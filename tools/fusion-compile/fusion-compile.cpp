@@ -618,6 +618,9 @@ int main(int argc, char **argv) {
   registry.insert<FusionDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Diagnostics carry source locations; a dump of the (half-lowered) op
+  // after each error only buries the message.
+  context.printOpOnDiagnostic(false);
 
   std::string error;
   auto file = openInputFile(inputFile, &error);

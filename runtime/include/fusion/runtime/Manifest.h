@@ -11,6 +11,7 @@
 //   { "format": "fusion-manifest", "version": 1, "ptx": "model.ptx",
 //     "functions": [ { "name": "decode_layer",
 //         "arguments": [ {"index": 0, "name": "x", "kind": "tensor"|"buffer",
+//                         "role": "input", (a param role or "unused")
 //                         "dtype": "f16", "shape": ["batch", 4096]}, ... ],
 //         "kernels": [0, 1],                   (launch order)
 //         "results": [ {"index": 0, "dtype": "f16", "shape": [...],
@@ -258,9 +259,8 @@ struct ManifestArgument {
   int index = 0;
   std::string name;
   std::string kind; ///< "tensor" or "buffer"
-  /// The optional "role" (an input role or kUnusedRole; empty if the
-  /// manifest gives none). The parser checks that it is the role of every
-  /// kernel parameter bound to the argument.
+  /// The "role": an input role or kUnusedRole. The parser checks that it
+  /// is the role of every kernel parameter bound to the argument.
   std::string role;
   ElemType dtype = ElemType::F16;
   std::vector<Dim> shape;
