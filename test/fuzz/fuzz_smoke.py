@@ -120,6 +120,21 @@ class Fuzz:
             return "ptxas rejects the PTX of an exit-0 compile: " + res.err.strip()[-400:]
         return None
 
+    def import_config(self, case_dir, cfg, options=()):
+        """fusion-import cfg into case_dir/layer.mlir. Returns (the module's
+        path or None where it was refused, the failures, the command and its
+        result)."""
+        out = os.path.join(case_dir, "layer.mlir")
+        cmd = [self.tool("fusion-import"), cfg, "-o", out, *options]
+        res = self.run(cmd)
+        evidence = self.crash(res)
+        if evidence:
+            return None, [(cmd, evidence)], cmd, res
+        if res.rc != 0:
+            left = [(cmd, f"exit {res.rc} left {out}")] if os.path.exists(out) else []
+            return None, left, cmd, res
+        return out, [], cmd, res
+
     def compile(self, case_dir, src, options=(), chip="sm_90"):
         """fusion-compile src into case_dir/out/; returns failures."""
         out_dir = os.path.join(case_dir, "out")
@@ -323,12 +338,10 @@ def generated_case(fz, seed, case_dir):
     cfg_path = os.path.join(case_dir, "config.json")
     with open(cfg_path, "w") as f:
         json.dump(random_config(rng), f)
-    src = os.path.join(case_dir, "layer.mlir")
-    cmd = [fz.tool("fusion-import"), cfg_path, "-o", src, "--page-size=" + str(rng.choice([1, 8, 16, 32])),
-           "--residual=" + rng.choice(["on", "off"])]
-    res = fz.run(cmd)
-    if Fuzz.crash(res) or res.rc != 0:
-        return [(cmd, Fuzz.crash(res) or "a valid config was rejected: " + res.err.strip()[-300:])]
+    src, problems, cmd, res = fz.import_config(
+        case_dir, cfg_path, ["--page-size=" + str(rng.choice([1, 8, 16, 32])), "--residual=" + rng.choice(["on", "off"])])
+    if not src:
+        return problems or [(cmd, "a valid config was rejected: " + res.err.strip()[-300:])]
     chip = rng.choice(["sm_80", "sm_90"])
     options = ["--strategy=" + rng.choice(["decode", "none"]), "--chip=" + chip,
                "--sm-count=" + str(rng.choice([1, 7, 108, 132, 144]))]
@@ -380,16 +393,9 @@ def options_case(fz, seed, case_dir):
         evidence = Fuzz.crash(fz.run(cmd))
         return [(cmd, evidence)] if evidence else []
     cfg = os.path.join(ROOT, "runtime/test/data/configs", rng.choice(["llama3_8b.json", "qwen2_7b.json"]))
-    out = os.path.join(case_dir, "layer.mlir")
     keys = rng.sample(sorted(IMPORT_OPTIONS), rng.randint(1, 2))
-    cmd = [fz.tool("fusion-import"), cfg, "-o", out] + [f"{k}={rng.choice(IMPORT_OPTIONS[k])}" for k in keys]
-    res = fz.run(cmd)
-    evidence = Fuzz.crash(res)
-    if evidence:
-        return [(cmd, evidence)]
-    if res.rc != 0:
-        return [(cmd, f"exit {res.rc} left {out}")] if os.path.exists(out) else []
-    return fz.compile(case_dir, out)[1] if rng.random() < 0.5 else []
+    out, problems, _, _ = fz.import_config(case_dir, cfg, [f"{k}={rng.choice(IMPORT_OPTIONS[k])}" for k in keys])
+    return fz.compile(case_dir, out)[1] if out and rng.random() < 0.5 else problems
 
 
 CONFIG_BASES = ["runtime/test/data/configs/llama3_8b.json", "runtime/test/data/configs/qwen2_7b.json",
@@ -412,17 +418,10 @@ def config_case(fz, seed, case_dir):
     cfg = os.path.join(case_dir, "config.json")
     with open(cfg, "w", encoding="latin-1") as f:
         f.write(mutated_config_text(rng))
-    out = os.path.join(case_dir, "layer.mlir")
-    cmd = [fz.tool("fusion-import"), cfg, "-o", out]
-    res = fz.run(cmd)
-    evidence = Fuzz.crash(res)
-    if evidence:
-        return [(cmd, evidence)]
-    if res.rc != 0:
-        return [(cmd, f"exit {res.rc} left {out}")] if os.path.exists(out) else []
+    out, problems, _, _ = fz.import_config(case_dir, cfg)
     # Compile a quarter of the accepted configs (for time). Shapes past what
     # a kernel can launch are the compiler's to reject, with a clear error.
-    return fz.compile(case_dir, out)[1] if rng.random() < 0.25 else []
+    return fz.compile(case_dir, out)[1] if out and rng.random() < 0.25 else problems
 
 
 # ---------------------------------------------------------------------------
