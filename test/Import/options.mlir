@@ -27,7 +27,9 @@
 // FNAME: fusion-import: error: function name "[[NAME]]" cannot name kernels (they are named after the function): expected a PTX identifier [a-zA-Z_][a-zA-Z0-9_$]* of at most 255 characters
 // RUN: not ls %t/badname.mlir
 // RESIDUAL: Cannot find option named 'maybe'
-// NOFILE: fusion-import: error: cannot read {{.*}}nonexistent.json: {{[Nn]}}o such file or directory
+// NOFILE: fusion-import: error: cannot open {{.*}}nonexistent.json: {{[Nn]}}o such file or directory
+// RUN: not fusion-import /dev/zero 2>&1 | FileCheck %s --check-prefix=DEVZERO
+// DEVZERO: fusion-import: error: /dev/zero is not a regular file (a device, FIFO or directory cannot be read as input)
 
 // fusion-compile takes the argument names from the printed module: the
 // manifest names match examples/ (fusion-run finds buffers by role; a packed

@@ -9,7 +9,8 @@ what a user must never see:
   * a hang: a run past its time limit, or one that needs more memory than
     the limit (input must be checked against capacity before allocating);
   * invalid output accepted: `fusion-compile` exit 0 with PTX that `ptxas`
-    rejects (when ptxas is installed), or without both of its files;
+    rejects (when ptxas is installed), with a manifest and PTX that the
+    runtime rejects (`fusion-run --inspect`), or without both of its files;
   * leftovers: any file a failed run leaves in its output directory.
 
 A clean error (exit 1 with a message) is the expected answer to bad input.
@@ -55,7 +56,8 @@ CRASH_MARKERS = [
 # 64-bit limits, odd sizes.
 ODD_INTS = [0, 1, -1, 2, 3, 7, 63, 65, 1000, 2050, 65535, 65536, 2**31 - 1, 2**31,
             2**32, 2**53, 2**63 - 1, -2**31, -2**63]
-ODD_FLOATS = ["0.0", "-1.0", "0.5", "1.0e-30", "1.0e+300", "-0.0", "3.0e+38", "0x7FC00000"]
+ODD_FLOATS = ["0.0", "-1.0", "0.5", "1.0e-30", "1.0e+300", "-0.0", "3.0e+38", "4.9e-324", "0x7FC00000",
+              "0x7FF0000000000000"]
 ODD_NAMES = ['"a b"', '"a-b"', '"\u00fc"', '"a.b"', '"1x"', '""', 'x' * 300, '"a\\0b"',
              "decode_layer", "_", "a$b"]
 ODD_JSON = [0, -1, 1, 1e-30, 0.5, 2**31 - 1, 2**31, 2**53 + 1, 2**63, 2**64, -2**63, 1e308,
@@ -135,6 +137,18 @@ class Fuzz:
             return None, left, cmd, res
         return out, [], cmd, res
 
+    def check_manifest(self, prefix):
+        """The runtime's complaint about an exit-0 compile's manifest and PTX
+        (fusion-run --inspect validates both), or None (None too without
+        fusion-run)."""
+        if not self.fusion_run:
+            return None
+        res = self.run([self.fusion_run, "--ptx", prefix + ".ptx", "--manifest", prefix + ".manifest.json",
+                        "--inspect"])
+        if res.timed_out or res.rc != 0:
+            return "the runtime rejects the output of an exit-0 compile: " + res.err.strip()[-400:]
+        return None
+
     def compile(self, case_dir, src, options=(), chip="sm_90"):
         """fusion-compile src into case_dir/out/; returns failures."""
         out_dir = os.path.join(case_dir, "out")
@@ -150,7 +164,8 @@ class Fuzz:
             if files != ["m.manifest.json", "m.ptx"]:
                 problems.append((cmd, f"exit 0 but {out_dir} holds {files}"))
             else:
-                bad = self.check_ptx(os.path.join(out_dir, "m.ptx"), chip)
+                bad = self.check_ptx(os.path.join(out_dir, "m.ptx"), chip) or \
+                    self.check_manifest(os.path.join(out_dir, "m"))
                 if bad:
                     problems.append((cmd, bad))
         else:
@@ -357,6 +372,7 @@ COMPILE_OPTIONS = {
     "--chip": ["sm_1000", "SM_90", "sm_90 ", "sm_-1", "garbage", "", "sm_80", "sm_86", "sm_90a", "sm_52", "sm_9"],
     "--features": ["garbage", "", "+ptx80", "+ptx60", "-ptx80", "+ptx999"],
     "--strategy": ["decode", "none", "single", "garbage", ""],
+    "--dump-mlir": ["/dev/null", "-", "", "{case}", "{case}/out/m.ptx", "{case}/dump/d.mlir", "{input}"],
 }
 OPT_PIPELINES = [
     "--fusion-form-kernels=strategy={}", "--fusion-to-ptx=chip={}", "--fusion-to-ptx=format={}",
@@ -378,11 +394,10 @@ def options_case(fz, seed, case_dir):
     base = os.path.join(ROOT, "examples/tinyllama_1_1b.mlir")
     tool = rng.choice(["compile", "compile", "opt", "import"])
     if tool == "compile":
+        base = shutil.copy(base, case_dir)  # --dump-mlir may name the input
         keys = rng.sample(sorted(COMPILE_OPTIONS), rng.randint(1, 3))
-        options = [f"{k}={rng.choice(COMPILE_OPTIONS[k])}" for k in keys]
+        options = [f"{k}={rng.choice(COMPILE_OPTIONS[k])}".format(case=case_dir, input=base) for k in keys]
         chip = next((o.split("=", 1)[1] for o in options if o.startswith("--chip=")), "sm_90")
-        if rng.random() < 0.3:
-            options.append("--dump-mlir=" + os.path.join(case_dir, "dump", "dump.mlir"))
         ptx_chip = chip if re.fullmatch(r"sm_\d+a?", chip) else "sm_90"
         return fz.compile(case_dir, base, options, ptx_chip)[1]
     if tool == "opt":

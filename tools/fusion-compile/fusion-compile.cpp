@@ -17,6 +17,7 @@
 #include "fusion/Conversion/Passes.h"
 #include "fusion/Dialect/Fusion/IR/FusionDialect.h"
 #include "fusion/Dialect/Fusion/IR/FusionOps.h"
+#include "fusion/Support/ToolInput.h"
 #include "fusion/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -242,7 +243,16 @@ public:
             r["dtype"] = dtypeOf(shaped.getElementType());
             r["shape"] = typeShapeToJSON(shaped, dynamicNames(shaped));
           }
-          r["source"] = sourceToJSON(traceSource(v, kernelIndex));
+          Source source = traceSource(v, kernelIndex);
+          if (source.kind == Source::Unknown) {
+            ret.emitOpError("result #")
+                << i
+                << " is computed outside the fusion.kernel ops (neither a "
+                   "function argument nor a kernel result, nor a reshape of "
+                   "one); the manifest cannot say where it comes from";
+            ok = false;
+          }
+          r["source"] = sourceToJSON(source);
           results.push_back(std::move(r));
         }
       });
@@ -355,8 +365,7 @@ private:
       o["kernel"] = s.index;
       o["result"] = s.result;
       break;
-    case Source::Unknown:
-      o["unknown"] = true;
+    case Source::Unknown: // an error, reported where it is traced
       break;
     }
     if (s.reshaped)
@@ -472,6 +481,77 @@ private:
   DenseMap<unsigned, ArgumentRole> argumentRoles;
 };
 
+/// The files fusion-compile writes.
+struct OutputPaths {
+  std::string ptx, manifest;
+  std::string dump; ///< --dump-mlir: empty for none, "-" for stdout
+};
+
+/// The regular file to write for output `path`: `path` itself, or the file
+/// a symbolic link names (a rename into place would replace the link).
+/// Fails, naming `option`, when it exists as anything else (a device, a
+/// FIFO, a directory), which a rename would replace.
+FailureOr<std::string> regularOutputFile(StringRef option, StringRef path) {
+  SmallString<256> real(path);
+  if (llvm::sys::fs::is_symlink_file(path) &&
+      llvm::sys::fs::real_path(path, real)) {
+    llvm::errs() << "fusion-compile: " << option << ": " << path
+                 << " is a symbolic link to nothing\n";
+    return failure();
+  }
+  llvm::sys::fs::make_absolute(real);
+  llvm::sys::path::remove_dots(real, /*remove_dot_dot=*/true);
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(real, status) &&
+      status.type() != llvm::sys::fs::file_type::regular_file) {
+    llvm::errs() << "fusion-compile: " << option << ": " << path
+                 << " exists and is not a regular file\n";
+    return failure();
+  }
+  return std::string(real);
+}
+
+/// The output files of `prefix` (-o) and --dump-mlir `dump`, checked: a
+/// non-empty prefix that names a file, regular files only, no two outputs
+/// (or an output and the input) the same file.
+FailureOr<OutputPaths> resolveOutputPaths(StringRef input, StringRef prefix,
+                                          StringRef dump) {
+  if (prefix.empty() || llvm::sys::path::filename(prefix).empty() ||
+      llvm::sys::path::is_separator(prefix.back())) {
+    llvm::errs() << "fusion-compile: -o needs a file prefix (out/model gives "
+                    "out/model.ptx and out/model.manifest.json), got \""
+                 << prefix << "\"\n";
+    return failure();
+  }
+  OutputPaths out;
+  FailureOr<std::string> ptx = regularOutputFile("-o", prefix.str() + ".ptx");
+  FailureOr<std::string> manifest =
+      regularOutputFile("-o", prefix.str() + ".manifest.json");
+  if (failed(ptx) || failed(manifest))
+    return failure();
+  out.ptx = *ptx;
+  out.manifest = *manifest;
+  if (!dump.empty() && dump != "-") {
+    FailureOr<std::string> file = regularOutputFile("--dump-mlir", dump);
+    if (failed(file))
+      return failure();
+    out.dump = *file;
+  } else {
+    out.dump = dump.str();
+  }
+  SmallVector<StringRef> paths = {out.ptx, out.manifest};
+  if (!out.dump.empty() && out.dump != "-")
+    paths.push_back(out.dump);
+  llvm::StringSet<> seen;
+  for (StringRef path : paths)
+    if (!seen.insert(path).second || llvm::sys::fs::equivalent(path, input)) {
+      llvm::errs() << "fusion-compile: " << path
+                   << " would be written twice, or over the input\n";
+      return failure();
+    }
+  return out;
+}
+
 /// Where `path` is written before it is renamed into place. The name is
 /// fixed, so a later run replaces or removes what a killed run left.
 std::string tempPath(StringRef path) { return (path + ".tmp").str(); }
@@ -536,6 +616,33 @@ LogicalResult writeOutputs(StringRef ptxPath, StringRef ptx,
   return success();
 }
 
+/// Checks that the input `module` holds functions only: fusion-compile
+/// makes the GPU modules and kernels itself, and anything else at the top
+/// level would be compiled into the PTX beside them.
+LogicalResult verifyTopLevel(ModuleOp module) {
+  for (Operation &op : module.getBody()->getOperations())
+    if (!isa<func::FuncOp>(op))
+      return op.emitError("fusion-compile takes a module of func.func ops; '")
+             << op.getName() << "' cannot appear at its top level";
+  return success();
+}
+
+/// Prints the compiled `module` to `path` (--dump-mlir): nowhere if empty,
+/// stdout for "-", otherwise through a temporary.
+LogicalResult writeDump(ModuleOp module, StringRef path) {
+  if (path.empty())
+    return success();
+  if (path == "-") {
+    module.print(llvm::outs());
+    return success();
+  }
+  std::string dumped;
+  llvm::raw_string_ostream os(dumped);
+  module.print(os);
+  return success(succeeded(writeTemp(path, dumped)) &&
+                 succeeded(commitTemp(path)));
+}
+
 /// The PTX of the compiled `module` (its gpu.binary); fails with a message
 /// if there is none or it calls libdevice.
 FailureOr<std::string> extractPTX(ModuleOp module) {
@@ -587,12 +694,14 @@ int main(int argc, char **argv) {
       argc, argv,
       "fusion-compile: fusion-op module -> <prefix>.ptx + "
       "<prefix>.manifest.json\n");
-  std::string ptxPath = outputPrefix.getValue() + ".ptx";
-  std::string manifestPath = outputPrefix.getValue() + ".manifest.json";
+  FailureOr<OutputPaths> out =
+      resolveOutputPaths(inputFile, outputPrefix, dumpMLIR);
+  if (failed(out))
+    return 1;
   // Temporaries a killed run may have left.
-  for (StringRef path : {StringRef(ptxPath), StringRef(manifestPath),
-                         StringRef(dumpMLIR.getValue())})
-    if (!path.empty())
+  for (StringRef path :
+       {StringRef(out->ptx), StringRef(out->manifest), StringRef(out->dump)})
+    if (!path.empty() && path != "-")
       llvm::sys::fs::remove(tempPath(path));
   if (strategy != "decode" && strategy != "none") {
     llvm::errs() << "fusion-compile: unknown --strategy '" << strategy
@@ -622,6 +731,11 @@ int main(int argc, char **argv) {
   // after each error only buries the message.
   context.printOpOnDiagnostic(false);
 
+  // Modules hold no weights: a 32-layer model is tens of kilobytes.
+  if (llvm::Error e = checkToolInput(inputFile, 256 << 20)) {
+    llvm::errs() << "fusion-compile: " << llvm::toString(std::move(e)) << "\n";
+    return 1;
+  }
   std::string error;
   auto file = openInputFile(inputFile, &error);
   if (!file) {
@@ -632,7 +746,7 @@ int main(int argc, char **argv) {
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-  if (!module)
+  if (!module || failed(verifyTopLevel(*module)))
     return 1;
 
   PassManager pm(&context);
@@ -649,7 +763,7 @@ int main(int argc, char **argv) {
 
   ManifestBuilder manifestBuilder(*module, sourceMgr);
   FailureOr<json::Object> manifest =
-      manifestBuilder.build(llvm::sys::path::filename(ptxPath));
+      manifestBuilder.build(llvm::sys::path::filename(out->ptx));
   if (failed(manifest))
     return 1;
   std::string manifestText;
@@ -658,20 +772,16 @@ int main(int argc, char **argv) {
     os << llvm::formatv("{0:2}", json::Value(std::move(*manifest))) << "\n";
   }
 
-  if (!dumpMLIR.empty()) {
-    std::string dumped;
-    llvm::raw_string_ostream os(dumped);
-    module->print(os);
-    if (failed(writeTemp(dumpMLIR, dumped)) || failed(commitTemp(dumpMLIR)))
-      return 1;
-  }
-
-  if (failed(writeOutputs(ptxPath, *ptx, manifestPath, manifestText)))
+  if (failed(writeDump(*module, out->dump)) ||
+      failed(writeOutputs(out->ptx, *ptx, out->manifest, manifestText)))
     return 1;
   auto [kernels, entries] = countKernelsAndEntries(*module);
-  llvm::outs() << "fusion-compile: wrote " << ptxPath << " (" << kernels
-               << (kernels == 1 ? " kernel, " : " kernels, ") << entries
-               << (entries == 1 ? " entry" : " entries") << ") and "
-               << manifestPath << "\n";
+  llvm::outs() << "fusion-compile: wrote " << outputPrefix << ".ptx ("
+               << kernels << (kernels == 1 ? " kernel, " : " kernels, ")
+               << entries << (entries == 1 ? " entry" : " entries") << ") and "
+               << outputPrefix << ".manifest.json";
+  if (!out->dump.empty() && out->dump != "-")
+    llvm::outs() << ", and the compiled module to " << dumpMLIR;
+  llvm::outs() << "\n";
   return 0;
 }

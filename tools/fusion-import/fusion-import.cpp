@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fusion/Import/HuggingFace.h"
+#include "fusion/Support/ToolInput.h"
 
 #include "fusion/Dialect/Fusion/IR/FusionDialect.h"
 
@@ -113,6 +114,12 @@ int main(int argc, char **argv) {
       "fusion-import: Hugging Face config.json -> decode-layer module of "
       "fusion ops\n");
 
+  // A config.json has a few kilobytes.
+  if (llvm::Error e = checkToolInput(inputFile, 16 << 20)) {
+    llvm::WithColor::error(llvm::errs(), "fusion-import")
+        << llvm::toString(std::move(e)) << "\n";
+    return 1;
+  }
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
   if (std::error_code ec = buffer.getError()) {

@@ -56,6 +56,40 @@
 // RUN: not ls %t/bad.ptx
 // RUN: not ls %t/bad.manifest.json
 
+// Outputs are regular files: a symbolic link is written through; anything
+// else that exists (a device, a directory) is refused, and so are an empty
+// prefix and two outputs (or an output and the input) that are one file.
+// --dump-mlir=- prints the compiled module on stdout.
+// RUN: echo old > %t/real.ptx && ln -sf real.ptx %t/link.ptx
+// RUN: fusion-compile %s -o %t/link
+// RUN: test -L %t/link.ptx
+// RUN: grep -q "^.visible .entry" %t/real.ptx
+// RUN: not fusion-compile %s -o %t/dev --dump-mlir=/dev/null 2>&1 | FileCheck %s --check-prefix=DEVICE
+// DEVICE: fusion-compile: --dump-mlir: /dev/null exists and is not a regular file
+// RUN: mkdir -p %t/dir.ptx && not fusion-compile %s -o %t/dir 2>&1 | FileCheck %s --check-prefix=NOTFILE
+// NOTFILE: fusion-compile: -o: {{.*}}dir.ptx exists and is not a regular file
+// RUN: not fusion-compile %s -o '' 2>&1 | FileCheck %s --check-prefix=PREFIX -DPREFIX=
+// RUN: not fusion-compile %s -o %t/ 2>&1 | FileCheck %s --check-prefix=PREFIX -DPREFIX=%t/
+// PREFIX: fusion-compile: -o needs a file prefix (out/model gives out/model.ptx and out/model.manifest.json), got "[[PREFIX]]"
+// RUN: not fusion-compile %s -o %t/same --dump-mlir=%t/same.ptx 2>&1 | FileCheck %s --check-prefix=TWICE
+// TWICE: fusion-compile: {{.*}}same.ptx would be written twice, or over the input
+// RUN: not ls %t/same.ptx
+// RUN: fusion-compile %s -o %t/dumped --dump-mlir=- | FileCheck %s --check-prefix=DUMPSTDOUT
+// DUMPSTDOUT: gpu.binary
+// DUMPSTDOUT: fusion-compile: wrote {{.*}}dumped.ptx (2 kernels, 3 entries) and {{.*}}dumped.manifest.json{{$}}
+// RUN: fusion-compile %s -o %t/dumped --dump-mlir=%t/dumped.mlir | FileCheck %s --check-prefix=DUMPFILE
+// DUMPFILE: fusion-compile: wrote {{.*}}dumped.ptx (2 kernels, 3 entries) and {{.*}}dumped.manifest.json, and the compiled module to {{.*}}dumped.mlir
+
+// Inputs: a regular file holding functions only, each result of which
+// comes from a kernel or an argument.
+// RUN: not fusion-compile /dev/zero -o %t/zero 2>&1 | FileCheck %s --check-prefix=ZERO
+// ZERO: fusion-compile: /dev/zero is not a regular file (a device, FIFO or directory cannot be read as input)
+// RUN: not fusion-compile %S/Inputs/top_level_gpu_module.mlir -o %t/top 2>&1 | FileCheck %s --check-prefix=TOP
+// TOP: top_level_gpu_module.mlir:7:1: error: fusion-compile takes a module of func.func ops; 'gpu.module' cannot appear at its top level
+// RUN: not fusion-compile %S/Inputs/result_outside_kernels.mlir -o %t/outside 2>&1 | FileCheck %s --check-prefix=OUTSIDE
+// OUTSIDE: result_outside_kernels.mlir:6:3: error: 'func.return' op result #0 is computed outside the fusion.kernel ops (neither a function argument nor a kernel result, nor a reshape of one); the manifest cannot say where it comes from
+// RUN: not ls %t/top.ptx %t/outside.ptx
+
 // Kernels are named after their function, so its name must be a PTX
 // identifier.
 // RUN: not fusion-compile %S/Inputs/function_name_space.mlir -o %t/bad 2>&1 | FileCheck %s --check-prefix=NAME

@@ -25,7 +25,7 @@ func.func @rmsnorm_dynamic_hidden(%x: tensor<?x?xf16>, %w: tensor<4096xf16>) {
 // -----
 
 func.func @rmsnorm_epsilon_zero(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
-  // expected-error @below {{'fusion.rmsnorm' op epsilon must be finite and > 0, got 0.000000e+00}}
+  // expected-error @below {{'fusion.rmsnorm' op epsilon must be a positive normal float32 (the kernels add it in fp32), got 0.000000e+00}}
   %y = fusion.rmsnorm %x, %w {epsilon = 0.0 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
   return
 }
@@ -127,7 +127,7 @@ func.func @layernorm_input_rank(%x: tensor<?x1x2048xf16>, %w: tensor<2048xf16>, 
 // -----
 
 func.func @layernorm_epsilon_negative(%x: tensor<?x2048xf16>, %w: tensor<2048xf16>, %b: tensor<2048xf16>) {
-  // expected-error @below {{'fusion.layernorm' op epsilon must be finite and > 0, got -1.000000e-05}}
+  // expected-error @below {{'fusion.layernorm' op epsilon must be a positive normal float32 (the kernels add it in fp32), got -1.000000e-05}}
   %y = fusion.layernorm %x, %w, %b {epsilon = -1.0e-05 : f64} : tensor<?x2048xf16>, tensor<2048xf16>, tensor<2048xf16> -> tensor<?x2048xf16>
   return
 }
@@ -561,7 +561,7 @@ func.func @rope_rotary_dim_zero(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16
 // -----
 
 func.func @rope_theta(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %p: tensor<?xi32>) {
-  // expected-error @below {{'fusion.rope' op theta must be finite and > 1, got 1.000000e+00}}
+  // expected-error @below {{'fusion.rope' op theta must be > 1 and finite in float32 (the frequencies are computed in fp32), got 1.000000e+00}}
   %qr, %kr = fusion.rope %q, %k, %p {pairing = #fusion.rope_pairing<neox>, theta = 1.0 : f64}
       : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
   return
@@ -593,14 +593,14 @@ func.func @rope_pairing_unknown(%q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16
 // #fusion.llama3_scaling
 //===----------------------------------------------------------------------===//
 
-// expected-error @below {{llama3_scaling factor must be > 0, got 0.000000e+00}}
+// expected-error @below {{llama3_scaling factor must be a positive normal float32 (the scaling is computed in fp32), got 0.000000e+00}}
 func.func @llama3_factor() attributes {s = #fusion.llama3_scaling<factor = 0.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position = 8192>} {
   return
 }
 
 // -----
 
-// expected-error @below {{llama3_scaling low_freq_factor must be > 0, got -1.000000e+00}}
+// expected-error @below {{llama3_scaling low_freq_factor must be a positive normal float32 (the scaling is computed in fp32), got -1.000000e+00}}
 func.func @llama3_low_freq_factor() attributes {s = #fusion.llama3_scaling<factor = 8.0, low_freq_factor = -1.0, high_freq_factor = 4.0, original_max_position = 8192>} {
   return
 }
@@ -615,7 +615,21 @@ func.func @llama3_high_not_above_low() attributes {s = #fusion.llama3_scaling<fa
 
 // -----
 
-// expected-error @below {{llama3_scaling original_max_position must be > 0, got 0}}
+// expected-error @below {{llama3_scaling high_freq_factor must be a positive normal float32 (the scaling is computed in fp32), got INF}}
+func.func @llama3_infinite_high_freq_factor() attributes {s = #fusion.llama3_scaling<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 0x7FF0000000000000, original_max_position = 8192>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{llama3_scaling original_max_position must be in [1, 2147483647], got 9223372036854775807}}
+func.func @llama3_original_max_position_past_i32() attributes {s = #fusion.llama3_scaling<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position = 9223372036854775807>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{llama3_scaling original_max_position must be in [1, 2147483647], got 0}}
 func.func @llama3_original_max_position() attributes {s = #fusion.llama3_scaling<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position = 0>} {
   return
 }
@@ -649,6 +663,15 @@ func.func @rope_llama3_scaling_invalid(%q: tensor<?x32x128xf16>, %k: tensor<?x8x
 func.func @kv_append_key_rank(%k: tensor<?x1024xf16>, %v: tensor<?x1024xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
   // expected-error @below {{'fusion.kv_append' op key must have rank 3, got 'tensor<?x1024xf16>'}}
   fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x1024xf16> into memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return
+}
+
+// -----
+
+// A static page count is a run-time size too.
+func.func @kv_append_zero_pages(%k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>, %kc: memref<0x16x8x128xf16>, %vc: memref<0x16x8x128xf16>, %bt: tensor<?x?xi32>, %p: tensor<?xi32>) {
+  // expected-error @below {{'fusion.kv_append' op key_cache dimension 0 (num_pages) is a run-time size the kernels take as an i32: it must be dynamic or in [1, 2147483647], got 'memref<0x16x8x128xf16>'}}
+  fusion.kv_append %k, %v into %kc, %vc[%bt, %p] : tensor<?x8x128xf16> into memref<0x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
 
@@ -895,7 +918,7 @@ func.func @attention_heads_not_multiple(%q: tensor<?x32x128xf16>, %kc: memref<?x
 // -----
 
 func.func @attention_scale(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>) {
-  // expected-error @below {{'fusion.decode_attention' op scale must be finite and > 0, got -8.838835e-02}}
+  // expected-error @below {{'fusion.decode_attention' op scale must be a positive normal float32 (the kernels apply it in fp32), got -8.838835e-02}}
   %o = fusion.decode_attention %q, %kc, %vc[%bt, %l] {scale = -0.08838834764831845 : f64} : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
   return
 }
@@ -1018,8 +1041,42 @@ func.func @rmsnorm_dynamic_weight(%x: tensor<?x4096xf16>, %w: tensor<?xf16>) {
 
 // -----
 
+// Finite in f64, but not a normal float32 where the kernels use it.
+func.func @rmsnorm_epsilon_past_f32(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op epsilon must be a positive normal float32 (the kernels add it in fp32), got 1.000000e+300}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e+300 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_epsilon_below_f32(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op epsilon must be a positive normal float32 (the kernels add it in fp32), got 4.940656e-324}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 4.9e-324 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+// A static batch is a run-time size the kernels take as an i32.
+func.func @rmsnorm_static_batch_zero(%x: tensor<0x4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op input dimension 0 (batch) is a run-time size the kernels take as an i32: it must be dynamic or in [1, 2147483647], got 'tensor<0x4096xf16>'}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<0x4096xf16>, tensor<4096xf16> -> tensor<0x4096xf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_static_batch_past_i32(%x: tensor<2147483648x4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.rmsnorm' op input dimension 0 (batch) is a run-time size the kernels take as an i32: it must be dynamic or in [1, 2147483647], got 'tensor<2147483648x4096xf16>'}}
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<2147483648x4096xf16>, tensor<4096xf16> -> tensor<2147483648x4096xf16>
+  return
+}
+
+// -----
+
 func.func @rmsnorm_infinite_epsilon(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
-  // expected-error @below {{'fusion.rmsnorm' op epsilon must be finite and > 0, got INF}}
+  // expected-error @below {{'fusion.rmsnorm' op epsilon must be a positive normal float32 (the kernels add it in fp32), got INF}}
   %y = fusion.rmsnorm %x, %w {epsilon = 0x7FF0000000000000 : f64} : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
   return
 }

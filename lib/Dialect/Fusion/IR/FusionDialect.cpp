@@ -7,6 +7,8 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::fusion;
 
@@ -27,6 +29,11 @@ void FusionDialect::initialize() {
       >();
 }
 
+bool mlir::fusion::isPositiveNormalF32(double value) {
+  return value >= std::numeric_limits<float>::min() &&
+         value <= std::numeric_limits<float>::max();
+}
+
 LogicalResult
 Llama3RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                               APFloat factorAttr, APFloat lowFreqFactorAttr,
@@ -35,18 +42,22 @@ Llama3RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   double factor = factorAttr.convertToDouble();
   double lowFreqFactor = lowFreqFactorAttr.convertToDouble();
   double highFreqFactor = highFreqFactorAttr.convertToDouble();
-  if (!(factor > 0.0))
-    return emitError() << "llama3_scaling factor must be > 0, got " << factor;
-  if (!(lowFreqFactor > 0.0))
-    return emitError() << "llama3_scaling low_freq_factor must be > 0, got "
-                       << lowFreqFactor;
+  for (auto [name, value] : {std::pair<StringRef, double>{"factor", factor},
+                             {"low_freq_factor", lowFreqFactor},
+                             {"high_freq_factor", highFreqFactor}})
+    if (!isPositiveNormalF32(value))
+      return emitError() << "llama3_scaling " << name
+                         << " must be a positive normal float32 (the scaling "
+                            "is computed in fp32), got "
+                         << value;
   if (!(highFreqFactor > lowFreqFactor))
     return emitError() << "llama3_scaling high_freq_factor (" << highFreqFactor
                        << ") must be greater than low_freq_factor ("
                        << lowFreqFactor << ")";
-  if (originalMaxPosition <= 0)
-    return emitError()
-           << "llama3_scaling original_max_position must be > 0, got "
-           << originalMaxPosition;
+  if (originalMaxPosition <= 0 ||
+      originalMaxPosition > std::numeric_limits<int32_t>::max())
+    return emitError() << "llama3_scaling original_max_position must be in "
+                          "[1, 2147483647], got "
+                       << originalMaxPosition;
   return success();
 }

@@ -47,11 +47,29 @@ public:
                              << ") must be static and positive, got " << type;
   }
 
+  /// Dimension `dim` of `role` is a run-time size (the batch, the pages of
+  /// a cache), which the kernels take as an i32: dynamic, or a static value
+  /// in [1, 2^31 - 1].
+  LogicalResult runtimeDim(StringRef role, ShapedType type, unsigned dim,
+                           StringRef what) {
+    int64_t size = type.getDimSize(dim);
+    if (ShapedType::isDynamic(size) ||
+        (size >= 1 && size <= std::numeric_limits<int32_t>::max()))
+      return success();
+    return op->emitOpError()
+           << role << " dimension " << dim << " (" << what
+           << ") is a run-time size the kernels take as an i32: it must be "
+              "dynamic or in [1, 2147483647], got "
+           << type;
+  }
+
   /// Dimension 0 (the batch) of every `(role, type)` must agree wherever it
   /// is static; the first static one is the reference.
   LogicalResult batch(ArrayRef<std::pair<StringRef, ShapedType>> operands) {
     const std::pair<StringRef, ShapedType> *reference = nullptr;
     for (const auto &operand : operands) {
+      if (failed(runtimeDim(operand.first, operand.second, 0, "batch")))
+        return failure();
       if (operand.second.isDynamicDim(0))
         continue;
       if (!reference) {
@@ -119,11 +137,13 @@ static LogicalResult verifyNormParam(ShapeChecker &check, StringRef role,
 static LogicalResult verifyNormInput(Operation *op, ShapeChecker &check,
                                      ShapedType input, double epsilon) {
   if (failed(check.rank("input", input, 2)) ||
+      failed(check.runtimeDim("input", input, 0, "batch")) ||
       failed(check.modelDim("input", input, 1, "hidden size")))
     return failure();
-  if (!(epsilon > 0.0) || !std::isfinite(epsilon))
-    return op->emitOpError()
-           << "epsilon must be finite and > 0, got " << epsilon;
+  if (!isPositiveNormalF32(epsilon))
+    return op->emitOpError() << "epsilon must be a positive normal float32 "
+                                "(the kernels add it in fp32), got "
+                             << epsilon;
   return success();
 }
 
@@ -276,8 +296,10 @@ LogicalResult RopeOp::verify() {
                          << ") must be even and <= head_dim (" << headDim
                          << ")";
   double theta = getTheta().convertToDouble();
-  if (!(theta > 1.0) || !std::isfinite(theta))
-    return emitOpError() << "theta must be finite and > 1, got " << theta;
+  if (!(theta > 1.0) || !isPositiveNormalF32(theta))
+    return emitOpError() << "theta must be > 1 and finite in float32 (the "
+                            "frequencies are computed in fp32), got "
+                         << theta;
   return success();
 }
 
@@ -294,6 +316,7 @@ static LogicalResult verifyCache(Operation *op, ShapeChecker &check,
                                  ShapedType blockTable) {
   auto cache = cast<MemRefType>(keyCache.getType());
   if (failed(check.rank("key_cache", cache, 4)) ||
+      failed(check.runtimeDim("key_cache", cache, 0, "num_pages")) ||
       failed(check.modelDim("key_cache", cache, 1, "page size")) ||
       failed(check.modelDim("key_cache", cache, 2, "num_kv_heads")) ||
       failed(check.modelDim("key_cache", cache, 3, "head_dim")))
@@ -361,9 +384,9 @@ LogicalResult DecodeAttentionOp::verify() {
            << ") must be a multiple of num_kv_heads of key_cache (" << hkv
            << ")";
   if (auto scale = getScale();
-      scale && (!(scale->convertToDouble() > 0.0) ||
-                !std::isfinite(scale->convertToDouble())))
-    return emitOpError() << "scale must be finite and > 0, got "
+      scale && !isPositiveNormalF32(scale->convertToDouble()))
+    return emitOpError() << "scale must be a positive normal float32 (the "
+                            "kernels apply it in fp32), got "
                          << scale->convertToDouble();
   return success();
 }
