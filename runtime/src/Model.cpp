@@ -203,6 +203,7 @@ LaunchPlan::LaunchPlan(const Model &model, const Capacity &capacity)
     throwInvalidArgument("LaunchPlan: capacities must fit in int32, got ",
                          capacityString(capacity));
   argAddress_.assign(model.arguments().size(), 0);
+  argBytes_.assign(model.arguments().size(), 0);
   internalAddress_.assign(model.internalBuffers().size(), 0);
   // Size everything once so that overflow shows up here.
   for (size_t i = 0; i < argAddress_.size(); ++i)
@@ -250,8 +251,28 @@ void LaunchPlan::bindArgument(int i, uint64_t address, uint64_t bytes) {
                          ") needs ", need, " bytes at capacity (",
                          capacityString(capacity_), "), got a buffer of ",
                          bytes, " bytes");
+  checkNoOverlap(i, address, bytes);
   argAddress_[i] = address;
+  argBytes_[i] = bytes;
   ++generation_;
+}
+
+void LaunchPlan::checkNoOverlap(int i, uint64_t address, uint64_t bytes) const {
+  const ManifestArgument &a = model_->arguments()[i];
+  for (size_t j = 0; j < argAddress_.size(); ++j) {
+    const ManifestArgument &b = model_->arguments()[j];
+    if (static_cast<int>(j) == i || argAddress_[j] == 0 ||
+        (a.kind != "buffer" && b.kind != "buffer"))
+      continue;
+    if (address < argAddress_[j] + argBytes_[j] &&
+        argAddress_[j] < address + bytes)
+      throwInvalidArgument(
+          "LaunchPlan::bindArgument: argument \"", a.name, "\" (", bytes,
+          " bytes at 0x", std::hex, address, ") overlaps argument \"", b.name,
+          "\" (", std::dec, argBytes_[j], " bytes at 0x", std::hex,
+          argAddress_[j], std::dec,
+          "), and the kernels write one of them: they need separate memory");
+  }
 }
 
 void LaunchPlan::bindArgument(std::string_view name, uint64_t address,

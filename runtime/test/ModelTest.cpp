@@ -18,13 +18,15 @@ namespace {
 Model tinyModel() { return Model::load(dataPath("tiny_decode.manifest.json")); }
 
 /// Binds every argument of `plan` to distinct fake addresses
-/// 0x1000 * (i + 1) with exactly the bytes they need.
+/// kArgStride * (i + 1) with exactly the bytes they need (the strides keep
+/// the buffers apart: bindArgument refuses overlapping caches).
+constexpr uint64_t kArgStride = 0x1000000, kInternalStride = 0x40000000;
 void bindAll(LaunchPlan &plan) {
   for (size_t i = 0; i < plan.model().arguments().size(); ++i)
-    plan.bindArgument(static_cast<int>(i), 0x1000 * (i + 1),
+    plan.bindArgument(static_cast<int>(i), kArgStride * (i + 1),
                       plan.argumentBytes(static_cast<int>(i)));
   for (size_t i = 0; i < plan.model().internalBuffers().size(); ++i)
-    plan.setInternal(static_cast<int>(i), 0x100000 * (i + 1));
+    plan.setInternal(static_cast<int>(i), kInternalStride * (i + 1));
 }
 
 /// The tiny manifest with kernel 0 replaced from batch 4 by the variant
@@ -148,10 +150,10 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   const uint64_t argOrder[] = {0, 1, 2, 3, 4, 7, 8, 6};
   for (int i = 0; i < 8; ++i) {
     EXPECT_FALSE(l[0].args[i].isScalar);
-    EXPECT_EQ(l[0].args[i].pointer, 0x1000 * (argOrder[i] + 1)) << i;
+    EXPECT_EQ(l[0].args[i].pointer, kArgStride * (argOrder[i] + 1)) << i;
   }
-  EXPECT_EQ(l[0].args[8].pointer, 0x100000u); // query buffer
-  EXPECT_EQ(l[0].args[9].pointer, 0x200000u); // residual_out buffer
+  EXPECT_EQ(l[0].args[8].pointer, kInternalStride);     // query buffer
+  EXPECT_EQ(l[0].args[9].pointer, kInternalStride * 2); // residual_out buffer
   EXPECT_TRUE(l[0].args[10].isScalar);
   EXPECT_EQ(l[0].args[10].scalar, 3); // batch
   EXPECT_EQ(l[0].args[11].scalar, 5); // max_pages
@@ -159,16 +161,16 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   EXPECT_EQ(l[1].entry, "decode_layer_kernel_1");
   EXPECT_EQ(l[1].grid, (std::array<uint32_t, 3>{4, 2, 3}));
   EXPECT_EQ(l[1].block, (std::array<uint32_t, 3>{128, 1, 1}));
-  EXPECT_EQ(l[1].args[0].pointer, 0x100000u);   // query from kernel 0
-  EXPECT_EQ(l[1].args[4].pointer, 0x1000u * 6); // seq_lens
-  EXPECT_EQ(l[1].args[5].pointer, 0x300000u);   // output
-  EXPECT_EQ(l[1].args[8].pointer, 0x600000u);   // counters
+  EXPECT_EQ(l[1].args[0].pointer, kInternalStride);     // query from kernel 0
+  EXPECT_EQ(l[1].args[4].pointer, kArgStride * 6);      // seq_lens
+  EXPECT_EQ(l[1].args[5].pointer, kInternalStride * 3); // output
+  EXPECT_EQ(l[1].args[8].pointer, kInternalStride * 6); // counters
   EXPECT_EQ(l[1].args[9].scalar, 3);
   EXPECT_EQ(l[1].args[10].scalar, 5);
   EXPECT_EQ(l[1].args[11].scalar, 4); // num_splits
 
-  EXPECT_EQ(plan.resultAddress(0), 0x300000u);
-  EXPECT_EQ(plan.resultAddress(1), 0x200000u);
+  EXPECT_EQ(plan.resultAddress(0), kInternalStride * 3);
+  EXPECT_EQ(plan.resultAddress(1), kInternalStride * 2);
 }
 
 TEST(LaunchPlan, PreparesProgrammaticDependentLaunch) {
@@ -249,6 +251,24 @@ TEST(LaunchPlan, BindingErrors) {
   EXPECT_CONTAINS(msg, "has no argument with role \"qkv_bias\" (roles: "
                        "input, residual, norm_weight, qkv_weight");
 
+  // Memory a kernel writes (the caches) must not overlap another argument;
+  // read-only tensors may share.
+  LaunchPlan shared(m, Capacity{8, 16, 100});
+  shared.bindArgument("k_cache", 0x100000, shared.argumentBytes(7));
+  msg = EXPECT_THROW_MSG(
+      InvalidArgumentError,
+      shared.bindArgument("v_cache", 0x100000 + 25600 - 16, 25600));
+  EXPECT_CONTAINS(msg, "argument \"v_cache\" (25600 bytes at 0x1063f0) "
+                       "overlaps argument \"k_cache\" (25600 bytes at "
+                       "0x100000), and the kernels write one of them");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         shared.bindArgument("x", 0x100000 + 4096, 1024));
+  EXPECT_CONTAINS(msg, "argument \"x\" (1024 bytes at 0x101000) overlaps "
+                       "argument \"k_cache\"");
+  shared.bindArgument("v_cache", 0x100000 + 25600, 25600); // adjacent: fine
+  shared.bindArgument("x", 0x1000, 1024);
+  shared.bindArgument("residual", 0x1000, 1024); // shares x's memory
+
   uint64_t g = plan.generation();
   plan.bindArgument("x", 0x1000, 1024);
   EXPECT_TRUE(plan.isBound(0));
@@ -260,7 +280,7 @@ TEST(LaunchPlan, BindingErrors) {
   EXPECT_CONTAINS(msg, "unbound arguments: residual, norm_w, qkv_w, "
                        "positions, seq_lens, k_cache, v_cache");
   for (int i = 1; i < 9; ++i)
-    plan.bindArgument(i, 0x1000 * (i + 1), plan.argumentBytes(i));
+    plan.bindArgument(i, kArgStride * (i + 1), plan.argumentBytes(i));
   msg =
       EXPECT_THROW_MSG(InvalidArgumentError, plan.validate(StepShape{1, 1, 1}));
   EXPECT_CONTAINS(msg, "internal buffer kernel 0 (decode_layer_kernel_0) "

@@ -227,9 +227,10 @@ public:
 
   /// Binds function argument `i` (or the one called `name`) to device
   /// memory at `address` holding `bytes`. Throws InvalidArgumentError for
-  /// an unknown argument, a null or not 16-byte aligned address, or fewer
+  /// an unknown argument, a null or not 16-byte aligned address, fewer
   /// bytes than the argument needs at capacity (the message gives its shape
-  /// and the capacities).
+  /// and the capacities), or memory that overlaps another bound argument
+  /// where either is a buffer the kernels write (kind "buffer": the caches).
   void bindArgument(int i, uint64_t address, uint64_t bytes);
   void bindArgument(std::string_view name, uint64_t address, uint64_t bytes);
   /// Binds the first argument whose role is `role` (Model::argumentRole:
@@ -279,9 +280,14 @@ public:
   void checkStepInputs(const StepShape &shape, const StepInputs &in) const;
 
 private:
+  /// Throws InvalidArgumentError if [address, address + bytes) overlaps a
+  /// bound argument other than `i` where either is a buffer kernels write.
+  void checkNoOverlap(int i, uint64_t address, uint64_t bytes) const;
+
   const Model *model_;
   Capacity capacity_;
   std::vector<uint64_t> argAddress_;
+  std::vector<uint64_t> argBytes_; ///< bytes of each bound argument
   std::vector<uint64_t> internalAddress_;
   uint64_t generation_ = 0;
 };
