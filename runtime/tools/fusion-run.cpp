@@ -28,13 +28,12 @@
 #include "fusion/tooling/StepInputs.h"
 #include "fusion/tooling/Weights.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 using namespace fusion::runtime;
