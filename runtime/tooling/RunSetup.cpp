@@ -102,8 +102,7 @@ RunHeader header(const Options &o, const RunSetup &s) {
 
 RunSetup setUpRun(const Options &o, Model model, std::string ptx,
                   FrontHalfSignature sig, std::ostream &log) {
-  RunSetup s{std::move(model), std::move(ptx), std::move(sig), {}, {}, {},
-             {}, 0, {}, 0, {}, {}};
+  RunSetup s(std::move(model), std::move(ptx), std::move(sig));
   if (!o.inputs.empty())
     s.golden = GoldenDecodeStep::load(o.inputs);
   setUpReferenceAndCache(o, s, log);

@@ -22,11 +22,18 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 
 namespace fusion::tooling {
 
 /// What a run of a layer front half needs before it touches the GPU.
 struct RunSetup {
+  /// A setup of `model` (PTX text `ptx`, front half `sig`); the rest is
+  /// filled in by setUpRun().
+  RunSetup(runtime::Model model, std::string ptx,
+           runtime::FrontHalfSignature sig)
+      : model(std::move(model)), ptx(std::move(ptx)), sig(std::move(sig)) {}
+
   runtime::Model model;
   std::string ptx; ///< the PTX text
   runtime::FrontHalfSignature sig;
