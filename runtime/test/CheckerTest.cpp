@@ -67,6 +67,21 @@ TEST(Checker, OutputRowsFollowTheSignature) {
   EXPECT_EQ(outputRows(sig, got, r, r)[1].name, "residual_out");
 }
 
+TEST(Checker, IntermediatesOfTheTinyFunction) {
+  // Kernel 0 (rmsnorm, qkv_proj, rope, kv_append) writes the rotated query
+  // for kernel 1; its residual_out and kernel 1's output are no
+  // intermediates of the front half.
+  Model model =
+      Model::load(fusion::runtime::test::dataPath("tiny_decode.manifest.json"));
+  std::vector<Intermediate> m =
+      findIntermediates(model, FrontHalfSignature::fromModel(model));
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].name, "q_rot");
+  EXPECT_EQ(m[0].source, "kernel 0 output query");
+  EXPECT_EQ(m[0].buffer, 0);
+  EXPECT_EQ(m[0].rowElems, 4 * 16);
+}
+
 TEST(Checker, WorstSequence) {
   ErrorStats w = worstSequence({1, 1, 3, 1}, {1, 1, 1, 1}, 2);
   // Row 1: |d| = 2 of ||(1, 1)|| = sqrt(2).
