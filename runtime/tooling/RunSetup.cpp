@@ -116,9 +116,14 @@ RunSetup setUpRun(const Options &o, Model model, std::string ptx,
 
 LaunchPlan probePlan(const RunSetup &s) {
   LaunchPlan probe(s.model, s.capacity());
-  for (const ManifestArgument &a : s.model.arguments())
-    probe.bindArgument(a.index, 0x1000,
-                       static_cast<uint64_t>(probe.argumentBytes(a.index)));
+  // Distinct, aligned fake addresses (bindArgument refuses overlapping
+  // caches).
+  uint64_t next = 0x1000;
+  for (const ManifestArgument &a : s.model.arguments()) {
+    auto bytes = static_cast<uint64_t>(probe.argumentBytes(a.index));
+    probe.bindArgument(a.index, next, bytes);
+    next += (bytes + 255) / 256 * 256 + 256;
+  }
   for (size_t i = 0; i < s.model.internalBuffers().size(); ++i)
     probe.setInternal(static_cast<int>(i), 0x1000);
   probe.validate(s.shape());
