@@ -4,6 +4,7 @@
 
 #include "JsonUtil.h"
 #include "fusion/runtime/Error.h"
+#include "fusion/runtime/File.h"
 
 #include <cerrno>
 #include <cmath>
@@ -80,12 +81,8 @@ TensorStore TensorStore::open(const std::string &path) {
   std::string name = p.filename().string();
   if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".json") == 0) {
     // A sharded checkpoint's index: {"weight_map": {"tensor": "file"}}.
-    std::ifstream is(path, std::ios::binary);
-    if (!is)
-      throw Error("cannot open " + path + ": " + std::strerror(errno));
-    std::ostringstream ss;
-    ss << is.rdbuf();
-    json doc = jsonutil::parse(ss.str(), path);
+    json doc = jsonutil::parse(
+        readFile(path, "checkpoint index", kMaxJsonFileBytes), path);
     Node root(doc, path);
     Node map = root.at("weight_map");
     map.expectObject();

@@ -26,6 +26,12 @@
 #include <string>
 #include <string_view>
 
+namespace fusion::runtime {
+/// The largest JSON file the runtime reads (manifests, config.json,
+/// checkpoint indexes: kilobytes to a few megabytes in practice).
+constexpr uint64_t kMaxJsonFileBytes = uint64_t{64} << 20;
+} // namespace fusion::runtime
+
 namespace fusion::runtime::jsonutil {
 
 using json = nlohmann::json;

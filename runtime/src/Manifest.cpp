@@ -4,6 +4,7 @@
 
 #include "JsonUtil.h"
 #include "fusion/runtime/Error.h"
+#include "fusion/runtime/File.h"
 
 #include <algorithm>
 #include <cctype>
@@ -924,12 +925,8 @@ Manifest Manifest::parse(std::string_view text, const std::string &source) {
 }
 
 Manifest Manifest::load(const std::string &path) {
-  std::ifstream is(path, std::ios::binary);
-  if (!is)
-    throw Error("cannot open manifest " + path + ": " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << is.rdbuf();
-  return parse(ss.str(), path);
+  // A manifest of a whole model has a few hundred kilobytes.
+  return parse(readFile(path, "manifest", kMaxJsonFileBytes), path);
 }
 
 const ManifestFunction &Manifest::function(std::string_view name) const {

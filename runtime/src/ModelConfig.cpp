@@ -4,6 +4,7 @@
 
 #include "JsonUtil.h"
 #include "fusion/runtime/Error.h"
+#include "fusion/runtime/File.h"
 
 #include <cerrno>
 #include <cmath>
@@ -216,12 +217,7 @@ ModelConfig ModelConfig::parse(std::string_view text,
 }
 
 ModelConfig ModelConfig::load(const std::string &path) {
-  std::ifstream is(path, std::ios::binary);
-  if (!is)
-    throw Error("cannot open " + path + ": " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << is.rdbuf();
-  return parse(ss.str(), path);
+  return parse(readFile(path, "config", kMaxJsonFileBytes), path);
 }
 
 ref::FrontHalfConfig ModelConfig::frontHalf(DType dtype) const {

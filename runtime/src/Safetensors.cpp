@@ -4,6 +4,7 @@
 
 #include "JsonUtil.h"
 #include "fusion/runtime/Error.h"
+#include "fusion/runtime/File.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -151,7 +152,8 @@ void writeSafetensors(const std::string &path,
                       const std::vector<TensorRef> &tensors,
                       const std::map<std::string, std::string> &metadata) {
   std::string bytes = encodeSafetensors(tensors, metadata);
-  std::string temp = path + ".tmp";
+  std::string file = regularOutputFile(path, "safetensors output");
+  std::string temp = file + ".tmp";
   {
     std::ofstream os(temp, std::ios::binary | std::ios::trunc);
     if (!os)
@@ -163,10 +165,10 @@ void writeSafetensors(const std::string &path,
       throw Error("writeSafetensors: cannot write " + temp + ": " + osError());
     }
   }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+  if (std::rename(temp.c_str(), file.c_str()) != 0) {
     std::string reason = osError();
     std::remove(temp.c_str());
-    throw Error("writeSafetensors: cannot rename " + temp + " to " + path +
+    throw Error("writeSafetensors: cannot rename " + temp + " to " + file +
                 ": " + reason);
   }
 }

@@ -235,5 +235,5 @@ TEST(ModelConfig, Errors) {
   EXPECT_CONTAINS(msg, "cfg.json: invalid JSON: arrays and objects nested "
                        "more than 64 levels deep");
   msg = EXPECT_THROW_MSG(Error, ModelConfig::load("/nonexistent/config.json"));
-  EXPECT_CONTAINS(msg, "cannot open /nonexistent/config.json");
+  EXPECT_CONTAINS(msg, "cannot open config /nonexistent/config.json");
 }

@@ -3,6 +3,7 @@
 #include "fusion/tooling/Options.h"
 
 #include "fusion/runtime/Error.h"
+#include "fusion/runtime/File.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -181,11 +182,34 @@ bool setOption(Options &o, Given &given, const std::string &flag,
   return true;
 }
 
+/// Checks that the files fusion-run writes (--out, --json unless "-") are
+/// neither one another nor any file it reads, and that --out can be
+/// replaced by a rename (runtime::regularOutputFile).
+void checkOutputPaths(const Options &o) {
+  const std::pair<const char *, const std::string *> outputs[] = {
+      {"--out", &o.out}, {"--json", &o.json}};
+  const std::pair<const char *, const std::string *> files[] = {
+      {"--ptx", &o.ptx},         {"--manifest", &o.manifest},
+      {"--config", &o.config},   {"--inputs", &o.inputs},
+      {"--weights", &o.weights}, {"--out", &o.out}};
+  if (!o.out.empty())
+    runtime::regularOutputFile(o.out, "--out"); // before any work is done
+  for (auto [flag, path] : outputs) {
+    if (path->empty() || *path == "-")
+      continue;
+    for (auto [other, file] : files)
+      if (file != path && !file->empty() && runtime::sameFile(*path, *file))
+        usageError(std::string(flag) + " " + *path + " is the file " + other +
+                   " names; fusion-run would overwrite it");
+  }
+}
+
 /// Checks the options against each other and fills in the batch and the
 /// per-sequence lengths.
 void finish(Options &o, const Given &given) {
   if (o.ptx.empty() || o.manifest.empty())
     usageError("--ptx and --manifest are required");
+  checkOutputPaths(o);
   if (o.layers > 1 && o.iters == 0)
     usageError("--layers " + std::to_string(o.layers) +
                " applies to the timing, which --iters 0 turns off");

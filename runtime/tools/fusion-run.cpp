@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fusion/runtime/Error.h"
+#include "fusion/runtime/File.h"
 #include "fusion/tooling/Checker.h"
 #include "fusion/tooling/DeviceRunner.h"
 #include "fusion/tooling/Inspect.h"
@@ -44,17 +45,6 @@ namespace {
 constexpr int kExitMismatch = 1;
 constexpr int kExitError = 2;
 constexpr int kExitSkipped = 77;
-
-/// The contents of the file `path` (`what` names it in errors).
-std::string readFile(const std::string &path, const char *what) {
-  std::ifstream is(path, std::ios::binary);
-  if (!is)
-    throw Error(std::string("cannot open ") + what + " " + path + ": " +
-                std::strerror(errno));
-  std::ostringstream ss;
-  ss << is.rdbuf();
-  return ss.str();
-}
 
 /// The host's K/V caches and step source: a random history, or the golden's.
 struct HostData {
@@ -185,7 +175,8 @@ int finish(const Options &o, RunSummary &r, const std::string &weightsOrigin,
 
 int run(const Options &o) {
   Model model = Model::load(o.manifest, o.function);
-  std::string ptx = readFile(o.ptx, "PTX");
+  // The PTX of a whole model is megabytes.
+  std::string ptx = readFile(o.ptx, "PTX", uint64_t{1} << 30);
   checkPtxAgainstManifest(ptx, o.ptx, model.manifest());
   std::optional<FrontHalfSignature> sig;
   try {
