@@ -2,6 +2,7 @@
 
 #include "fusion/runtime/Model.h"
 
+#include "fusion/contract/Contract.h"
 #include "fusion/runtime/Error.h"
 
 #include <algorithm>
@@ -139,28 +140,29 @@ int64_t Model::defaultNumSplits(int64_t batch, int64_t maxSeqLen) const {
     // The launch this batch runs: a variant may have its own grid and
     // policy members (the kernel's schedule fills in the rest).
     const LaunchGeometry &g = k->launchFor(std::max<int64_t>(batch, 1));
-    auto get = [&](const char *key, int64_t fallback) {
+    auto get = [&](std::string_view key, int64_t fallback) {
       for (const LaunchGeometry *l :
            {&g, static_cast<const LaunchGeometry *>(k)}) {
-        auto it = l->scheduleInts.find(key);
+        auto it = l->scheduleInts.find(std::string(key));
         if (it != l->scheduleInts.end() && it->second >= 1)
           return it->second;
       }
       return fallback;
     };
-    int64_t targetCtas = get("target_ctas", 264);
-    int64_t minChunk = get("min_chunk_tokens", 64);
+    const contract::SplitPolicy defaults;
+    contract::SplitPolicy policy;
+    policy.maxSplits = maxSplits_;
+    policy.targetCtas =
+        get(contract::schedule::kTargetCtas, defaults.targetCtas);
+    policy.minChunkTokens =
+        get(contract::schedule::kMinChunkTokens, defaults.minChunkTokens);
     Symbols s{std::max<int64_t>(batch, 1), 1, 1, 1};
     int64_t gridY = 1;
     try {
       gridY = g.grid[1].evaluate(s);
     } catch (const Error &) {
     }
-    int64_t ctasPerSplit = std::max<int64_t>(1, s.batch * gridY);
-    int64_t byCtas = targetCtas / ctasPerSplit; // about one wave, never more
-    int64_t byLength =
-        (std::max<int64_t>(maxSeqLen, 1) + minChunk - 1) / minChunk;
-    return std::max<int64_t>(1, std::min({maxSplits_, byCtas, byLength}));
+    return contract::chooseNumSplits(policy, s.batch, gridY, maxSeqLen);
   }
   return 1;
 }
