@@ -20,7 +20,7 @@ Model::Model(Manifest manifest, std::string_view function)
     : manifest_(std::move(manifest)) {
   function_ = &manifest_.function(function);
   const ManifestFunction &f = *function_;
-  argRoles_.assign(f.arguments.size(), std::string(kUnusedRole));
+  argRoles_.assign(f.arguments.size(), std::string(contract::role::kUnused));
   std::vector<bool> roleSet(f.arguments.size(), false);
   maxSplits_ = std::numeric_limits<int64_t>::max();
   for (int k : f.kernels) {
@@ -322,7 +322,7 @@ void LaunchPlan::validate(const StepShape &shape) const {
     if (argAddress_[i] != 0)
       continue;
     // Arguments no kernel reads (and no result returns) need no buffer.
-    bool used = m.argumentRole(static_cast<int>(i)) != kUnusedRole;
+    bool used = m.argumentRole(static_cast<int>(i)) != contract::role::kUnused;
     for (const ManifestResult &r : m.results())
       used |= r.source.kind == Binding::Kind::Argument &&
               r.source.index == static_cast<int>(i);
@@ -407,13 +407,14 @@ CacheUse cacheUse(const Model &m) {
     for (const ManifestParam &p : k->params) {
       if (p.kind != ParamKind::Input)
         continue;
-      if (p.role == "key_cache" || p.role == "value_cache") {
+      if (p.role == contract::role::kKeyCache ||
+          p.role == contract::role::kValueCache) {
         cache = true;
         if (p.shape.size() == 4 && !p.shape[1].isSymbol())
           u.pageSize = p.shape[1].value;
       }
-      positions |= p.role == "positions";
-      seqLens |= p.role == "seq_lens";
+      positions |= p.role == contract::role::kPositions;
+      seqLens |= p.role == contract::role::kSeqLens;
     }
     u.appends |= cache && positions;
     u.reads |= cache && seqLens;
@@ -631,7 +632,7 @@ FrontHalfSignature FrontHalfSignature::fromModel(const Model &m) {
   FrontHalfSignature sig;
   const std::string fn =
       "function \"" + m.function().name + "\" of " + m.manifest().source;
-  auto need = [&](const char *role) {
+  auto need = [&](std::string_view role) {
     int i = m.argumentWithRole(role);
     if (i < 0)
       throwInvalidArgument(fn,
@@ -651,27 +652,27 @@ FrontHalfSignature FrontHalfSignature::fromModel(const Model &m) {
   };
   int layers = 0;
   for (size_t i = 0; i < m.arguments().size(); ++i)
-    layers += m.argumentRole(static_cast<int>(i)) == "qkv_weight";
+    layers += m.argumentRole(static_cast<int>(i)) == contract::role::kQKVWeight;
   if (layers > 1)
     throwUnsupported(fn, " has ", layers, " qkv weights (", layers,
                      " layers); only a single layer's front half is "
                      "supported here");
-  sig.x = need("input");
-  sig.residual = m.argumentWithRole("residual");
-  sig.normWeight = need("norm_weight");
-  sig.normBias = m.argumentWithRole("norm_bias");
-  sig.qkvWeight = need("qkv_weight");
-  sig.qkvBias = m.argumentWithRole("qkv_bias");
-  sig.positions = need("positions");
-  sig.seqLens = need("seq_lens");
-  sig.blockTable = need("block_table");
-  sig.keyCache = need("key_cache");
-  sig.valueCache = need("value_cache");
-  sig.output = m.resultWithRole("output");
+  sig.x = need(contract::role::kInput);
+  sig.residual = m.argumentWithRole(contract::role::kResidual);
+  sig.normWeight = need(contract::role::kNormWeight);
+  sig.normBias = m.argumentWithRole(contract::role::kNormBias);
+  sig.qkvWeight = need(contract::role::kQKVWeight);
+  sig.qkvBias = m.argumentWithRole(contract::role::kQKVBias);
+  sig.positions = need(contract::role::kPositions);
+  sig.seqLens = need(contract::role::kSeqLens);
+  sig.blockTable = need(contract::role::kBlockTable);
+  sig.keyCache = need(contract::role::kKeyCache);
+  sig.valueCache = need(contract::role::kValueCache);
+  sig.output = m.resultWithRole(contract::role::kOutput);
   if (sig.output < 0)
     throwInvalidArgument(fn, " is not a decode-layer front half: no result ",
                          "with role \"output\" (attention output)");
-  sig.residualOut = m.resultWithRole("residual_out");
+  sig.residualOut = m.resultWithRole(contract::role::kResidualOut);
 
   const ManifestArgument &x = arg(sig.x);
   if (x.dtype == ElemType::F16)

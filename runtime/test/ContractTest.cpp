@@ -81,6 +81,9 @@ TEST(ContractTest, RoleVocabularies) {
   EXPECT_EQ(paramKindName(ParamKind::Output), "output");
   EXPECT_EQ(paramKindName(ParamKind::Workspace), "workspace");
   EXPECT_EQ(paramKindName(ParamKind::Scalar), "scalar");
+  EXPECT_EQ(parseParamKind("workspace"), ParamKind::Workspace);
+  EXPECT_EQ(parseParamKind("scalar"), ParamKind::Scalar);
+  EXPECT_EQ(parseParamKind("Input"), std::nullopt);
   // No vocabulary lists a role twice, and "unused" is an input role of none.
   std::set<std::string_view> inputs(kInputRoles.begin(), kInputRoles.end());
   std::set<std::string_view> outputs(kOutputRoles.begin(), kOutputRoles.end());

@@ -860,27 +860,30 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
     return p.kind == KernelParam::Kind::Scalar;
   });
   size_t workspaceIndex = firstScalar - params.begin();
+  namespace role = contract::role;
+  const std::string batch(contract::dim::kBatch),
+      numSplits(contract::dim::kNumSplits);
   std::string hq = std::to_string(shape.numHeads),
               ms = std::to_string(sched->maxSplits),
               dim = std::to_string(shape.headDim);
   SmallVector<KernelParam> workspace{
       {KernelParam::Kind::Workspace,
-       "partial_out",
+       std::string(role::kPartialOut),
        f32,
-       {"batch", hq, ms, dim}},
+       {batch, hq, ms, dim}},
       {KernelParam::Kind::Workspace,
-       "partial_stats",
+       std::string(role::kPartialStats),
        f32,
-       {"batch", hq, ms, "2"}},
+       {batch, hq, ms, "2"}},
       {KernelParam::Kind::Workspace,
-       "split_counters",
+       std::string(role::kSplitCounters),
        i32,
-       {"batch", std::to_string(shape.numKvHeads * sched->headBlocks)},
+       {batch, std::to_string(shape.numKvHeads * sched->headBlocks)},
        /*zeroInitialized=*/true},
   };
   params.insert(params.begin() + workspaceIndex, workspace.begin(),
                 workspace.end());
-  params.push_back({KernelParam::Kind::Scalar, "num_splits", i32, {}});
+  params.push_back({KernelParam::Kind::Scalar, numSplits, i32, {}});
 
   // --- The gpu.func
   // -------------------------------------------------------------
@@ -903,9 +906,9 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   auto scalarArg = [&](StringRef role) {
     return func.getArgument(findParam(params, role));
   };
-  emitter.batchArg = scalarArg("batch");
-  emitter.maxPagesArg = scalarArg("max_pages");
-  emitter.numSplitsArg = scalarArg("num_splits");
+  emitter.batchArg = scalarArg(contract::dim::kBatch);
+  emitter.maxPagesArg = scalarArg(contract::dim::kMaxPages);
+  emitter.numSplitsArg = scalarArg(contract::dim::kNumSplits);
   emitter.smem = addWorkgroupBuffer(func, f32, sched->sharedFloats);
   // Vector accesses (vector<8xf32>) to the merge buffer: align it (the default
   // alignment of a workgroup global is its element's).
@@ -917,8 +920,8 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
 
   KernelLaunch launch;
   launch.entry = kernel.getSymName().str();
-  launch.grid = {"num_splits",
-                 std::to_string(shape.numKvHeads * sched->headBlocks), "batch"};
+  launch.grid = {numSplits,
+                 std::to_string(shape.numKvHeads * sched->headBlocks), batch};
   launch.blockSize = sched->threads;
   launch.dynamicSharedBytes = 0;
   launch.params = std::move(params);

@@ -93,78 +93,80 @@ mlir::fusion::getABIShape(ShapedType type, ArrayRef<StringRef> dynamicNames) {
 }
 
 SmallVector<StringRef> mlir::fusion::getDynamicDimNames(Type type) {
+  namespace dim = contract::dim;
   if (isa<MemRefType>(type))
-    return {"num_pages"};
+    return {dim::kNumPages};
   auto shaped = dyn_cast<ShapedType>(type);
   if (shaped && shaped.getElementType().isInteger(32) && shaped.getRank() == 2)
-    return {"batch", "max_pages"};
-  return {"batch"};
+    return {dim::kBatch, dim::kMaxPages};
+  return {dim::kBatch};
 }
 
 /// The role of `use` (an operand of an op in a kernel body).
-static std::string getUseRole(OpOperand &use) {
+static StringRef getUseRole(OpOperand &use) {
+  namespace role = contract::role;
   Operation *owner = use.getOwner();
   unsigned index = use.getOperandNumber();
-  return llvm::TypeSwitch<Operation *, std::string>(owner)
-      .Case<RMSNormOp>([&](RMSNormOp op) -> std::string {
+  return llvm::TypeSwitch<Operation *, StringRef>(owner)
+      .Case<RMSNormOp>([&](RMSNormOp op) -> StringRef {
         if (use.get() == op.getInput())
-          return "input";
+          return role::kInput;
         if (use.get() == op.getWeight())
-          return "norm_weight";
-        return "residual";
+          return role::kNormWeight;
+        return role::kResidual;
       })
-      .Case<LayerNormOp>([&](LayerNormOp op) -> std::string {
+      .Case<LayerNormOp>([&](LayerNormOp op) -> StringRef {
         if (use.get() == op.getInput())
-          return "input";
+          return role::kInput;
         if (use.get() == op.getWeight())
-          return "norm_weight";
-        return "norm_bias";
+          return role::kNormWeight;
+        return role::kNormBias;
       })
-      .Case<QKVProjOp>([&](QKVProjOp op) -> std::string {
+      .Case<QKVProjOp>([&](QKVProjOp op) -> StringRef {
         if (use.get() == op.getInput())
-          return "input";
+          return role::kInput;
         if (use.get() == op.getWeight())
-          return "qkv_weight";
-        return "qkv_bias";
+          return role::kQKVWeight;
+        return role::kQKVBias;
       })
-      .Case<RopeOp>([&](RopeOp op) -> std::string {
+      .Case<RopeOp>([&](RopeOp op) -> StringRef {
         if (use.get() == op.getQuery())
-          return "query";
+          return role::kQuery;
         if (use.get() == op.getKey())
-          return "key";
-        return "positions";
+          return role::kKey;
+        return role::kPositions;
       })
-      .Case<KVAppendOp>([&](KVAppendOp op) -> std::string {
+      .Case<KVAppendOp>([&](KVAppendOp op) -> StringRef {
         switch (index) {
         case 0:
-          return "key";
+          return role::kKey;
         case 1:
-          return "value";
+          return role::kValue;
         case 2:
-          return "key_cache";
+          return role::kKeyCache;
         case 3:
-          return "value_cache";
+          return role::kValueCache;
         case 4:
-          return "block_table";
+          return role::kBlockTable;
         default:
-          return "positions";
+          return role::kPositions;
         }
       })
-      .Case<DecodeAttentionOp>([&](DecodeAttentionOp op) -> std::string {
+      .Case<DecodeAttentionOp>([&](DecodeAttentionOp op) -> StringRef {
         switch (index) {
         case 0:
-          return "query";
+          return role::kQuery;
         case 1:
-          return "key_cache";
+          return role::kKeyCache;
         case 2:
-          return "value_cache";
+          return role::kValueCache;
         case 3:
-          return "block_table";
+          return role::kBlockTable;
         default:
-          return "seq_lens";
+          return role::kSeqLens;
         }
       })
-      .Default([](Operation *) { return std::string("operand"); });
+      .Default([](Operation *) -> StringRef { return "operand"; });
 }
 
 std::string mlir::fusion::getOperandRole(KernelOp kernel,
@@ -182,29 +184,32 @@ std::string mlir::fusion::getOperandRole(KernelOp kernel,
       first = &use;
   }
   if (!first)
-    return "unused";
-  return getUseRole(*first);
+    return std::string(contract::role::kUnused);
+  return getUseRole(*first).str();
 }
 
 std::string mlir::fusion::getResultRole(KernelOp kernel, unsigned resultIndex) {
+  namespace role = contract::role;
   Value yielded = kernel.getYield().getValues()[resultIndex];
   Operation *def = yielded.getDefiningOp();
   if (!def)
     return getOperandRole(kernel, cast<BlockArgument>(yielded).getArgNumber());
   unsigned number = cast<OpResult>(yielded).getResultNumber();
-  return llvm::TypeSwitch<Operation *, std::string>(def)
+  return llvm::TypeSwitch<Operation *, StringRef>(def)
       .Case<RMSNormOp>([&](auto) {
-        return number == 0 ? std::string("normed")
-                           : std::string("residual_out");
+        return number == 0 ? role::kNormed : role::kResidualOut;
       })
-      .Case<LayerNormOp>([&](auto) { return std::string("normed"); })
-      .Case<QKVProjOp>([&](auto) -> std::string {
-        return number == 0 ? "query" : number == 1 ? "key" : "value";
+      .Case<LayerNormOp>([&](auto) { return role::kNormed; })
+      .Case<QKVProjOp>([&](auto) {
+        return number == 0   ? role::kQuery
+               : number == 1 ? role::kKey
+                             : role::kValue;
       })
       .Case<RopeOp>(
-          [&](auto) -> std::string { return number == 0 ? "query" : "key"; })
-      .Case<DecodeAttentionOp>([&](auto) { return std::string("output"); })
-      .Default([](Operation *) { return std::string("result"); });
+          [&](auto) { return number == 0 ? role::kQuery : role::kKey; })
+      .Case<DecodeAttentionOp>([&](auto) { return role::kOutput; })
+      .Default([](Operation *) -> StringRef { return "result"; })
+      .str();
 }
 
 SmallVector<KernelParam> mlir::fusion::getDefaultKernelParams(KernelOp kernel) {
@@ -217,7 +222,7 @@ SmallVector<KernelParam> mlir::fusion::getDefaultKernelParams(KernelOp kernel) {
     param.role = getOperandRole(kernel, index);
     param.elementType = shaped.getElementType();
     param.shape = getABIShape(shaped, getDynamicDimNames(shaped));
-    hasBlockTable |= param.role == "block_table";
+    hasBlockTable |= param.role == contract::role::kBlockTable;
     params.push_back(std::move(param));
   }
   for (auto [index, result] : llvm::enumerate(kernel.getResults())) {
@@ -230,9 +235,13 @@ SmallVector<KernelParam> mlir::fusion::getDefaultKernelParams(KernelOp kernel) {
     params.push_back(std::move(param));
   }
   Type i32 = IntegerType::get(kernel.getContext(), 32);
-  params.push_back({KernelParam::Kind::Scalar, "batch", i32, {}});
+  params.push_back(
+      {KernelParam::Kind::Scalar, std::string(contract::dim::kBatch), i32, {}});
   if (hasBlockTable)
-    params.push_back({KernelParam::Kind::Scalar, "max_pages", i32, {}});
+    params.push_back({KernelParam::Kind::Scalar,
+                      std::string(contract::dim::kMaxPages),
+                      i32,
+                      {}});
   return params;
 }
 
@@ -383,23 +392,9 @@ DictionaryAttr mlir::fusion::getLaunchAttr(const KernelLaunch &launch,
   };
   SmallVector<Attribute> params;
   for (const KernelParam &param : launch.params) {
-    StringRef kind;
-    switch (param.kind) {
-    case KernelParam::Kind::Input:
-      kind = "input";
-      break;
-    case KernelParam::Kind::Output:
-      kind = "output";
-      break;
-    case KernelParam::Kind::Workspace:
-      kind = "workspace";
-      break;
-    case KernelParam::Kind::Scalar:
-      kind = "scalar";
-      break;
-    }
     SmallVector<NamedAttribute> entries{
-        b.getNamedAttr("kind", b.getStringAttr(kind)),
+        b.getNamedAttr("kind",
+                       b.getStringAttr(contract::paramKindName(param.kind))),
         b.getNamedAttr("role", b.getStringAttr(param.role)),
         b.getNamedAttr("dtype",
                        b.getStringAttr(getDTypeName(param.elementType))),

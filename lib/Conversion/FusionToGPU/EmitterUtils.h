@@ -89,14 +89,12 @@ int64_t getTypeBytes(Type type);
 SmallVector<std::string> getABIShape(ShapedType type,
                                      ArrayRef<StringRef> dynamicNames);
 
-/// The role of a kernel operand, from the op in the body that uses it
-/// ("input", "residual", "norm_weight", "norm_bias", "qkv_weight",
-/// "qkv_bias", "query", "key", "value", "positions", "key_cache",
-/// "value_cache", "block_table", "seq_lens").
+/// The role of a kernel operand, from the op in the body that uses it (one
+/// of contract::kInputRoles; contract::role::kUnused if nothing uses it).
 std::string getOperandRole(KernelOp kernel, unsigned operandIndex);
 
-/// The role of a kernel result, from the op that yields it ("normed",
-/// "residual_out", "query", "key", "value", "output").
+/// The role of a kernel result, from the op that yields it (one of
+/// contract::kOutputRoles).
 std::string getResultRole(KernelOp kernel, unsigned resultIndex);
 
 /// The default parameter list of a kernel in ABI order: one Input per
@@ -107,11 +105,6 @@ SmallVector<KernelParam> getDefaultKernelParams(KernelOp kernel);
 
 /// Index of the first parameter with `role` (-1 if none).
 int findParam(ArrayRef<KernelParam> params, StringRef role);
-
-/// The ABI shape names of the dynamic dimensions of a type used by a kernel
-/// (batch for activations, num_pages for caches, batch/max_pages for a block
-/// table).
-SmallVector<StringRef> getDynamicDimNames(Type type);
 
 /// Creates `gpu.func @name(...) kernel` at the end of `module` with one
 /// argument per parameter (a flat buffer memref for buffers, the scalar type

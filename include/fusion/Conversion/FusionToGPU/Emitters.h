@@ -35,6 +35,12 @@ namespace mlir::fusion {
 /// policy, launch limits), shared with the runtime.
 namespace contract = ::fusion::contract;
 
+/// The run-time names of the dynamic dimensions of `type`, a kernel operand
+/// or result or a function argument or result, in order: num_pages for a
+/// cache (a memref), batch and max_pages for a block table (2-D i32), batch
+/// otherwise.
+SmallVector<StringRef> getDynamicDimNames(Type type);
+
 /// One kernel parameter, in ABI order.
 struct KernelParam {
   using Kind = contract::ParamKind;

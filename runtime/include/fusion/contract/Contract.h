@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace fusion::contract {
@@ -59,6 +60,16 @@ constexpr std::string_view paramKindName(ParamKind kind) {
     break;
   }
   return "scalar";
+}
+
+/// The kind spelled `name` (paramKindName's inverse); nullopt for any other
+/// string.
+constexpr std::optional<ParamKind> parseParamKind(std::string_view name) {
+  for (ParamKind kind : {ParamKind::Input, ParamKind::Output,
+                         ParamKind::Workspace, ParamKind::Scalar})
+    if (paramKindName(kind) == name)
+      return kind;
+  return std::nullopt;
 }
 
 /// Roles: what a parameter (or a function argument) holds. A role name may

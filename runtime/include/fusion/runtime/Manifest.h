@@ -72,6 +72,8 @@
 #ifndef FUSION_RUNTIME_MANIFEST_H
 #define FUSION_RUNTIME_MANIFEST_H
 
+#include "fusion/contract/Contract.h"
+
 #include <array>
 #include <cstdint>
 #include <map>
@@ -130,15 +132,12 @@ std::string shapeString(const std::vector<Dim> &shape);
 /// Product of the dimensions under `symbols`.
 int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols);
 
-enum class ParamKind { Input, Output, Workspace, Scalar };
-std::string_view paramKindName(ParamKind kind);
+using contract::ParamKind;
+using contract::paramKindName;
 
-/// The role of a function argument that no kernel parameter reads.
-inline constexpr std::string_view kUnusedRole = "unused";
-/// The roles a kernel parameter of `kind` may have (docs/abi.md section
-/// 3.3), e.g. "input", "qkv_weight", "key_cache" for inputs; "batch",
-/// "max_pages", "num_splits" for scalars. Function arguments take the input
-/// roles or kUnusedRole.
+/// The roles a kernel parameter of `kind` may have (contract::kInputRoles,
+/// ...; docs/abi.md section 3.3). Function arguments take the input roles
+/// or contract::role::kUnused.
 const std::vector<std::string_view> &paramRoles(ParamKind kind);
 /// "a, b or c" of paramRoles(kind), for messages.
 std::string roleList(ParamKind kind);
