@@ -506,7 +506,7 @@ void parseLaunch(const Node &n, LaunchGeometry &g) {
   for (size_t i = 0; i < 3; ++i) {
     g.grid[i] = parseDim(grid.at(i),
                          {contract::dim::kBatch, contract::dim::kNumSplits});
-    const int64_t limit = i == 0 ? 2147483647 : 65535;
+    const int64_t limit = contract::kMaxGridDims[i];
     if (!g.grid[i].isSymbol() && g.grid[i].value > limit)
       grid.at(i).fail("grid dimension " + std::to_string(g.grid[i].value) +
                       " is outside the CUDA limit [1, " +
@@ -517,20 +517,21 @@ void parseLaunch(const Node &n, LaunchGeometry &g) {
   if (block.size() != 3)
     block.fail("expected 3 dimensions [threads, 1, 1], got " +
                std::to_string(block.size()));
-  g.block[0] = block.at(0).asInt(1, 1024);
+  g.block[0] = block.at(0).asInt(1, contract::kMaxThreadsPerBlock);
   for (size_t i = 1; i < 3; ++i)
     if ((g.block[i] = block.at(i).asInt()) != 1)
       block.at(i).fail("thread blocks are 1-D ([threads, 1, 1]), got " +
                        std::to_string(g.block[i]));
   if (auto s = n.find("static_shared_bytes"))
-    g.staticSharedBytes = s->asInt(0, kMaxStaticSharedBytes);
+    g.staticSharedBytes = s->asInt(0, contract::kMaxStaticSharedBytes);
   if (auto s = n.find("dynamic_shared_bytes")) {
     g.dynamicSharedBytes = s->asInt(0, std::numeric_limits<int64_t>::max());
-    if (g.dynamicSharedBytes > kMaxSharedBytesPerBlock - g.staticSharedBytes)
+    if (g.dynamicSharedBytes >
+        contract::kMaxSharedBytesPerBlock - g.staticSharedBytes)
       s->fail(std::to_string(g.dynamicSharedBytes) +
               " bytes of dynamic shared memory plus " +
               std::to_string(g.staticSharedBytes) + " static exceed the " +
-              std::to_string(kMaxSharedBytesPerBlock) +
+              std::to_string(contract::kMaxSharedBytesPerBlock) +
               " bytes (227 KiB, sm_90) a thread block can have");
   }
   if (auto s = n.find("schedule")) {

@@ -240,11 +240,12 @@ void LaunchPlan::bindArgument(int i, uint64_t address, uint64_t bytes) {
   if (address == 0)
     throwInvalidArgument("LaunchPlan::bindArgument: argument \"", a.name,
                          "\": null device address");
-  if (address % 16 != 0)
+  if (address % contract::kBufferAlignment != 0)
     throwInvalidArgument("LaunchPlan::bindArgument: argument \"", a.name,
                          "\": device address 0x", std::hex, address, std::dec,
-                         " is not 16-byte aligned (the kernels use 16-byte "
-                         "vector loads)");
+                         " is not ", contract::kBufferAlignment,
+                         "-byte aligned (the kernels use 16-byte vector "
+                         "loads)");
   uint64_t need = static_cast<uint64_t>(argumentBytes(i));
   if (bytes < need)
     throwInvalidArgument("LaunchPlan::bindArgument: argument \"", a.name,

@@ -105,7 +105,6 @@ struct AttentionShape {
 
 constexpr int64_t kMaxHeadDim = 256;
 constexpr int64_t kMaxHeadsPerCta = 8;
-constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
 //===----------------------------------------------------------------------===//
 // Small builders not (yet) in EmitterUtils
@@ -296,12 +295,13 @@ FailureOr<AttentionSchedule> chooseSchedule(KernelOp kernel,
   s.rowGroups = (s.threads / 32) * s.rowsPerWarp;
   s.tokensPerIter = s.rowGroups * s.unroll;
   s.sharedFloats = (s.threads / 32) * s.headsPerCta * (shape.headDim + 2);
-  if (s.sharedFloats * 4 + 4 > kMaxStaticSharedBytes)
+  if (s.sharedFloats * 4 + 4 > contract::kMaxStaticSharedBytes)
     return kernel.emitOpError()
            << "attention schedule needs " << s.sharedFloats * 4 + 4
            << " bytes of shared memory (threads " << s.threads
            << ", heads_per_cta " << s.headsPerCta << ", head_dim "
-           << shape.headDim << "), more than " << kMaxStaticSharedBytes;
+           << shape.headDim << "), more than "
+           << contract::kMaxStaticSharedBytes;
   return s;
 }
 

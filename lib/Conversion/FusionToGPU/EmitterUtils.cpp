@@ -35,14 +35,7 @@ bool mlir::fusion::hasTensorCores(gpu::GPUModuleOp module) {
 }
 
 int64_t mlir::fusion::getMaxSharedBytesPerCTA(gpu::GPUModuleOp module) {
-  const int64_t sm = getTargetSM(module);
-  if (sm >= 90)
-    return 227 * 1024;
-  if (sm == 80 || sm == 87)
-    return 163 * 1024;
-  if (sm >= 80)
-    return 99 * 1024;
-  return 64 * 1024;
+  return contract::maxSharedBytesPerBlock(getTargetSM(module));
 }
 
 bool mlir::fusion::hasGridDependencyControl(gpu::GPUModuleOp module) {
@@ -348,18 +341,19 @@ static LogicalResult verifyEntryLimits(KernelOp kernel, StringRef entry,
     return kernel.emitOpError() << "entry name \"" << entry
                                 << "\" is not a valid PTX entry name: expected "
                                 << describeKernelNameRule();
-  if (blockSize < 1 || blockSize > kMaxThreadsPerBlock)
+  if (blockSize < 1 || blockSize > contract::kMaxThreadsPerBlock)
     return kernel.emitOpError()
            << "entry " << entry << " needs blocks of " << blockSize
-           << " threads; a CTA has 1 to " << kMaxThreadsPerBlock;
+           << " threads; a CTA has 1 to " << contract::kMaxThreadsPerBlock;
   for (auto [axis, dim] : llvm::enumerate(grid)) {
     int64_t size;
     if (StringRef(dim).getAsInteger(10, size))
       continue;
-    if (size < 1 || size > kMaxGridDims[axis])
+    if (size < 1 || size > contract::kMaxGridDims[axis])
       return kernel.emitOpError()
              << "entry " << entry << " needs a grid of " << size << " CTAs in "
-             << "xyz"[axis] << "; CUDA allows 1 to " << kMaxGridDims[axis];
+             << "xyz"[axis] << "; CUDA allows 1 to "
+             << contract::kMaxGridDims[axis];
   }
   return success();
 }

@@ -64,9 +64,7 @@ inline constexpr llvm::StringLiteral kTargetSMAttrName = "fusion.target_sm";
 bool hasTensorCores(gpu::GPUModuleOp module);
 
 /// The most shared memory (static + dynamic) one CTA may use on `module`'s
-/// target, in bytes (CUDA C Programming Guide, "Technical Specifications per
-/// Compute Capability": 227 KiB on sm_90, 163 KiB on sm_80/87, 99 KiB on
-/// sm_86/89, 64 KiB below).
+/// target, in bytes (contract::maxSharedBytesPerBlock).
 int64_t getMaxSharedBytesPerCTA(gpu::GPUModuleOp module);
 
 /// Whether `module`'s target has griddepcontrol (sm_90+): then every kernel
@@ -129,17 +127,11 @@ Value addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType, int64_t count);
 Value getDynamicSharedBuffer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
                              Type elementType, int64_t count);
 
-/// The most threads a CTA may have (CUDA, every compute capability).
-inline constexpr int64_t kMaxThreadsPerBlock = 1024;
-
-/// The largest grid dimensions x, y, z a launch may have.
-inline constexpr int64_t kMaxGridDims[3] = {2147483647, 65535, 65535};
-
 /// Checks `launch` (and its variants) against what CUDA can launch: entry
 /// names that are PTX identifiers (isValidKernelName), 1 to
-/// kMaxThreadsPerBlock threads, and numeric grid dimensions in
-/// [1, kMaxGridDims]; run-time dimensions ("batch", "num_splits") are the
-/// launcher's to check. Reports the first violation on `kernel`.
+/// contract::kMaxThreadsPerBlock threads, and numeric grid dimensions in
+/// [1, contract::kMaxGridDims]; run-time dimensions ("batch", "num_splits") are
+/// the launcher's to check. Reports the first violation on `kernel`.
 LogicalResult verifyLaunchLimits(KernelOp kernel, const KernelLaunch &launch);
 
 /// The launch attribute `fusion.launch` for `launch` (see Passes.td), whose

@@ -210,7 +210,9 @@ inline constexpr int64_t kMaxThreadsPerBlock = 1024;
 inline constexpr std::array<int64_t, 3> kMaxGridDims = {2147483647, 65535,
                                                         65535};
 /// The most static shared memory a thread block may have, in bytes (48 KiB
-/// on every chip; more must be dynamic, with the opt-in of docs/abi.md).
+/// on every chip), which is also the most static plus dynamic shared memory
+/// it gets without the opt-in (cuFuncSetAttribute
+/// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, docs/abi.md section 1).
 inline constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 /// The alignment in bytes of every buffer parameter (the kernels use 16-byte
 /// vector loads).

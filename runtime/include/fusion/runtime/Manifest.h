@@ -56,7 +56,8 @@
 //
 // Validation is complete: "format" and "version" are required; every member
 // has its type and range (grid dimensions within the CUDA limits, block
-// [1..1024, 1, 1], shared memory within kMaxSharedBytesPerBlock, constant
+// [1..1024, 1, 1], shared memory within contract::kMaxSharedBytesPerBlock
+// and contract::kMaxStaticSharedBytes, constant
 // parts of shapes below kMaxConstantBytes, workspaces [batch, ...]); kinds
 // and roles are from the known vocabularies (paramRoles); the attributes of
 // the ops the reference reads (rmsnorm, layernorm, qkv_proj, rope,
@@ -93,12 +94,6 @@ int64_t elemTypeSize(ElemType type);
 /// Parses "f16", "bf16", "f32", "i32"; nullopt otherwise.
 std::optional<ElemType> parseElemType(std::string_view name);
 
-/// Largest static plus dynamic shared memory of one thread block the
-/// manifest may ask for: 227 KiB, the opt-in maximum of sm_90 (sm_80: 163
-/// KiB; cuFuncSetAttribute reports a device's own smaller limit).
-inline constexpr int64_t kMaxSharedBytesPerBlock = 227 * 1024;
-/// Largest static shared memory of one thread block (48 KiB on every chip).
-inline constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 /// Largest byte size of the constant dimensions of a shape (128 TiB): more
 /// than any GPU holds, so a larger shape is malformed.
 inline constexpr int64_t kMaxConstantBytes = int64_t(1) << 47;
