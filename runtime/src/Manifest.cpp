@@ -661,7 +661,8 @@ ManifestArgument parseArgument(const Node &an, size_t position) {
     arg.name = nm->asString();
   Node kind = an.at("kind");
   arg.kind = kind.asString();
-  if (arg.kind != "tensor" && arg.kind != "buffer")
+  if (arg.kind != contract::argument::kTensor &&
+      arg.kind != contract::argument::kBuffer)
     kind.fail("unknown argument kind \"" + arg.kind +
               "\" (expected \"tensor\" or \"buffer\")");
   Node role = an.at("role");

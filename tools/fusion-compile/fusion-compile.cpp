@@ -283,7 +283,9 @@ private:
                       ? std::string(contract::role::kUnused)
                       : role->second.role;
       if (auto shaped = dyn_cast<ShapedType>(arg.getType())) {
-        a["kind"] = isa<MemRefType>(shaped) ? "buffer" : "tensor";
+        a["kind"] =
+            StringRef(isa<MemRefType>(shaped) ? contract::argument::kBuffer
+                                              : contract::argument::kTensor);
         a["dtype"] = dtypeOf(shaped.getElementType());
         a["shape"] = typeShapeToJSON(shaped, getDynamicDimNames(shaped));
       }

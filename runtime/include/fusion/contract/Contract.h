@@ -72,6 +72,14 @@ constexpr std::optional<ParamKind> parseParamKind(std::string_view name) {
   return std::nullopt;
 }
 
+/// The kind of a function argument (docs/abi.md section 3.1).
+namespace argument {
+/// A read-only input.
+inline constexpr std::string_view kTensor = "tensor";
+/// State the caller owns and the kernels update in place (the KV caches).
+inline constexpr std::string_view kBuffer = "buffer";
+} // namespace argument
+
 /// Roles: what a parameter (or a function argument) holds. A role name may
 /// be shared by an input and an output ("query", "key", "value").
 namespace role {
