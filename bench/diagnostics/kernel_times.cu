@@ -7,12 +7,15 @@
 // residual_out, q, batch, max_pages; attention k1: q, K/V caches, block table,
 // seq_lens, output, partials, stats, counters, batch, max_pages, num_splits):
 // check the manifest before using it on another build. Not a correctness check.
-//   nvcc -O2 -std=c++17 kernel_times.cu -lcuda -o kernel_times
+//   nvcc -O2 -std=c++17 -I../../runtime/include kernel_times.cu -lcuda \
+//     -o kernel_times
 //   ./kernel_times llama3_8b.decode.ptx BATCH KV_LEN [NUM_SPLITS
 //   [ENTRY_PREFIX]] (env: ITERS=N replays; k0 launch: PROJ_ENTRY=suffix of its
 //   entry, e.g. "_fused_mma" for the tensor-core variant (default "_fused"),
 //   PROJ_GRID / PROJ_BLOCK (default 384 / 256: the manifest's numbers for the
 //   primary), SMEM=bytes of dynamic shared memory)
+#include "fusion/contract/Contract.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -67,10 +70,11 @@ int main(int argc, char **argv) {
                          (std::string(pre) + "_k1_decode_attention").c_str()));
   const int H = 4096, HQ = 32, HKV = 8, D = 128, P = 16, R = 6144;
   int maxPages = (L + P - 1) / P, numPages = B * maxPages;
-  // Default: the runtime's policy (Model::defaultNumSplits, target 264 CTAs).
-  int splits =
-      argc > 4 ? atoi(argv[4])
-               : std::max(1, std::min({64, 264 / (B * HKV), (L + 63) / 64}));
+  // Default: the contract's policy with the compiler's default schedule
+  // (grid y = HKV: one head block per KV head for this model).
+  int splits = argc > 4 ? atoi(argv[4])
+                        : static_cast<int>(fusion::contract::chooseNumSplits(
+                              fusion::contract::SplitPolicy(), B, HKV, L));
   const int NL = 8;
   struct Layer {
     CUdeviceptr x, res, g, w, pos, kc, vc, bt, sl, rout, q, out, po, ps, cnt;

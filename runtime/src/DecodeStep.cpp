@@ -7,9 +7,6 @@
 namespace fusion::runtime {
 
 namespace {
-/// Static shared memory plus dynamic above this needs an opt-in.
-constexpr int64_t kDefaultSharedLimit = 48 * 1024;
-
 /// The function of `launch`'s entry in `module`, opted in to its dynamic
 /// shared memory when static + dynamic exceeds the default 48 KiB.
 CUfunction loadFunction(const cuda::Module &module,
@@ -17,7 +14,7 @@ CUfunction loadFunction(const cuda::Module &module,
   CUfunction f = module.function(launch.entry);
   if (launch.dynamicSharedBytes > 0 &&
       launch.dynamicSharedBytes + launch.staticSharedBytes >
-          kDefaultSharedLimit)
+          contract::kMaxStaticSharedBytes)
     cuda::setMaxDynamicSharedMemory(
         f, launch.entry, static_cast<int>(launch.dynamicSharedBytes));
   return f;

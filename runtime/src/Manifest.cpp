@@ -56,13 +56,13 @@ std::optional<ElemType> parseElemType(std::string_view name) {
 }
 
 std::optional<int64_t> Symbols::lookup(std::string_view name) const {
-  if (name == "batch")
+  if (name == contract::dim::kBatch)
     return batch;
-  if (name == "num_splits")
+  if (name == contract::dim::kNumSplits)
     return num_splits;
-  if (name == "max_pages")
+  if (name == contract::dim::kMaxPages)
     return max_pages;
-  if (name == "num_pages")
+  if (name == contract::dim::kNumPages)
     return num_pages;
   return std::nullopt;
 }
@@ -99,31 +99,16 @@ int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols) {
   return n;
 }
 
-std::string_view paramKindName(ParamKind kind) {
-  switch (kind) {
-  case ParamKind::Input:
-    return "input";
-  case ParamKind::Output:
-    return "output";
-  case ParamKind::Workspace:
-    return "workspace";
-  case ParamKind::Scalar:
-    return "scalar";
-  }
-  return "?";
-}
-
 const std::vector<std::string_view> &paramRoles(ParamKind kind) {
-  static const std::vector<std::string_view> inputs = {
-      "input",    "residual",    "norm_weight", "norm_bias",  "qkv_weight",
-      "qkv_bias", "query",       "key",         "value",      "positions",
-      "seq_lens", "block_table", "key_cache",   "value_cache"};
-  static const std::vector<std::string_view> outputs = {
-      "normed", "residual_out", "query", "key", "value", "output"};
-  static const std::vector<std::string_view> workspaces = {
-      "partial_out", "partial_stats", "split_counters"};
-  static const std::vector<std::string_view> scalars = {"batch", "max_pages",
-                                                        "num_splits"};
+  using namespace contract;
+  static const std::vector<std::string_view> inputs(kInputRoles.begin(),
+                                                    kInputRoles.end());
+  static const std::vector<std::string_view> outputs(kOutputRoles.begin(),
+                                                     kOutputRoles.end());
+  static const std::vector<std::string_view> workspaces(kWorkspaceRoles.begin(),
+                                                        kWorkspaceRoles.end());
+  static const std::vector<std::string_view> scalars(kScalarRoles.begin(),
+                                                     kScalarRoles.end());
   switch (kind) {
   case ParamKind::Input:
     return inputs;
@@ -189,7 +174,7 @@ const LaunchGeometry &ManifestKernel::launchFor(int64_t batch) const {
 bool ManifestKernel::usesNumSplits() const {
   auto gridUses = [](const LaunchGeometry &g) {
     for (const Dim &d : g.grid)
-      if (d.symbol == "num_splits")
+      if (d.symbol == contract::dim::kNumSplits)
         return true;
     return false;
   };
@@ -199,14 +184,14 @@ bool ManifestKernel::usesNumSplits() const {
     if (gridUses(v))
       return true;
   for (const ManifestParam &p : params)
-    if (p.kind == ParamKind::Scalar && p.role == "num_splits")
+    if (p.kind == ParamKind::Scalar && p.role == contract::dim::kNumSplits)
       return true;
   return false;
 }
 
 bool ManifestKernel::usesMaxPages() const {
   for (const ManifestParam &p : params)
-    if (p.kind == ParamKind::Scalar && p.role == "max_pages")
+    if (p.kind == ParamKind::Scalar && p.role == contract::dim::kMaxPages)
       return true;
   return false;
 }
@@ -214,7 +199,7 @@ bool ManifestKernel::usesMaxPages() const {
 int64_t ManifestKernel::maxSplits() const {
   if (!usesNumSplits())
     return 1;
-  auto it = scheduleInts.find("max_splits");
+  auto it = scheduleInts.find(std::string(contract::schedule::kMaxSplits));
   return it == scheduleInts.end() ? 1 : it->second;
 }
 
@@ -299,8 +284,8 @@ std::vector<Dim> parseShape(const Node &n, ElemType dtype) {
   std::vector<Dim> shape;
   int64_t bytes = elemTypeSize(dtype);
   for (size_t i = 0; i < n.size(); ++i) {
-    shape.push_back(
-        parseDim(n.at(i), {"batch", "max_pages", "num_pages", "num_splits"}));
+    shape.push_back(parseDim(
+        n.at(i), {contract::kDimNames.begin(), contract::kDimNames.end()}));
     if (!shape.back().isSymbol()) {
       if (shape.back().value > kMaxConstantBytes / bytes)
         n.fail("the constant dimensions of " + shapeString(shape) + "... of " +
@@ -347,14 +332,8 @@ ManifestParam parseParam(const Node &n, size_t position) {
       i->fail("index " + std::to_string(i->asInt()) + " at position " +
               std::to_string(position));
   std::string kind = n.at("kind").asString();
-  if (kind == "input")
-    p.kind = ParamKind::Input;
-  else if (kind == "output")
-    p.kind = ParamKind::Output;
-  else if (kind == "workspace")
-    p.kind = ParamKind::Workspace;
-  else if (kind == "scalar")
-    p.kind = ParamKind::Scalar;
+  if (std::optional<ParamKind> k = contract::parseParamKind(kind))
+    p.kind = *k;
   else
     n.at("kind").fail("unknown parameter kind \"" + kind +
                       "\" (expected input, output, workspace or scalar)");
@@ -383,7 +362,7 @@ ManifestParam parseParam(const Node &n, size_t position) {
   }
   // Workspaces are sized per batch row (docs/abi.md section 3.3).
   if (p.kind == ParamKind::Workspace &&
-      (p.shape.empty() || p.shape[0].symbol != "batch"))
+      (p.shape.empty() || p.shape[0].symbol != contract::dim::kBatch))
     n.at("shape").fail("workspace shape " + shapeString(p.shape) +
                        " does not start with the batch dimension \"batch\"");
   if (auto b = n.find("binding"))
@@ -526,8 +505,9 @@ void parseLaunch(const Node &n, LaunchGeometry &g) {
     grid.fail("expected 3 dimensions [x, y, z], got " +
               std::to_string(grid.size()));
   for (size_t i = 0; i < 3; ++i) {
-    g.grid[i] = parseDim(grid.at(i), {"batch", "num_splits"});
-    const int64_t limit = i == 0 ? 2147483647 : 65535;
+    g.grid[i] = parseDim(grid.at(i),
+                         {contract::dim::kBatch, contract::dim::kNumSplits});
+    const int64_t limit = contract::kMaxGridDims[i];
     if (!g.grid[i].isSymbol() && g.grid[i].value > limit)
       grid.at(i).fail("grid dimension " + std::to_string(g.grid[i].value) +
                       " is outside the CUDA limit [1, " +
@@ -538,20 +518,21 @@ void parseLaunch(const Node &n, LaunchGeometry &g) {
   if (block.size() != 3)
     block.fail("expected 3 dimensions [threads, 1, 1], got " +
                std::to_string(block.size()));
-  g.block[0] = block.at(0).asInt(1, 1024);
+  g.block[0] = block.at(0).asInt(1, contract::kMaxThreadsPerBlock);
   for (size_t i = 1; i < 3; ++i)
     if ((g.block[i] = block.at(i).asInt()) != 1)
       block.at(i).fail("thread blocks are 1-D ([threads, 1, 1]), got " +
                        std::to_string(g.block[i]));
   if (auto s = n.find("static_shared_bytes"))
-    g.staticSharedBytes = s->asInt(0, kMaxStaticSharedBytes);
+    g.staticSharedBytes = s->asInt(0, contract::kMaxStaticSharedBytes);
   if (auto s = n.find("dynamic_shared_bytes")) {
     g.dynamicSharedBytes = s->asInt(0, std::numeric_limits<int64_t>::max());
-    if (g.dynamicSharedBytes > kMaxSharedBytesPerBlock - g.staticSharedBytes)
+    if (g.dynamicSharedBytes >
+        contract::kMaxSharedBytesPerBlock - g.staticSharedBytes)
       s->fail(std::to_string(g.dynamicSharedBytes) +
               " bytes of dynamic shared memory plus " +
               std::to_string(g.staticSharedBytes) + " static exceed the " +
-              std::to_string(kMaxSharedBytesPerBlock) +
+              std::to_string(contract::kMaxSharedBytesPerBlock) +
               " bytes (227 KiB, sm_90) a thread block can have");
   }
   if (auto s = n.find("schedule")) {
@@ -654,7 +635,7 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
     if (p.kind == ParamKind::Scalar && !scalars.insert(p.role).second)
       params.fail("scalar \"" + p.role + "\" appears twice");
   if (k.usesNumSplits()) {
-    auto it = k.scheduleInts.find("max_splits");
+    auto it = k.scheduleInts.find(std::string(contract::schedule::kMaxSplits));
     if (it == k.scheduleInts.end() || it->second < 1 || it->second > kMaxDim)
       n.fail("the kernel uses num_splits but its schedule has no "
              "max_splits in [1, 2147483647] (the workspace bound; num_splits "
@@ -681,17 +662,18 @@ ManifestArgument parseArgument(const Node &an, size_t position) {
     arg.name = nm->asString();
   Node kind = an.at("kind");
   arg.kind = kind.asString();
-  if (arg.kind != "tensor" && arg.kind != "buffer")
+  if (arg.kind != contract::argument::kTensor &&
+      arg.kind != contract::argument::kBuffer)
     kind.fail("unknown argument kind \"" + arg.kind +
               "\" (expected \"tensor\" or \"buffer\")");
   Node role = an.at("role");
   arg.role = role.asString();
   const std::vector<std::string_view> &roles = paramRoles(ParamKind::Input);
-  if (arg.role != kUnusedRole &&
+  if (arg.role != contract::role::kUnused &&
       std::find(roles.begin(), roles.end(), arg.role) == roles.end())
     role.fail("unknown argument role \"" + arg.role + "\" (expected " +
-              roleList(ParamKind::Input) + " or \"" + std::string(kUnusedRole) +
-              "\")");
+              roleList(ParamKind::Input) + " or \"" +
+              std::string(contract::role::kUnused) + "\")");
   arg.dtype = parseDType(an.at("dtype"));
   arg.shape = parseShape(an.at("shape"), arg.dtype);
   return arg;
@@ -869,13 +851,14 @@ Manifest Manifest::parse(std::string_view text, const std::string &source) {
   Manifest m;
   m.source = source;
   Node format = root.at("format");
-  if (format.asString() != "fusion-manifest")
+  if (format.asString() != contract::kManifestFormat)
     format.fail("not a fusion manifest (format \"" + format.asString() + "\")");
   Node version = root.at("version");
   m.version = version.asInt();
-  if (m.version != 1)
+  if (m.version != contract::kManifestVersion)
     throwUnsupported(version.where(), ": manifest version ", m.version,
-                     " (this runtime reads version 1)");
+                     " (this runtime reads version ",
+                     contract::kManifestVersion, ")");
   if (auto p = root.find("ptx"))
     m.ptx = p->asString();
   if (auto c = root.find("chip"))

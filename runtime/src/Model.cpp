@@ -2,6 +2,7 @@
 
 #include "fusion/runtime/Model.h"
 
+#include "fusion/contract/Contract.h"
 #include "fusion/runtime/Error.h"
 
 #include <algorithm>
@@ -19,7 +20,7 @@ Model::Model(Manifest manifest, std::string_view function)
     : manifest_(std::move(manifest)) {
   function_ = &manifest_.function(function);
   const ManifestFunction &f = *function_;
-  argRoles_.assign(f.arguments.size(), std::string(kUnusedRole));
+  argRoles_.assign(f.arguments.size(), std::string(contract::role::kUnused));
   std::vector<bool> roleSet(f.arguments.size(), false);
   maxSplits_ = std::numeric_limits<int64_t>::max();
   for (int k : f.kernels) {
@@ -139,28 +140,29 @@ int64_t Model::defaultNumSplits(int64_t batch, int64_t maxSeqLen) const {
     // The launch this batch runs: a variant may have its own grid and
     // policy members (the kernel's schedule fills in the rest).
     const LaunchGeometry &g = k->launchFor(std::max<int64_t>(batch, 1));
-    auto get = [&](const char *key, int64_t fallback) {
+    auto get = [&](std::string_view key, int64_t fallback) {
       for (const LaunchGeometry *l :
            {&g, static_cast<const LaunchGeometry *>(k)}) {
-        auto it = l->scheduleInts.find(key);
+        auto it = l->scheduleInts.find(std::string(key));
         if (it != l->scheduleInts.end() && it->second >= 1)
           return it->second;
       }
       return fallback;
     };
-    int64_t targetCtas = get("target_ctas", 264);
-    int64_t minChunk = get("min_chunk_tokens", 64);
+    const contract::SplitPolicy defaults;
+    contract::SplitPolicy policy;
+    policy.maxSplits = maxSplits_;
+    policy.targetCtas =
+        get(contract::schedule::kTargetCtas, defaults.targetCtas);
+    policy.minChunkTokens =
+        get(contract::schedule::kMinChunkTokens, defaults.minChunkTokens);
     Symbols s{std::max<int64_t>(batch, 1), 1, 1, 1};
     int64_t gridY = 1;
     try {
       gridY = g.grid[1].evaluate(s);
     } catch (const Error &) {
     }
-    int64_t ctasPerSplit = std::max<int64_t>(1, s.batch * gridY);
-    int64_t byCtas = targetCtas / ctasPerSplit; // about one wave, never more
-    int64_t byLength =
-        (std::max<int64_t>(maxSeqLen, 1) + minChunk - 1) / minChunk;
-    return std::max<int64_t>(1, std::min({maxSplits_, byCtas, byLength}));
+    return contract::chooseNumSplits(policy, s.batch, gridY, maxSeqLen);
   }
   return 1;
 }
@@ -239,11 +241,12 @@ void LaunchPlan::bindArgument(int i, uint64_t address, uint64_t bytes) {
   if (address == 0)
     throwInvalidArgument("LaunchPlan::bindArgument: argument \"", a.name,
                          "\": null device address");
-  if (address % 16 != 0)
+  if (address % contract::kBufferAlignment != 0)
     throwInvalidArgument("LaunchPlan::bindArgument: argument \"", a.name,
                          "\": device address 0x", std::hex, address, std::dec,
-                         " is not 16-byte aligned (the kernels use 16-byte "
-                         "vector loads)");
+                         " is not ", contract::kBufferAlignment,
+                         "-byte aligned (the kernels use 16-byte vector "
+                         "loads)");
   uint64_t need = static_cast<uint64_t>(argumentBytes(i));
   if (bytes < need)
     throwInvalidArgument("LaunchPlan::bindArgument: argument \"", a.name,
@@ -341,7 +344,7 @@ void LaunchPlan::validate(const StepShape &shape) const {
     if (argAddress_[i] != 0)
       continue;
     // Arguments no kernel reads (and no result returns) need no buffer.
-    bool used = m.argumentRole(static_cast<int>(i)) != kUnusedRole;
+    bool used = m.argumentRole(static_cast<int>(i)) != contract::role::kUnused;
     for (const ManifestResult &r : m.results())
       used |= r.source.kind == Binding::Kind::Argument &&
               r.source.index == static_cast<int>(i);
@@ -426,13 +429,14 @@ CacheUse cacheUse(const Model &m) {
     for (const ManifestParam &p : k->params) {
       if (p.kind != ParamKind::Input)
         continue;
-      if (p.role == "key_cache" || p.role == "value_cache") {
+      if (p.role == contract::role::kKeyCache ||
+          p.role == contract::role::kValueCache) {
         cache = true;
         if (p.shape.size() == 4 && !p.shape[1].isSymbol())
           u.pageSize = p.shape[1].value;
       }
-      positions |= p.role == "positions";
-      seqLens |= p.role == "seq_lens";
+      positions |= p.role == contract::role::kPositions;
+      seqLens |= p.role == contract::role::kSeqLens;
     }
     u.appends |= cache && positions;
     u.reads |= cache && seqLens;
@@ -650,7 +654,7 @@ FrontHalfSignature FrontHalfSignature::fromModel(const Model &m) {
   FrontHalfSignature sig;
   const std::string fn =
       "function \"" + m.function().name + "\" of " + m.manifest().source;
-  auto need = [&](const char *role) {
+  auto need = [&](std::string_view role) {
     int i = m.argumentWithRole(role);
     if (i < 0)
       throwInvalidArgument(fn,
@@ -670,27 +674,27 @@ FrontHalfSignature FrontHalfSignature::fromModel(const Model &m) {
   };
   int layers = 0;
   for (size_t i = 0; i < m.arguments().size(); ++i)
-    layers += m.argumentRole(static_cast<int>(i)) == "qkv_weight";
+    layers += m.argumentRole(static_cast<int>(i)) == contract::role::kQKVWeight;
   if (layers > 1)
     throwUnsupported(fn, " has ", layers, " qkv weights (", layers,
                      " layers); only a single layer's front half is "
                      "supported here");
-  sig.x = need("input");
-  sig.residual = m.argumentWithRole("residual");
-  sig.normWeight = need("norm_weight");
-  sig.normBias = m.argumentWithRole("norm_bias");
-  sig.qkvWeight = need("qkv_weight");
-  sig.qkvBias = m.argumentWithRole("qkv_bias");
-  sig.positions = need("positions");
-  sig.seqLens = need("seq_lens");
-  sig.blockTable = need("block_table");
-  sig.keyCache = need("key_cache");
-  sig.valueCache = need("value_cache");
-  sig.output = m.resultWithRole("output");
+  sig.x = need(contract::role::kInput);
+  sig.residual = m.argumentWithRole(contract::role::kResidual);
+  sig.normWeight = need(contract::role::kNormWeight);
+  sig.normBias = m.argumentWithRole(contract::role::kNormBias);
+  sig.qkvWeight = need(contract::role::kQKVWeight);
+  sig.qkvBias = m.argumentWithRole(contract::role::kQKVBias);
+  sig.positions = need(contract::role::kPositions);
+  sig.seqLens = need(contract::role::kSeqLens);
+  sig.blockTable = need(contract::role::kBlockTable);
+  sig.keyCache = need(contract::role::kKeyCache);
+  sig.valueCache = need(contract::role::kValueCache);
+  sig.output = m.resultWithRole(contract::role::kOutput);
   if (sig.output < 0)
     throwInvalidArgument(fn, " is not a decode-layer front half: no result ",
                          "with role \"output\" (attention output)");
-  sig.residualOut = m.resultWithRole("residual_out");
+  sig.residualOut = m.resultWithRole(contract::role::kResidualOut);
 
   const ManifestArgument &x = arg(sig.x);
   if (x.dtype == ElemType::F16)

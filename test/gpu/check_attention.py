@@ -453,7 +453,12 @@ def main():
 
 
 def recommended_splits(kern, b, max_len):
-    """The num_splits policy recorded in the schedule (num_splits_policy)."""
+    """The num_splits policy recorded in the schedule (num_splits_policy).
+
+    A copy: the definition is fusion::contract::chooseNumSplits in
+    runtime/include/fusion/contract/Contract.h (keep the two equal until
+    Python reaches the runtime through bindings, issue 16).
+    """
     return max(1, min(kern.max_splits, kern.target_ctas // (b * kern.grid_y),
                       math.ceil(max_len / kern.min_chunk)))
 

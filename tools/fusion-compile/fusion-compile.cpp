@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fusion/Conversion/FusionToGPU/Emitters.h"
 #include "fusion/Conversion/Passes.h"
 #include "fusion/Dialect/Fusion/IR/FusionDialect.h"
 #include "fusion/Dialect/Fusion/IR/FusionOps.h"
@@ -156,15 +157,6 @@ json::Array typeShapeToJSON(ShapedType type, ArrayRef<StringRef> names) {
   return out;
 }
 
-SmallVector<StringRef> dynamicNames(Type type) {
-  if (isa<MemRefType>(type))
-    return {"num_pages"};
-  auto shaped = cast<ShapedType>(type);
-  if (shaped.getElementType().isInteger(32) && shaped.getRank() == 2)
-    return {"batch", "max_pages"};
-  return {"batch"};
-}
-
 /// The SSA name (without '%') a function argument had in the source, read
 /// back from its location; "arg<i>" if unknown.
 std::string argumentName(BlockArgument arg, const llvm::SourceMgr &sourceMgr) {
@@ -241,7 +233,7 @@ public:
           auto shaped = dyn_cast<ShapedType>(v.getType());
           if (shaped) {
             r["dtype"] = dtypeOf(shaped.getElementType());
-            r["shape"] = typeShapeToJSON(shaped, dynamicNames(shaped));
+            r["shape"] = typeShapeToJSON(shaped, getDynamicDimNames(shaped));
           }
           Source source = traceSource(v, kernelIndex);
           if (source.kind == Source::Unknown) {
@@ -262,8 +254,8 @@ public:
     if (!ok)
       return failure();
     json::Object manifest{
-        {"format", "fusion-manifest"},
-        {"version", 1},
+        {"format", StringRef(contract::kManifestFormat)},
+        {"version", contract::kManifestVersion},
         {"ptx", ptxName.str()},
         {"chip", chip.getValue()},
         {"features", features.getValue()},
@@ -297,11 +289,15 @@ private:
       json::Object a{{"index", arg.getArgNumber()},
                      {"name", argumentName(arg, sourceMgr)}};
       auto role = argumentRoles.find(arg.getArgNumber());
-      a["role"] = role == argumentRoles.end() ? "unused" : role->second.role;
+      a["role"] = role == argumentRoles.end()
+                      ? std::string(contract::role::kUnused)
+                      : role->second.role;
       if (auto shaped = dyn_cast<ShapedType>(arg.getType())) {
-        a["kind"] = isa<MemRefType>(shaped) ? "buffer" : "tensor";
+        a["kind"] =
+            StringRef(isa<MemRefType>(shaped) ? contract::argument::kBuffer
+                                              : contract::argument::kTensor);
         a["dtype"] = dtypeOf(shaped.getElementType());
-        a["shape"] = typeShapeToJSON(shaped, dynamicNames(shaped));
+        a["shape"] = typeShapeToJSON(shaped, getDynamicDimNames(shaped));
       }
       args.push_back(std::move(a));
     }
@@ -443,8 +439,10 @@ private:
       auto param = cast<DictionaryAttr>(p);
       json::Object o;
       o["index"] = i;
-      StringRef kind = cast<StringAttr>(param.get("kind")).getValue();
-      o["kind"] = kind.str();
+      StringRef kindName = cast<StringAttr>(param.get("kind")).getValue();
+      std::optional<contract::ParamKind> kind =
+          contract::parseParamKind(kindName);
+      o["kind"] = kindName.str();
       StringRef role = cast<StringAttr>(param.get("role")).getValue();
       o["role"] = role.str();
       o["dtype"] = cast<StringAttr>(param.get("dtype")).getValue().str();
@@ -452,7 +450,7 @@ private:
         o["shape"] = shapeToJSON(shape);
       if (param.get("zero_init"))
         o["zero_init"] = true;
-      if (kind == "input" && i < numInputs) {
+      if (kind == contract::ParamKind::Input && i < numInputs) {
         Source s = traceSource(kernel.getInputs()[i], kernels);
         if (s.kind == Source::Unknown) {
           kernel.emitOpError("operand #")
@@ -465,7 +463,7 @@ private:
             failed(bindArgument(s.index, role, kernel, i)))
           ok = false;
         o["binding"] = sourceToJSON(s);
-      } else if (kind == "output") {
+      } else if (kind == contract::ParamKind::Output) {
         o["binding"] = json::Object{{"result", outputIndex++}};
       }
       params.push_back(std::move(o));

@@ -76,7 +76,7 @@ namespace {
 struct AttentionSchedule {
   int64_t threads = 256;
   /// Upper bound on num_splits; sizes the workspace.
-  int64_t maxSplits = 64;
+  int64_t maxSplits = contract::SplitPolicy().maxSplits;
   /// Tokens per row group per loop iteration (K/V loads in flight: 2x this).
   int64_t unroll = 4;
   /// Query heads per CTA (Gc) and head blocks per KV head (G / Gc).
@@ -92,9 +92,8 @@ struct AttentionSchedule {
   int64_t tokensPerIter = 0;
   /// Static shared memory: floats of the cross-warp merge.
   int64_t sharedFloats = 0;
-  /// Recommended num_splits policy (see schedule dictionary).
-  int64_t targetCtas = 264;
-  int64_t minChunkTokens = 64;
+  /// The recommended num_splits policy (contract::chooseNumSplits).
+  contract::SplitPolicy splitPolicy;
 };
 
 /// Static facts about the op.
@@ -106,7 +105,6 @@ struct AttentionShape {
 
 constexpr int64_t kMaxHeadDim = 256;
 constexpr int64_t kMaxHeadsPerCta = 8;
-constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
 //===----------------------------------------------------------------------===//
 // Small builders not (yet) in EmitterUtils
@@ -260,7 +258,8 @@ FailureOr<AttentionSchedule> chooseSchedule(KernelOp kernel,
   // (~128 registers, 2 CTAs per SM) were fastest at every (B, L) tried; for
   // Gc > 4 (~170-210 registers), 128 threads with 2 tokens.
   auto threads = getScheduleInt(kernel, "threads", gc > 4 ? 128 : 256);
-  auto maxSplits = getScheduleInt(kernel, "max_splits", 64);
+  auto maxSplits =
+      getScheduleInt(kernel, contract::schedule::kMaxSplits, s.maxSplits);
   auto unroll = getScheduleInt(kernel, "kv_unroll", gc > 4 ? 2 : 4);
   auto headsPerCta = getScheduleInt(kernel, "heads_per_cta", gc);
   if (failed(threads) || failed(maxSplits) || failed(unroll) ||
@@ -296,12 +295,13 @@ FailureOr<AttentionSchedule> chooseSchedule(KernelOp kernel,
   s.rowGroups = (s.threads / 32) * s.rowsPerWarp;
   s.tokensPerIter = s.rowGroups * s.unroll;
   s.sharedFloats = (s.threads / 32) * s.headsPerCta * (shape.headDim + 2);
-  if (s.sharedFloats * 4 + 4 > kMaxStaticSharedBytes)
+  if (s.sharedFloats * 4 + 4 > contract::kMaxStaticSharedBytes)
     return kernel.emitOpError()
            << "attention schedule needs " << s.sharedFloats * 4 + 4
            << " bytes of shared memory (threads " << s.threads
            << ", heads_per_cta " << s.headsPerCta << ", head_dim "
-           << shape.headDim << "), more than " << kMaxStaticSharedBytes;
+           << shape.headDim << "), more than "
+           << contract::kMaxStaticSharedBytes;
   return s;
 }
 
@@ -312,7 +312,7 @@ DictionaryAttr getScheduleAttr(MLIRContext *context,
   return b.getDictionaryAttr({
       b.getNamedAttr("kind", b.getStringAttr("split_kv_attention")),
       b.getNamedAttr("threads", i64(s.threads)),
-      b.getNamedAttr("max_splits", i64(s.maxSplits)),
+      b.getNamedAttr(contract::schedule::kMaxSplits, i64(s.maxSplits)),
       b.getNamedAttr("heads_per_cta", i64(s.headsPerCta)),
       b.getNamedAttr("head_blocks", i64(s.headBlocks)),
       b.getNamedAttr("vector_width", i64(AttentionSchedule::vectorWidth)),
@@ -323,12 +323,12 @@ DictionaryAttr getScheduleAttr(MLIRContext *context,
                      b.getStringAttr("chunk = roundUp(ceil(len / num_splits), "
                                      "chunk_multiple); split s reads tokens "
                                      "[s*chunk, min(len, (s+1)*chunk))")),
-      b.getNamedAttr("target_ctas", i64(s.targetCtas)),
-      b.getNamedAttr("min_chunk_tokens", i64(s.minChunkTokens)),
-      b.getNamedAttr("num_splits_policy",
-                     b.getStringAttr("num_splits = max(1, min(max_splits, "
-                                     "floor(target_ctas / (batch * grid_y)), "
-                                     "ceil(max_seq_len / min_chunk_tokens)))")),
+      b.getNamedAttr(contract::schedule::kTargetCtas,
+                     i64(s.splitPolicy.targetCtas)),
+      b.getNamedAttr(contract::schedule::kMinChunkTokens,
+                     i64(s.splitPolicy.minChunkTokens)),
+      b.getNamedAttr(contract::schedule::kNumSplitsPolicy,
+                     b.getStringAttr(contract::kNumSplitsPolicyFormula)),
       b.getNamedAttr("partials", b.getStringAttr("unnormalized")),
   });
 }
@@ -848,7 +848,8 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
     return failure();
   // About one wave of resident CTAs (2 per SM): more splits than that ran
   // slower in the sweep (a second, partial wave).
-  sched->targetCtas = 2 * getSMCount(module);
+  sched->splitPolicy.targetCtas =
+      contract::kTargetCtasPerSM * getSMCount(module);
 
   // --- Parameters
   // ---------------------------------------------------------------
@@ -859,27 +860,30 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
     return p.kind == KernelParam::Kind::Scalar;
   });
   size_t workspaceIndex = firstScalar - params.begin();
+  namespace role = contract::role;
+  const std::string batch(contract::dim::kBatch),
+      numSplits(contract::dim::kNumSplits);
   std::string hq = std::to_string(shape.numHeads),
               ms = std::to_string(sched->maxSplits),
               dim = std::to_string(shape.headDim);
   SmallVector<KernelParam> workspace{
       {KernelParam::Kind::Workspace,
-       "partial_out",
+       std::string(role::kPartialOut),
        f32,
-       {"batch", hq, ms, dim}},
+       {batch, hq, ms, dim}},
       {KernelParam::Kind::Workspace,
-       "partial_stats",
+       std::string(role::kPartialStats),
        f32,
-       {"batch", hq, ms, "2"}},
+       {batch, hq, ms, "2"}},
       {KernelParam::Kind::Workspace,
-       "split_counters",
+       std::string(role::kSplitCounters),
        i32,
-       {"batch", std::to_string(shape.numKvHeads * sched->headBlocks)},
+       {batch, std::to_string(shape.numKvHeads * sched->headBlocks)},
        /*zeroInitialized=*/true},
   };
   params.insert(params.begin() + workspaceIndex, workspace.begin(),
                 workspace.end());
-  params.push_back({KernelParam::Kind::Scalar, "num_splits", i32, {}});
+  params.push_back({KernelParam::Kind::Scalar, numSplits, i32, {}});
 
   // --- The gpu.func
   // -------------------------------------------------------------
@@ -902,9 +906,9 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
   auto scalarArg = [&](StringRef role) {
     return func.getArgument(findParam(params, role));
   };
-  emitter.batchArg = scalarArg("batch");
-  emitter.maxPagesArg = scalarArg("max_pages");
-  emitter.numSplitsArg = scalarArg("num_splits");
+  emitter.batchArg = scalarArg(contract::dim::kBatch);
+  emitter.maxPagesArg = scalarArg(contract::dim::kMaxPages);
+  emitter.numSplitsArg = scalarArg(contract::dim::kNumSplits);
   emitter.smem = addWorkgroupBuffer(func, f32, sched->sharedFloats);
   // Vector accesses (vector<8xf32>) to the merge buffer: align it (the default
   // alignment of a workgroup global is its element's).
@@ -916,8 +920,8 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, gpu::GPUModuleOp module) {
 
   KernelLaunch launch;
   launch.entry = kernel.getSymName().str();
-  launch.grid = {"num_splits",
-                 std::to_string(shape.numKvHeads * sched->headBlocks), "batch"};
+  launch.grid = {numSplits,
+                 std::to_string(shape.numKvHeads * sched->headBlocks), batch};
   launch.blockSize = sched->threads;
   launch.dynamicSharedBytes = 0;
   launch.params = std::move(params);

@@ -84,7 +84,7 @@ static FailureOr<KernelLaunch> emitNormKernel(KernelOp kernel, Operation *op,
   launch.entry = kernel.getSymName().str();
   launch.params = getDefaultKernelParams(kernel);
   launch.blockSize = blockSize;
-  launch.grid = {"batch", "1", "1"};
+  launch.grid = {std::string(contract::dim::kBatch), "1", "1"};
   OpBuilder builder(kernel.getContext());
   gpu::GPUFuncOp func = createKernelFunc(
       builder, kernel.getLoc(), module, launch.entry, launch.params, blockSize);
@@ -162,7 +162,8 @@ static FailureOr<KernelLaunch> emitHeadKernel(KernelOp kernel, RopeOp rope,
   launch.entry = kernel.getSymName().str();
   launch.params = getDefaultKernelParams(kernel);
   launch.blockSize = blockSize;
-  launch.grid = {std::to_string(*slots), "batch", "1"};
+  launch.grid = {std::to_string(*slots), std::string(contract::dim::kBatch),
+                 "1"};
   OpBuilder builder(kernel.getContext());
   gpu::GPUFuncOp func = createKernelFunc(
       builder, kernel.getLoc(), module, launch.entry, launch.params, blockSize);
@@ -182,7 +183,8 @@ static FailureOr<KernelLaunch> emitHeadKernel(KernelOp kernel, RopeOp rope,
     valueCache = map.arg(append.getValueCache());
     blockTable = map.arg(append.getBlockTable());
     appendPositions = map.arg(append.getPositions());
-    maxPages = func.getArgument(findParam(launch.params, "max_pages"));
+    maxPages =
+        func.getArgument(findParam(launch.params, contract::dim::kMaxPages));
     pageSize = cast<MemRefType>(append.getKeyCache().getType()).getDimSize(1);
   }
   if ((rope && (!qIn || !kIn || !positions)) ||

@@ -35,14 +35,7 @@ bool mlir::fusion::hasTensorCores(gpu::GPUModuleOp module) {
 }
 
 int64_t mlir::fusion::getMaxSharedBytesPerCTA(gpu::GPUModuleOp module) {
-  const int64_t sm = getTargetSM(module);
-  if (sm >= 90)
-    return 227 * 1024;
-  if (sm == 80 || sm == 87)
-    return 163 * 1024;
-  if (sm >= 80)
-    return 99 * 1024;
-  return 64 * 1024;
+  return contract::maxSharedBytesPerBlock(getTargetSM(module));
 }
 
 bool mlir::fusion::hasGridDependencyControl(gpu::GPUModuleOp module) {
@@ -93,78 +86,80 @@ mlir::fusion::getABIShape(ShapedType type, ArrayRef<StringRef> dynamicNames) {
 }
 
 SmallVector<StringRef> mlir::fusion::getDynamicDimNames(Type type) {
+  namespace dim = contract::dim;
   if (isa<MemRefType>(type))
-    return {"num_pages"};
+    return {dim::kNumPages};
   auto shaped = dyn_cast<ShapedType>(type);
   if (shaped && shaped.getElementType().isInteger(32) && shaped.getRank() == 2)
-    return {"batch", "max_pages"};
-  return {"batch"};
+    return {dim::kBatch, dim::kMaxPages};
+  return {dim::kBatch};
 }
 
 /// The role of `use` (an operand of an op in a kernel body).
-static std::string getUseRole(OpOperand &use) {
+static StringRef getUseRole(OpOperand &use) {
+  namespace role = contract::role;
   Operation *owner = use.getOwner();
   unsigned index = use.getOperandNumber();
-  return llvm::TypeSwitch<Operation *, std::string>(owner)
-      .Case<RMSNormOp>([&](RMSNormOp op) -> std::string {
+  return llvm::TypeSwitch<Operation *, StringRef>(owner)
+      .Case<RMSNormOp>([&](RMSNormOp op) -> StringRef {
         if (use.get() == op.getInput())
-          return "input";
+          return role::kInput;
         if (use.get() == op.getWeight())
-          return "norm_weight";
-        return "residual";
+          return role::kNormWeight;
+        return role::kResidual;
       })
-      .Case<LayerNormOp>([&](LayerNormOp op) -> std::string {
+      .Case<LayerNormOp>([&](LayerNormOp op) -> StringRef {
         if (use.get() == op.getInput())
-          return "input";
+          return role::kInput;
         if (use.get() == op.getWeight())
-          return "norm_weight";
-        return "norm_bias";
+          return role::kNormWeight;
+        return role::kNormBias;
       })
-      .Case<QKVProjOp>([&](QKVProjOp op) -> std::string {
+      .Case<QKVProjOp>([&](QKVProjOp op) -> StringRef {
         if (use.get() == op.getInput())
-          return "input";
+          return role::kInput;
         if (use.get() == op.getWeight())
-          return "qkv_weight";
-        return "qkv_bias";
+          return role::kQKVWeight;
+        return role::kQKVBias;
       })
-      .Case<RopeOp>([&](RopeOp op) -> std::string {
+      .Case<RopeOp>([&](RopeOp op) -> StringRef {
         if (use.get() == op.getQuery())
-          return "query";
+          return role::kQuery;
         if (use.get() == op.getKey())
-          return "key";
-        return "positions";
+          return role::kKey;
+        return role::kPositions;
       })
-      .Case<KVAppendOp>([&](KVAppendOp op) -> std::string {
+      .Case<KVAppendOp>([&](KVAppendOp op) -> StringRef {
         switch (index) {
         case 0:
-          return "key";
+          return role::kKey;
         case 1:
-          return "value";
+          return role::kValue;
         case 2:
-          return "key_cache";
+          return role::kKeyCache;
         case 3:
-          return "value_cache";
+          return role::kValueCache;
         case 4:
-          return "block_table";
+          return role::kBlockTable;
         default:
-          return "positions";
+          return role::kPositions;
         }
       })
-      .Case<DecodeAttentionOp>([&](DecodeAttentionOp op) -> std::string {
+      .Case<DecodeAttentionOp>([&](DecodeAttentionOp op) -> StringRef {
         switch (index) {
         case 0:
-          return "query";
+          return role::kQuery;
         case 1:
-          return "key_cache";
+          return role::kKeyCache;
         case 2:
-          return "value_cache";
+          return role::kValueCache;
         case 3:
-          return "block_table";
+          return role::kBlockTable;
         default:
-          return "seq_lens";
+          return role::kSeqLens;
         }
       })
-      .Default([](Operation *) { return std::string("operand"); });
+      .Default([](Operation *) -> StringRef { return "operand"; });
 }
 
 std::string mlir::fusion::getOperandRole(KernelOp kernel,
@@ -182,29 +177,32 @@ std::string mlir::fusion::getOperandRole(KernelOp kernel,
       first = &use;
   }
   if (!first)
-    return "unused";
-  return getUseRole(*first);
+    return std::string(contract::role::kUnused);
+  return getUseRole(*first).str();
 }
 
 std::string mlir::fusion::getResultRole(KernelOp kernel, unsigned resultIndex) {
+  namespace role = contract::role;
   Value yielded = kernel.getYield().getValues()[resultIndex];
   Operation *def = yielded.getDefiningOp();
   if (!def)
     return getOperandRole(kernel, cast<BlockArgument>(yielded).getArgNumber());
   unsigned number = cast<OpResult>(yielded).getResultNumber();
-  return llvm::TypeSwitch<Operation *, std::string>(def)
+  return llvm::TypeSwitch<Operation *, StringRef>(def)
       .Case<RMSNormOp>([&](auto) {
-        return number == 0 ? std::string("normed")
-                           : std::string("residual_out");
+        return number == 0 ? role::kNormed : role::kResidualOut;
       })
-      .Case<LayerNormOp>([&](auto) { return std::string("normed"); })
-      .Case<QKVProjOp>([&](auto) -> std::string {
-        return number == 0 ? "query" : number == 1 ? "key" : "value";
+      .Case<LayerNormOp>([&](auto) { return role::kNormed; })
+      .Case<QKVProjOp>([&](auto) {
+        return number == 0   ? role::kQuery
+               : number == 1 ? role::kKey
+                             : role::kValue;
       })
       .Case<RopeOp>(
-          [&](auto) -> std::string { return number == 0 ? "query" : "key"; })
-      .Case<DecodeAttentionOp>([&](auto) { return std::string("output"); })
-      .Default([](Operation *) { return std::string("result"); });
+          [&](auto) { return number == 0 ? role::kQuery : role::kKey; })
+      .Case<DecodeAttentionOp>([&](auto) { return role::kOutput; })
+      .Default([](Operation *) -> StringRef { return "result"; })
+      .str();
 }
 
 SmallVector<KernelParam> mlir::fusion::getDefaultKernelParams(KernelOp kernel) {
@@ -217,7 +215,7 @@ SmallVector<KernelParam> mlir::fusion::getDefaultKernelParams(KernelOp kernel) {
     param.role = getOperandRole(kernel, index);
     param.elementType = shaped.getElementType();
     param.shape = getABIShape(shaped, getDynamicDimNames(shaped));
-    hasBlockTable |= param.role == "block_table";
+    hasBlockTable |= param.role == contract::role::kBlockTable;
     params.push_back(std::move(param));
   }
   for (auto [index, result] : llvm::enumerate(kernel.getResults())) {
@@ -230,9 +228,13 @@ SmallVector<KernelParam> mlir::fusion::getDefaultKernelParams(KernelOp kernel) {
     params.push_back(std::move(param));
   }
   Type i32 = IntegerType::get(kernel.getContext(), 32);
-  params.push_back({KernelParam::Kind::Scalar, "batch", i32, {}});
+  params.push_back(
+      {KernelParam::Kind::Scalar, std::string(contract::dim::kBatch), i32, {}});
   if (hasBlockTable)
-    params.push_back({KernelParam::Kind::Scalar, "max_pages", i32, {}});
+    params.push_back({KernelParam::Kind::Scalar,
+                      std::string(contract::dim::kMaxPages),
+                      i32,
+                      {}});
   return params;
 }
 
@@ -339,18 +341,19 @@ static LogicalResult verifyEntryLimits(KernelOp kernel, StringRef entry,
     return kernel.emitOpError() << "entry name \"" << entry
                                 << "\" is not a valid PTX entry name: expected "
                                 << describeKernelNameRule();
-  if (blockSize < 1 || blockSize > kMaxThreadsPerBlock)
+  if (blockSize < 1 || blockSize > contract::kMaxThreadsPerBlock)
     return kernel.emitOpError()
            << "entry " << entry << " needs blocks of " << blockSize
-           << " threads; a CTA has 1 to " << kMaxThreadsPerBlock;
+           << " threads; a CTA has 1 to " << contract::kMaxThreadsPerBlock;
   for (auto [axis, dim] : llvm::enumerate(grid)) {
     int64_t size;
     if (StringRef(dim).getAsInteger(10, size))
       continue;
-    if (size < 1 || size > kMaxGridDims[axis])
+    if (size < 1 || size > contract::kMaxGridDims[axis])
       return kernel.emitOpError()
              << "entry " << entry << " needs a grid of " << size << " CTAs in "
-             << "xyz"[axis] << "; CUDA allows 1 to " << kMaxGridDims[axis];
+             << "xyz"[axis] << "; CUDA allows 1 to "
+             << contract::kMaxGridDims[axis];
   }
   return success();
 }
@@ -383,23 +386,9 @@ DictionaryAttr mlir::fusion::getLaunchAttr(const KernelLaunch &launch,
   };
   SmallVector<Attribute> params;
   for (const KernelParam &param : launch.params) {
-    StringRef kind;
-    switch (param.kind) {
-    case KernelParam::Kind::Input:
-      kind = "input";
-      break;
-    case KernelParam::Kind::Output:
-      kind = "output";
-      break;
-    case KernelParam::Kind::Workspace:
-      kind = "workspace";
-      break;
-    case KernelParam::Kind::Scalar:
-      kind = "scalar";
-      break;
-    }
     SmallVector<NamedAttribute> entries{
-        b.getNamedAttr("kind", b.getStringAttr(kind)),
+        b.getNamedAttr("kind",
+                       b.getStringAttr(contract::paramKindName(param.kind))),
         b.getNamedAttr("role", b.getStringAttr(param.role)),
         b.getNamedAttr("dtype",
                        b.getStringAttr(getDTypeName(param.elementType))),

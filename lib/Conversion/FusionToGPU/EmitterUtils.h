@@ -64,9 +64,7 @@ inline constexpr llvm::StringLiteral kTargetSMAttrName = "fusion.target_sm";
 bool hasTensorCores(gpu::GPUModuleOp module);
 
 /// The most shared memory (static + dynamic) one CTA may use on `module`'s
-/// target, in bytes (CUDA C Programming Guide, "Technical Specifications per
-/// Compute Capability": 227 KiB on sm_90, 163 KiB on sm_80/87, 99 KiB on
-/// sm_86/89, 64 KiB below).
+/// target, in bytes (contract::maxSharedBytesPerBlock).
 int64_t getMaxSharedBytesPerCTA(gpu::GPUModuleOp module);
 
 /// Whether `module`'s target has griddepcontrol (sm_90+): then every kernel
@@ -89,14 +87,12 @@ int64_t getTypeBytes(Type type);
 SmallVector<std::string> getABIShape(ShapedType type,
                                      ArrayRef<StringRef> dynamicNames);
 
-/// The role of a kernel operand, from the op in the body that uses it
-/// ("input", "residual", "norm_weight", "norm_bias", "qkv_weight",
-/// "qkv_bias", "query", "key", "value", "positions", "key_cache",
-/// "value_cache", "block_table", "seq_lens").
+/// The role of a kernel operand, from the op in the body that uses it (one
+/// of contract::kInputRoles; contract::role::kUnused if nothing uses it).
 std::string getOperandRole(KernelOp kernel, unsigned operandIndex);
 
-/// The role of a kernel result, from the op that yields it ("normed",
-/// "residual_out", "query", "key", "value", "output").
+/// The role of a kernel result, from the op that yields it (one of
+/// contract::kOutputRoles).
 std::string getResultRole(KernelOp kernel, unsigned resultIndex);
 
 /// The default parameter list of a kernel in ABI order: one Input per
@@ -107,11 +103,6 @@ SmallVector<KernelParam> getDefaultKernelParams(KernelOp kernel);
 
 /// Index of the first parameter with `role` (-1 if none).
 int findParam(ArrayRef<KernelParam> params, StringRef role);
-
-/// The ABI shape names of the dynamic dimensions of a type used by a kernel
-/// (batch for activations, num_pages for caches, batch/max_pages for a block
-/// table).
-SmallVector<StringRef> getDynamicDimNames(Type type);
 
 /// Creates `gpu.func @name(...) kernel` at the end of `module` with one
 /// argument per parameter (a flat buffer memref for buffers, the scalar type
@@ -136,17 +127,11 @@ Value addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType, int64_t count);
 Value getDynamicSharedBuffer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
                              Type elementType, int64_t count);
 
-/// The most threads a CTA may have (CUDA, every compute capability).
-inline constexpr int64_t kMaxThreadsPerBlock = 1024;
-
-/// The largest grid dimensions x, y, z a launch may have.
-inline constexpr int64_t kMaxGridDims[3] = {2147483647, 65535, 65535};
-
 /// Checks `launch` (and its variants) against what CUDA can launch: entry
 /// names that are PTX identifiers (isValidKernelName), 1 to
-/// kMaxThreadsPerBlock threads, and numeric grid dimensions in
-/// [1, kMaxGridDims]; run-time dimensions ("batch", "num_splits") are the
-/// launcher's to check. Reports the first violation on `kernel`.
+/// contract::kMaxThreadsPerBlock threads, and numeric grid dimensions in
+/// [1, contract::kMaxGridDims]; run-time dimensions ("batch", "num_splits") are
+/// the launcher's to check. Reports the first violation on `kernel`.
 LogicalResult verifyLaunchLimits(KernelOp kernel, const KernelLaunch &launch);
 
 /// The launch attribute `fusion.launch` for `launch` (see Passes.td), whose

@@ -58,7 +58,7 @@ static void recordSchedule(KernelOp kernel, DictionaryAttr chosen) {
 }
 
 struct ConvertFusionToGPUPass
-    : fusion::impl::ConvertFusionToGPUPassBase<ConvertFusionToGPUPass> {
+    : mlir::fusion::impl::ConvertFusionToGPUPassBase<ConvertFusionToGPUPass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -508,8 +508,9 @@ static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
         return func.getArgument(kernel.getInputs().size() + index);
     return nullptr;
   };
-  p.batch = i32ToIndex(b, func.getArgument(findParam(params, "batch")));
-  if (int maxPages = findParam(params, "max_pages"); maxPages >= 0)
+  p.batch =
+      i32ToIndex(b, func.getArgument(findParam(params, contract::dim::kBatch)));
+  if (int maxPages = findParam(params, contract::dim::kMaxPages); maxPages >= 0)
     p.maxPages = func.getArgument(maxPages);
 
   p.weight = arg(qkv.getWeight());

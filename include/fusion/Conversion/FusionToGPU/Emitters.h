@@ -23,6 +23,7 @@
 #define FUSION_CONVERSION_FUSIONTOGPU_EMITTERS_H
 
 #include "fusion/Dialect/Fusion/IR/FusionOps.h"
+#include "fusion/contract/Contract.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
 #include <array>
@@ -30,20 +31,27 @@
 
 namespace mlir::fusion {
 
+/// The compiler-runtime contract (role and dimension names, the num_splits
+/// policy, launch limits), shared with the runtime.
+namespace contract = ::fusion::contract;
+
+/// The run-time names of the dynamic dimensions of `type`, a kernel operand
+/// or result or a function argument or result, in order: num_pages for a
+/// cache (a memref), batch and max_pages for a block table (2-D i32), batch
+/// otherwise.
+SmallVector<StringRef> getDynamicDimNames(Type type);
+
 /// One kernel parameter, in ABI order.
 struct KernelParam {
-  enum class Kind { Input, Output, Workspace, Scalar };
+  using Kind = contract::ParamKind;
   Kind kind;
-  /// What the buffer holds (docs/abi.md lists the roles the emitters use):
-  /// "input", "norm_weight", "qkv_weight", "qkv_bias", "residual",
-  /// "positions", "seq_lens", "block_table", "key_cache", "value_cache",
-  /// "query", "key", "value", "output", "residual_out", "partials", ...;
-  /// for scalars "batch", "max_pages" or "num_splits".
+  /// What the buffer holds: one of the contract's roles for `kind`
+  /// (contract::kInputRoles, ...; for scalars contract::kScalarRoles).
   std::string role;
   /// Element type of a buffer (f16, bf16, f32, i32) or the scalar's type.
   Type elementType;
   /// Logical row-major shape; each entry is a decimal size or one of the
-  /// run-time names "batch", "num_pages", "max_pages". Empty for scalars.
+  /// run-time names contract::kDimNames. Empty for scalars.
   SmallVector<std::string> shape;
   /// Workspace that must be zero before the first launch (the kernel leaves
   /// it zero again, e.g. split-KV arrival counters).

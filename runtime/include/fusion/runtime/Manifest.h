@@ -56,7 +56,8 @@
 //
 // Validation is complete: "format" and "version" are required; every member
 // has its type and range (grid dimensions within the CUDA limits, block
-// [1..1024, 1, 1], shared memory within kMaxSharedBytesPerBlock, constant
+// [1..1024, 1, 1], shared memory within contract::kMaxSharedBytesPerBlock
+// and contract::kMaxStaticSharedBytes, constant
 // parts of shapes below kMaxConstantBytes, workspaces [batch, ...]); kinds
 // and roles are from the known vocabularies (paramRoles); the attributes of
 // the ops the reference reads (rmsnorm, layernorm, qkv_proj, rope,
@@ -71,6 +72,8 @@
 
 #ifndef FUSION_RUNTIME_MANIFEST_H
 #define FUSION_RUNTIME_MANIFEST_H
+
+#include "fusion/contract/Contract.h"
 
 #include <array>
 #include <cstdint>
@@ -91,12 +94,6 @@ int64_t elemTypeSize(ElemType type);
 /// Parses "f16", "bf16", "f32", "i32"; nullopt otherwise.
 std::optional<ElemType> parseElemType(std::string_view name);
 
-/// Largest static plus dynamic shared memory of one thread block the
-/// manifest may ask for: 227 KiB, the opt-in maximum of sm_90 (sm_80: 163
-/// KiB; cuFuncSetAttribute reports a device's own smaller limit).
-inline constexpr int64_t kMaxSharedBytesPerBlock = 227 * 1024;
-/// Largest static shared memory of one thread block (48 KiB on every chip).
-inline constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 /// Largest byte size of the constant dimensions of a shape (128 TiB): more
 /// than any GPU holds, so a larger shape is malformed.
 inline constexpr int64_t kMaxConstantBytes = int64_t(1) << 47;
@@ -130,15 +127,12 @@ std::string shapeString(const std::vector<Dim> &shape);
 /// Product of the dimensions under `symbols`.
 int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols);
 
-enum class ParamKind { Input, Output, Workspace, Scalar };
-std::string_view paramKindName(ParamKind kind);
+using contract::ParamKind;
+using contract::paramKindName;
 
-/// The role of a function argument that no kernel parameter reads.
-inline constexpr std::string_view kUnusedRole = "unused";
-/// The roles a kernel parameter of `kind` may have (docs/abi.md section
-/// 3.3), e.g. "input", "qkv_weight", "key_cache" for inputs; "batch",
-/// "max_pages", "num_splits" for scalars. Function arguments take the input
-/// roles or kUnusedRole.
+/// The roles a kernel parameter of `kind` may have (contract::kInputRoles,
+/// ...; docs/abi.md section 3.3). Function arguments take the input roles
+/// or contract::role::kUnused.
 const std::vector<std::string_view> &paramRoles(ParamKind kind);
 /// "a, b or c" of paramRoles(kind), for messages.
 std::string roleList(ParamKind kind);

@@ -1,0 +1,248 @@
+//===- Contract.h - the compiler-runtime contract ---------------*- C++ -*-===//
+//
+// The facts the compiler (fusion-compile, the emitters) and every launcher
+// of its kernels (the runtime, bench/diagnostics) must agree on, defined once:
+// the manifest's format name and version, the parameter kinds and role
+// vocabulary, the run-time dimension names, the num_splits policy of split-KV
+// attention, and the CUDA launch limits both sides check. docs/abi.md
+// describes the same contract in prose.
+//
+// Where it lives, and why: this header is plain C++17 (no MLIR, LLVM or JSON)
+// under runtime/include, because the runtime is the project that must build
+// on its own (`cmake -S runtime` on the GPU machine) and never depends on the
+// compiler. The dependency may point the other way: the top-level build adds
+// runtime/include to the compiler's include path, so the compiler includes
+// this file as "fusion/contract/Contract.h" too. The Python scripts
+// (test/gpu/check_attention.py, docs/abi.md's CuPy example) still re-implement
+// the num_splits policy and name this header as its definition.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_CONTRACT_CONTRACT_H
+#define FUSION_CONTRACT_CONTRACT_H
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace fusion::contract {
+
+//===----------------------------------------------------------------------===//
+// Manifest format
+//===----------------------------------------------------------------------===//
+
+/// The manifest's top-level "format" value.
+inline constexpr std::string_view kManifestFormat = "fusion-manifest";
+/// The manifest's top-level "version" the compiler writes and the runtime
+/// reads (bumped when the manifest changes incompatibly).
+inline constexpr int64_t kManifestVersion = 1;
+
+//===----------------------------------------------------------------------===//
+// Parameters and roles (docs/abi.md sections 1 and 3.3)
+//===----------------------------------------------------------------------===//
+
+/// The kind of a kernel parameter, in the order the ABI lists them.
+enum class ParamKind { Input, Output, Workspace, Scalar };
+
+/// The manifest spelling of `kind`: "input", "output", "workspace" or
+/// "scalar".
+constexpr std::string_view paramKindName(ParamKind kind) {
+  switch (kind) {
+  case ParamKind::Input:
+    return "input";
+  case ParamKind::Output:
+    return "output";
+  case ParamKind::Workspace:
+    return "workspace";
+  case ParamKind::Scalar:
+    break;
+  }
+  return "scalar";
+}
+
+/// The kind spelled `name` (paramKindName's inverse); nullopt for any other
+/// string.
+constexpr std::optional<ParamKind> parseParamKind(std::string_view name) {
+  for (ParamKind kind : {ParamKind::Input, ParamKind::Output,
+                         ParamKind::Workspace, ParamKind::Scalar})
+    if (paramKindName(kind) == name)
+      return kind;
+  return std::nullopt;
+}
+
+/// The kind of a function argument (docs/abi.md section 3.1).
+namespace argument {
+/// A read-only input.
+inline constexpr std::string_view kTensor = "tensor";
+/// State the caller owns and the kernels update in place (the KV caches).
+inline constexpr std::string_view kBuffer = "buffer";
+} // namespace argument
+
+/// Roles: what a parameter (or a function argument) holds. A role name may
+/// be shared by an input and an output ("query", "key", "value").
+namespace role {
+// Inputs.
+inline constexpr std::string_view kInput = "input";
+inline constexpr std::string_view kResidual = "residual";
+inline constexpr std::string_view kNormWeight = "norm_weight";
+inline constexpr std::string_view kNormBias = "norm_bias";
+inline constexpr std::string_view kQKVWeight = "qkv_weight";
+inline constexpr std::string_view kQKVBias = "qkv_bias";
+inline constexpr std::string_view kQuery = "query";
+inline constexpr std::string_view kKey = "key";
+inline constexpr std::string_view kValue = "value";
+inline constexpr std::string_view kPositions = "positions";
+inline constexpr std::string_view kSeqLens = "seq_lens";
+inline constexpr std::string_view kBlockTable = "block_table";
+inline constexpr std::string_view kKeyCache = "key_cache";
+inline constexpr std::string_view kValueCache = "value_cache";
+// Outputs (besides query, key and value).
+inline constexpr std::string_view kNormed = "normed";
+inline constexpr std::string_view kResidualOut = "residual_out";
+inline constexpr std::string_view kOutput = "output";
+// Workspaces of split-KV attention: partial outputs, their softmax
+// statistics, and the zero-initialised arrival counters.
+inline constexpr std::string_view kPartialOut = "partial_out";
+inline constexpr std::string_view kPartialStats = "partial_stats";
+inline constexpr std::string_view kSplitCounters = "split_counters";
+// Function arguments that no kernel parameter reads.
+inline constexpr std::string_view kUnused = "unused";
+} // namespace role
+
+/// The roles an input parameter may have; a function argument has one of
+/// them or role::kUnused.
+inline constexpr std::array<std::string_view, 14> kInputRoles = {
+    role::kInput,     role::kResidual,  role::kNormWeight, role::kNormBias,
+    role::kQKVWeight, role::kQKVBias,   role::kQuery,      role::kKey,
+    role::kValue,     role::kPositions, role::kSeqLens,    role::kBlockTable,
+    role::kKeyCache,  role::kValueCache};
+/// The roles an output parameter may have.
+inline constexpr std::array<std::string_view, 6> kOutputRoles = {
+    role::kNormed, role::kResidualOut, role::kQuery,
+    role::kKey,    role::kValue,       role::kOutput};
+/// The roles a workspace parameter may have.
+inline constexpr std::array<std::string_view, 3> kWorkspaceRoles = {
+    role::kPartialOut, role::kPartialStats, role::kSplitCounters};
+
+//===----------------------------------------------------------------------===//
+// Run-time dimensions (docs/abi.md section 1)
+//===----------------------------------------------------------------------===//
+
+/// Names of the sizes known only at run time. A shape or grid dimension is a
+/// constant or one of these; each scalar parameter (an i32 by value) is
+/// named after the one it passes.
+namespace dim {
+/// Sequences in the step (one new token each).
+inline constexpr std::string_view kBatch = "batch";
+/// Columns of the block table.
+inline constexpr std::string_view kMaxPages = "max_pages";
+/// Pages in the KV-cache pool (sizes the caches only; never a scalar).
+inline constexpr std::string_view kNumPages = "num_pages";
+/// KV splits of split-KV attention (chooseNumSplits).
+inline constexpr std::string_view kNumSplits = "num_splits";
+} // namespace dim
+
+/// Every run-time dimension name.
+inline constexpr std::array<std::string_view, 4> kDimNames = {
+    dim::kBatch, dim::kMaxPages, dim::kNumPages, dim::kNumSplits};
+/// The roles a scalar parameter may have, in ABI order.
+inline constexpr std::array<std::string_view, 3> kScalarRoles = {
+    dim::kBatch, dim::kMaxPages, dim::kNumSplits};
+
+//===----------------------------------------------------------------------===//
+// The num_splits policy of split-KV attention (docs/abi.md section 3.4)
+//===----------------------------------------------------------------------===//
+
+/// Schedule keys of an attention kernel that parameterise the policy.
+namespace schedule {
+/// Upper bound on num_splits; also sizes the workspaces.
+inline constexpr std::string_view kMaxSplits = "max_splits";
+/// CTAs the split grid should reach (about one wave).
+inline constexpr std::string_view kTargetCtas = "target_ctas";
+/// Fewest KV tokens worth a split of their own.
+inline constexpr std::string_view kMinChunkTokens = "min_chunk_tokens";
+/// The policy's formula, for readers of the manifest (informative only).
+inline constexpr std::string_view kNumSplitsPolicy = "num_splits_policy";
+} // namespace schedule
+
+/// Resident attention CTAs per SM the default target_ctas assumes (the
+/// compiler sets target_ctas = kTargetCtasPerSM x its SM count).
+inline constexpr int64_t kTargetCtasPerSM = 2;
+
+/// The members of an attention kernel's schedule that choose num_splits. The
+/// defaults are the compiler's for an H100/H200 (132 SMs); the runtime falls
+/// back on them for a member a manifest lacks.
+struct SplitPolicy {
+  /// Schedule key kMaxSplits.
+  int64_t maxSplits = 64;
+  /// Schedule key kTargetCtas.
+  int64_t targetCtas = kTargetCtasPerSM * 132;
+  /// Schedule key kMinChunkTokens.
+  int64_t minChunkTokens = 64;
+};
+
+/// The policy as the manifest states it (schedule key kNumSplitsPolicy);
+/// chooseNumSplits computes it.
+inline constexpr std::string_view kNumSplitsPolicyFormula =
+    "num_splits = max(1, min(max_splits, floor(target_ctas / (batch * "
+    "grid_y)), ceil(max_seq_len / min_chunk_tokens)))";
+
+/// The num_splits to launch an attention kernel with: as many splits as keep
+/// the grid within about one wave (`policy.targetCtas` CTAs over `batch` x
+/// `gridY` CTAs per split), at most one per `policy.minChunkTokens` tokens of
+/// the longest sequence (`maxSeqLen` tokens), at most `policy.maxSplits`, and
+/// at least 1. `gridY` is the grid's y dimension of the launch the batch
+/// selects. Every member of `policy` must be >= 1; a `batch`, `gridY` or
+/// `maxSeqLen` below 1 counts as 1.
+constexpr int64_t chooseNumSplits(const SplitPolicy &policy, int64_t batch,
+                                  int64_t gridY, int64_t maxSeqLen) {
+  const int64_t ctasPerSplit =
+      std::max<int64_t>(1, batch) * std::max<int64_t>(1, gridY);
+  const int64_t byCtas = policy.targetCtas / ctasPerSplit;
+  const int64_t byLength =
+      (std::max<int64_t>(1, maxSeqLen) + policy.minChunkTokens - 1) /
+      policy.minChunkTokens;
+  return std::max<int64_t>(1, std::min({policy.maxSplits, byCtas, byLength}));
+}
+
+//===----------------------------------------------------------------------===//
+// Launch limits (CUDA C Programming Guide, "Technical Specifications per
+// Compute Capability")
+//===----------------------------------------------------------------------===//
+
+/// The most threads a thread block may have (every compute capability).
+inline constexpr int64_t kMaxThreadsPerBlock = 1024;
+/// The largest grid dimensions x, y, z.
+inline constexpr std::array<int64_t, 3> kMaxGridDims = {2147483647, 65535,
+                                                        65535};
+/// The most static shared memory a thread block may have, in bytes (48 KiB
+/// on every chip), which is also the most static plus dynamic shared memory
+/// it gets without the opt-in (cuFuncSetAttribute
+/// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, docs/abi.md section 1).
+inline constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
+/// The alignment in bytes of every buffer parameter (the kernels use 16-byte
+/// vector loads).
+inline constexpr int64_t kBufferAlignment = 16;
+
+/// The most shared memory (static plus dynamic, after the opt-in) one thread
+/// block may use on compute capability `sm` (major x 10 + minor), in bytes:
+/// 227 KiB on sm_90, 163 KiB on sm_80/87, 99 KiB on sm_86/89, 64 KiB below.
+constexpr int64_t maxSharedBytesPerBlock(int64_t sm) {
+  if (sm >= 90)
+    return 227 * 1024;
+  if (sm == 80 || sm == 87)
+    return 163 * 1024;
+  if (sm >= 80)
+    return 99 * 1024;
+  return 64 * 1024;
+}
+
+/// The most shared memory a manifest may ask for on any chip we compile for
+/// (sm_90's; a device's own smaller limit is the driver's to report).
+inline constexpr int64_t kMaxSharedBytesPerBlock = maxSharedBytesPerBlock(90);
+
+} // namespace fusion::contract
+
+#endif // FUSION_CONTRACT_CONTRACT_H

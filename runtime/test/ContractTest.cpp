@@ -1,0 +1,95 @@
+//===- ContractTest.cpp - the compiler-runtime contract, by hand ----------===//
+//
+// Every expected number is derived by hand from docs/abi.md section 3.4:
+//   num_splits = max(1, min(max_splits, floor(target_ctas / (batch * grid_y)),
+//                           ceil(max_seq_len / min_chunk_tokens)))
+//
+//===----------------------------------------------------------------------===//
+
+#include "fusion/contract/Contract.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace fusion::contract;
+
+namespace {
+
+// The policy is constexpr: a launcher may evaluate it at compile time.
+static_assert(chooseNumSplits(SplitPolicy(), 1, 8, 1000) == 16);
+
+TEST(ContractTest, DefaultSplitPolicyIsThe132SMOne) {
+  SplitPolicy p;
+  EXPECT_EQ(p.maxSplits, 64);
+  EXPECT_EQ(p.targetCtas, 264); // 2 CTAs per SM x 132 SMs
+  EXPECT_EQ(p.minChunkTokens, 64);
+}
+
+TEST(ContractTest, NumSplitsIsBoundedByLength) {
+  SplitPolicy p; // 64, 264, 64
+  // 264 / (1 * 8) = 33 CTAs' worth; ceil(1000 / 64) = ceil(15.6) = 16.
+  EXPECT_EQ(chooseNumSplits(p, 1, 8, 1000), 16);
+  // Exactly one chunk, and one token more: ceil(64/64) = 1, ceil(65/64) = 2.
+  EXPECT_EQ(chooseNumSplits(p, 1, 8, 64), 1);
+  EXPECT_EQ(chooseNumSplits(p, 1, 8, 65), 2);
+}
+
+TEST(ContractTest, NumSplitsIsBoundedByOneWaveRoundedDown) {
+  SplitPolicy p;
+  // ceil(100000 / 64) = 1563 is no bound; 264 / 8 = 33.
+  EXPECT_EQ(chooseNumSplits(p, 1, 8, 100000), 33);
+  // 264 / (5 * 8) = 6.6: floor, not round or ceil.
+  EXPECT_EQ(chooseNumSplits(p, 5, 8, 100000), 6);
+  // A custom policy: 1056 / (16 * 4) = 16.5 -> 16; ceil(1000 / 128) = 8.
+  SplitPolicy q{/*maxSplits=*/32, /*targetCtas=*/1056, /*minChunkTokens=*/128};
+  EXPECT_EQ(chooseNumSplits(q, 16, 4, 100000), 16);
+  EXPECT_EQ(chooseNumSplits(q, 16, 4, 1000), 8);
+}
+
+TEST(ContractTest, NumSplitsIsBoundedByMaxSplits) {
+  SplitPolicy p;
+  // 264 / (1 * 2) = 132 and ceil(10^6 / 64) = 15625, so max_splits = 64.
+  EXPECT_EQ(chooseNumSplits(p, 1, 2, 1000000), 64);
+  SplitPolicy q{/*maxSplits=*/3, /*targetCtas=*/264, /*minChunkTokens=*/64};
+  EXPECT_EQ(chooseNumSplits(q, 1, 8, 1000), 3);
+}
+
+TEST(ContractTest, NumSplitsIsAtLeastOne) {
+  SplitPolicy p;
+  // 264 / (64 * 8) = 0.5 -> 0, raised to 1.
+  EXPECT_EQ(chooseNumSplits(p, 64, 8, 4096), 1);
+  // An empty cache counts as one token: ceil(1 / 64) = 1.
+  EXPECT_EQ(chooseNumSplits(p, 1, 8, 0), 1);
+  // batch and grid_y below 1 count as 1: min(64, 264, ceil(10^5 / 64)).
+  EXPECT_EQ(chooseNumSplits(p, 0, 0, 100000), 64);
+  EXPECT_EQ(chooseNumSplits(p, -3, 8, 100000), 33);
+}
+
+TEST(ContractTest, SharedMemoryLimitsPerChip) {
+  EXPECT_EQ(maxSharedBytesPerBlock(90), 232448); // 227 KiB
+  EXPECT_EQ(maxSharedBytesPerBlock(80), 166912); // 163 KiB
+  EXPECT_EQ(maxSharedBytesPerBlock(87), 166912);
+  EXPECT_EQ(maxSharedBytesPerBlock(86), 101376); // 99 KiB
+  EXPECT_EQ(maxSharedBytesPerBlock(89), 101376);
+  EXPECT_EQ(maxSharedBytesPerBlock(75), 65536); // 64 KiB
+  EXPECT_EQ(kMaxSharedBytesPerBlock, 232448);
+}
+
+TEST(ContractTest, RoleVocabularies) {
+  EXPECT_EQ(paramKindName(ParamKind::Input), "input");
+  EXPECT_EQ(paramKindName(ParamKind::Output), "output");
+  EXPECT_EQ(paramKindName(ParamKind::Workspace), "workspace");
+  EXPECT_EQ(paramKindName(ParamKind::Scalar), "scalar");
+  EXPECT_EQ(parseParamKind("workspace"), ParamKind::Workspace);
+  EXPECT_EQ(parseParamKind("scalar"), ParamKind::Scalar);
+  EXPECT_EQ(parseParamKind("Input"), std::nullopt);
+  // No vocabulary lists a role twice, and "unused" is an input role of none.
+  std::set<std::string_view> inputs(kInputRoles.begin(), kInputRoles.end());
+  std::set<std::string_view> outputs(kOutputRoles.begin(), kOutputRoles.end());
+  EXPECT_EQ(inputs.size(), kInputRoles.size());
+  EXPECT_EQ(outputs.size(), kOutputRoles.size());
+  EXPECT_EQ(inputs.count(role::kUnused), 0u);
+}
+
+} // namespace
