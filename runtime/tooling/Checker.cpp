@@ -2,6 +2,8 @@
 
 #include "fusion/tooling/Checker.h"
 
+#include "fusion/contract/Contract.h"
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
@@ -58,7 +60,7 @@ std::vector<Intermediate> findIntermediates(const Model &model,
     m.source = "kernel " + std::to_string(b.kernel) + " output " + b.role;
     const int64_t q = sig.dims.numQHeads * sig.dims.headDim,
                   kv = sig.dims.numKVHeads * sig.dims.headDim;
-    if (b.role == "normed") {
+    if (b.role == contract::role::kNormed) {
       m.name = "normed";
       m.rowElems = sig.hidden;
     } else if (b.role == "query" && (rope || proj)) {

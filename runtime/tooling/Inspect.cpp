@@ -2,6 +2,8 @@
 
 #include "fusion/tooling/Inspect.h"
 
+#include "fusion/contract/Contract.h"
+
 #include "fusion/tooling/StepInputs.h"
 
 namespace fusion::tooling {
@@ -64,7 +66,7 @@ void inspectFunction(std::ostream &os, const Options &o, const Model &model,
      << " kernels): not a single decode "
      << "layer front half (" << why << ")\n";
   int64_t P = 16;
-  int kc = model.argumentWithRole("key_cache");
+  int kc = model.argumentWithRole(contract::role::kKeyCache);
   if (kc >= 0 && model.arguments()[kc].shape.size() > 1 &&
       !model.arguments()[kc].shape[1].isSymbol())
     P = model.arguments()[kc].shape[1].value;
