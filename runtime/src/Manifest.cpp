@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -547,6 +548,66 @@ void parseLaunch(const Node &n, LaunchGeometry &g) {
   }
 }
 
+/// The parameter of `k` with `role`, or null.
+const ManifestParam *paramWithRole(const ManifestKernel &k,
+                                   std::string_view role) {
+  for (const ManifestParam &p : k.params)
+    if (p.role == role)
+      return &p;
+  return nullptr;
+}
+
+/// Checks what a split-KV attention kernel `k` (node `n`) indexes with
+/// constants the manifest must state consistently: its grid is
+/// [num_splits, num_kv_heads * head_blocks, batch], its workspaces are
+/// partial_out [batch, Hq, max_splits, D], partial_stats
+/// [batch, Hq, max_splits, 2] and split_counters [batch, grid y] (zero
+/// before the first launch), and its chunking parameters are positive.
+void checkSplitKV(const ManifestKernel &k, const Node &n) {
+  const ManifestParam *query = paramWithRole(k, contract::role::kQuery);
+  const ManifestParam *cache = paramWithRole(k, contract::role::kKeyCache);
+  if (!query || query->shape.size() != 3 || !cache || cache->shape.size() != 4)
+    n.fail("a split-KV attention kernel needs a query [batch, Hq, D] and a "
+           "key_cache [num_pages, P, Hkv, D] parameter");
+  auto scheduleInt = [&](std::string_view key) {
+    auto it = k.scheduleInts.find(std::string(key));
+    if (it == k.scheduleInts.end() || it->second < 1)
+      n.at("schedule")
+          .fail("split-KV attention needs a positive integer \"" +
+                std::string(key) + "\"");
+    return it->second;
+  };
+  for (std::string_view key :
+       {contract::schedule::kTargetCtas, contract::schedule::kMinChunkTokens,
+        std::string_view("chunk_multiple")})
+    scheduleInt(key);
+  const Dim batch{0, std::string(contract::dim::kBatch)};
+  const Dim splits{k.maxSplits(), ""};
+  const Dim gridY{cache->shape[2].value * scheduleInt("head_blocks"), ""};
+  const std::vector<std::pair<std::string_view, std::vector<Dim>>> expected = {
+      {contract::role::kPartialOut,
+       {batch, query->shape[1], splits, query->shape[2]}},
+      {contract::role::kPartialStats,
+       {batch, query->shape[1], splits, Dim{2, ""}}},
+      {contract::role::kSplitCounters, {batch, gridY}}};
+  for (const auto &[role, shape] : expected) {
+    const ManifestParam *p = paramWithRole(k, role);
+    if (!p || p->shape != shape || p->kind != ParamKind::Workspace)
+      n.at("params").fail("split-KV attention needs a workspace \"" +
+                          std::string(role) + "\" of shape " +
+                          shapeString(shape));
+  }
+  if (!paramWithRole(k, contract::role::kSplitCounters)->zeroInit)
+    n.at("params").fail("split_counters must be zero_init (the kernel "
+                        "counts arrivals in it and leaves it zero)");
+  const LaunchGeometry &g = k;
+  if (g.grid[0].symbol != contract::dim::kNumSplits || !(g.grid[1] == gridY) ||
+      g.grid[2].symbol != contract::dim::kBatch)
+    n.at("grid").fail("split-KV attention runs on a grid [num_splits, " +
+                      std::to_string(gridY.value) +
+                      " (num_kv_heads * head_blocks), batch]");
+}
+
 ManifestKernel parseKernel(const Node &n, size_t position) {
   n.expectObject();
   ManifestKernel k;
@@ -640,7 +701,17 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
       n.fail("the kernel uses num_splits but its schedule has no "
              "max_splits in [1, 2147483647] (the workspace bound; num_splits "
              "is an i32 scalar)");
+    checkSplitKV(k, n);
   }
+  std::set<std::string> entries{k.entry};
+  for (size_t v = 0; v < k.variants.size(); ++v)
+    if (!entries.insert(k.variants[v].entry).second)
+      n.at("variants")
+          .at(v)
+          .at("entry")
+          .fail("variant entry \"" + k.variants[v].entry +
+                "\" is the kernel's or another variant's: a variant is another "
+                "PTX entry");
   return k;
 }
 
@@ -861,6 +932,14 @@ Manifest Manifest::parse(std::string_view text, const std::string &source) {
                      contract::kManifestVersion, ")");
   if (auto p = root.find("ptx"))
     m.ptx = p->asString();
+  Node fingerprint = root.at(std::string(contract::kPtxFingerprintKey));
+  m.ptxFingerprint = fingerprint.asString();
+  if (m.ptxFingerprint.size() != 16 ||
+      m.ptxFingerprint.find_first_not_of("0123456789abcdef") !=
+          std::string::npos)
+    fingerprint.fail("expected 16 lowercase hex digits (the FNV-1a hash of "
+                     "the PTX), got \"" +
+                     m.ptxFingerprint + "\"");
   if (auto c = root.find("chip"))
     m.chip = c->asString();
   if (auto s = root.find("strategy"))
@@ -1071,8 +1150,22 @@ void checkPtxEntry(const std::vector<PtxEntry> &entries,
 
 } // namespace
 
-void checkPtxAgainstManifest(std::string_view ptx, const std::string &ptxName,
-                             const Manifest &manifest) {
+void checkPtxFingerprint(std::string_view ptx, const std::string &ptxName,
+                         const Manifest &manifest) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(contract::ptxFingerprint(ptx)));
+  if (manifest.ptxFingerprint != hex)
+    throwFormat(ptxName, ": not the PTX ", manifest.source,
+                " was written with (its FNV-1a hash is ", hex,
+                ", the "
+                "manifest's ",
+                contract::kPtxFingerprintKey, " is ", manifest.ptxFingerprint,
+                "): compile them together");
+}
+
+void checkPtxEntries(std::string_view ptx, const std::string &ptxName,
+                     const Manifest &manifest) {
   std::vector<PtxEntry> entries = scanPtxEntries(ptx, ptxName);
   for (const ManifestKernel &k : manifest.kernels) {
     checkPtxEntry(entries, k.entry, k, k.label(), ptxName, manifest);
@@ -1080,6 +1173,12 @@ void checkPtxAgainstManifest(std::string_view ptx, const std::string &ptxName,
       checkPtxEntry(entries, k.variants[v].entry, k,
                     k.label(static_cast<int>(v)), ptxName, manifest);
   }
+}
+
+void checkPtxAgainstManifest(std::string_view ptx, const std::string &ptxName,
+                             const Manifest &manifest) {
+  checkPtxFingerprint(ptx, ptxName, manifest);
+  checkPtxEntries(ptx, ptxName, manifest);
 }
 
 } // namespace fusion::runtime

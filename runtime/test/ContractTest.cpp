@@ -92,4 +92,12 @@ TEST(ContractTest, RoleVocabularies) {
   EXPECT_EQ(inputs.count(role::kUnused), 0u);
 }
 
+// FNV-1a 64 test vectors (Fowler/Noll/Vo reference: the empty string is the
+// offset basis; "a" and "foobar" from the published table).
+TEST(ContractTest, PtxFingerprintIsFnv1a64) {
+  EXPECT_EQ(fusion::contract::ptxFingerprint(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(fusion::contract::ptxFingerprint("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(fusion::contract::ptxFingerprint("foobar"), 0x85944171f73967e8ull);
+}
+
 } // namespace

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fusion/runtime/Cuda.h"
+#include "fusion/contract/Contract.h"
 #include "fusion/runtime/DecodeStep.h"
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/Manifest.h"
@@ -16,6 +17,7 @@
 #include "TestUtil.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 using namespace fusion::runtime;
@@ -196,6 +198,16 @@ TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
   step.synchronize();
 }
 
+/// `m` with the fingerprint of `ptx`: the manifest of an edited PTX.
+Manifest describing(Manifest m, std::string_view ptx) {
+  char hex[17];
+  std::snprintf(
+      hex, sizeof hex, "%016llx",
+      static_cast<unsigned long long>(fusion::contract::ptxFingerprint(ptx)));
+  m.ptxFingerprint = hex;
+  return m;
+}
+
 TEST_F(Gpu, DecodeStepLaunchesVariantsWithLargeSharedMemory) {
   // Kernel 0 runs as decode_layer_kernel_0_tc (same parameters) from batch
   // 2, with 132 KiB of dynamic shared memory: the launch fails unless the
@@ -207,11 +219,12 @@ TEST_F(Gpu, DecodeStepLaunchesVariantsWithLargeSharedMemory) {
                   "\"entry\": \"decode_layer_kernel_0_tc\", "
                   "\"grid\": [3, \"batch\", 1], \"block\": [256, 1, 1], "
                   "\"dynamic_shared_bytes\": 135168}],");
-  Model model(Manifest::parse(manifest, "tiny_variants.manifest.json"));
-  ASSERT_EQ(model.kernels()[0]->variants.size(), 1u);
   std::string ptx =
       withEntryCopy(readText(dataPath("tiny_decode.ptx")),
                     "decode_layer_kernel_0", "decode_layer_kernel_0_tc");
+  Model model(describing(
+      Manifest::parse(manifest, "tiny_variants.manifest.json"), ptx));
+  ASSERT_EQ(model.kernels()[0]->variants.size(), 1u);
   DecodeStep step(ctx(), model, ptx, "tiny_variants.ptx", Capacity{4, 8, 32});
   std::vector<cuda::DeviceBuffer> args;
   for (const ManifestArgument &a : model.arguments())
@@ -228,20 +241,28 @@ TEST_F(Gpu, DecodeStepLaunchesVariantsWithLargeSharedMemory) {
   step.synchronize();
 
   // The variant's entry is checked against the PTX like the kernel's.
+  std::string plain = readText(dataPath("tiny_decode.ptx"));
+  Model withoutVariantEntry(describing(
+      Manifest::parse(manifest, "tiny_variants.manifest.json"), plain));
   std::string msg = EXPECT_THROW_MSG(
-      FormatError,
-      DecodeStep(ctx(), model, readText(dataPath("tiny_decode.ptx")),
-                 "tiny.ptx", Capacity{1, 1, 1}));
+      FormatError, DecodeStep(ctx(), withoutVariantEntry, plain, "tiny.ptx",
+                              Capacity{1, 1, 1}));
   EXPECT_CONTAINS(msg, "no .entry decode_layer_kernel_0_tc for kernel 0");
 }
 
 TEST_F(Gpu, DecodeStepChecksThePtxFirst) {
-  Model model = Model::load(dataPath("tiny_decode.manifest.json"));
+  Manifest manifest = Manifest::load(dataPath("tiny_decode.manifest.json"));
   std::string ptx = readText(dataPath("tiny_decode.ptx"));
   std::string from = ".param .u32 decode_layer_kernel_1_param_11";
   ptx.erase(ptx.find(",\n\t" + from), from.size() + 3);
+  // Not the PTX the manifest was written with.
   std::string msg =
-      EXPECT_THROW_MSG(FormatError, DecodeStep(ctx(), model, ptx, "tiny.ptx",
-                                               Capacity{1, 1, 1}));
+      EXPECT_THROW_MSG(FormatError, DecodeStep(ctx(), Model(manifest), ptx,
+                                               "tiny.ptx", Capacity{1, 1, 1}));
+  EXPECT_CONTAINS(msg, "tiny.ptx: not the PTX ");
+  // Its fingerprint, but an entry with a parameter missing.
+  Model model(describing(manifest, ptx));
+  msg = EXPECT_THROW_MSG(FormatError, DecodeStep(ctx(), model, ptx, "tiny.ptx",
+                                                 Capacity{1, 1, 1}));
   EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_1 has 11 parameters");
 }

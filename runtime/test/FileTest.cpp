@@ -16,10 +16,6 @@ using namespace fusion::runtime::test;
 
 namespace {
 
-void writeText(const std::string &path, const std::string &text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
 TEST(File, ReadsRegularFilesUpToTheLimit) {
   TempDir dir;
   writeText(dir.file("m.json"), "0123456789");

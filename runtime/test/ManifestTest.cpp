@@ -46,7 +46,8 @@ json tinyJsonWithVariants() {
 
 TEST(Manifest, ParsesTheTinyManifest) {
   Manifest m = Manifest::load(dataPath("tiny_decode.manifest.json"));
-  EXPECT_EQ(m.version, 1);
+  EXPECT_EQ(m.version, 2);
+  EXPECT_EQ(m.ptxFingerprint, "81584441332c7240");
   EXPECT_EQ(m.ptx, "tiny_decode.ptx");
   EXPECT_EQ(m.chip, "sm_90");
   EXPECT_EQ(m.strategy, "decode");
@@ -328,8 +329,41 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
        "kernels[1].params[0]: dtype bf16 but its source (result 0 of kernel "
        "0) is f16"},
       {"element count differs from the source",
-       [](json &j) { j["kernels"][1]["params"][0]["shape"][1] = 8; },
-       "kernels[1].params[0]: shape [batch, 8, 16] but its source"},
+       [](json &j) { j["kernels"][0]["params"][8]["shape"][1] = 8; },
+       "kernels[1].params[0]: shape [batch, 4, 16] but its source"},
+      {"split-KV workspace not sized by max_splits",
+       [](json &j) { j["kernels"][1]["params"][6]["shape"][2] = 4; },
+       "kernels[1].params: split-KV attention needs a workspace "
+       "\"partial_out\" of shape [batch, 4, 32, 16]"},
+      {"split-KV statistics of the wrong width",
+       [](json &j) { j["kernels"][1]["params"][7]["shape"][3] = 1; },
+       "needs a workspace \"partial_stats\" of shape [batch, 4, 32, 2]"},
+      {"split counters not per (sequence, grid y)",
+       [](json &j) {
+         j["kernels"][1]["params"][8]["shape"] = {"batch", 1};
+       },
+       "needs a workspace \"split_counters\" of shape [batch, 2]"},
+      {"split counters not zero_init",
+       [](json &j) { j["kernels"][1]["params"][8].erase("zero_init"); },
+       "kernels[1].params: split_counters must be zero_init"},
+      {"split-KV grid y other than num_kv_heads * head_blocks",
+       [](json &j) { j["kernels"][1]["grid"][1] = 1; },
+       "kernels[1].grid: split-KV attention runs on a grid [num_splits, 2 "
+       "(num_kv_heads * head_blocks), batch]"},
+      {"zero chunking parameter",
+       [](json &j) { j["kernels"][1]["schedule"]["min_chunk_tokens"] = 0; },
+       "kernels[1].schedule: split-KV attention needs a positive integer "
+       "\"min_chunk_tokens\""},
+      {"variant entry equal to the kernel's",
+       [](json &j) {
+         json v = j["kernels"][0];
+         v.erase("params");
+         v.erase("index");
+         v["min_batch"] = 2;
+         j["kernels"][0]["variants"] = json::array({v});
+       },
+       "kernels[0].variants[0].entry: variant entry "
+       "\"decode_layer_kernel_0\" is the kernel's or another variant's"},
       {"num_splits without max_splits",
        [](json &j) { j["kernels"][1]["schedule"].erase("max_splits"); },
        "m.json: kernels[1]: the kernel uses num_splits but its schedule has "
@@ -523,16 +557,21 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
 
 TEST(Manifest, VersionAndFunctionErrors) {
   json j = tinyJson();
-  j["version"] = 2;
+  j["version"] = 3;
   std::string msg = EXPECT_THROW_MSG(UnsupportedError, parseJson(j));
-  EXPECT_CONTAINS(msg, "m.json: version: manifest version 2");
+  EXPECT_CONTAINS(msg, "m.json: version: manifest version 3");
+  j = tinyJson();
+  j["version"] = 1; // before argument roles and the PTX fingerprint
+  msg = EXPECT_THROW_MSG(UnsupportedError, parseJson(j));
+  EXPECT_CONTAINS(msg, "manifest version 1 (this runtime reads version 2)");
   Manifest m = parseJson(tinyJson());
   msg = EXPECT_THROW_MSG(InvalidArgumentError, m.function("prefill"));
   EXPECT_CONTAINS(msg, "no function \"prefill\" (functions: decode_layer)");
-  msg = EXPECT_THROW_MSG(FormatError,
-                         Manifest::parse("{\"format\": \"fusion-manifest\", "
-                                         "\"version\": 1, \"kernels\": 3}",
-                                         "x"));
+  msg = EXPECT_THROW_MSG(
+      FormatError, Manifest::parse("{\"format\": \"fusion-manifest\", "
+                                   "\"version\": 2, \"ptx_fnv1a64\": "
+                                   "\"0123456789abcdef\", \"kernels\": 3}",
+                                   "x"));
   EXPECT_CONTAINS(msg, "x: kernels: expected an array, got 3");
   // 40000 nested arrays: an error, not a stack overflow.
   msg = EXPECT_THROW_MSG(
@@ -574,13 +613,22 @@ TEST(PtxEntries, ChecksThePtxAgainstTheManifest) {
   std::string ptx = readText(dataPath("tiny_decode.ptx"));
   checkPtxAgainstManifest(ptx, "tiny.ptx", m);
 
-  std::string msg;
+  // Another PTX with the same entries (a model compiled for other shapes,
+  // or one byte changed) is not the manifest's: its fingerprint differs.
+  std::string edited = ptx;
+  edited.back() = edited.back() == '\n' ? ' ' : '\n';
+  std::string msg = EXPECT_THROW_MSG(
+      FormatError, checkPtxAgainstManifest(edited, "tiny.ptx", m));
+  EXPECT_CONTAINS(msg, "tiny.ptx: not the PTX ");
+  EXPECT_CONTAINS(msg, "the manifest's ptx_fnv1a64 is 81584441332c7240): "
+                       "compile them together");
+  checkPtxEntries(edited, "tiny.ptx", m);
+
   std::string renamed = ptx;
   for (size_t p;
        (p = renamed.find("decode_layer_kernel_1")) != std::string::npos;)
     renamed.replace(p, 21, "other_kernel_1xxxxxxxx");
-  msg = EXPECT_THROW_MSG(FormatError,
-                         checkPtxAgainstManifest(renamed, "tiny.ptx", m));
+  msg = EXPECT_THROW_MSG(FormatError, checkPtxEntries(renamed, "tiny.ptx", m));
   EXPECT_CONTAINS(msg,
                   "tiny.ptx: no .entry decode_layer_kernel_1 for kernel 1");
 
@@ -588,8 +636,7 @@ TEST(PtxEntries, ChecksThePtxAgainstTheManifest) {
   fewer.erase(
       fewer.find(",\n\t.param .u32 decode_layer_kernel_1_param_11"),
       std::string(",\n\t.param .u32 decode_layer_kernel_1_param_11").size());
-  msg = EXPECT_THROW_MSG(FormatError,
-                         checkPtxAgainstManifest(fewer, "tiny.ptx", m));
+  msg = EXPECT_THROW_MSG(FormatError, checkPtxEntries(fewer, "tiny.ptx", m));
   EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_1 has 11 parameters but");
   EXPECT_CONTAINS(msg, "lists 12");
 
@@ -597,8 +644,8 @@ TEST(PtxEntries, ChecksThePtxAgainstTheManifest) {
   std::string from = ".param .u64 decode_layer_kernel_0_param_9";
   wrongType.replace(wrongType.find(from), from.size(),
                     ".param .u32 decode_layer_kernel_0_param_9");
-  msg = EXPECT_THROW_MSG(FormatError,
-                         checkPtxAgainstManifest(wrongType, "tiny.ptx", m));
+  msg =
+      EXPECT_THROW_MSG(FormatError, checkPtxEntries(wrongType, "tiny.ptx", m));
   EXPECT_CONTAINS(msg, "parameter 9 is .u32 but");
   EXPECT_CONTAINS(msg, "output \"residual_out\" (a 64-bit pointer)");
 }
@@ -609,14 +656,13 @@ TEST(PtxEntries, ChecksVariantEntriesLikeKernelEntries) {
   std::string full = withEntryCopy(
       withEntryCopy(ptx, "decode_layer_kernel_0", "decode_layer_kernel_0_tc"),
       "decode_layer_kernel_0", "decode_layer_kernel_0_tc64");
-  checkPtxAgainstManifest(full, "tiny.ptx", m);
+  checkPtxEntries(full, "tiny.ptx", m);
 
   // A variant entry missing from the PTX.
   std::string msg = EXPECT_THROW_MSG(
-      FormatError,
-      checkPtxAgainstManifest(withEntryCopy(ptx, "decode_layer_kernel_0",
-                                            "decode_layer_kernel_0_tc"),
-                              "tiny.ptx", m));
+      FormatError, checkPtxEntries(withEntryCopy(ptx, "decode_layer_kernel_0",
+                                                 "decode_layer_kernel_0_tc"),
+                                   "tiny.ptx", m));
   EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_kernel_0_tc64 for "
                        "kernel 0 (decode_layer_kernel_0) variant min_batch 64 "
                        "(decode_layer_kernel_0_tc64) of m.json");
@@ -626,8 +672,8 @@ TEST(PtxEntries, ChecksVariantEntriesLikeKernelEntries) {
   std::string from = ".param .u32 decode_layer_kernel_0_tc_param_10";
   wrongType.replace(wrongType.find(from), from.size(),
                     ".param .u64 decode_layer_kernel_0_tc_param_10");
-  msg = EXPECT_THROW_MSG(FormatError,
-                         checkPtxAgainstManifest(wrongType, "tiny.ptx", m));
+  msg =
+      EXPECT_THROW_MSG(FormatError, checkPtxEntries(wrongType, "tiny.ptx", m));
   EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_0_tc parameter 10 is .u64 "
                        "but m.json says scalar \"batch\" (a 32-bit i32) for "
                        "kernel 0 (decode_layer_kernel_0) variant min_batch 8");
@@ -635,8 +681,7 @@ TEST(PtxEntries, ChecksVariantEntriesLikeKernelEntries) {
   std::string fewer = full;
   from = ",\n\t.param .u32 decode_layer_kernel_0_tc64_param_11";
   fewer.erase(fewer.find(from), from.size());
-  msg = EXPECT_THROW_MSG(FormatError,
-                         checkPtxAgainstManifest(fewer, "tiny.ptx", m));
+  msg = EXPECT_THROW_MSG(FormatError, checkPtxEntries(fewer, "tiny.ptx", m));
   EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_0_tc64 has 11 parameters "
                        "but m.json lists 12 for kernel 0 "
                        "(decode_layer_kernel_0) variant min_batch 64");

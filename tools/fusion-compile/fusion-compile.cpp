@@ -199,7 +199,9 @@ public:
   ManifestBuilder(ModuleOp module, const llvm::SourceMgr &sourceMgr)
       : module(module), sourceMgr(sourceMgr) {}
 
-  FailureOr<json::Object> build(StringRef ptxName) {
+  /// The manifest of the compiled module, whose PTX is `ptx` (written as
+  /// `ptxName`); fails with diagnostics on the ops it cannot describe.
+  FailureOr<json::Object> build(StringRef ptxName, StringRef ptx) {
     json::Array functions, kernelsJSON;
     bool ok = true;
     module.walk([&](func::FuncOp func) {
@@ -257,6 +259,8 @@ public:
         {"format", StringRef(contract::kManifestFormat)},
         {"version", contract::kManifestVersion},
         {"ptx", ptxName.str()},
+        {StringRef(contract::kPtxFingerprintKey),
+         llvm::formatv("{0:x-16}", contract::ptxFingerprint(ptx)).str()},
         {"chip", chip.getValue()},
         {"features", features.getValue()},
         {"strategy", strategy.getValue()},
@@ -761,7 +765,7 @@ int main(int argc, char **argv) {
 
   ManifestBuilder manifestBuilder(*module, sourceMgr);
   FailureOr<json::Object> manifest =
-      manifestBuilder.build(llvm::sys::path::filename(out->ptx));
+      manifestBuilder.build(llvm::sys::path::filename(out->ptx), *ptx);
   if (failed(manifest))
     return 1;
   std::string manifestText;

@@ -36,8 +36,27 @@ namespace fusion::contract {
 /// The manifest's top-level "format" value.
 inline constexpr std::string_view kManifestFormat = "fusion-manifest";
 /// The manifest's top-level "version" the compiler writes and the runtime
-/// reads (bumped when the manifest changes incompatibly).
-inline constexpr int64_t kManifestVersion = 1;
+/// reads (bumped when the manifest changes incompatibly). Version 2 added
+/// kPtxFingerprintKey and made functions[].arguments[].role required.
+inline constexpr int64_t kManifestVersion = 2;
+
+/// The manifest member holding ptxFingerprint() of the PTX it was written
+/// with, as 16 lowercase hex digits: a runtime refuses a PTX file that is
+/// not the one its manifest describes (the entry signatures alone do not
+/// show a model compiled for other shapes).
+inline constexpr std::string_view kPtxFingerprintKey = "ptx_fnv1a64";
+
+/// The 64-bit FNV-1a hash of `text` (Fowler, Noll, Vo; offset basis
+/// 14695981039346656037, prime 1099511628211): detects a mismatched file,
+/// not tampering.
+constexpr uint64_t ptxFingerprint(std::string_view text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
 
 //===----------------------------------------------------------------------===//
 // Parameters and roles (docs/abi.md sections 1 and 3.3)

@@ -6,9 +6,10 @@
 // and validator, and a scanner of the PTX entry signatures so that the two
 // files can be checked against each other without a GPU.
 //
-// Manifest shape (version 1; unknown members are ignored):
+// Manifest shape (version 2; unknown members are ignored):
 //
-//   { "format": "fusion-manifest", "version": 1, "ptx": "model.ptx",
+//   { "format": "fusion-manifest", "version": 2, "ptx": "model.ptx",
+//     "ptx_fnv1a64": "<16 hex digits: contract::ptxFingerprint of the PTX>",
 //     "functions": [ { "name": "decode_layer",
 //         "arguments": [ {"index": 0, "name": "x", "kind": "tensor"|"buffer",
 //                         "role": "input", (a param role or "unused")
@@ -280,6 +281,8 @@ struct Manifest {
   std::string source;
   int64_t version = 1;
   std::string ptx;
+  /// contract::ptxFingerprint of the PTX it describes (16 hex digits).
+  std::string ptxFingerprint;
   std::string chip;
   std::string strategy;
   std::vector<ManifestFunction> functions;
@@ -311,11 +314,22 @@ struct PtxEntry {
 std::vector<PtxEntry> scanPtxEntries(std::string_view ptx,
                                      const std::string &source = "<ptx>");
 
+/// Checks that `ptx` is the PTX `manifest` was written with: its
+/// contract::ptxFingerprint equals the manifest's. Throws FormatError naming
+/// both files and both hashes.
+void checkPtxFingerprint(std::string_view ptx, const std::string &ptxName,
+                         const Manifest &manifest);
+
 /// Checks that every kernel of `manifest` has an entry in `ptx` whose
 /// parameters match the manifest: one 64-bit (.u64/.b64/.s64) parameter per
 /// buffer, one 32-bit (.u32/.b32/.s32) per i32 scalar, in order; the same
 /// for the entry of each of its variants. Throws FormatError naming the
 /// kernel (and variant), the entry and the first mismatch.
+void checkPtxEntries(std::string_view ptx, const std::string &ptxName,
+                     const Manifest &manifest);
+
+/// checkPtxFingerprint, then checkPtxEntries: what a runtime checks before
+/// loading `ptx` for `manifest`.
 void checkPtxAgainstManifest(std::string_view ptx, const std::string &ptxName,
                              const Manifest &manifest);
 
