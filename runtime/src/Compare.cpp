@@ -52,4 +52,14 @@ std::vector<ErrorStats> compareRows(const double *out, const double *ref,
   return s;
 }
 
+ErrorStats worstRow(const std::vector<double> &out,
+                    const std::vector<double> &ref, int64_t rows) {
+  ErrorStats w;
+  for (const ErrorStats &e :
+       compareRows(out.data(), ref.data(), rows,
+                   static_cast<int64_t>(out.size()) / rows))
+    w = w.worst(e);
+  return w;
+}
+
 } // namespace fusion::runtime

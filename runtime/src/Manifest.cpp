@@ -795,6 +795,20 @@ bool sameElementCount(const std::vector<Dim> &a, const std::vector<Dim> &b) {
 
 /// The source of input `p` of kernel `k` (launch position `i` of `f`):
 /// checks that it is a real argument (whose role, if given, is p's) or a
+/// A value of `dtype` and `shape` (node `n`) bound to `source`, which has
+/// `srcType` and `srcShape`: the same dtype and element count (a reshape
+/// may change the shape).
+void checkLikeSource(const Node &n, ElemType dtype,
+                     const std::vector<Dim> &shape, const Binding &source,
+                     ElemType srcType, const std::vector<Dim> &srcShape) {
+  if (srcType != dtype)
+    n.fail("dtype " + std::string(elemTypeName(dtype)) + " but its source (" +
+           source.str() + ") is " + std::string(elemTypeName(srcType)));
+  if (!sameElementCount(srcShape, shape))
+    n.fail("shape " + shapeString(shape) + " but its source (" + source.str() +
+           ") has shape " + shapeString(srcShape));
+}
+
 /// result of an earlier kernel of `f`, with p's dtype and element count.
 void checkInput(const Manifest &m, const ManifestFunction &f,
                 const std::vector<int> &position, size_t i,
@@ -826,13 +840,7 @@ void checkInput(const Manifest &m, const ManifestFunction &f,
     srcShape = &out->shape;
     srcType = out->dtype;
   }
-  if (srcType != p.dtype)
-    pn.fail("dtype " + std::string(elemTypeName(p.dtype)) +
-            " but its source (" + p.binding.str() + ") is " +
-            std::string(elemTypeName(srcType)));
-  if (!sameElementCount(*srcShape, p.shape))
-    pn.fail("shape " + shapeString(p.shape) + " but its source (" +
-            p.binding.str() + ") has shape " + shapeString(*srcShape));
+  checkLikeSource(pn, p.dtype, p.shape, p.binding, srcType, *srcShape);
 }
 
 /// Result `r` of `f` is an argument or a result of a kernel `f` launches,
@@ -862,13 +870,7 @@ void checkResult(const Manifest &m, const ManifestFunction &f,
     rn.at("source").fail("expected {\"argument\": i} or {\"kernel\": k, "
                          "\"result\": r}");
   }
-  if (srcType != r.dtype)
-    rn.fail("dtype " + std::string(elemTypeName(r.dtype)) +
-            " but its source (" + r.source.str() + ") is " +
-            std::string(elemTypeName(srcType)));
-  if (!sameElementCount(*srcShape, r.shape))
-    rn.fail("shape " + shapeString(r.shape) + " but its source (" +
-            r.source.str() + ") has shape " + shapeString(*srcShape));
+  checkLikeSource(rn, r.dtype, r.shape, r.source, srcType, *srcShape);
 }
 
 /// Cross-references: each kernel is launched by one function, which it

@@ -82,8 +82,8 @@ TEST(Checker, IntermediatesOfTheTinyFunction) {
   EXPECT_EQ(m[0].rowElems, 4 * 16);
 }
 
-TEST(Checker, WorstSequence) {
-  ErrorStats w = worstSequence({1, 1, 3, 1}, {1, 1, 1, 1}, 2);
+TEST(Compare, WorstRow) {
+  ErrorStats w = worstRow({1, 1, 3, 1}, {1, 1, 1, 1}, 2);
   // Row 1: |d| = 2 of ||(1, 1)|| = sqrt(2).
   EXPECT_DOUBLE_EQ(w.maxAbs, 2);
   EXPECT_NEAR(w.rel, 2 / std::sqrt(2.0), 1e-12);

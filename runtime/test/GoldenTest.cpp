@@ -108,17 +108,6 @@ std::map<std::string, Bits> runOps(const Case &c, Precision precision) {
   return t;
 }
 
-/// The worst per-sequence error of `out` against `ref` (doubles).
-ErrorStats worstRow(const std::vector<double> &out,
-                    const std::vector<double> &ref, int64_t rows) {
-  ErrorStats w;
-  for (const ErrorStats &s :
-       compareRows(out.data(), ref.data(), rows,
-                   static_cast<int64_t>(out.size()) / rows))
-    w = w.worst(s);
-  return w;
-}
-
 void printRow(const std::string &model, DType dtype, const char *precision,
               const std::string &tensor, const char *against,
               const ErrorStats &s, double bound) {

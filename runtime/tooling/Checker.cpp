@@ -80,17 +80,6 @@ std::vector<Intermediate> findIntermediates(const Model &model,
   return out;
 }
 
-/// The worst per-sequence error of `out` against `ref` (`rows` sequences).
-ErrorStats worstSequence(const std::vector<double> &out,
-                         const std::vector<double> &ref, int64_t rows) {
-  ErrorStats w;
-  for (const ErrorStats &e :
-       compareRows(out.data(), ref.data(), rows,
-                   static_cast<int64_t>(out.size()) / rows))
-    w = w.worst(e);
-  return w;
-}
-
 std::vector<OutputRow> outputRows(const FrontHalfSignature &sig,
                                   const StepOutputs &got, const RefOutputs &r64,
                                   const RefOutputs &r32) {
@@ -202,16 +191,13 @@ bool checkGolden(const GoldenDecodeStep &g, const std::vector<GoldenRow> &rows,
   for (const GoldenRow &r : rows) {
     const int64_t n = static_cast<int64_t>(r.out->size());
     std::vector<double> out = toDoubles(g.dtype, r.out->data(), n);
-    ErrorStats hf =
-        worstSequence(out, toDoubles(g.dtype, r.golden->data(), n), B);
-    ErrorStats r64 =
-        worstSequence(out, toDoubles(g.dtype, r.ref64->data(), n), B);
-    ErrorStats r32 =
-        worstSequence(out, toDoubles(g.dtype, r.ref32->data(), n), B);
+    ErrorStats hf = worstRow(out, toDoubles(g.dtype, r.golden->data(), n), B);
+    ErrorStats r64 = worstRow(out, toDoubles(g.dtype, r.ref64->data(), n), B);
+    ErrorStats r32 = worstRow(out, toDoubles(g.dtype, r.ref32->data(), n), B);
     std::string f64 = "-";
     bool ok = hf.nonFinite == 0 && r64.rel < tol;
     if (r.golden64) {
-      ErrorStats e = worstSequence(out, *r.golden64, B);
+      ErrorStats e = worstRow(out, *r.golden64, B);
       f64 = cell(e);
       ok &= e.rel < tol;
     }

@@ -45,6 +45,11 @@ ErrorStats compareTensors(DType dtype, const uint16_t *out, const uint16_t *ref,
 std::vector<ErrorStats> compareRows(const double *out, const double *ref,
                                     int64_t rows, int64_t rowElems);
 
+/// The worst of compareRows over `rows` equal rows of `out` against `ref`
+/// (the error of the worst sequence of a batch).
+ErrorStats worstRow(const std::vector<double> &out,
+                    const std::vector<double> &ref, int64_t rows);
+
 } // namespace fusion::runtime
 
 #endif // FUSION_RUNTIME_COMPARE_H

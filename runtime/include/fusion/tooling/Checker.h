@@ -115,10 +115,6 @@ std::vector<GoldenRow> goldenRows(const runtime::GoldenDecodeStep &golden,
                                   const StepOutputs &got, const RefOutputs &r64,
                                   const RefOutputs &r32);
 
-/// The worst per-sequence error of `out` against `ref` (`rows` sequences).
-runtime::ErrorStats worstSequence(const std::vector<double> &out,
-                                  const std::vector<double> &ref, int64_t rows);
-
 /// Writes the golden table to `os`; returns whether every row is within
 /// `tol` against float64 (the CPU fp64 reference, and attn_output_f64) and
 /// finite.
