@@ -30,7 +30,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [os.path.join(config.fusion_obj_root, "bin"), config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    ["fusion-opt", "fusion-compile", "fusion-import"], tool_dirs)
+    ["fusion-opt", "fusion-compile", "fusion-import", "fusion-translate"], tool_dirs)
 config.substitutions.append(
     ("%fusion_bin", os.path.join(config.fusion_obj_root, "bin")))
 

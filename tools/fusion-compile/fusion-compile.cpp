@@ -18,18 +18,18 @@
 #include "fusion/Conversion/Passes.h"
 #include "fusion/Dialect/Fusion/IR/FusionDialect.h"
 #include "fusion/Dialect/Fusion/IR/FusionOps.h"
+#include "fusion/Support/ParseModule.h"
 #include "fusion/Support/ToolInput.h"
+#include "fusion/Target/Manifest.h"
 #include "fusion/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
@@ -39,16 +39,13 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace mlir::fusion;
 namespace cl = llvm::cl;
-namespace json = llvm::json;
 
 static cl::OptionCategory category("fusion-compile options");
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"),
@@ -75,413 +72,6 @@ static cl::opt<std::string>
              cl::init(""), cl::cat(category));
 
 namespace {
-
-/// A JSON value for an attribute of a schedule / launch dictionary.
-json::Value toJSON(Attribute attr) {
-  if (auto pairing = dyn_cast<RopePairingAttr>(attr))
-    return stringifyRopePairing(pairing.getValue()).str();
-  if (auto scaling = dyn_cast<Llama3RopeScalingAttr>(attr))
-    return json::Object{
-        {"type", "llama3"},
-        {"factor", scaling.getFactor().convertToDouble()},
-        {"low_freq_factor", scaling.getLowFreqFactor().convertToDouble()},
-        {"high_freq_factor", scaling.getHighFreqFactor().convertToDouble()},
-        {"original_max_position", scaling.getOriginalMaxPosition()}};
-  if (auto s = dyn_cast<StringAttr>(attr))
-    return s.getValue().str();
-  if (auto b = dyn_cast<BoolAttr>(attr))
-    return b.getValue();
-  if (auto i = dyn_cast<IntegerAttr>(attr))
-    return i.getValue().getSExtValue();
-  if (auto f = dyn_cast<FloatAttr>(attr))
-    return f.getValueAsDouble();
-  if (isa<UnitAttr>(attr))
-    return true;
-  if (auto a = dyn_cast<ArrayAttr>(attr)) {
-    json::Array out;
-    for (Attribute e : a)
-      out.push_back(toJSON(e));
-    return out;
-  }
-  if (auto d = dyn_cast<DictionaryAttr>(attr)) {
-    json::Object out;
-    for (NamedAttribute e : d)
-      out[e.getName().getValue()] = toJSON(e.getValue());
-    return out;
-  }
-  std::string str;
-  llvm::raw_string_ostream os(str);
-  attr.print(os);
-  return str;
-}
-
-/// "4096" -> 4096, "batch" -> "batch".
-json::Value dimToJSON(StringRef dim) {
-  int64_t value;
-  if (!dim.getAsInteger(10, value))
-    return value;
-  return dim.str();
-}
-
-json::Array shapeToJSON(ArrayAttr shape) {
-  json::Array out;
-  for (Attribute a : shape)
-    out.push_back(dimToJSON(cast<StringAttr>(a).getValue()));
-  return out;
-}
-
-std::string dtypeOf(Type type) {
-  if (type.isF16())
-    return "f16";
-  if (type.isBF16())
-    return "bf16";
-  if (type.isF32())
-    return "f32";
-  if (type.isInteger(32))
-    return "i32";
-  std::string str;
-  llvm::raw_string_ostream os(str);
-  type.print(os);
-  return str;
-}
-
-json::Array typeShapeToJSON(ShapedType type, ArrayRef<StringRef> names) {
-  json::Array out;
-  unsigned next = 0;
-  for (int64_t d : type.getShape()) {
-    if (ShapedType::isDynamic(d))
-      out.push_back(next < names.size() ? names[next++].str() : "dynamic");
-    else
-      out.push_back(d);
-  }
-  return out;
-}
-
-/// The SSA name (without '%') a function argument had in the source, read
-/// back from its location; "arg<i>" if unknown.
-std::string argumentName(BlockArgument arg, const llvm::SourceMgr &sourceMgr) {
-  std::string fallback = "arg" + std::to_string(arg.getArgNumber());
-  auto loc = dyn_cast<FileLineColLoc>(arg.getLoc());
-  if (!loc || sourceMgr.getNumBuffers() == 0)
-    return fallback;
-  const llvm::MemoryBuffer *buffer =
-      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
-  StringRef text = buffer->getBuffer();
-  unsigned line = loc.getLine(), col = loc.getColumn();
-  size_t pos = 0;
-  for (unsigned l = 1; l < line && pos != StringRef::npos; ++l) {
-    pos = text.find('\n', pos);
-    if (pos != StringRef::npos)
-      ++pos;
-  }
-  if (pos == StringRef::npos || pos + col - 1 >= text.size())
-    return fallback;
-  StringRef rest = text.drop_front(pos + col - 1);
-  if (!rest.consume_front("%"))
-    return fallback;
-  size_t end = rest.find_if_not([](char c) {
-    return llvm::isAlnum(c) || c == '_' || c == '$' || c == '.' || c == '-';
-  });
-  StringRef name = rest.take_front(end);
-  return name.empty() ? fallback : name.str();
-}
-
-/// Where a value used by a kernel comes from, looking through reshapes.
-struct Source {
-  enum Kind { Argument, KernelResult, Unknown } kind = Unknown;
-  unsigned index = 0;  // argument index, or kernel index
-  unsigned result = 0; // kernel result index
-  bool reshaped = false;
-};
-
-class ManifestBuilder {
-public:
-  ManifestBuilder(ModuleOp module, const llvm::SourceMgr &sourceMgr)
-      : module(module), sourceMgr(sourceMgr) {}
-
-  /// The manifest of the compiled module, whose PTX is `ptx` (written as
-  /// `ptxName`); fails with diagnostics on the ops it cannot describe.
-  FailureOr<json::Object> build(StringRef ptxName, StringRef ptx) {
-    json::Array functions, kernelsJSON;
-    bool ok = true;
-    module.walk([&](func::FuncOp func) {
-      if (func.isExternal())
-        return;
-      json::Object fn;
-      fn["name"] = func.getSymName().str();
-      argumentRoles.clear();
-      DenseMap<Operation *, unsigned> kernelIndex;
-      json::Array fnKernels;
-      func.walk([&](KernelOp kernel) {
-        auto launch = kernel->getAttrOfType<DictionaryAttr>("fusion.launch");
-        if (!launch) {
-          kernel.emitOpError("has no fusion.launch (not compiled)");
-          ok = false;
-          return;
-        }
-        unsigned index = kernelCount++;
-        kernelIndex[kernel] = index;
-        fnKernels.push_back(index);
-        kernelsJSON.push_back(kernelToJSON(kernel, launch, index,
-                                           func.getSymName(), kernelIndex, ok));
-      });
-      fn["kernels"] = std::move(fnKernels);
-      fn["arguments"] = argumentsToJSON(func);
-
-      json::Array results;
-      func.walk([&](func::ReturnOp ret) {
-        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-          json::Object r{{"index", i}};
-          auto shaped = dyn_cast<ShapedType>(v.getType());
-          if (shaped) {
-            r["dtype"] = dtypeOf(shaped.getElementType());
-            r["shape"] = typeShapeToJSON(shaped, getDynamicDimNames(shaped));
-          }
-          Source source = traceSource(v, kernelIndex);
-          if (source.kind == Source::Unknown) {
-            ret.emitOpError("result #")
-                << i
-                << " is computed outside the fusion.kernel ops (neither a "
-                   "function argument nor a kernel result, nor a reshape of "
-                   "one); the manifest cannot say where it comes from";
-            ok = false;
-          }
-          r["source"] = sourceToJSON(source);
-          results.push_back(std::move(r));
-        }
-      });
-      fn["results"] = std::move(results);
-      functions.push_back(std::move(fn));
-    });
-    if (!ok)
-      return failure();
-    json::Object manifest{
-        {"format", StringRef(contract::kManifestFormat)},
-        {"version", contract::kManifestVersion},
-        {"ptx", ptxName.str()},
-        {StringRef(contract::kPtxFingerprintKey),
-         llvm::formatv("{0:x-16}", contract::ptxFingerprint(ptx)).str()},
-        {"chip", chip.getValue()},
-        {"features", features.getValue()},
-        {"strategy", strategy.getValue()},
-        {"abi",
-         json::Object{{"buffer", "one .u64 device pointer per buffer (dense, "
-                                 "row-major, no offset)"},
-                      {"scalar", "i32 by value"},
-                      {"order", "kernel operands, outputs, workspaces, scalars "
-                                "(params lists them in order)"},
-                      {"block", "1-D: block = [threads, 1, 1]"}}},
-        {"functions", std::move(functions)},
-        {"kernels", std::move(kernelsJSON)},
-    };
-    return manifest;
-  }
-
-private:
-  /// The role a kernel parameter bound to a function argument gives it.
-  struct ArgumentRole {
-    std::string role;
-    std::string boundBy; // "kernel <name> parameter <index>", for messages
-  };
-
-  /// `functions[].arguments`: index, name, role, kind, dtype, shape. The role
-  /// is that of the kernel parameters bound to the argument ("unused" if
-  /// none is).
-  json::Array argumentsToJSON(func::FuncOp func) {
-    json::Array args;
-    for (BlockArgument arg : func.getArguments()) {
-      json::Object a{{"index", arg.getArgNumber()},
-                     {"name", argumentName(arg, sourceMgr)}};
-      auto role = argumentRoles.find(arg.getArgNumber());
-      a["role"] = role == argumentRoles.end()
-                      ? std::string(contract::role::kUnused)
-                      : role->second.role;
-      if (auto shaped = dyn_cast<ShapedType>(arg.getType())) {
-        a["kind"] =
-            StringRef(isa<MemRefType>(shaped) ? contract::argument::kBuffer
-                                              : contract::argument::kTensor);
-        a["dtype"] = dtypeOf(shaped.getElementType());
-        a["shape"] = typeShapeToJSON(shaped, getDynamicDimNames(shaped));
-      }
-      args.push_back(std::move(a));
-    }
-    return args;
-  }
-
-  /// Records that parameter `param` of `kernel`, with `role`, is bound to
-  /// function argument `argument`; fails (with a diagnostic on `kernel`) if
-  /// an earlier parameter gave the argument another role.
-  LogicalResult bindArgument(unsigned argument, StringRef role, KernelOp kernel,
-                             unsigned param) {
-    std::string boundBy =
-        llvm::formatv("kernel {0} parameter {1}", kernel.getSymName(), param);
-    auto [it, inserted] =
-        argumentRoles.try_emplace(argument, ArgumentRole{role.str(), boundBy});
-    if (inserted || it->second.role == role)
-      return success();
-    return kernel.emitOpError("parameter ")
-           << param << " binds function argument #" << argument << " as '"
-           << role << "', but " << it->second.boundBy << " binds it as '"
-           << it->second.role << "'; the manifest gives each argument one role";
-  }
-
-  Source traceSource(Value v, const DenseMap<Operation *, unsigned> &kernels) {
-    Source s;
-    while (true) {
-      if (auto arg = dyn_cast<BlockArgument>(v)) {
-        if (isa<func::FuncOp>(arg.getOwner()->getParentOp())) {
-          s.kind = Source::Argument;
-          s.index = arg.getArgNumber();
-        }
-        return s;
-      }
-      Operation *def = v.getDefiningOp();
-      if (auto kernel = dyn_cast<KernelOp>(def)) {
-        auto it = kernels.find(kernel);
-        if (it == kernels.end())
-          return s;
-        s.kind = Source::KernelResult;
-        s.index = it->second;
-        s.result = cast<OpResult>(v).getResultNumber();
-        return s;
-      }
-      if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp, tensor::CastOp>(
-              def)) {
-        s.reshaped = true;
-        v = def->getOperand(0);
-        continue;
-      }
-      return s;
-    }
-  }
-
-  json::Value sourceToJSON(const Source &s) {
-    json::Object o;
-    switch (s.kind) {
-    case Source::Argument:
-      o["argument"] = s.index;
-      break;
-    case Source::KernelResult:
-      o["kernel"] = s.index;
-      o["result"] = s.result;
-      break;
-    case Source::Unknown: // an error, reported where it is traced
-      break;
-    }
-    if (s.reshaped)
-      o["reshaped"] = true;
-    return o;
-  }
-
-  /// Writes the launch of `launch` (a fusion.launch dictionary or one of its
-  /// variants) into `out`: entry, grid, block, dynamic_shared_bytes,
-  /// static_shared_bytes and `schedule` (when non-null).
-  static void launchToJSON(DictionaryAttr launch, DictionaryAttr schedule,
-                           json::Object &out) {
-    out["entry"] = cast<StringAttr>(launch.get("entry")).getValue().str();
-    json::Array grid;
-    for (Attribute g : cast<ArrayAttr>(launch.get("grid")))
-      grid.push_back(dimToJSON(cast<StringAttr>(g).getValue()));
-    out["grid"] = std::move(grid);
-    int64_t block = cast<IntegerAttr>(launch.get("block")).getInt();
-    out["block"] = json::Array{block, 1, 1};
-    out["dynamic_shared_bytes"] =
-        cast<IntegerAttr>(launch.get("smem")).getInt();
-    if (auto s = launch.getAs<IntegerAttr>("static_smem"))
-      out["static_shared_bytes"] = s.getInt();
-    if (schedule)
-      out["schedule"] = toJSON(schedule);
-  }
-
-  json::Object kernelToJSON(KernelOp kernel, DictionaryAttr launch,
-                            unsigned index, StringRef function,
-                            const DenseMap<Operation *, unsigned> &kernels,
-                            bool &ok) {
-    json::Object k;
-    k["index"] = index;
-    k["function"] = function.str();
-    k["name"] = kernel.getSymName().str();
-    launchToJSON(launch, kernel.getScheduleAttr(), k);
-    if (auto variants = launch.getAs<ArrayAttr>("variants")) {
-      json::Array out;
-      for (Attribute a : variants) {
-        auto variant = cast<DictionaryAttr>(a);
-        json::Object v{{"min_batch",
-                        cast<IntegerAttr>(variant.get("min_batch")).getInt()}};
-        launchToJSON(variant, variant.getAs<DictionaryAttr>("schedule"), v);
-        out.push_back(std::move(v));
-      }
-      k["variants"] = std::move(out);
-    }
-    if (launch.get("programmatic_dependent_launch"))
-      k["programmatic_dependent_launch"] = true;
-    // The ops the kernel computes, with their attributes (for references
-    // and for users who want to know the math without reading MLIR).
-    json::Array ops;
-    for (Operation &op : kernel.getBody().front().without_terminator()) {
-      json::Object o{{"op", op.getName().stripDialect().str()}};
-      json::Object attrs;
-      for (NamedAttribute a : op.getAttrs())
-        attrs[a.getName().getValue()] = toJSON(a.getValue());
-      if (auto rope = dyn_cast<RopeOp>(op))
-        attrs["rotary_dim"] = rope.getEffectiveRotaryDim();
-      if (auto attn = dyn_cast<DecodeAttentionOp>(op))
-        attrs["scale"] = attn.getEffectiveScale();
-      if (auto norm = dyn_cast<RMSNormOp>(op))
-        attrs["residual"] = static_cast<bool>(norm.getResidual());
-      if (auto qkv = dyn_cast<QKVProjOp>(op))
-        attrs["bias"] = static_cast<bool>(qkv.getBias());
-      o["attributes"] = std::move(attrs);
-      ops.push_back(std::move(o));
-    }
-    k["ops"] = std::move(ops);
-
-    unsigned numInputs = kernel.getInputs().size();
-    json::Array params;
-    unsigned outputIndex = 0;
-    for (auto [i, p] : llvm::enumerate(cast<ArrayAttr>(launch.get("params")))) {
-      auto param = cast<DictionaryAttr>(p);
-      json::Object o;
-      o["index"] = i;
-      StringRef kindName = cast<StringAttr>(param.get("kind")).getValue();
-      std::optional<contract::ParamKind> kind =
-          contract::parseParamKind(kindName);
-      o["kind"] = kindName.str();
-      StringRef role = cast<StringAttr>(param.get("role")).getValue();
-      o["role"] = role.str();
-      o["dtype"] = cast<StringAttr>(param.get("dtype")).getValue().str();
-      if (auto shape = param.getAs<ArrayAttr>("shape"))
-        o["shape"] = shapeToJSON(shape);
-      if (param.get("zero_init"))
-        o["zero_init"] = true;
-      if (kind == contract::ParamKind::Input && i < numInputs) {
-        Source s = traceSource(kernel.getInputs()[i], kernels);
-        if (s.kind == Source::Unknown) {
-          kernel.emitOpError("operand #")
-              << i
-              << " is neither a function argument nor a kernel result (nor a "
-                 "reshape of one); the manifest cannot bind it";
-          ok = false;
-        }
-        if (s.kind == Source::Argument &&
-            failed(bindArgument(s.index, role, kernel, i)))
-          ok = false;
-        o["binding"] = sourceToJSON(s);
-      } else if (kind == contract::ParamKind::Output) {
-        o["binding"] = json::Object{{"result", outputIndex++}};
-      }
-      params.push_back(std::move(o));
-    }
-    k["params"] = std::move(params);
-    return k;
-  }
-
-  ModuleOp module;
-  const llvm::SourceMgr &sourceMgr;
-  unsigned kernelCount = 0;
-  /// Function argument index -> its role, for the function being built.
-  DenseMap<unsigned, ArgumentRole> argumentRoles;
-};
 
 /// The files fusion-compile writes.
 struct OutputPaths {
@@ -634,38 +224,19 @@ LogicalResult verifyTopLevel(ModuleOp module) {
 LogicalResult writeDump(ModuleOp module, StringRef path) {
   if (path.empty())
     return success();
+  // Arguments print under their names (%x), which fusion-translate
+  // --fusion-to-manifest reads back.
+  OpPrintingFlags flags;
+  flags.printNameLocAsPrefix();
   if (path == "-") {
-    module.print(llvm::outs());
+    module.print(llvm::outs(), flags);
     return success();
   }
   std::string dumped;
   llvm::raw_string_ostream os(dumped);
-  module.print(os);
+  module.print(os, flags);
   return success(succeeded(writeTemp(path, dumped)) &&
                  succeeded(commitTemp(path)));
-}
-
-/// The PTX of the compiled `module` (its gpu.binary); fails with a message
-/// if there is none or it calls libdevice.
-FailureOr<std::string> extractPTX(ModuleOp module) {
-  std::string ptx;
-  module.walk([&](gpu::BinaryOp binary) {
-    for (Attribute a : binary.getObjects()) {
-      auto object = cast<gpu::ObjectAttr>(a);
-      if (object.getFormat() == gpu::CompilationTarget::Assembly)
-        ptx += object.getObject().getValue().str();
-    }
-  });
-  if (ptx.empty()) {
-    llvm::errs() << "fusion-compile: the module has no kernels (no PTX)\n";
-    return failure();
-  }
-  if (StringRef(ptx).contains("__nv_")) {
-    llvm::errs() << "fusion-compile: the PTX calls libdevice (__nv_*), which "
-                    "the CUDA driver cannot resolve\n";
-    return failure();
-  }
-  return ptx;
 }
 
 /// The number of fusion.kernel launches in `module` and of the distinct PTX
@@ -675,7 +246,7 @@ std::pair<unsigned, unsigned> countKernelsAndEntries(ModuleOp module) {
   llvm::StringSet<> entries;
   module.walk([&](KernelOp kernel) {
     ++kernels;
-    auto launch = kernel->getAttrOfType<DictionaryAttr>("fusion.launch");
+    auto launch = kernel->getAttrOfType<DictionaryAttr>(kLaunchAttrName);
     if (!launch)
       return;
     entries.insert(cast<StringAttr>(launch.get("entry")).getValue());
@@ -747,7 +318,8 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module =
+      parseModuleNamingArguments(sourceMgr, &context);
   if (!module || failed(verifyTopLevel(*module)))
     return 1;
 
@@ -759,23 +331,16 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
 
-  FailureOr<std::string> ptx = extractPTX(*module);
-  if (failed(ptx))
+  FailureOr<std::string> ptx = getModulePTX(*module);
+  std::string manifest;
+  llvm::raw_string_ostream manifestStream(manifest);
+  if (failed(ptx) ||
+      failed(exportManifest(*module, manifestStream,
+                            llvm::sys::path::filename(out->ptx))))
     return 1;
-
-  ManifestBuilder manifestBuilder(*module, sourceMgr);
-  FailureOr<json::Object> manifest =
-      manifestBuilder.build(llvm::sys::path::filename(out->ptx), *ptx);
-  if (failed(manifest))
-    return 1;
-  std::string manifestText;
-  {
-    llvm::raw_string_ostream os(manifestText);
-    os << llvm::formatv("{0:2}", json::Value(std::move(*manifest))) << "\n";
-  }
 
   if (failed(writeDump(*module, out->dump)) ||
-      failed(writeOutputs(out->ptx, *ptx, out->manifest, manifestText)))
+      failed(writeOutputs(out->ptx, *ptx, out->manifest, manifest)))
     return 1;
   auto [kernels, entries] = countKernelsAndEntries(*module);
   llvm::outs() << "fusion-compile: wrote " << outputPrefix << ".ptx ("

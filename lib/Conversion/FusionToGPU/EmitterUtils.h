@@ -34,10 +34,6 @@ namespace mlir::fusion {
 /// Symbol name of the gpu.module that holds every emitted kernel.
 inline constexpr llvm::StringLiteral kKernelModuleName = "fusion_kernels";
 
-/// Name of the discardable attribute carrying a kernel's launch description
-/// on its fusion.kernel op.
-inline constexpr llvm::StringLiteral kLaunchAttrName = "fusion.launch";
-
 /// Nominal extent of the flat 1-D buffer memrefs of a gpu.func.
 ///
 /// The ABI passes every buffer as one bare device pointer. MLIR 22's

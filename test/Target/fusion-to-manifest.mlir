@@ -1,0 +1,94 @@
+// fusion-translate --fusion-to-manifest: the manifest of a compiled module.
+//
+// 1. It is the manifest fusion-compile writes: compile an example, dump the
+//    compiled module, translate the dump, and compare.
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: fusion-compile %fusion_src_root/examples/llama3_8b.mlir -o %t/m --dump-mlir=%t/m.mlir
+// RUN: fusion-translate --fusion-to-manifest --fusion-ptx-name=m.ptx %t/m.mlir -o %t/translated.json
+// RUN: diff %t/m.manifest.json %t/translated.json
+//
+// 2. Hand-written compiled modules: what each manifest field is read from,
+//    and the modules the exporter refuses.
+// RUN: fusion-translate --fusion-to-manifest --fusion-ptx-name=norm.ptx %s -split-input-file -verify-diagnostics | FileCheck %s
+
+// The chip and features come from the gpu.binary's #nvvm.target, the strategy
+// from the kernels' schedules, argument names from the source's SSA names
+// (%hidden) or a NameLoc (weight), and ptx_fnv1a64 is the FNV-1a hash of the
+// assembly (computed independently: a72cd7aebfe84229).
+// CHECK-LABEL: "chip": "sm_80",
+//       CHECK: "features": "+ptx75",
+//       CHECK: "arguments": [
+//       CHECK:   "name": "hidden",
+//  CHECK-NEXT:   "role": "input",
+//       CHECK:   "name": "weight",
+//  CHECK-NEXT:   "role": "norm_weight",
+//       CHECK: "name": "norm",
+//       CHECK: "ptx": "norm.ptx",
+//  CHECK-NEXT: "ptx_fnv1a64": "a72cd7aebfe84229",
+//  CHECK-NEXT: "strategy": "none",
+module attributes {gpu.container_module} {
+  func.func @norm(%hidden: tensor<?x64xf16>, %arg1: tensor<64xf16> loc("weight")) -> tensor<?x64xf16> {
+    %0 = fusion.kernel @norm_k0_rmsnorm (%h = %hidden, %w = %arg1) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {fusion.launch = {block = 32 : i64, entry = "norm_k0_rmsnorm", grid = ["batch", "1", "1"], params = [{dtype = "f16", kind = "input", role = "input", shape = ["batch", "64"]}, {dtype = "f16", kind = "input", role = "norm_weight", shape = ["64"]}, {dtype = "f16", kind = "output", role = "normed", shape = ["batch", "64"]}, {dtype = "i32", kind = "scalar", role = "batch"}], smem = 0 : i64}, schedule = {kind = "norm_row", strategy = "none"}} {
+      %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+      fusion.yield %r : tensor<?x64xf16>
+    }
+    return %0 : tensor<?x64xf16>
+  }
+  gpu.binary @fusion_kernels [#gpu.object<#nvvm.target<chip = "sm_80", features = "+ptx75">, assembly = ".visible .entry norm_k0_rmsnorm()\0A">]
+}
+
+// -----
+
+// expected-error @below {{the module has no kernels (no PTX)}}
+module {
+  func.func @empty(%x: tensor<?x64xf16>) -> tensor<?x64xf16> {
+    return %x : tensor<?x64xf16>
+  }
+}
+
+// -----
+
+// expected-error @below {{the PTX calls libdevice (__nv_*), which the CUDA driver cannot resolve}}
+module attributes {gpu.container_module} {
+  gpu.binary @fusion_kernels [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "call __nv_expf;">]
+}
+
+// -----
+
+module attributes {gpu.container_module} {
+  func.func @norm(%hidden: tensor<?x64xf16>, %weight: tensor<64xf16>) -> tensor<?x64xf16> {
+    // expected-error @below {{has no fusion.launch (not compiled)}}
+    %0 = fusion.kernel @norm_k0_rmsnorm (%h = %hidden, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {schedule = {strategy = "none"}} {
+      %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+      fusion.yield %r : tensor<?x64xf16>
+    }
+    return %0 : tensor<?x64xf16>
+  }
+  gpu.binary @fusion_kernels [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = ".visible .entry norm_k0_rmsnorm()\0A">]
+}
+
+// -----
+
+// expected-error @below {{the manifest needs every fusion.kernel's schedule to record the same strategy}}
+module attributes {gpu.container_module} {
+  func.func @norm(%hidden: tensor<?x64xf16>, %weight: tensor<64xf16>) -> tensor<?x64xf16> {
+    %0 = fusion.kernel @a (%h = %hidden, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {fusion.launch = {block = 32 : i64, entry = "a", grid = ["batch", "1", "1"], params = [{dtype = "f16", kind = "input", role = "input", shape = ["batch", "64"]}, {dtype = "f16", kind = "input", role = "norm_weight", shape = ["64"]}, {dtype = "f16", kind = "output", role = "normed", shape = ["batch", "64"]}, {dtype = "i32", kind = "scalar", role = "batch"}], smem = 0 : i64}, schedule = {strategy = "none"}} {
+      %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+      fusion.yield %r : tensor<?x64xf16>
+    }
+    %1 = fusion.kernel @b (%h = %0, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {fusion.launch = {block = 32 : i64, entry = "b", grid = ["batch", "1", "1"], params = [{dtype = "f16", kind = "input", role = "input", shape = ["batch", "64"]}, {dtype = "f16", kind = "input", role = "norm_weight", shape = ["64"]}, {dtype = "f16", kind = "output", role = "normed", shape = ["batch", "64"]}, {dtype = "i32", kind = "scalar", role = "batch"}], smem = 0 : i64}, schedule = {strategy = "decode"}} {
+      %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+      fusion.yield %r : tensor<?x64xf16>
+    }
+    return %1 : tensor<?x64xf16>
+  }
+  gpu.binary @fusion_kernels [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = ".visible .entry a()\0A.visible .entry b()\0A">]
+}
+
+// -----
+
+// expected-error @below {{the manifest needs a gpu.binary whose objects all have the same #nvvm.target (chip and features)}}
+module attributes {gpu.container_module} {
+  gpu.binary @k90 [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = ".visible .entry a()\0A">]
+  gpu.binary @k80 [#gpu.object<#nvvm.target<chip = "sm_80">, assembly = ".visible .entry b()\0A">]
+}
