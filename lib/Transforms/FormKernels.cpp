@@ -25,8 +25,6 @@ using namespace mlir::fusion;
 
 namespace {
 
-enum class Strategy { None, Decode };
-
 /// Position of an op in the decode front-half chain
 /// norm -> qkv_proj -> rope -> kv_append; std::nullopt for ops that never
 /// join a front-half group (decode_attention).
@@ -59,7 +57,7 @@ static bool isRecomputableNormResult(Value value) {
 /// Forms the kernels of one block.
 class KernelFormer {
 public:
-  KernelFormer(Strategy strategy, StringRef prefix, unsigned firstIndex)
+  KernelFormer(FusionStrategy strategy, StringRef prefix, unsigned firstIndex)
       : strategy(strategy), prefix(prefix), nextIndex(firstIndex) {}
 
   void runOnBlock(Block &block) {
@@ -74,14 +72,14 @@ public:
           flush(group);
         continue;
       }
-      if (strategy == Strategy::Decode && !group.empty() &&
+      if (strategy == FusionStrategy::decode && !group.empty() &&
           canJoin(group, op)) {
         group.push_back(op);
         continue;
       }
       flush(group);
       group.push_back(op);
-      if (strategy == Strategy::None || !frontHalfStage(op))
+      if (strategy == FusionStrategy::none || !frontHalfStage(op))
         flush(group);
     }
     flush(group);
@@ -217,8 +215,8 @@ private:
         builder, front->getLoc(), ValueRange(outputs).getTypes(),
         inputs.getArrayRef(), builder.getStringAttr(name),
         builder.getDictionaryAttr(builder.getNamedAttr(
-            "strategy", builder.getStringAttr(
-                            strategy == Strategy::None ? "none" : "decode"))));
+            "strategy",
+            builder.getStringAttr(stringifyFusionStrategy(strategy)))));
     Block *body = builder.createBlock(&kernel.getBody());
     IRMapping mapping;
     for (Value input : inputs)
@@ -241,7 +239,7 @@ private:
     }
   }
 
-  Strategy strategy;
+  FusionStrategy strategy;
   std::string prefix;
   unsigned nextIndex;
 };
@@ -251,17 +249,6 @@ struct FusionFormKernelsPass
   using Base::Base;
 
   void runOnOperation() override {
-    Strategy parsed;
-    if (strategy == "decode") {
-      parsed = Strategy::Decode;
-    } else if (strategy == "none") {
-      parsed = Strategy::None;
-    } else {
-      getOperation().emitError() << "unknown fusion strategy '" << strategy
-                                 << "'; expected 'decode' or 'none'";
-      return signalPassFailure();
-    }
-
     // Collect blocks first: forming kernels adds regions we must not visit.
     llvm::SetVector<Block *> blocks;
     getOperation().walk<WalkOrder::PreOrder>([&](Operation *op) {
@@ -294,7 +281,7 @@ struct FusionFormKernelsPass
       // Continue numbering after kernels formed by an earlier run.
       unsigned existing = 0;
       named->walk([&](KernelOp) { ++existing; });
-      KernelFormer(parsed, prefix, existing).runOnBlock(*block);
+      KernelFormer(strategy, prefix, existing).runOnBlock(*block);
     }
   }
 };

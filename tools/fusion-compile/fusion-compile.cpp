@@ -55,9 +55,12 @@ static cl::opt<std::string>
                  cl::desc("Output prefix: writes <prefix>.ptx and "
                           "<prefix>.manifest.json"),
                  cl::value_desc("prefix"), cl::Required, cl::cat(category));
-static cl::opt<std::string> strategy("strategy",
-                                     cl::desc("Fusion strategy: decode|none"),
-                                     cl::init("decode"), cl::cat(category));
+static cl::opt<FusionStrategy> strategy(
+    "strategy", cl::desc("Fusion strategy"),
+    cl::values(clEnumValN(FusionStrategy::decode, "decode",
+                          "front half + attention (default)"),
+               clEnumValN(FusionStrategy::none, "none", "one kernel per op")),
+    cl::init(FusionStrategy::decode), cl::cat(category));
 static cl::opt<std::string> chip("chip", cl::desc("Target SM (sm_90, sm_80)"),
                                  cl::init("sm_90"), cl::cat(category));
 static cl::opt<std::string> features("features", cl::desc("PTX feature string"),
@@ -276,11 +279,6 @@ int main(int argc, char **argv) {
        {StringRef(out->ptx), StringRef(out->manifest), StringRef(out->dump)})
     if (!path.empty() && path != "-")
       llvm::sys::fs::remove(tempPath(path));
-  if (strategy != "decode" && strategy != "none") {
-    llvm::errs() << "fusion-compile: unknown --strategy '" << strategy
-                 << "'; expected decode or none\n";
-    return 1;
-  }
   FusionToPTXPipelineOptions pipeline;
   pipeline.chip = chip;
   pipeline.features = features;

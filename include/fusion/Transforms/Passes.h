@@ -4,6 +4,7 @@
 #ifndef FUSION_TRANSFORMS_PASSES_H
 #define FUSION_TRANSFORMS_PASSES_H
 
+#include "fusion/Dialect/Fusion/IR/FusionAttrs.h"
 #include "fusion/Dialect/Fusion/IR/FusionDialect.h"
 #include "mlir/Pass/Pass.h"
 

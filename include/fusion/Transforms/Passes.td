@@ -27,8 +27,12 @@ def FusionFormKernelsPass : Pass<"fusion-form-kernels", "::mlir::ModuleOp"> {
        norm -> qkv_proj (the normalised activations), qkv_proj -> rope
        (query and key), rope/qkv_proj -> kv_append (key and value).
        `decode_attention` always starts its own kernel.
-    2. A fused intermediate used outside the group is still yielded from the
-       kernel so its other users see it; nothing is recomputed.
+    2. A fused intermediate that is also used outside the group: a
+       normalised activation (the `result` of a norm) is recomputed, i.e. the
+       group gets its own copy of the norm and the original stays, as its own
+       kernel, for the outside users; any other such value cuts the group
+       before its first consumer inside it (that value is then a real kernel
+       output), and the rest is grouped again.
     3. The KV-cache write is never moved: ops keep their order, and the
        kernel is placed at its last op, so a read of the cache that follows
        the write stays after it.
@@ -41,9 +45,15 @@ def FusionFormKernelsPass : Pass<"fusion-form-kernels", "::mlir::ModuleOp"> {
     `fusion.kernel` are left alone.
   }];
   let options = [
-    Option<"strategy", "strategy", "std::string", /*default=*/"\"decode\"",
+    Option<"strategy", "strategy", "::mlir::fusion::FusionStrategy",
+           /*default=*/"::mlir::fusion::FusionStrategy::decode",
            "Fusion strategy: 'decode' (front half + attention) or 'none' "
-           "(one kernel per op)">,
+           "(one kernel per op)",
+           [{::llvm::cl::values(
+               clEnumValN(::mlir::fusion::FusionStrategy::decode, "decode",
+                          "front half + attention"),
+               clEnumValN(::mlir::fusion::FusionStrategy::none, "none",
+                          "one kernel per op"))}]>,
   ];
   let dependentDialects = ["::mlir::fusion::FusionDialect"];
 }

@@ -160,7 +160,7 @@ void mlir::fusion::registerFusionToPTXPipeline() {
         buildFusionToPTXPipeline(pm, options);
         return success();
       },
-      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
         optHandler(FusionToPTXPipelineOptions());
       });
 }

@@ -235,7 +235,7 @@
 // PTX-NOT: __nv_
 
 // ERR: hidden size 100 is not a multiple of 8
-// STRATEGY: unknown --strategy 'bogus'; expected decode or none
+// STRATEGY: fusion-compile: for the --strategy option: Cannot find option named 'bogus'!
 func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
     %qkv_w: tensor<512x512xf16>, %pos: tensor<?xi32>, %seq_lens: tensor<?xi32>,
     %block_table: tensor<?x?xi32>, %kc: memref<?x16x2x64xf16>, %vc: memref<?x16x2x64xf16>)

@@ -81,3 +81,25 @@ func.func @rope_block_too_large(%q: tensor<?x2x2050xf16>, %k: tensor<?x1x2050xf1
       : tensor<?x2x2050xf16>, tensor<?x1x2050xf16>, tensor<?xi32>
   return %qr, %kr : tensor<?x2x2050xf16>, tensor<?x1x2050xf16>
 }
+
+// -----
+
+// Two different kernels with one name would be two PTX entries of that name
+// (the verifier does not check names module-wide; this pass does). Kernels
+// with the same name and the same body share one entry.
+func.func @kernel_duplicate_name(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> (tensor<?x64xf16>, tensor<?x64xf16>) {
+  %0 = fusion.kernel @k (%a = %x, %b = %w) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> {
+    %y = fusion.rmsnorm %a, %b {epsilon = 1.0e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+    fusion.yield %y : tensor<?x64xf16>
+  }
+  %1 = fusion.kernel @k (%a = %x, %b = %w) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> {
+    %y = fusion.rmsnorm %a, %b {epsilon = 1.0e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+    fusion.yield %y : tensor<?x64xf16>
+  }
+  // expected-error @below {{'fusion.kernel' op kernel 'k' is already in the gpu.module}}
+  %2 = fusion.kernel @k (%a = %x, %b = %w) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> {
+    %y = fusion.rmsnorm %a, %b {epsilon = 1.0e-06 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+    fusion.yield %y : tensor<?x64xf16>
+  }
+  return %0, %2 : tensor<?x64xf16>, tensor<?x64xf16>
+}

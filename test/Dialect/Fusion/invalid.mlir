@@ -1238,19 +1238,6 @@ func.func @kernel_nested(%x: tensor<?x64xf16>) {
 
 // -----
 
-func.func @kernel_duplicate_name(%x: tensor<?x64xf16>) {
-  fusion.kernel @k (%a = %x) : (tensor<?x64xf16>) -> () {
-    fusion.yield
-  }
-  // expected-error @below {{'fusion.kernel' op entry name @k is already used by another fusion.kernel}}
-  fusion.kernel @k (%a = %x) : (tensor<?x64xf16>) -> () {
-    fusion.yield
-  }
-  return
-}
-
-// -----
-
 // Kernel names become PTX entry names: PTX identifiers only.
 func.func @kernel_name_space(%x: tensor<?x64xf16>) {
   // expected-error @below {{'fusion.kernel' op name "a b" is not a valid PTX entry name: expected a PTX identifier [a-zA-Z_][a-zA-Z0-9_$]* of at most 255 characters}}

@@ -16,6 +16,19 @@ def Fusion_RopePairing : I32EnumAttr<"RopePairing",
   let cppNamespace = "::mlir::fusion";
 }
 
+/// How --fusion-form-kernels groups ops into kernels (its `strategy` option;
+/// recorded as the `strategy` of each kernel's schedule and of the manifest).
+/// `none`: one kernel per op. `decode`: the front half of a decoder layer in
+/// one kernel, attention in the next.
+def Fusion_StrategyNone : I32EnumAttrCase<"none", 0>;
+def Fusion_StrategyDecode : I32EnumAttrCase<"decode", 1>;
+def Fusion_Strategy : I32EnumAttr<"FusionStrategy",
+    "how fusion.kernel regions are formed",
+    [Fusion_StrategyNone, Fusion_StrategyDecode]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::fusion";
+}
+
 /// `neox`: x[i] with x[i + rotary_dim/2] (GPT-NeoX, Hugging Face
 /// `rotate_half`; Llama, Mistral, Qwen2). `gptj`: x[2i] with x[2i+1] (GPT-J,
 /// interleaved).
