@@ -216,7 +216,8 @@ private:
         inputs.getArrayRef(), builder.getStringAttr(name),
         builder.getDictionaryAttr(builder.getNamedAttr(
             "strategy",
-            builder.getStringAttr(stringifyFusionStrategy(strategy)))));
+            builder.getStringAttr(stringifyFusionStrategy(strategy)))),
+        /*launch=*/LaunchAttr());
     Block *body = builder.createBlock(&kernel.getBody());
     IRMapping mapping;
     for (Value input : inputs)
@@ -245,7 +246,7 @@ private:
 };
 
 struct FusionFormKernelsPass
-    : fusion::impl::FusionFormKernelsPassBase<FusionFormKernelsPass> {
+    : mlir::fusion::impl::FusionFormKernelsPassBase<FusionFormKernelsPass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -28,7 +28,7 @@
 //  CHECK-NEXT: "strategy": "none",
 module attributes {gpu.container_module} {
   func.func @norm(%hidden: tensor<?x64xf16>, %arg1: tensor<64xf16> loc("weight")) -> tensor<?x64xf16> {
-    %0 = fusion.kernel @norm_k0_rmsnorm (%h = %hidden, %w = %arg1) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {fusion.launch = {block = 32 : i64, entry = "norm_k0_rmsnorm", grid = ["batch", "1", "1"], params = [{dtype = "f16", kind = "input", role = "input", shape = ["batch", "64"]}, {dtype = "f16", kind = "input", role = "norm_weight", shape = ["64"]}, {dtype = "f16", kind = "output", role = "normed", shape = ["batch", "64"]}, {dtype = "i32", kind = "scalar", role = "batch"}], smem = 0 : i64}, schedule = {kind = "norm_row", strategy = "none"}} {
+    %0 = fusion.kernel @norm_k0_rmsnorm (%h = %hidden, %w = %arg1) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {launch = #fusion.launch<entry = "norm_k0_rmsnorm", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = input, role = "norm_weight", dtype = f16, shape = [64]>, #fusion.param<kind = output, role = "normed", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = scalar, role = "batch", dtype = i32>]>, schedule = {kind = "norm_row", strategy = "none"}} {
       %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
       fusion.yield %r : tensor<?x64xf16>
     }
@@ -57,7 +57,7 @@ module attributes {gpu.container_module} {
 
 module attributes {gpu.container_module} {
   func.func @norm(%hidden: tensor<?x64xf16>, %weight: tensor<64xf16>) -> tensor<?x64xf16> {
-    // expected-error @below {{has no fusion.launch (not compiled)}}
+    // expected-error @below {{has no launch (not compiled)}}
     %0 = fusion.kernel @norm_k0_rmsnorm (%h = %hidden, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {schedule = {strategy = "none"}} {
       %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
       fusion.yield %r : tensor<?x64xf16>
@@ -72,11 +72,11 @@ module attributes {gpu.container_module} {
 // expected-error @below {{the manifest needs every fusion.kernel's schedule to record the same strategy}}
 module attributes {gpu.container_module} {
   func.func @norm(%hidden: tensor<?x64xf16>, %weight: tensor<64xf16>) -> tensor<?x64xf16> {
-    %0 = fusion.kernel @a (%h = %hidden, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {fusion.launch = {block = 32 : i64, entry = "a", grid = ["batch", "1", "1"], params = [{dtype = "f16", kind = "input", role = "input", shape = ["batch", "64"]}, {dtype = "f16", kind = "input", role = "norm_weight", shape = ["64"]}, {dtype = "f16", kind = "output", role = "normed", shape = ["batch", "64"]}, {dtype = "i32", kind = "scalar", role = "batch"}], smem = 0 : i64}, schedule = {strategy = "none"}} {
+    %0 = fusion.kernel @a (%h = %hidden, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {launch = #fusion.launch<entry = "a", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = input, role = "norm_weight", dtype = f16, shape = [64]>, #fusion.param<kind = output, role = "normed", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = scalar, role = "batch", dtype = i32>]>, schedule = {strategy = "none"}} {
       %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
       fusion.yield %r : tensor<?x64xf16>
     }
-    %1 = fusion.kernel @b (%h = %0, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {fusion.launch = {block = 32 : i64, entry = "b", grid = ["batch", "1", "1"], params = [{dtype = "f16", kind = "input", role = "input", shape = ["batch", "64"]}, {dtype = "f16", kind = "input", role = "norm_weight", shape = ["64"]}, {dtype = "f16", kind = "output", role = "normed", shape = ["batch", "64"]}, {dtype = "i32", kind = "scalar", role = "batch"}], smem = 0 : i64}, schedule = {strategy = "decode"}} {
+    %1 = fusion.kernel @b (%h = %0, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {launch = #fusion.launch<entry = "b", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = input, role = "norm_weight", dtype = f16, shape = [64]>, #fusion.param<kind = output, role = "normed", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = scalar, role = "batch", dtype = i32>]>, schedule = {strategy = "decode"}} {
       %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
       fusion.yield %r : tensor<?x64xf16>
     }

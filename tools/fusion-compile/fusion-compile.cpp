@@ -68,11 +68,11 @@ static cl::opt<std::string> features("features", cl::desc("PTX feature string"),
 static cl::opt<int64_t> smCount("sm-count",
                                 cl::desc("SMs the grids should fill"),
                                 cl::init(132), cl::cat(category));
-static cl::opt<std::string>
-    dumpMLIR("dump-mlir",
-             cl::desc("Also write the module after the pipeline (host "
-                      "functions with fusion.launch attributes) to this file"),
-             cl::init(""), cl::cat(category));
+static cl::opt<std::string> dumpMLIR(
+    "dump-mlir",
+    cl::desc("Also write the module after the pipeline (host "
+             "functions with each kernel's #fusion.launch) to this file"),
+    cl::init(""), cl::cat(category));
 
 namespace {
 
@@ -249,14 +249,13 @@ std::pair<unsigned, unsigned> countKernelsAndEntries(ModuleOp module) {
   llvm::StringSet<> entries;
   module.walk([&](KernelOp kernel) {
     ++kernels;
-    auto launch = kernel->getAttrOfType<DictionaryAttr>(kLaunchAttrName);
+    LaunchAttr launch = kernel.getLaunchAttr();
     if (!launch)
       return;
-    entries.insert(cast<StringAttr>(launch.get("entry")).getValue());
-    if (auto variants = launch.getAs<ArrayAttr>("variants"))
-      for (Attribute v : variants)
-        entries.insert(
-            cast<StringAttr>(cast<DictionaryAttr>(v).get("entry")).getValue());
+    entries.insert(launch.getEntry());
+    if (ArrayAttr variants = launch.getVariants())
+      for (auto variant : variants.getAsRange<KernelVariantAttr>())
+        entries.insert(variant.getEntry());
   });
   return {kernels, static_cast<unsigned>(entries.size())};
 }

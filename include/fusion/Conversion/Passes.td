@@ -23,22 +23,25 @@ def ConvertFusionToGPUPass
       elementwise emitter.
 
     The `fusion.kernel` ops stay in the host function: each gets its chosen
-    schedule merged into `schedule` (the `strategy` entry is kept) and its
-    launch description as the discardable attribute `fusion.launch`:
+    schedule merged into `schedule` (the `strategy` entry is kept) and how to
+    launch it as its typed `launch` attribute (`#fusion.launch`, verified
+    against the contract header's roles, dimension names and limits):
 
     ```mlir
-    fusion.launch = {entry = "layer_k0_fused", grid = ["48", "batch", "1"],
-                     block = 256 : i64, smem = 0 : i64,
-                     params = [{kind = "input", role = "input", dtype = "f16",
-                                shape = ["batch", "4096"]}, ...],
-                     static_smem = 0 : i64}
+    launch = #fusion.launch<entry = "layer_k0_fused", grid = [48, batch, 1],
+        block = 256, smem = 0, static_smem = 0,
+        params = [#fusion.param<kind = input, role = "input", dtype = f16,
+                                shape = [batch, 4096]>, ...],
+        programmatic_dependent_launch = true>
     ```
 
     An emitter may add batch-specialised gpu.funcs with the same parameters:
     they are listed, by strictly ascending `min_batch` (>= 2), as
-    `variants = [{min_batch = 2 : i64, entry = ..., grid = [...], block = ...,
-    smem = ..., static_smem = ..., schedule = {...}}]`, and a runtime
-    launches the last one whose `min_batch` <= batch instead of `entry`.
+    `variants = [#fusion.variant<min_batch = 2, entry = ..., grid = [...],
+    block = ..., smem = ..., static_smem = ..., schedule = {...}>]`, and a
+    runtime launches the last one whose `min_batch` <= batch instead of
+    `entry`. Kernels with the same body (the layers of a model) share one
+    gpu.func; two different kernels with the same name are an error.
 
     The kernel ABI (one bare device pointer per buffer, then i32 scalars) is
     described in docs/abi.md.

@@ -1,7 +1,7 @@
 //===- Manifest.h - compiled module -> launch manifest ----------*- C++ -*-===//
 //
 // The manifest exporter: reads a module compiled by the fusion-to-ptx
-// pipeline (host functions of fusion.kernel ops carrying `fusion.launch`,
+// pipeline (host functions of fusion.kernel ops carrying `#fusion.launch`,
 // and the gpu.binary holding their PTX) and writes the JSON manifest that
 // tells a launcher how to run it (format: docs/abi.md). Registered as the
 // `fusion-to-manifest` translation of fusion-translate; fusion-compile calls
@@ -30,7 +30,7 @@ FailureOr<std::string> getModulePTX(ModuleOp module);
 /// #nvvm.target, the strategy from the kernels' schedules, and argument names
 /// from NameLoc locations ("arg<i>" where an argument has none). Fails with
 /// diagnostics on the ops the manifest cannot describe: a kernel without
-/// fusion.launch, an operand or result computed outside the kernels, a
+/// launch, an operand or result computed outside the kernels, a
 /// function argument bound with two roles.
 FailureOr<llvm::json::Object> buildManifest(ModuleOp module, StringRef ptxName);
 

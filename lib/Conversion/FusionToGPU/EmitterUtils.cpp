@@ -370,64 +370,42 @@ LogicalResult mlir::fusion::verifyLaunchLimits(KernelOp kernel,
   return success();
 }
 
-DictionaryAttr mlir::fusion::getLaunchAttr(const KernelLaunch &launch,
-                                           gpu::GPUModuleOp module) {
+/// Launch dims from the emitters' strings: decimal sizes become i64
+/// IntegerAttrs, run-time names StringAttrs.
+static ArrayAttr getLaunchDims(Builder &b, ArrayRef<std::string> dims) {
+  return b.getArrayAttr(llvm::map_to_vector(dims, [&](const std::string &d) {
+    int64_t value;
+    if (!StringRef(d).getAsInteger(10, value))
+      return Attribute(b.getI64IntegerAttr(value));
+    return Attribute(b.getStringAttr(d));
+  }));
+}
+
+LaunchAttr mlir::fusion::getLaunchAttr(const KernelLaunch &launch,
+                                       gpu::GPUModuleOp module) {
   Builder b(module.getContext());
-  auto staticShared = [&](StringRef entry) {
-    return b.getNamedAttr(
-        "static_smem",
-        b.getI64IntegerAttr(getStaticSharedBytes(module, entry)));
-  };
-  auto strings = [&](ArrayRef<std::string> values) {
-    return b.getArrayAttr(
-        llvm::map_to_vector(values, [&](const std::string &s) {
-          return Attribute(b.getStringAttr(s));
-        }));
-  };
   SmallVector<Attribute> params;
   for (const KernelParam &param : launch.params) {
-    SmallVector<NamedAttribute> entries{
-        b.getNamedAttr("kind",
-                       b.getStringAttr(contract::paramKindName(param.kind))),
-        b.getNamedAttr("role", b.getStringAttr(param.role)),
-        b.getNamedAttr("dtype",
-                       b.getStringAttr(getDTypeName(param.elementType))),
-    };
-    if (param.kind != KernelParam::Kind::Scalar)
-      entries.push_back(b.getNamedAttr("shape", strings(param.shape)));
-    if (param.zeroInitialized)
-      entries.push_back(b.getNamedAttr("zero_init", b.getUnitAttr()));
-    params.push_back(b.getDictionaryAttr(entries));
+    ArrayAttr shape = param.kind == KernelParam::Kind::Scalar
+                          ? ArrayAttr()
+                          : getLaunchDims(b, param.shape);
+    params.push_back(KernelParamAttr::get(b.getContext(), param.kind,
+                                          param.role, param.elementType, shape,
+                                          param.zeroInitialized));
   }
-  SmallVector<std::string> grid(launch.grid.begin(), launch.grid.end());
-  SmallVector<NamedAttribute> entries{
-      b.getNamedAttr("entry", b.getStringAttr(launch.entry)),
-      b.getNamedAttr("grid", strings(grid)),
-      b.getNamedAttr("block", b.getI64IntegerAttr(launch.blockSize)),
-      b.getNamedAttr("smem", b.getI64IntegerAttr(launch.dynamicSharedBytes)),
-      staticShared(launch.entry),
-      b.getNamedAttr("params", b.getArrayAttr(params)),
-  };
-  // Batch variants: the primary's launch keys plus min_batch and schedule.
-  if (!launch.variants.empty()) {
-    SmallVector<Attribute> variants;
-    for (const KernelVariant &v : launch.variants)
-      variants.push_back(b.getDictionaryAttr({
-          b.getNamedAttr("min_batch", b.getI64IntegerAttr(v.minBatch)),
-          b.getNamedAttr("entry", b.getStringAttr(v.entry)),
-          b.getNamedAttr("grid", strings(v.grid)),
-          b.getNamedAttr("block", b.getI64IntegerAttr(v.blockSize)),
-          b.getNamedAttr("smem", b.getI64IntegerAttr(v.dynamicSharedBytes)),
-          staticShared(v.entry),
-          b.getNamedAttr("schedule",
-                         v.schedule ? v.schedule : b.getDictionaryAttr({})),
-      }));
-    entries.push_back(b.getNamedAttr("variants", b.getArrayAttr(variants)));
-  }
-  if (hasGridDependencyControl(module))
-    entries.push_back(
-        b.getNamedAttr("programmatic_dependent_launch", b.getUnitAttr()));
-  return b.getDictionaryAttr(entries);
+  SmallVector<Attribute> variants;
+  for (const KernelVariant &v : launch.variants)
+    variants.push_back(KernelVariantAttr::get(
+        b.getContext(), v.minBatch, v.entry, getLaunchDims(b, v.grid),
+        v.blockSize, v.dynamicSharedBytes,
+        getStaticSharedBytes(module, v.entry),
+        v.schedule ? v.schedule : b.getDictionaryAttr({})));
+  return LaunchAttr::get(
+      b.getContext(), launch.entry, getLaunchDims(b, launch.grid),
+      launch.blockSize, launch.dynamicSharedBytes,
+      getStaticSharedBytes(module, launch.entry), b.getArrayAttr(params),
+      variants.empty() ? ArrayAttr() : b.getArrayAttr(variants),
+      hasGridDependencyControl(module));
 }
 
 //===----------------------------------------------------------------------===//

@@ -130,11 +130,11 @@ Value getDynamicSharedBuffer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
 /// the launcher's to check. Reports the first violation on `kernel`.
 LogicalResult verifyLaunchLimits(KernelOp kernel, const KernelLaunch &launch);
 
-/// The launch attribute `fusion.launch` for `launch` (see Passes.td), whose
-/// gpu.funcs are in `module`: with each entry's `static_smem` (the bytes of
-/// its workgroup attributions) and, for a target with griddepcontrol,
-/// `programmatic_dependent_launch` (createKernelFunc's prologue).
-DictionaryAttr getLaunchAttr(const KernelLaunch &launch,
+/// The `#fusion.launch` of `launch`, whose gpu.funcs are in `module`: with
+/// each entry's `static_smem` (the bytes of its workgroup attributions) and,
+/// for a target with griddepcontrol, `programmatic_dependent_launch`
+/// (createKernelFunc's prologue).
+LaunchAttr getLaunchAttr(const KernelLaunch &launch,
                              gpu::GPUModuleOp module);
 
 //===----------------------------------------------------------------------===//

@@ -2,7 +2,7 @@
 //
 // Implements --convert-fusion-to-gpu (see Passes.td): one gpu.func per
 // fusion.kernel, built by the emitter of its kind, and the launch
-// description recorded on the kernel as `fusion.launch`.
+// description recorded on the kernel as its `#fusion.launch`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,7 +80,7 @@ struct ConvertFusionToGPUPass
     bool failed = false;
     // Kernels with identical bodies (e.g. the layers of a model) share one
     // gpu.func: the key is the body printed without the kernel's name.
-    llvm::StringMap<std::pair<KernelLaunch, DictionaryAttr>> emitted;
+    llvm::StringMap<std::pair<KernelLaunch, LaunchAttr>> emitted;
     for (KernelOp kernel : kernels) {
       std::string key;
       {
@@ -95,7 +95,7 @@ struct ConvertFusionToGPUPass
         key.erase(at, quotedName.size());
       if (auto it = emitted.find(key); it != emitted.end()) {
         recordSchedule(kernel, it->second.first.schedule);
-        kernel->setAttr(kLaunchAttrName, it->second.second);
+        kernel.setLaunchAttr(it->second.second);
         continue;
       }
       if (gpuModule.lookupSymbol(kernel.getSymName())) {
@@ -119,8 +119,8 @@ struct ConvertFusionToGPUPass
         continue;
       }
       recordSchedule(kernel, launch->schedule);
-      DictionaryAttr finalAttr = getLaunchAttr(*launch, gpuModule);
-      kernel->setAttr(kLaunchAttrName, finalAttr);
+      LaunchAttr finalAttr = getLaunchAttr(*launch, gpuModule);
+      kernel.setLaunchAttr(finalAttr);
       emitted[key] = {*launch, finalAttr};
     }
     if (failed)

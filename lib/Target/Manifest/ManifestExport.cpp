@@ -113,21 +113,6 @@ json::Value toJSON(Attribute attr) {
   return str;
 }
 
-/// "4096" -> 4096, "batch" -> "batch".
-json::Value dimToJSON(StringRef dim) {
-  int64_t value;
-  if (!dim.getAsInteger(10, value))
-    return value;
-  return dim.str();
-}
-
-json::Array shapeToJSON(ArrayAttr shape) {
-  json::Array out;
-  for (Attribute a : shape)
-    out.push_back(dimToJSON(cast<StringAttr>(a).getValue()));
-  return out;
-}
-
 std::string dtypeOf(Type type) {
   if (type.isF16())
     return "f16";
@@ -199,9 +184,9 @@ public:
         unsigned index = kernelCount++;
         kernelIndex[kernel] = index;
         fnKernels.push_back(index);
-        auto launch = kernel->getAttrOfType<DictionaryAttr>(kLaunchAttrName);
+        LaunchAttr launch = kernel.getLaunchAttr();
         if (!launch) {
-          kernel.emitOpError("has no fusion.launch (not compiled)");
+          kernel.emitOpError("has no launch (not compiled)");
           ok = false;
           return;
         }
@@ -357,47 +342,55 @@ private:
     return o;
   }
 
-  /// Writes the launch of `launch` (a fusion.launch dictionary or one of its
-  /// variants) into `out`: entry, grid, block, dynamic_shared_bytes,
-  /// static_shared_bytes and `schedule` (when non-null).
-  static void launchToJSON(DictionaryAttr launch, DictionaryAttr schedule,
-                           json::Object &out) {
-    out["entry"] = cast<StringAttr>(launch.get("entry")).getValue().str();
-    json::Array grid;
-    for (Attribute g : cast<ArrayAttr>(launch.get("grid")))
-      grid.push_back(dimToJSON(cast<StringAttr>(g).getValue()));
-    out["grid"] = std::move(grid);
-    int64_t block = cast<IntegerAttr>(launch.get("block")).getInt();
+  /// The JSON of launch dims: integers and dimension names.
+  static json::Array dimsToJSON(ArrayAttr dims) {
+    json::Array out;
+    for (Attribute dim : dims) {
+      if (auto value = dyn_cast<IntegerAttr>(dim))
+        out.push_back(value.getInt());
+      else
+        out.push_back(cast<StringAttr>(dim).getValue().str());
+    }
+    return out;
+  }
+
+  /// Writes a launch geometry into `out`: entry, grid, block,
+  /// dynamic_shared_bytes, static_shared_bytes and `schedule` (if non-null).
+  static void launchToJSON(StringRef entry, ArrayAttr grid, int64_t block,
+                           int64_t smem, int64_t staticSmem,
+                           DictionaryAttr schedule, json::Object &out) {
+    out["entry"] = entry.str();
+    out["grid"] = dimsToJSON(grid);
     out["block"] = json::Array{block, 1, 1};
-    out["dynamic_shared_bytes"] =
-        cast<IntegerAttr>(launch.get("smem")).getInt();
-    if (auto s = launch.getAs<IntegerAttr>("static_smem"))
-      out["static_shared_bytes"] = s.getInt();
+    out["dynamic_shared_bytes"] = smem;
+    out["static_shared_bytes"] = staticSmem;
     if (schedule)
       out["schedule"] = toJSON(schedule);
   }
 
-  json::Object kernelToJSON(KernelOp kernel, DictionaryAttr launch,
-                            unsigned index, StringRef function,
+  json::Object kernelToJSON(KernelOp kernel, LaunchAttr launch, unsigned index,
+                            StringRef function,
                             const DenseMap<Operation *, unsigned> &kernels,
                             bool &ok) {
     json::Object k;
     k["index"] = index;
     k["function"] = function.str();
     k["name"] = kernel.getSymName().str();
-    launchToJSON(launch, kernel.getScheduleAttr(), k);
-    if (auto variants = launch.getAs<ArrayAttr>("variants")) {
+    launchToJSON(launch.getEntry(), launch.getGrid(), launch.getBlock(),
+                 launch.getSmem(), launch.getStaticSmem(),
+                 kernel.getScheduleAttr(), k);
+    if (ArrayAttr variants = launch.getVariants()) {
       json::Array out;
-      for (Attribute a : variants) {
-        auto variant = cast<DictionaryAttr>(a);
-        json::Object v{{"min_batch",
-                        cast<IntegerAttr>(variant.get("min_batch")).getInt()}};
-        launchToJSON(variant, variant.getAs<DictionaryAttr>("schedule"), v);
+      for (auto variant : variants.getAsRange<KernelVariantAttr>()) {
+        json::Object v{{"min_batch", variant.getMinBatch()}};
+        launchToJSON(variant.getEntry(), variant.getGrid(), variant.getBlock(),
+                     variant.getSmem(), variant.getStaticSmem(),
+                     variant.getSchedule(), v);
         out.push_back(std::move(v));
       }
       k["variants"] = std::move(out);
     }
-    if (launch.get("programmatic_dependent_launch"))
+    if (launch.getProgrammaticDependentLaunch())
       k["programmatic_dependent_launch"] = true;
     // The ops the kernel computes, with their attributes (for references
     // and for users who want to know the math without reading MLIR).
@@ -423,20 +416,18 @@ private:
     unsigned numInputs = kernel.getInputs().size();
     json::Array params;
     unsigned outputIndex = 0;
-    for (auto [i, p] : llvm::enumerate(cast<ArrayAttr>(launch.get("params")))) {
-      auto param = cast<DictionaryAttr>(p);
+    for (auto [i, param] :
+         llvm::enumerate(launch.getParams().getAsRange<KernelParamAttr>())) {
       json::Object o;
       o["index"] = i;
-      StringRef kindName = cast<StringAttr>(param.get("kind")).getValue();
-      std::optional<contract::ParamKind> kind =
-          contract::parseParamKind(kindName);
-      o["kind"] = kindName.str();
-      StringRef role = cast<StringAttr>(param.get("role")).getValue();
+      contract::ParamKind kind = param.getKind();
+      o["kind"] = std::string(contract::paramKindName(kind));
+      StringRef role = param.getRole();
       o["role"] = role.str();
-      o["dtype"] = cast<StringAttr>(param.get("dtype")).getValue().str();
-      if (auto shape = param.getAs<ArrayAttr>("shape"))
-        o["shape"] = shapeToJSON(shape);
-      if (param.get("zero_init"))
+      o["dtype"] = dtypeOf(param.getDtype());
+      if (ArrayAttr shape = param.getShape())
+        o["shape"] = dimsToJSON(shape);
+      if (param.getZeroInit())
         o["zero_init"] = true;
       if (kind == contract::ParamKind::Input && i < numInputs) {
         Source s = traceSource(kernel.getInputs()[i], kernels);

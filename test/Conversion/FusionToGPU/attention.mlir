@@ -8,18 +8,17 @@
 // counters) / scalars, and the schedule.
 // CHECK-LABEL: func.func @llama
 // CHECK:       fusion.kernel @attn_g4
-// CHECK-SAME:    fusion.launch = {block = 256 : i64, entry = "attn_g4", grid = ["num_splits", "8", "batch"]
-// CHECK-SAME:    {dtype = "f16", kind = "input", role = "query", shape = ["batch", "32", "128"]}
-// CHECK-SAME:    {dtype = "f16", kind = "input", role = "key_cache", shape = ["num_pages", "16", "8", "128"]}
-// CHECK-SAME:    {dtype = "f16", kind = "input", role = "value_cache", shape = ["num_pages", "16", "8", "128"]}
-// CHECK-SAME:    {dtype = "i32", kind = "input", role = "block_table", shape = ["batch", "max_pages"]}
-// CHECK-SAME:    {dtype = "i32", kind = "input", role = "seq_lens", shape = ["batch"]}
-// CHECK-SAME:    {dtype = "f16", kind = "output", role = "output", shape = ["batch", "32", "128"]}
-// CHECK-SAME:    {dtype = "f32", kind = "workspace", role = "partial_out", shape = ["batch", "32", "64", "128"]}
-// CHECK-SAME:    {dtype = "f32", kind = "workspace", role = "partial_stats", shape = ["batch", "32", "64", "2"]}
-// CHECK-SAME:    {dtype = "i32", kind = "workspace", role = "split_counters", shape = ["batch", "8"], zero_init}
-// CHECK-SAME:    {dtype = "i32", kind = "scalar", role = "batch"}, {dtype = "i32", kind = "scalar", role = "max_pages"}, {dtype = "i32", kind = "scalar", role = "num_splits"}]
-// CHECK-SAME:    static_smem = 16644 : i64
+// CHECK-SAME:    launch = #fusion.launch<entry = "attn_g4", grid = [num_splits, 8, batch], block = 256, smem = 0, static_smem = 16644, params = [
+// CHECK-SAME:    #fusion.param<kind = input, role = "query", dtype = f16, shape = [batch, 32, 128]>
+// CHECK-SAME:    #fusion.param<kind = input, role = "key_cache", dtype = f16, shape = [num_pages, 16, 8, 128]>
+// CHECK-SAME:    #fusion.param<kind = input, role = "value_cache", dtype = f16, shape = [num_pages, 16, 8, 128]>
+// CHECK-SAME:    #fusion.param<kind = input, role = "block_table", dtype = i32, shape = [batch, max_pages]>
+// CHECK-SAME:    #fusion.param<kind = input, role = "seq_lens", dtype = i32, shape = [batch]>
+// CHECK-SAME:    #fusion.param<kind = output, role = "output", dtype = f16, shape = [batch, 32, 128]>
+// CHECK-SAME:    #fusion.param<kind = workspace, role = "partial_out", dtype = f32, shape = [batch, 32, 64, 128]>
+// CHECK-SAME:    #fusion.param<kind = workspace, role = "partial_stats", dtype = f32, shape = [batch, 32, 64, 2]>
+// CHECK-SAME:    #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 8], zero_init = true>
+// CHECK-SAME:    #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>, #fusion.param<kind = scalar, role = "num_splits", dtype = i32>]
 // CHECK-SAME:    schedule = {chunk_multiple = 64 : i64
 // CHECK-SAME:    head_blocks = 1 : i64, heads_per_cta = 4 : i64, kind = "split_kv_attention", kv_unroll = 4 : i64, lanes_per_row = 16 : i64, max_splits = 64 : i64
 // CHECK-SAME:    num_splits_policy = "num_splits = max(1, min(max_splits, floor(target_ctas / (batch * grid_y)), ceil(max_seq_len / min_chunk_tokens)))"
@@ -91,8 +90,8 @@ func.func @llama(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: mem
 // G = 7 (28/4), bf16, D = 128: one CTA holds all seven heads of a group
 // (2 tokens per row group per iteration); bf16 loads and stores.
 // CHECK-LABEL: func.func @group7_bf16
-// CHECK:       grid = ["num_splits", "4", "batch"]
-// CHECK-SAME:    {dtype = "i32", kind = "workspace", role = "split_counters", shape = ["batch", "4"], zero_init}
+// CHECK:       grid = [num_splits, 4, batch]
+// CHECK-SAME:    #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true>
 // CHECK-SAME:    heads_per_cta = 7 : i64, kind = "split_kv_attention", kv_unroll = 2 : i64
 // CHECK:       gpu.func @attn_g7
 // CHECK-COUNT-7: vector.load %{{.*}} {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
@@ -171,8 +170,8 @@ func.func @d80(%q: tensor<?x12x80xf16>, %kc: memref<?x12x4x80xf16>, %vc: memref<
 // G = 16 (32/2): two blocks of 8 heads per KV head (grid y = Hkv * 2), one
 // arrival counter per (sequence, kv head, head block).
 // CHECK-LABEL: func.func @group16
-// CHECK:       grid = ["num_splits", "4", "batch"]
-// CHECK-SAME:    role = "split_counters", shape = ["batch", "4"], zero_init
+// CHECK:       grid = [num_splits, 4, batch]
+// CHECK-SAME:    role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true
 // CHECK-SAME:    head_blocks = 2 : i64, heads_per_cta = 8 : i64
 func.func @group16(%q: tensor<?x32x128xf16>, %kc: memref<?x16x2x128xf16>, %vc: memref<?x16x2x128xf16>,
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {

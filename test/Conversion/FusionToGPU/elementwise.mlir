@@ -7,19 +7,19 @@
 
 // CHECK-LABEL: func.func @layer(
 // CHECK: fusion.kernel @layer_k0_rmsnorm
-// CHECK-SAME: fusion.launch = {block = 64 : i64, entry = "layer_k0_rmsnorm", grid = ["batch", "1", "1"],
+// CHECK-SAME: launch = #fusion.launch<entry = "layer_k0_rmsnorm", grid = [batch, 1, 1], block = 64,
 // CHECK-SAME: role = "normed"
 // CHECK-SAME: role = "residual_out"
 // CHECK-SAME: schedule = {kind = "norm_row", strategy = "none", threads = 64 : i64, tokens_per_cta = 1 : i64, vector_width = 8 : i64}
 // CHECK: fusion.kernel @layer_k1_qkv_proj
 // CHECK-SAME: kind = "projection"
 // CHECK: fusion.kernel @layer_k2_rope
-// CHECK-SAME: fusion.launch = {block = 32 : i64, entry = "layer_k2_rope", grid = ["6", "batch", "1"],
+// CHECK-SAME: launch = #fusion.launch<entry = "layer_k2_rope", grid = [6, batch, 1], block = 32,
 // CHECK-SAME: schedule = {elements_per_thread = 2 : i64, head_slots = 6 : i64, kind = "rope", strategy = "none", threads = 32 : i64}
 // CHECK: fusion.kernel @layer_k3_kv_append
-// CHECK-SAME: fusion.launch = {block = 32 : i64, entry = "layer_k3_kv_append", grid = ["4", "batch", "1"],
+// CHECK-SAME: launch = #fusion.launch<entry = "layer_k3_kv_append", grid = [4, batch, 1], block = 32,
 // CHECK-SAME: role = "key_cache"
-// CHECK-SAME: {dtype = "i32", kind = "scalar", role = "batch"}, {dtype = "i32", kind = "scalar", role = "max_pages"}]
+// CHECK-SAME: #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>]
 // CHECK-SAME: kind = "kv_append"
 
 // CHECK: gpu.module @fusion_kernels
@@ -68,7 +68,7 @@ func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor
 
 // CHECK-LABEL: func.func @layernorm(
 // CHECK: fusion.kernel @layernorm_k0_layernorm
-// CHECK-SAME: grid = ["batch", "1", "1"]
+// CHECK-SAME: grid = [batch, 1, 1]
 // CHECK-SAME: role = "norm_bias"
 // CHECK: gpu.func @layernorm_k0_layernorm(
 // CHECK-SAME: memref<1099511627776xbf16>

@@ -26,7 +26,7 @@
 // FORMAT: fusion-to-ptx option format: "garbage" is not isa (PTX text), bin or fatbin
 
 // CHECK: fusion.kernel @layer_k0_fused
-// CHECK-SAME: fusion.launch = {block = 64 : i64, entry = "layer_k0_fused"
+// CHECK-SAME: launch = #fusion.launch<entry = "layer_k0_fused"
 // CHECK: gpu.binary @fusion_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
 // CHECK-SAME: .target sm_90
 // CHECK-SAME: .extern .shared .align 16 .b8 __fusion_dynamic_shared[]

@@ -12,19 +12,18 @@
 // CHECK: module attributes {gpu.container_module}
 // CHECK-LABEL: func.func @layer(
 // CHECK: fusion.kernel @layer_k0_fused
-// CHECK-SAME: fusion.launch = {block = 64 : i64, entry = "layer_k0_fused", grid = ["128", "1", "1"],
-// CHECK-SAME: params = [{dtype = "f16", kind = "input", role = "input", shape = ["batch", "512"]},
-// CHECK-SAME: {dtype = "f16", kind = "input", role = "norm_weight", shape = ["512"]},
-// CHECK-SAME: {dtype = "f16", kind = "input", role = "residual", shape = ["batch", "512"]},
-// CHECK-SAME: {dtype = "f16", kind = "input", role = "qkv_weight", shape = ["512", "512"]},
-// CHECK-SAME: {dtype = "i32", kind = "input", role = "positions", shape = ["batch"]},
-// CHECK-SAME: {dtype = "f16", kind = "input", role = "key_cache", shape = ["num_pages", "16", "2", "64"]},
-// CHECK-SAME: {dtype = "f16", kind = "input", role = "value_cache", shape = ["num_pages", "16", "2", "64"]},
-// CHECK-SAME: {dtype = "i32", kind = "input", role = "block_table", shape = ["batch", "max_pages"]},
-// CHECK-SAME: {dtype = "f16", kind = "output", role = "residual_out", shape = ["batch", "512"]},
-// CHECK-SAME: {dtype = "f16", kind = "output", role = "query", shape = ["batch", "4", "64"]},
-// CHECK-SAME: {dtype = "i32", kind = "scalar", role = "batch"}, {dtype = "i32", kind = "scalar", role = "max_pages"}],
-// CHECK-SAME: smem = 0 : i64, static_smem = 4104 : i64}
+// CHECK-SAME: launch = #fusion.launch<entry = "layer_k0_fused", grid = [128, 1, 1], block = 64, smem = 0, static_smem = 4104,
+// CHECK-SAME: params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 512]>,
+// CHECK-SAME: #fusion.param<kind = input, role = "norm_weight", dtype = f16, shape = [512]>,
+// CHECK-SAME: #fusion.param<kind = input, role = "residual", dtype = f16, shape = [batch, 512]>,
+// CHECK-SAME: #fusion.param<kind = input, role = "qkv_weight", dtype = f16, shape = [512, 512]>,
+// CHECK-SAME: #fusion.param<kind = input, role = "positions", dtype = i32, shape = [batch]>,
+// CHECK-SAME: #fusion.param<kind = input, role = "key_cache", dtype = f16, shape = [num_pages, 16, 2, 64]>,
+// CHECK-SAME: #fusion.param<kind = input, role = "value_cache", dtype = f16, shape = [num_pages, 16, 2, 64]>,
+// CHECK-SAME: #fusion.param<kind = input, role = "block_table", dtype = i32, shape = [batch, max_pages]>,
+// CHECK-SAME: #fusion.param<kind = output, role = "residual_out", dtype = f16, shape = [batch, 512]>,
+// CHECK-SAME: #fusion.param<kind = output, role = "query", dtype = f16, shape = [batch, 4, 64]>,
+// CHECK-SAME: #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>]>
 // CHECK-SAME: schedule = {batch_tile = 4 : i64, grid = 128 : i64, k_unroll = 2 : i64, kind = "projection",
 // CHECK-SAME: min_ctas_per_sm = 3 : i64, pairs_per_warp = 1 : i64, rows_per_warp = 2 : i64,
 // CHECK-SAME: strategy = "decode", threads = 64 : i64, vector_width = 8 : i64, warps = 2 : i64}
@@ -72,14 +71,14 @@
 // CHECK: gpu.return
 // MMA-LABEL: func.func @layer(
 // MMA: fusion.kernel @layer_k0_fused
-// MMA-SAME: smem = 0 : i64, static_smem = 1032 : i64,
+// MMA-SAME: smem = 0, static_smem = 1032,
 // The tensor-core variant for batch >= 2: 256 pairs in blocks of 8 -> 32
 // CTAs of 8 warps, all 8 on one row block (k split 8 ways: 64 elements, two
 // 16-byte vectors per lane); 32 token rows of 512 + 32 f16 in dynamic shared
 // memory; 7 parts x 32 lanes x 16 registers of f32 partial sums.
-// MMA-SAME: variants = [{block = 256 : i64, entry = "layer_k0_fused_mma", grid = ["32", "1", "1"], min_batch = 2 : i64,
+// MMA-SAME: variants = [#fusion.variant<min_batch = 2, entry = "layer_k0_fused_mma", grid = [32, 1, 1], block = 256, smem = 34816, static_smem = 14336,
 // MMA-SAME: schedule = {grid = 32 : i64, k_split = 8 : i64, k_vectors = 2 : i64, kind = "projection_mma", min_batch = 2 : i64, rows_per_warp = 16 : i64,
-// MMA-SAME: threads = 256 : i64, tile_tokens = 32 : i64, warps = 8 : i64}, smem = 34816 : i64, static_smem = 14336 : i64}]}
+// MMA-SAME: threads = 256 : i64, tile_tokens = 32 : i64, warps = 8 : i64}>]
 // MMA-SAME: schedule = {batch_tile = 1 : i64,
 // MMA: gpu.func @layer_k0_fused(
 // MMA-SAME: workgroup(%{{.*}} : memref<512xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64},
@@ -133,7 +132,7 @@ func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor
 // CHECK-LABEL: func.func @bf16_layernorm(
 // CHECK: fusion.kernel @bf16_layernorm_k0_fused
 // CHECK-SAME: role = "norm_bias"
-// CHECK-SAME: role = "qkv_bias", shape = ["1280"]
+// CHECK-SAME: role = "qkv_bias", dtype = bf16, shape = [1280]
 // CHECK-SAME: kind = "projection"
 // CHECK: gpu.func @bf16_layernorm_k0_fused(
 // CHECK-SAME: memref<1099511627776xbf16>
@@ -176,7 +175,7 @@ func.func @bf16_layernorm(%x: tensor<?x768xbf16>, %w: tensor<768xbf16>, %b: tens
 // CHECK-SAME: role = "query"
 // CHECK-SAME: role = "key"
 // CHECK-SAME: role = "value"
-// CHECK-SAME: {dtype = "i32", kind = "scalar", role = "batch"}]
+// CHECK-SAME: #fusion.param<kind = scalar, role = "batch", dtype = i32>]
 // CHECK: gpu.func @qkv_alone_k0_qkv_proj(
 // CHECK-NOT: memref.global
 // CHECK: gpu.return

@@ -1286,3 +1286,67 @@ func.func @kernel_name_too_long(%x: tensor<?x64xf16>) {
   }
   return
 }
+
+// -----
+
+// The launch contract attributes check their vocabulary against the contract
+// header (docs/abi.md): roles per kind, dtypes, run-time dimension names, ABI
+// order, variant batches.
+// expected-error @+1 {{'partial_out' is not a role of input parameters (docs/abi.md section 3.3)}}
+func.func private @param_role() attributes {p = #fusion.param<kind = input, role = "partial_out", dtype = f32, shape = [batch]>}
+
+// -----
+
+// expected-error @+2 {{expected a parameter kind (input, output, workspace or scalar), got 'buffer'}}
+// expected-error @+1 {{failed to parse Fusion_KernelParamAttr parameter 'kind'}}
+func.func private @param_kind() attributes {p = #fusion.param<kind = buffer, role = "input", dtype = f16, shape = [batch]>}
+
+// -----
+
+// expected-error @+1 {{shape dimension 0 must be an integer or a run-time dimension (batch, max_pages, num_pages, num_splits)}}
+func.func private @param_dim_name() attributes {p = #fusion.param<kind = input, role = "input", dtype = f16, shape = [tokens, 64]>}
+
+// -----
+
+// expected-error @+1 {{shape dimension 1 is 0; expected at least 1}}
+func.func private @param_dim_zero() attributes {p = #fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 0]>}
+
+// -----
+
+// expected-error @+1 {{a scalar has no shape}}
+func.func private @scalar_shape() attributes {p = #fusion.param<kind = scalar, role = "batch", dtype = i32, shape = [1]>}
+
+// -----
+
+// expected-error @+1 {{dtype 'f64' is not f16, bf16, f32 or i32}}
+func.func private @param_dtype() attributes {p = #fusion.param<kind = input, role = "input", dtype = f64, shape = [batch]>}
+
+// -----
+
+// expected-error @+1 {{only a workspace can be zero_init}}
+func.func private @zero_init_input() attributes {p = #fusion.param<kind = input, role = "input", dtype = f16, shape = [batch], zero_init = true>}
+
+// -----
+
+// expected-error @+1 {{params[1] is out of ABI order (inputs, outputs, workspaces, scalars)}}
+func.func private @launch_order() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = output, role = "normed", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>]>}
+
+// -----
+
+// expected-error @+1 {{block of 2048 threads; expected 1 to 1024}}
+func.func private @launch_block() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 2048, smem = 0, static_smem = 0, params = []>}
+
+// -----
+
+// expected-error @+1 {{grid has 2 dimensions; expected 3 (x, y, z)}}
+func.func private @launch_grid() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1], block = 32, smem = 0, static_smem = 0, params = []>}
+
+// -----
+
+// expected-error @+1 {{min_batch 1; a variant replaces its kernel from batch 2 on}}
+func.func private @variant_batch() attributes {v = #fusion.variant<min_batch = 1, entry = "k_mma", grid = [8, 1, 1], block = 256, smem = 0, static_smem = 0, schedule = {}>}
+
+// -----
+
+// expected-error @+1 {{variants must have ascending min_batch}}
+func.func private @variant_order() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [], variants = [#fusion.variant<min_batch = 4, entry = "a", grid = [8, 1, 1], block = 256, smem = 0, static_smem = 0, schedule = {}>, #fusion.variant<min_batch = 2, entry = "b", grid = [8, 1, 1], block = 256, smem = 0, static_smem = 0, schedule = {}>]>}

@@ -35,10 +35,6 @@ namespace mlir::fusion {
 /// policy, launch limits), shared with the runtime.
 namespace contract = ::fusion::contract;
 
-/// Name of the discardable attribute carrying a kernel's launch description
-/// on its fusion.kernel op (read by the manifest exporter).
-inline constexpr llvm::StringLiteral kLaunchAttrName = "fusion.launch";
-
 /// The run-time names of the dynamic dimensions of `type`, a kernel operand
 /// or result or a function argument or result, in order: num_pages for a
 /// cache (a memref), batch and max_pages for a block table (2-D i32), batch

@@ -64,4 +64,103 @@ def Fusion_Llama3RopeScalingAttr
   let genVerifyDecl = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// The launch contract: how to launch the kernel a fusion.kernel becomes
+// (written by --convert-fusion-to-gpu, exported to the manifest; docs/abi.md).
+// Kinds, roles and dimension names are those of the contract header
+// runtime/include/fusion/contract/Contract.h, which the verifiers use.
+//===----------------------------------------------------------------------===//
+
+def Fusion_ParamKindParameter
+    : AttrParameter<"::fusion::contract::ParamKind",
+                    "kernel parameter kind (input, output, workspace, scalar)"> {
+  let parser = [{ ::mlir::fusion::parseParamKind($_parser) }];
+  let printer = [{ $_printer << ::llvm::StringRef(
+      ::fusion::contract::paramKindName($_self)) }];
+}
+
+def Fusion_LaunchDimsParameter
+    : AttrParameter<"::mlir::ArrayAttr",
+                    "sizes: integers or run-time dimension names"> {
+  let parser = [{ ::mlir::fusion::parseLaunchDims($_parser) }];
+  let printer = [{ ::mlir::fusion::printLaunchDims($_printer, $_self) }];
+}
+
+def Fusion_OptionalLaunchDimsParameter
+    : OptionalParameter<"::mlir::ArrayAttr",
+                        "sizes: integers or run-time dimension names"> {
+  let parser = [{ ::mlir::fusion::parseLaunchDims($_parser) }];
+  let printer = [{ ::mlir::fusion::printLaunchDims($_printer, $_self) }];
+}
+
+def Fusion_KernelParamAttr : AttrDef<Fusion_Dialect, "KernelParam"> {
+  let mnemonic = "param";
+  let summary = "one parameter of a kernel, in ABI order";
+  let description = [{
+    `kind` is `input` (a fusion.kernel operand), `output` (a result),
+    `workspace` (scratch the launcher allocates) or `scalar` (an i32 by
+    value); `role` says what it holds (contract::kInputRoles, ...,
+    kScalarRoles); `dtype` is its element type; `shape` its logical row-major
+    shape, each size a constant or a run-time name (`batch`, `max_pages`,
+    `num_pages`, `num_splits`), absent for scalars; `zero_init` marks a
+    workspace that must be zero before the first launch (the kernel leaves it
+    zero again).
+
+    ```mlir
+    #fusion.param<kind = input, role = "key_cache", dtype = f16,
+                  shape = [num_pages, 16, 8, 128]>
+    ```
+  }];
+  let parameters = (ins Fusion_ParamKindParameter:$kind,
+                        StringRefParameter<"what the parameter holds">:$role,
+                        "::mlir::Type":$dtype,
+                        Fusion_OptionalLaunchDimsParameter:$shape,
+                        DefaultValuedParameter<"bool", "false">:$zero_init);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Fusion_KernelVariantAttr : AttrDef<Fusion_Dialect, "KernelVariant"> {
+  let mnemonic = "variant";
+  let summary = "a batch-specialised replacement of a kernel";
+  let description = [{
+    Same parameters and results as the kernel it belongs to, launched instead
+    of it when the run-time batch is at least `min_batch` (>= 2); `entry` is
+    its PTX entry, `grid`/`block`/`smem`/`static_smem` its launch geometry
+    (as in `#fusion.launch`), `schedule` the schedule chosen for it.
+  }];
+  let parameters = (ins "int64_t":$min_batch,
+                        StringRefParameter<"PTX entry name">:$entry,
+                        Fusion_LaunchDimsParameter:$grid,
+                        "int64_t":$block, "int64_t":$smem,
+                        "int64_t":$static_smem,
+                        "::mlir::DictionaryAttr":$schedule);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Fusion_LaunchAttr : AttrDef<Fusion_Dialect, "Launch"> {
+  let mnemonic = "launch";
+  let summary = "how to launch the kernel a fusion.kernel was compiled to";
+  let description = [{
+    `entry`: the PTX entry; `grid`: x, y, z, each a constant or `batch` /
+    `num_splits`; `block`: threads of the 1-D block; `smem`: dynamic shared
+    bytes; `static_smem`: the entry's static shared bytes; `params`: the
+    `#fusion.param`s in ABI order (inputs, outputs, workspaces, scalars);
+    `variants`: `#fusion.variant`s by ascending `min_batch`;
+    `programmatic_dependent_launch`: the kernel may be launched before its
+    predecessor finishes (it waits in-kernel; sm_90).
+  }];
+  let parameters = (ins StringRefParameter<"PTX entry name">:$entry,
+                        Fusion_LaunchDimsParameter:$grid,
+                        "int64_t":$block, "int64_t":$smem,
+                        "int64_t":$static_smem,
+                        "::mlir::ArrayAttr":$params,
+                        OptionalParameter<"::mlir::ArrayAttr">:$variants,
+                        DefaultValuedParameter<"bool", "false">:
+                            $programmatic_dependent_launch);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // FUSION_ATTRS

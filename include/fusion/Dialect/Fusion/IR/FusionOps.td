@@ -269,7 +269,9 @@ def Fusion_KernelOp : Fusion_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     an operand, bound to the block argument of the same position, and every
     value used after it leaves through `fusion.yield`. `sym_name` is the
     kernel's entry name; `schedule`, when present, records the schedule the
-    region was formed or compiled for.
+    region was formed or compiled for, and `launch` (a `#fusion.launch`,
+    written by `--convert-fusion-to-gpu`) how to launch the kernel it was
+    compiled to.
 
     ```mlir
     %y = fusion.kernel @layer0_norm (%a = %x, %b = %w)
@@ -281,7 +283,8 @@ def Fusion_KernelOp : Fusion_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     ```
   }];
   let arguments = (ins Variadic<AnyType>:$inputs, SymbolNameAttr:$sym_name,
-                       OptionalAttr<DictionaryAttr>:$schedule);
+                       OptionalAttr<DictionaryAttr>:$schedule,
+                       OptionalAttr<Fusion_LaunchAttr>:$launch);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;

@@ -1,0 +1,197 @@
+//===- LaunchAttrs.cpp - #fusion.launch, #fusion.param, #fusion.variant ---===//
+//
+// Parsing, printing and verification of the launch-contract attributes
+// (FusionAttrs.td). The vocabulary they check against (kinds, roles,
+// run-time dimension names, launch limits) is the contract header's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fusion/Dialect/Fusion/IR/FusionAttrs.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::fusion;
+namespace contract = ::fusion::contract;
+
+/// Whether `name` is one of `names`.
+template <size_t N>
+static bool isOneOf(StringRef name,
+                    const std::array<std::string_view, N> &names) {
+  return llvm::any_of(names, [&](std::string_view n) {
+    return name == StringRef(n.data(), n.size());
+  });
+}
+
+FailureOr<contract::ParamKind> mlir::fusion::parseParamKind(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  if (std::optional<contract::ParamKind> kind =
+          contract::parseParamKind({keyword.data(), keyword.size()}))
+    return *kind;
+  return parser.emitError(loc, "expected a parameter kind (input, output, "
+                               "workspace or scalar), got '")
+         << keyword << "'";
+}
+
+FailureOr<ArrayAttr> mlir::fusion::parseLaunchDims(AsmParser &parser) {
+  SmallVector<Attribute> dims;
+  Builder b(parser.getContext());
+  auto parseDim = [&]() -> ParseResult {
+    int64_t value;
+    OptionalParseResult number = parser.parseOptionalInteger(value);
+    if (number.has_value()) {
+      if (failed(*number))
+        return failure();
+      dims.push_back(b.getI64IntegerAttr(value));
+      return success();
+    }
+    StringRef name;
+    if (parser.parseKeyword(&name))
+      return failure();
+    dims.push_back(b.getStringAttr(name));
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseDim))
+    return failure();
+  return b.getArrayAttr(dims);
+}
+
+void mlir::fusion::printLaunchDims(AsmPrinter &printer, ArrayAttr dims) {
+  printer << '[';
+  llvm::interleaveComma(dims, printer, [&](Attribute dim) {
+    if (auto value = dyn_cast<IntegerAttr>(dim))
+      printer << value.getInt();
+    else
+      printer << cast<StringAttr>(dim).getValue();
+  });
+  printer << ']';
+}
+
+LogicalResult
+mlir::fusion::verifyLaunchDims(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayAttr dims, StringRef what,
+                               int64_t minValue) {
+  for (auto [i, dim] : llvm::enumerate(dims)) {
+    if (auto value = dyn_cast<IntegerAttr>(dim)) {
+      if (value.getInt() < minValue)
+        return emitError() << what << " dimension " << i << " is "
+                           << value.getInt() << "; expected at least "
+                           << minValue;
+      continue;
+    }
+    auto name = dyn_cast<StringAttr>(dim);
+    if (!name || !isOneOf(name.getValue(), contract::kDimNames))
+      return emitError() << what << " dimension " << i
+                         << " must be an integer or a run-time dimension "
+                            "(batch, max_pages, num_pages, num_splits)";
+  }
+  return success();
+}
+
+/// Checks the geometry every launch has: three grid dimensions (>= 1 or
+/// named), a block of 1..1024 threads, non-negative shared memory.
+static LogicalResult
+verifyGeometry(function_ref<InFlightDiagnostic()> emitError, StringRef entry,
+               ArrayAttr grid, int64_t block, int64_t smem,
+               int64_t staticSmem) {
+  if (entry.empty())
+    return emitError() << "entry must not be empty";
+  if (grid.size() != 3)
+    return emitError() << "grid has " << grid.size()
+                       << " dimensions; expected 3 (x, y, z)";
+  if (failed(verifyLaunchDims(emitError, grid, "grid", 1)))
+    return failure();
+  if (block < 1 || block > contract::kMaxThreadsPerBlock)
+    return emitError() << "block of " << block << " threads; expected 1 to "
+                       << contract::kMaxThreadsPerBlock;
+  if (smem < 0 || staticSmem < 0)
+    return emitError() << "shared memory sizes must be non-negative";
+  return success();
+}
+
+LogicalResult
+KernelParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        contract::ParamKind kind, StringRef role, Type dtype,
+                        ArrayAttr shape, bool zeroInit) {
+  bool known = false;
+  switch (kind) {
+  case contract::ParamKind::Input:
+    known = isOneOf(role, contract::kInputRoles);
+    break;
+  case contract::ParamKind::Output:
+    known = isOneOf(role, contract::kOutputRoles);
+    break;
+  case contract::ParamKind::Workspace:
+    known = isOneOf(role, contract::kWorkspaceRoles);
+    break;
+  case contract::ParamKind::Scalar:
+    known = isOneOf(role, contract::kScalarRoles);
+    break;
+  }
+  StringRef kindName(contract::paramKindName(kind).data(),
+                     contract::paramKindName(kind).size());
+  if (!known)
+    return emitError() << "'" << role << "' is not a role of " << kindName
+                       << " parameters (docs/abi.md section 3.3)";
+  if (!dtype.isF16() && !dtype.isBF16() && !dtype.isF32() &&
+      !dtype.isInteger(32))
+    return emitError() << "dtype " << dtype << " is not f16, bf16, f32 or i32";
+  bool scalar = kind == contract::ParamKind::Scalar;
+  if (scalar != !shape)
+    return emitError() << (scalar ? "a scalar has no shape"
+                                  : "a buffer parameter needs a shape");
+  if (scalar && !dtype.isInteger(32))
+    return emitError() << "scalars are i32";
+  if (zeroInit && kind != contract::ParamKind::Workspace)
+    return emitError() << "only a workspace can be zero_init";
+  return shape ? verifyLaunchDims(emitError, shape, "shape", 1) : success();
+}
+
+LogicalResult
+KernelVariantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                          int64_t minBatch, StringRef entry, ArrayAttr grid,
+                          int64_t block, int64_t smem, int64_t staticSmem,
+                          DictionaryAttr schedule) {
+  if (minBatch < 2)
+    return emitError() << "min_batch " << minBatch
+                       << "; a variant replaces its kernel from batch 2 on";
+  return verifyGeometry(emitError, entry, grid, block, smem, staticSmem);
+}
+
+LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 StringRef entry, ArrayAttr grid, int64_t block,
+                                 int64_t smem, int64_t staticSmem,
+                                 ArrayAttr params, ArrayAttr variants,
+                                 bool programmaticDependentLaunch) {
+  if (failed(verifyGeometry(emitError, entry, grid, block, smem, staticSmem)))
+    return failure();
+  std::optional<contract::ParamKind> last;
+  for (auto [i, a] : llvm::enumerate(params)) {
+    auto param = dyn_cast<KernelParamAttr>(a);
+    if (!param)
+      return emitError() << "params[" << i << "] is not a #fusion.param";
+    if (last && param.getKind() < *last)
+      return emitError() << "params[" << i
+                         << "] is out of ABI order (inputs, outputs, "
+                            "workspaces, scalars)";
+    last = param.getKind();
+  }
+  int64_t lastMinBatch = 0;
+  for (auto [i, a] : llvm::enumerate(variants ? variants.getValue()
+                                              : ArrayRef<Attribute>())) {
+    auto variant = dyn_cast<KernelVariantAttr>(a);
+    if (!variant)
+      return emitError() << "variants[" << i << "] is not a #fusion.variant";
+    if (variant.getMinBatch() <= lastMinBatch)
+      return emitError() << "variants must have ascending min_batch";
+    if (variant.getEntry() == entry)
+      return emitError() << "variants[" << i << "] has the kernel's entry";
+    lastMinBatch = variant.getMinBatch();
+  }
+  return success();
+}
