@@ -31,6 +31,7 @@
 #define FUSION_RUNTIME_REFERENCE_H
 
 #include "fusion/runtime/DType.h"
+#include "fusion/runtime/RopeFrequencies.h"
 
 #include <cstdint>
 #include <optional>
@@ -143,14 +144,8 @@ enum class RopePairing {
   GPTJ,
 };
 
-/// Llama-3.1 frequency scaling (Hugging Face rope_type "llama3",
-/// _compute_llama3_parameters).
-struct Llama3RopeScaling {
-  double factor = 8.0;
-  double lowFreqFactor = 1.0;
-  double highFreqFactor = 4.0;
-  int64_t originalMaxPosition = 8192;
-};
+/// Llama-3.1 frequency scaling (RopeFrequencies.h).
+using Llama3RopeScaling = fusion::runtime::Llama3RopeScaling;
 
 /// Options of rope.
 struct RopeOptions {
@@ -167,16 +162,9 @@ struct RopeOptions {
 
 /// The rotary_dim/2 inverse frequencies (radians per position) rope uses.
 ///
-/// Precision::F32 mirrors Hugging Face's fp32 computation step by step:
-///   inv_freq[i] = 1.0f / float(theta) ** (float(2i) / float(rotary_dim))
-/// (`1.0 / (base ** (arange(0, dim, 2).float() / dim))`, the power
-/// correctly rounded to fp32), then, with llama3 scaling, as
-/// _compute_llama3_parameters does in fp32 tensors (x / t = (1/t) * x):
-///   wavelen = (1 / inv) * float(2 pi)
-///   wavelen > orig / low_freq_factor  -> inv / factor
-///   wavelen < orig / high_freq_factor -> inv
-///   otherwise s = ((1 / wavelen) * orig - low) / (high - low),
-///             (1 - s) * inv / factor + s * inv.
+/// Precision::F32 is ropeInvFreqF32 (RopeFrequencies.h), the table the
+/// compiled kernels embed: Hugging Face's fp32 computation step by step,
+/// Llama-3.1 scaling included.
 /// Precision::F64 does the same math in double (inv_freq = theta^(-2i/rd)).
 /// The F32 values are returned exactly (as doubles).
 /// Throws InvalidArgumentError for headDim < 1, an odd or out-of-range
