@@ -236,14 +236,37 @@ TEST(ModelConfig, TryParseReturnsTheError) {
   EXPECT_EQ(bad.error, "a.json: expected a JSON object at the top level");
 }
 
-TEST(ModelConfig, Errors) {
-  struct Case {
-    const char *name;
-    const char *fields; ///< after "model_type": "llama", hidden 64, 4 heads
-    bool unsupported;   ///< UnsupportedError, else FormatError
-    const char *expected;
-  };
-  const Case cases[] = {
+namespace {
+
+/// One config of ModelConfigTest's error tables: `fields` after
+/// "model_type": "llama", hidden 64, 4 heads (later members of a JSON object
+/// replace earlier ones), and a part of the message it must give.
+struct ErrorCase {
+  const char *name;
+  const char *fields;
+  bool unsupported; ///< UnsupportedError, else FormatError
+  const char *expected;
+};
+
+void expectErrors(const std::vector<ErrorCase> &cases) {
+  for (const ErrorCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string text = std::string(R"({"model_type": "llama",
+        "hidden_size": 64, "num_attention_heads": 4, )") +
+                       c.fields + "}";
+    std::string msg =
+        c.unsupported ? EXPECT_THROW_MSG(UnsupportedError,
+                                         ModelConfig::parse(text, "cfg.json"))
+                      : EXPECT_THROW_MSG(FormatError,
+                                         ModelConfig::parse(text, "cfg.json"));
+    EXPECT_CONTAINS(msg, c.expected);
+  }
+}
+
+} // namespace
+
+TEST(ModelConfig, ErrorsOfSizesAndTypes) {
+  expectErrors({
       {"hidden_size as a string", R"("hidden_size": "4096")", false,
        "cfg.json: field \"hidden_size\": expected an integer, got the string "
        "\"4096\""},
@@ -268,6 +291,11 @@ TEST(ModelConfig, Errors) {
        false,
        "cfg.json: field \"hidden_size\": the q/k/v weight of 6442450938 x "
        "2147483647 elements overflows a 64-bit size"},
+  });
+}
+
+TEST(ModelConfig, ErrorsOfRopeBiasAndDtype) {
+  expectErrors({
       {"yarn", R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})", true,
        "cfg.json: field \"rope_scaling.rope_type\": RoPE type \"yarn\" is not "
        "supported (fusion.rope implements \"default\" and \"llama3\")"},
@@ -319,20 +347,10 @@ TEST(ModelConfig, Errors) {
       {"num_hidden_layers negative", R"("num_hidden_layers": -1)", false,
        "cfg.json: field \"num_hidden_layers\": -1 is outside [0, "
        "2147483647]"},
-  };
-  for (const Case &c : cases) {
-    SCOPED_TRACE(c.name);
-    // Later members of a JSON object replace earlier ones (nlohmann).
-    std::string text = std::string(R"({"model_type": "llama",
-        "hidden_size": 64, "num_attention_heads": 4, )") +
-                       c.fields + "}";
-    std::string msg =
-        c.unsupported ? EXPECT_THROW_MSG(UnsupportedError,
-                                         ModelConfig::parse(text, "cfg.json"))
-                      : EXPECT_THROW_MSG(FormatError,
-                                         ModelConfig::parse(text, "cfg.json"));
-    EXPECT_CONTAINS(msg, c.expected);
-  }
+  });
+}
+
+TEST(ModelConfig, ErrorsOfTheDocument) {
   // model_type: required, and only the supported types.
   std::string msg = EXPECT_THROW_MSG(
       FormatError,
