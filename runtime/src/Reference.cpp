@@ -10,6 +10,7 @@
 
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/KVCacheLayout.h"
+#include "fusion/runtime/RopeFrequencies.h"
 
 #include <algorithm>
 #include <cmath>
@@ -263,36 +264,11 @@ void qkvProjImpl(DType dtype, int64_t batch, int64_t hidden,
 
 //===-- RoPE --------------------------------------------------------------===//
 
+/// The fp32 table shared with the compiler's emitters (RopeFrequencies.h),
+/// returned exactly as doubles.
 std::vector<double> invFreqF32(const RopeOptions &opts, int64_t rd) {
-  const float theta = static_cast<float>(opts.theta);
-  std::vector<double> out(static_cast<size_t>(rd / 2));
-  for (int64_t i = 0; i < rd / 2; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(rd);
-    // theta ** exponent correctly rounded to fp32.
-    const float power = static_cast<float>(
-        std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
-    float inv = 1.0f / power;
-    if (opts.llama3) {
-      const Llama3RopeScaling &s = *opts.llama3;
-      const float factor = static_cast<float>(s.factor);
-      const float low = static_cast<float>(s.lowFreqFactor);
-      const float orig = static_cast<float>(s.originalMaxPosition);
-      const double origD = static_cast<double>(s.originalMaxPosition);
-      // Python-float constants, computed in double then used as fp32.
-      const float lowWavelen = static_cast<float>(origD / s.lowFreqFactor);
-      const float highWavelen = static_cast<float>(origD / s.highFreqFactor);
-      const float span = static_cast<float>(s.highFreqFactor - s.lowFreqFactor);
-      const float wavelen = (1.0f / inv) * static_cast<float>(2.0 * kPi);
-      if (wavelen > lowWavelen) {
-        inv = inv / factor;
-      } else if (!(wavelen < highWavelen)) {
-        const float smooth = ((1.0f / wavelen) * orig - low) / span;
-        inv = (1.0f - smooth) * inv / factor + smooth * inv;
-      }
-    }
-    out[i] = static_cast<double>(inv);
-  }
-  return out;
+  std::vector<float> table = ropeInvFreqF32(opts.theta, rd, opts.llama3);
+  return std::vector<double>(table.begin(), table.end());
 }
 
 std::vector<double> invFreqF64(const RopeOptions &opts, int64_t rd) {

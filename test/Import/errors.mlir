@@ -32,7 +32,7 @@
 // RUN: not fusion-import %t/head_dim.json 2>&1 | FileCheck %s --check-prefix=HEADDIM
 // HEADDIM: error: {{.*}}head_dim.json: field "head_dim": absent, and hidden_size 250 is not a multiple of num_attention_heads 8
 // RUN: not fusion-import %t/string_hidden.json 2>&1 | FileCheck %s --check-prefix=TYPE
-// TYPE: error: {{.*}}string_hidden.json: field "hidden_size": expected an integer, got "256"
+// TYPE: error: {{.*}}string_hidden.json: field "hidden_size": expected an integer, got the string "256"
 // RUN: not fusion-import %t/negative_eps.json 2>&1 | FileCheck %s --check-prefix=EPS
 // EPS: error: {{.*}}negative_eps.json: field "rms_norm_eps": must be > 0, got -1
 
@@ -53,16 +53,16 @@
 // RUN: not fusion-import %t/weight_overflow.json 2>&1 | FileCheck %s --check-prefix=WEIGHT
 // WEIGHT: fusion-import: error: {{.*}}weight_overflow.json: field "hidden_size": the q/k/v weight of 6442450938 x 2147483647 elements overflows a 64-bit size
 
-// Nesting too deep for a recursive parser is rejected before parsing.
+// Nesting too deep is rejected while parsing.
 // RUN: %python -c "print('{\"x\": ' + '[' * 40000)" > %t/deep.json
 // RUN: not fusion-import %t/deep.json 2>&1 | FileCheck %s --check-prefix=DEEP
-// DEEP: fusion-import: error: {{.*}}deep.json: invalid {{J}}SON: arrays and objects nested more than 64 deep (at byte 69); a config.json needs a few levels
+// DEEP: fusion-import: error: {{.*}}deep.json: invalid {{J}}SON: arrays and objects nested more than 64 levels deep
 // Brackets inside strings do not count.
 // RUN: %python -c "print('{\"model_type\": \"' + '[' * 100 + '\"}')" > %t/brackets_in_string.json
 // RUN: not fusion-import %t/brackets_in_string.json 2>&1 | FileCheck %s --check-prefix=INSTRING
 // INSTRING: field "model_type": "{{\[+}}" is not supported
 // RUN: not fusion-import %t/invalid.json 2>&1 | FileCheck %s --check-prefix=JSON
-// JSON: error: {{.*}}invalid.json: invalid JSON: [2:1, byte=44]: Expected , or } after object property
+// JSON: error: {{.*}}invalid.json: invalid JSON: {{.*}}parse error at line 2, column 21
 
 // dtype: float32 needs --dtype, and so does a config without one.
 // RUN: not fusion-import %t/float32.json 2>&1 | FileCheck %s --check-prefix=F32
@@ -83,6 +83,24 @@
 // RUN: fusion-import %t/qwen2_no_bias.json 2>&1 | FileCheck %s --check-prefix=QWENBIAS
 // QWENBIAS: warning: {{.*}}qwen2_no_bias.json: attention_bias false is ignored: qwen2 always has q/k/v biases
 // QWENBIAS: fusion.qkv_proj {{.*}} bias(
+
+// Where fusion-import and the runtime's reader used to disagree, the one
+// reader (fusion::runtime::ModelConfig) follows transformers:
+// qwen2_moe's bias is qkv_bias (default true), never attention_bias.
+// RUN: fusion-import %t/qwen2_moe.json 2>&1 | FileCheck %s --check-prefix=MOE
+// MOE-NOT: warning
+// MOE: fusion.qkv_proj {{.*}} bias(
+// RUN: fusion-import %t/qwen2_moe_no_qkv_bias.json 2>&1 | FileCheck %s --check-prefix=MOEOFF
+// MOEOFF: warning: {{.*}}qwen2_moe_no_qkv_bias.json: attention_bias true is ignored: qwen2_moe reads qkv_bias (default true)
+// MOEOFF-NOT: %qkv_b
+// Mistral and Mixtral never have q/k/v biases.
+// RUN: fusion-import %t/mistral_bias.json 2>&1 | FileCheck %s --check-prefix=MISTRALBIAS
+// MISTRALBIAS: warning: {{.*}}mistral_bias.json: attention_bias true is ignored: mistral never has q/k/v biases
+// MISTRALBIAS-NOT: %qkv_b
+// partial_rotary_factor in rope_parameters wins over a top-level one
+// (head_dim 32 * 0.25 = 8, not 32 * 0.5).
+// RUN: fusion-import %t/partial_both.json | FileCheck %s --check-prefix=PARTIALBOTH
+// PARTIALBOTH: fusion.rope {{.*}} {pairing = #fusion.rope_pairing<neox>, rotary_dim = 8 : i64, theta = 1.000000e+04 : f64}
 
 //--- missing_hidden.json
 {"model_type": "llama", "num_attention_heads": 8, "torch_dtype": "float16"}
@@ -164,6 +182,20 @@
 //--- sliding.json
 {"model_type": "mistral", "hidden_size": 256, "num_attention_heads": 8,
  "num_key_value_heads": 2, "sliding_window": 4096, "torch_dtype": "bfloat16"}
+//--- qwen2_moe.json
+{"model_type": "qwen2_moe", "hidden_size": 256, "num_attention_heads": 8,
+ "torch_dtype": "bfloat16"}
+//--- qwen2_moe_no_qkv_bias.json
+{"model_type": "qwen2_moe", "hidden_size": 256, "num_attention_heads": 8,
+ "qkv_bias": false, "attention_bias": true, "torch_dtype": "bfloat16"}
+//--- mistral_bias.json
+{"model_type": "mistral", "hidden_size": 256, "num_attention_heads": 8,
+ "attention_bias": true, "torch_dtype": "bfloat16"}
+//--- partial_both.json
+{"model_type": "llama", "hidden_size": 256, "num_attention_heads": 8,
+ "partial_rotary_factor": 0.5,
+ "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25},
+ "dtype": "float16"}
 //--- qwen2_no_bias.json
 {"model_type": "qwen2", "hidden_size": 256, "num_attention_heads": 8,
  "attention_bias": false, "use_sliding_window": false, "sliding_window": 4096,

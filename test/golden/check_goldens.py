@@ -83,29 +83,87 @@ def read_safetensors(path):
 
 # ---------------------------------------------------------------------------
 # Model description from a transformers config.json (v5 `rope_parameters`
-# and v4 `rope_theta` / `rope_scaling` spellings)
+# and v4 `rope_theta` / `rope_scaling` spellings). transformers is not
+# installed here (scripts/setup.sh installs numpy only), so this is a small
+# reader of its own; it follows the same transformers semantics as the C++
+# reader, fusion::runtime::ModelConfig (runtime/src/ModelConfig.cpp), which
+# fusion-import and fusion-run use. Keep the two in step.
 # ---------------------------------------------------------------------------
 
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe")
+
+
+def _get(cfg, key, default):
+    """cfg[key], or `default` when absent or null (transformers' None)."""
+    value = cfg.get(key)
+    return default if value is None else value
+
+
+def qkv_bias(cfg):
+    """The packed q/k/v bias as each model's attention module decides it:
+    LlamaAttention reads attention_bias (default False), Qwen2Attention always
+    has one, MistralAttention / MixtralAttention never, Qwen2MoeAttention reads
+    qkv_bias (default True)."""
+    model_type = cfg.get("model_type")
+    if model_type == "llama":
+        return bool(_get(cfg, "attention_bias", False))
+    if model_type == "qwen2_moe":
+        return bool(_get(cfg, "qkv_bias", True))
+    return model_type == "qwen2"
+
+
 def model_params(cfg):
+    if cfg.get("model_type") not in SUPPORTED_MODEL_TYPES:
+        raise ValueError(f"model_type {cfg.get('model_type')!r} is not supported")
     hidden = cfg["hidden_size"]
     num_heads = cfg["num_attention_heads"]
-    num_kv_heads = cfg.get("num_key_value_heads") or num_heads
-    head_dim = cfg.get("head_dim") or hidden // num_heads
-    rope = dict(cfg.get("rope_parameters") or {})
-    if "rope_theta" not in rope:
-        rope["rope_theta"] = cfg.get("rope_theta", 10000.0)
-    scaling = cfg.get("rope_scaling") or {}
-    for key, value in scaling.items():
-        rope.setdefault(key, value)
+    num_kv_heads = _get(cfg, "num_key_value_heads", num_heads)
+    head_dim = _get(cfg, "head_dim", hidden // num_heads)
+    # transformers 5's rope_parameters, when present, replaces rope_scaling;
+    # its rope_theta and partial_rotary_factor win over top-level ones.
+    if cfg.get("rope_parameters") is not None:
+        rope = dict(cfg["rope_parameters"])
+    else:
+        rope = dict(cfg.get("rope_scaling") or {})
+    if rope.get("rope_theta") is None:
+        rope["rope_theta"] = _get(cfg, "rope_theta", 10000.0)
     rope_type = rope.get("rope_type", rope.get("type", "default"))
-    partial = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
-    bias = bool(cfg.get("attention_bias", False)) or cfg.get("model_type") == "qwen2"
+    partial = rope.get("partial_rotary_factor")
+    if partial is None:
+        partial = _get(cfg, "partial_rotary_factor", 1.0)
     return {
         "hidden": hidden, "num_heads": num_heads, "num_kv_heads": num_kv_heads,
-        "head_dim": head_dim, "eps": float(cfg["rms_norm_eps"]),
+        "head_dim": head_dim, "eps": float(_get(cfg, "rms_norm_eps", 1e-6)),
         "theta": float(rope["rope_theta"]), "rope_type": rope_type,
-        "rotary_dim": int(head_dim * partial), "rope": rope, "bias": bias,
+        "rotary_dim": int(head_dim * partial), "rope": rope, "bias": qkv_bias(cfg),
     }
+
+
+def config_reader_failures():
+    """model_params on hand-made configs where readers once disagreed, with
+    the values transformers' semantics give; returns what differs."""
+    base = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4}
+    cases = [
+        ({"model_type": "qwen2", "attention_bias": False}, "bias", True),
+        ({"model_type": "qwen2_moe"}, "bias", True),
+        ({"model_type": "qwen2_moe", "qkv_bias": False, "attention_bias": True}, "bias", False),
+        ({"model_type": "mistral", "attention_bias": True}, "bias", False),
+        ({"attention_bias": True}, "bias", True),
+        # head_dim 64: rope_parameters' 0.25 wins over the top-level 0.5.
+        ({"partial_rotary_factor": 0.5, "rope_parameters": {"partial_rotary_factor": 0.25}},
+         "rotary_dim", 16),
+        ({"rope_theta": 2e4, "rope_parameters": {"rope_type": "default", "rope_theta": 4e4}},
+         "theta", 4e4),
+        # rope_scaling is not read when rope_parameters is present.
+        ({"rope_scaling": {"rope_type": "llama3"}, "rope_parameters": {"rope_type": "default"}},
+         "rope_type", "default"),
+    ]
+    failures = []
+    for fields, key, expected in cases:
+        got = model_params({**base, **fields})[key]
+        if got != expected:
+            failures.append(f"{fields}: {key} = {got!r}, expected {expected!r}")
+    return failures
 
 
 # ---------------------------------------------------------------------------
@@ -506,6 +564,10 @@ def main(argv=None):
             rows.append({"model": os.path.basename(os.path.normpath(d)), "dtype": "?", "tensor": "(load)",
                          "rel": math.inf, "rel_all": math.inf, "stage": None, "max_abs": math.inf,
                          "tol": 0.0, "ok": False, "note": f"{type(e).__name__}: {e}"})
+    for failure in config_reader_failures():
+        rows.append({"model": "(config reader)", "dtype": "-", "tensor": "-", "rel": math.inf,
+                     "rel_all": math.inf, "stage": None, "max_abs": math.inf, "tol": 0.0,
+                     "ok": False, "note": failure})
     print(format_table(rows, args.markdown))
     if args.mutants:
         mrows = []

@@ -2,6 +2,8 @@
 
 #include "EmitterUtils.h"
 
+#include "fusion/runtime/RopeFrequencies.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/Builders.h"
@@ -578,41 +580,17 @@ std::pair<Value, Value> mlir::fusion::sinCosF32(ImplicitLocOpBuilder &b,
 //===----------------------------------------------------------------------===//
 
 /// The rotary_dim/2 inverse frequencies, computed exactly as the CPU
-/// reference does in fp32 (runtime/src/Reference.cpp invFreqF32, mirroring
-/// Hugging Face's fp32 arithmetic, including Llama-3.1 scaling).
+/// reference does in fp32: both call fusion/runtime/RopeFrequencies.h.
 SmallVector<float> mlir::fusion::computeRopeInvFreq(RopeOp rope,
                                                     int64_t rotaryDim) {
-  const float theta = static_cast<float>(rope.getTheta().convertToDouble());
-  SmallVector<float> out;
-  for (int64_t i = 0; i < rotaryDim / 2; ++i) {
-    const float exponent =
-        static_cast<float>(2 * i) / static_cast<float>(rotaryDim);
-    const float power = static_cast<float>(
-        std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
-    float inv = 1.0f / power;
-    if (auto scaling = rope.getScalingAttr()) {
-      const double factorD = scaling.getFactor().convertToDouble();
-      const double lowD = scaling.getLowFreqFactor().convertToDouble();
-      const double highD = scaling.getHighFreqFactor().convertToDouble();
-      const double origD =
-          static_cast<double>(scaling.getOriginalMaxPosition());
-      const float factor = static_cast<float>(factorD);
-      const float low = static_cast<float>(lowD);
-      const float orig = static_cast<float>(origD);
-      const float lowWavelen = static_cast<float>(origD / lowD);
-      const float highWavelen = static_cast<float>(origD / highD);
-      const float span = static_cast<float>(highD - lowD);
-      const float wavelen = (1.0f / inv) * static_cast<float>(2.0 * M_PI);
-      if (wavelen > lowWavelen) {
-        inv = inv / factor;
-      } else if (!(wavelen < highWavelen)) {
-        const float smooth = ((1.0f / wavelen) * orig - low) / span;
-        inv = (1.0f - smooth) * inv / factor + smooth * inv;
-      }
-    }
-    out.push_back(inv);
-  }
-  return out;
+  std::optional<::fusion::runtime::Llama3RopeScaling> llama3;
+  if (auto s = rope.getScalingAttr())
+    llama3 = ::fusion::runtime::Llama3RopeScaling{
+        s.getFactor().convertToDouble(), s.getLowFreqFactor().convertToDouble(),
+        s.getHighFreqFactor().convertToDouble(), s.getOriginalMaxPosition()};
+  std::vector<float> table = ::fusion::runtime::ropeInvFreqF32(
+      rope.getTheta().convertToDouble(), rotaryDim, llama3);
+  return SmallVector<float>(table.begin(), table.end());
 }
 
 /// Declares `memref.global "private" constant @<name> : memref<Nxf32>` in

@@ -32,7 +32,7 @@
 
 #include "fusion/runtime/DType.h"
 #include "fusion/runtime/ModelConfig.h"
-#include "fusion/runtime/Reference.h"
+#include "fusion/runtime/ReferenceConfig.h"
 #include "fusion/runtime/Safetensors.h"
 
 #include <cstdint>

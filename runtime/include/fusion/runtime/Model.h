@@ -20,7 +20,7 @@
 
 #include "fusion/runtime/DType.h"
 #include "fusion/runtime/Manifest.h"
-#include "fusion/runtime/Reference.h"
+#include "fusion/runtime/ReferenceConfig.h"
 
 #include <array>
 #include <cstdint>

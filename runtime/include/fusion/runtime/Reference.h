@@ -25,12 +25,16 @@
 //    batch row and the offending value. Nothing is written before the
 //    checks pass, except where a function says otherwise.
 //
+// The option and configuration structs (RopeOptions, FrontHalfConfig, ...)
+// are in ReferenceConfig.h.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef FUSION_RUNTIME_REFERENCE_H
 #define FUSION_RUNTIME_REFERENCE_H
 
 #include "fusion/runtime/DType.h"
+#include "fusion/runtime/ReferenceConfig.h"
 
 #include <cstdint>
 #include <optional>
@@ -44,15 +48,6 @@ enum class Precision { F32, F64 };
 //===----------------------------------------------------------------------===//
 // Normalisation
 //===----------------------------------------------------------------------===//
-
-/// Options of rmsnorm and layernorm.
-struct NormOptions {
-  /// Added to the mean square (rmsnorm) or the variance (layernorm); used as
-  /// float(eps) under Precision::F32.
-  double eps = 1e-6;
-  /// rmsnorm only: scale by (1 + w) instead of w (Gemma's GemmaRMSNorm).
-  bool unit_offset = false;
-};
 
 /// RMSNorm (Zhang & Sennrich 2019; Hugging Face LlamaRMSNorm) of each row of
 /// `x` [batch, hidden] with weight `weight` [hidden]:
@@ -100,16 +95,6 @@ void layernorm(DType dtype, int64_t batch, int64_t hidden, const uint16_t *x,
 // QKV projection
 //===----------------------------------------------------------------------===//
 
-/// Head geometry of one attention layer. numQHeads must be a positive
-/// multiple of numKVHeads (any group size, e.g. 5, 6, 7); headDim >= 1.
-struct AttentionDims {
-  int64_t numQHeads = 0;
-  int64_t numKVHeads = 0;
-  int64_t headDim = 0;
-  /// Rows of the packed QKV weight: (numQHeads + 2 * numKVHeads) * headDim.
-  int64_t qkvRows() const { return (numQHeads + 2 * numKVHeads) * headDim; }
-};
-
 /// Packed Q/K/V projection (Hugging Face LlamaAttention's q_proj, k_proj,
 /// v_proj, nn.Linear semantics):
 ///
@@ -134,49 +119,11 @@ void qkvProj(DType dtype, int64_t batch, int64_t hidden,
 // RoPE
 //===----------------------------------------------------------------------===//
 
-/// Which elements of a head a rotation pairs.
-enum class RopePairing {
-  /// x[i] with x[i + rotary_dim/2] (GPT-NeoX; Hugging Face rotate_half /
-  /// apply_rotary_pos_emb; Llama, Mistral, Qwen2).
-  NeoX,
-  /// x[2i] with x[2i + 1] (GPT-J rotate_every_two, interleaved).
-  GPTJ,
-};
-
-/// Llama-3.1 frequency scaling (Hugging Face rope_type "llama3",
-/// _compute_llama3_parameters).
-struct Llama3RopeScaling {
-  double factor = 8.0;
-  double lowFreqFactor = 1.0;
-  double highFreqFactor = 4.0;
-  int64_t originalMaxPosition = 8192;
-};
-
-/// Options of rope.
-struct RopeOptions {
-  RopePairing pairing = RopePairing::NeoX;
-  /// RoPE base (Hugging Face rope_theta); float(theta) under F32.
-  double theta = 10000.0;
-  /// Rotated leading elements of each head: even, <= head_dim; 0 means
-  /// head_dim. The remaining elements pass through (partial rotary,
-  /// GPT-NeoX rotary_pct).
-  int64_t rotaryDim = 0;
-  /// Llama-3.1 scaling of the frequencies, if any.
-  std::optional<Llama3RopeScaling> llama3;
-};
-
 /// The rotary_dim/2 inverse frequencies (radians per position) rope uses.
 ///
-/// Precision::F32 mirrors Hugging Face's fp32 computation step by step:
-///   inv_freq[i] = 1.0f / float(theta) ** (float(2i) / float(rotary_dim))
-/// (`1.0 / (base ** (arange(0, dim, 2).float() / dim))`, the power
-/// correctly rounded to fp32), then, with llama3 scaling, as
-/// _compute_llama3_parameters does in fp32 tensors (x / t = (1/t) * x):
-///   wavelen = (1 / inv) * float(2 pi)
-///   wavelen > orig / low_freq_factor  -> inv / factor
-///   wavelen < orig / high_freq_factor -> inv
-///   otherwise s = ((1 / wavelen) * orig - low) / (high - low),
-///             (1 - s) * inv / factor + s * inv.
+/// Precision::F32 is ropeInvFreqF32 (RopeFrequencies.h), the table the
+/// compiled kernels embed: Hugging Face's fp32 computation step by step,
+/// Llama-3.1 scaling included.
 /// Precision::F64 does the same math in double (inv_freq = theta^(-2i/rd)).
 /// The F32 values are returned exactly (as doubles).
 /// Throws InvalidArgumentError for headDim < 1, an odd or out-of-range
@@ -241,12 +188,6 @@ void kvAppend(int64_t batch, const uint16_t *k, const uint16_t *v,
               const int32_t *positions, const BlockTable &table,
               const PagedKVCache &cache);
 
-/// Options of decodeAttention.
-struct AttentionOptions {
-  /// Softmax scale; default 1/sqrt(head_dim). float(scale) under F32.
-  std::optional<double> scale;
-};
-
 /// GQA decode attention (Vaswani et al. 2017; Ainslie et al. 2023; Hugging
 /// Face eager_attention_forward with repeat_kv) of one query token per row:
 ///
@@ -271,20 +212,6 @@ void decodeAttention(DType dtype, int64_t batch, int64_t numQHeads,
 //===----------------------------------------------------------------------===//
 // Front half of a decoder layer
 //===----------------------------------------------------------------------===//
-
-/// The normalisation in front of attention.
-enum class NormKind { RMSNorm, LayerNorm };
-
-/// Static configuration of decodeLayerFrontHalf.
-struct FrontHalfConfig {
-  DType dtype = DType::F16;
-  int64_t hidden = 0;
-  AttentionDims dims;
-  NormKind norm = NormKind::RMSNorm;
-  NormOptions normOptions;
-  RopeOptions rope;
-  AttentionOptions attention;
-};
 
 /// Inputs of decodeLayerFrontHalf (shapes with B = batch).
 struct FrontHalfInputs {
