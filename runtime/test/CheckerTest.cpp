@@ -69,8 +69,9 @@ TEST(Checker, OutputRowsFollowTheSignature) {
 
 TEST(Checker, IntermediatesOfTheTinyFunction) {
   // Kernel 0 (rmsnorm, qkv_proj, rope, kv_append) writes the rotated query
-  // for kernel 1; its residual_out and kernel 1's output are no
-  // intermediates of the front half.
+  // for kernel 1 (its result 1, internal buffer 1 after residual_out); its
+  // residual_out and kernel 1's output are no intermediates of the front
+  // half.
   Model model =
       Model::load(fusion::runtime::test::dataPath("tiny_decode.manifest.json"));
   std::vector<Intermediate> m =
@@ -78,7 +79,7 @@ TEST(Checker, IntermediatesOfTheTinyFunction) {
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].name, "q_rot");
   EXPECT_EQ(m[0].source, "kernel 0 output query");
-  EXPECT_EQ(m[0].buffer, 0);
+  EXPECT_EQ(m[0].buffer, 1);
   EXPECT_EQ(m[0].rowElems, 4 * 16);
 }
 

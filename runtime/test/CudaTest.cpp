@@ -1,15 +1,18 @@
 //===- CudaTest.cpp - CUDA driver wrappers, DecodeStep on a GPU -----------===//
 //
 // These tests need a CUDA device; without one (no libcuda.so.1, no device)
-// each reports itself skipped. The DecodeStep tests launch the hand-written
-// kernels of test/data/tiny_decode.ptx, whose bodies are empty: they check
-// the runtime's mechanics (JIT load, binding, launches, graph capture and
-// replay, errors), not the math (fusion-run checks that).
+// each reports itself skipped. The DecodeStep tests launch the kernels of
+// test/data/tiny_decode.ptx, fusion-compile's output for
+// test/data/tiny_decode.mlir (test/Target/runtime-fixture.mlir keeps them
+// equal), on zeroed arguments and valid step inputs: they check the
+// runtime's mechanics (JIT load, binding, launches of the kernels and their
+// batch variants, programmatic dependent launch, graph capture and replay,
+// errors), not the math (fusion-run and the runtime.gpu.example tests check
+// that).
 //
 //===----------------------------------------------------------------------===//
 
 #include "fusion/runtime/Cuda.h"
-#include "fusion/contract/Contract.h"
 #include "fusion/runtime/DecodeStep.h"
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/Manifest.h"
@@ -17,7 +20,6 @@
 #include "TestUtil.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <optional>
 
 using namespace fusion::runtime;
@@ -135,14 +137,39 @@ struct TinyInputs {
   std::vector<int32_t> pos, lens, table;
 };
 
+/// A device buffer for every argument of `step`'s function, sized at its
+/// capacity and zeroed, the positions, seq_lens and block_table arguments
+/// holding TinyInputs(capacity batch, maxPages): valid inputs for every
+/// step of at most that batch with block tables of `maxPages` (the rows of
+/// a smaller batch are a prefix). The kernels are the compiler's, so they
+/// read these.
+std::vector<cuda::DeviceBuffer> tinyArguments(const cuda::Context &ctx,
+                                              const DecodeStep &step,
+                                              int64_t maxPages) {
+  TinyInputs inputs(step.plan().capacity().maxBatch, maxPages);
+  std::vector<cuda::DeviceBuffer> args;
+  for (const ManifestArgument &a : step.plan().model().arguments()) {
+    args.emplace_back(step.plan().argumentBytes(a.index), a.name);
+    args.back().fill(0);
+    const std::vector<int32_t> *host = a.role == "positions"     ? &inputs.pos
+                                       : a.role == "seq_lens"    ? &inputs.lens
+                                       : a.role == "block_table" ? &inputs.table
+                                                                 : nullptr;
+    if (host)
+      args.back().upload(host->data(), host->size() * sizeof(int32_t));
+  }
+  ctx.synchronize();
+  return args;
+}
+
 TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
   Model model = Model::load(dataPath("tiny_decode.manifest.json"));
   std::string ptx = readText(dataPath("tiny_decode.ptx"));
   Capacity cap{4, 8, 32};
   DecodeStep step(ctx(), model, ptx, "tiny.ptx", cap);
-  std::vector<cuda::DeviceBuffer> args;
-  for (const ManifestArgument &a : model.arguments())
-    args.emplace_back(step.plan().argumentBytes(a.index), a.name);
+  // Steps of block tables of 3 pages; batch 2 and 3 launch kernel 0's
+  // tensor-core variant (min_batch 2).
+  std::vector<cuda::DeviceBuffer> args = tinyArguments(ctx(), step, 3);
 
   // Unbound arguments are reported before anything is launched.
   std::string msg =
@@ -187,8 +214,8 @@ TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
   EXPECT_CONTAINS(msg, "batch 5 exceeds");
   msg =
       EXPECT_THROW_MSG(InvalidArgumentError,
-                       step.run(StepShape{1, 1, 33}, TinyInputs(1, 1).view()));
-  EXPECT_CONTAINS(msg, "num_splits 33 is outside [1, 32]");
+                       step.run(StepShape{1, 1, 65}, TinyInputs(1, 1).view()));
+  EXPECT_CONTAINS(msg, "num_splits 65 is outside [1, 64]");
   // A position past the block-table row: refused before any launch.
   TinyInputs past(1, 1);
   past.pos[0] = 4;
@@ -200,35 +227,36 @@ TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
 
 /// `m` with the fingerprint of `ptx`: the manifest of an edited PTX.
 Manifest describing(Manifest m, std::string_view ptx) {
-  char hex[17];
-  std::snprintf(
-      hex, sizeof hex, "%016llx",
-      static_cast<unsigned long long>(fusion::contract::ptxFingerprint(ptx)));
-  m.ptxFingerprint = hex;
+  m.ptxFingerprint = ptxFingerprintHex(ptx);
   return m;
 }
 
 TEST_F(Gpu, DecodeStepLaunchesVariantsWithLargeSharedMemory) {
-  // Kernel 0 runs as decode_layer_kernel_0_tc (same parameters) from batch
-  // 2, with 132 KiB of dynamic shared memory: the launch fails unless the
-  // function was opted in to more than 48 KiB.
+  // The compiler's variant of kernel 0 needs only 6 KiB of dynamic shared
+  // memory, so the case is constructed: from batch 2 kernel 0 runs as
+  // decode_layer_k0_fused_tc, a copy of the tensor-core entry
+  // decode_layer_k0_fused_mma (same parameters, grid and block), with 132
+  // KiB of dynamic shared memory (the kernel uses the first 6 KiB): the
+  // launch fails unless the function was opted in to more than 48 KiB.
   std::string manifest = readText(dataPath("tiny_decode.manifest.json"));
-  std::string anchor = "\"entry\": \"decode_layer_kernel_0\",";
-  manifest.insert(manifest.find(anchor) + anchor.size(),
-                  "\"variants\": [{\"min_batch\": 2, "
-                  "\"entry\": \"decode_layer_kernel_0_tc\", "
-                  "\"grid\": [3, \"batch\", 1], \"block\": [256, 1, 1], "
-                  "\"dynamic_shared_bytes\": 135168}],");
+  for (auto [from, to] : {std::pair<std::string, std::string>{
+                              "\"entry\": \"decode_layer_k0_fused_mma\"",
+                              "\"entry\": \"decode_layer_k0_fused_tc\""},
+                          {"\"dynamic_shared_bytes\": 6144",
+                           "\"dynamic_shared_bytes\": 135168"}}) {
+    ASSERT_EQ(manifest.find(from), manifest.rfind(from)) << from;
+    ASSERT_NE(manifest.find(from), std::string::npos) << from;
+    manifest.replace(manifest.find(from), from.size(), to);
+  }
   std::string ptx =
       withEntryCopy(readText(dataPath("tiny_decode.ptx")),
-                    "decode_layer_kernel_0", "decode_layer_kernel_0_tc");
+                    "decode_layer_k0_fused_mma", "decode_layer_k0_fused_tc");
   Model model(describing(
       Manifest::parse(manifest, "tiny_variants.manifest.json"), ptx));
   ASSERT_EQ(model.kernels()[0]->variants.size(), 1u);
+  EXPECT_EQ(model.kernels()[0]->variants[0].dynamicSharedBytes, 135168);
   DecodeStep step(ctx(), model, ptx, "tiny_variants.ptx", Capacity{4, 8, 32});
-  std::vector<cuda::DeviceBuffer> args;
-  for (const ManifestArgument &a : model.arguments())
-    args.emplace_back(step.plan().argumentBytes(a.index), a.name);
+  std::vector<cuda::DeviceBuffer> args = tinyArguments(ctx(), step, 3);
   for (size_t i = 0; i < args.size(); ++i)
     step.bind(static_cast<int>(i), args[i]);
 
@@ -247,13 +275,14 @@ TEST_F(Gpu, DecodeStepLaunchesVariantsWithLargeSharedMemory) {
   std::string msg = EXPECT_THROW_MSG(
       FormatError, DecodeStep(ctx(), withoutVariantEntry, plain, "tiny.ptx",
                               Capacity{1, 1, 1}));
-  EXPECT_CONTAINS(msg, "no .entry decode_layer_kernel_0_tc for kernel 0");
+  EXPECT_CONTAINS(msg, "no .entry decode_layer_k0_fused_tc for kernel 0");
 }
 
 TEST_F(Gpu, DecodeStepChecksThePtxFirst) {
   Manifest manifest = Manifest::load(dataPath("tiny_decode.manifest.json"));
   std::string ptx = readText(dataPath("tiny_decode.ptx"));
-  std::string from = ".param .u32 decode_layer_kernel_1_param_11";
+  std::string from = ".param .u32 decode_layer_k1_decode_attention_param_11";
+  ASSERT_NE(ptx.find(",\n\t" + from), std::string::npos);
   ptx.erase(ptx.find(",\n\t" + from), from.size() + 3);
   // Not the PTX the manifest was written with.
   std::string msg =
@@ -264,5 +293,6 @@ TEST_F(Gpu, DecodeStepChecksThePtxFirst) {
   Model model(describing(manifest, ptx));
   msg = EXPECT_THROW_MSG(FormatError, DecodeStep(ctx(), model, ptx, "tiny.ptx",
                                                  Capacity{1, 1, 1}));
-  EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_1 has 11 parameters");
+  EXPECT_CONTAINS(msg, ".entry decode_layer_k1_decode_attention has 11 "
+                       "parameters");
 }

@@ -21,14 +21,26 @@ TEST(Inspect, PlanOfTheTinyFunction) {
   printPlan(os, model, Capacity{4, 3, 16}, 2);
   std::string plan = os.str();
   EXPECT_CONTAINS(plan, "  kernels (launch order; grids at batch 4):\n");
-  EXPECT_CONTAINS(plan, "grid [2, 2, 4] = [num_splits, 2, batch], block "
-                        "[128, 1, 1], 12 params, ops decode_attention\n");
+  // Kernel 0 and the tensor-core variant batch 4 launches.
+  EXPECT_CONTAINS(plan, "    kernel 0 (decode_layer_k0_fused): grid [32, 1, "
+                        "1] = [32, 1, 1], block [64, 1, 1], 12 params, ops "
+                        "rmsnorm qkv_proj rope kv_append\n");
+  EXPECT_CONTAINS(plan, "      variant for batch >= 2: "
+                        "decode_layer_k0_fused_mma, grid [8, 1, 1] = [8, 1, "
+                        "1], block [256, 1, 1], 6144 bytes dynamic shared "
+                        "memory (launched at batch 4)\n");
+  EXPECT_CONTAINS(plan, "    kernel 1 (decode_layer_k1_decode_attention): "
+                        "grid [2, 2, 4] = [num_splits, 2, batch], block "
+                        "[256, 1, 1], 12 params, ops decode_attention\n");
   // 16 * 4 * 2 * 16 f16 elements; a [4, 3] int32 block table.
   EXPECT_CONTAINS(plan, "    k_cache f16[num_pages, 4, 2, 16] role key_cache: "
                         "4096\n");
   EXPECT_CONTAINS(plan, "    block_table i32[batch, max_pages] role "
                         "block_table: 48\n");
   EXPECT_CONTAINS(plan, "  runtime buffers (bytes at capacity):\n");
+  // f32 [4, 4 heads, max_splits 64, 16].
+  EXPECT_CONTAINS(plan, "workspace \"partial_out\" f32[batch, 4, 64, 16]: "
+                        "65536\n");
   EXPECT_CONTAINS(plan, "split_counters\" i32[batch, 2] zero-init: 32\n");
   EXPECT_TRUE(plan.size() > 40 &&
               plan.substr(plan.size() - 38) ==

@@ -22,21 +22,23 @@ Manifest parseJson(const json &j) {
   return Manifest::parse(j.dump(), "m.json");
 }
 
-/// The tiny manifest with two batch variants of kernel 0: a tensor-core
-/// launch from batch 8 (more than 48 KiB of dynamic shared memory) and one
-/// from batch 64.
+/// The tiny manifest with kernel 0's variant (the compiler's
+/// decode_layer_k0_fused_mma from batch 2) replaced by two constructed ones:
+/// a tensor-core launch from batch 8 (more than 48 KiB of dynamic shared
+/// memory, a grid that grows with the batch) and one from batch 64 (only the
+/// required members).
 json tinyJsonWithVariants() {
   json j = tinyJson();
   j["kernels"][0]["variants"] = json::array(
       {{{"min_batch", 8},
-        {"entry", "decode_layer_kernel_0_tc"},
+        {"entry", "decode_layer_k0_fused_tc"},
         {"grid", {48, "batch", 1}},
         {"block", {128, 1, 1}},
         {"dynamic_shared_bytes", 135168},
         {"static_shared_bytes", 16},
         {"schedule", {{"kind", "projection_mma"}, {"batch_tile", 16}}}},
        {{"min_batch", 64},
-        {"entry", "decode_layer_kernel_0_tc64"},
+        {"entry", "decode_layer_k0_fused_tc64"},
         {"grid", {96, 1, 1}},
         {"block", {256, 1, 1}}}});
   return j;
@@ -44,10 +46,15 @@ json tinyJsonWithVariants() {
 
 } // namespace
 
+// fusion-compile's manifest for runtime/test/data/tiny_decode.mlir (hidden
+// 64, 4 query and 2 KV heads of 16, pages of 4 tokens, f16, sm_90, strategy
+// decode): the fused front half (kernel 0) and split-KV attention (kernel 1).
 TEST(Manifest, ParsesTheTinyManifest) {
   Manifest m = Manifest::load(dataPath("tiny_decode.manifest.json"));
   EXPECT_EQ(m.version, 2);
-  EXPECT_EQ(m.ptxFingerprint, "81584441332c7240");
+  // The hash of the PTX written with it.
+  EXPECT_EQ(m.ptxFingerprint,
+            ptxFingerprintHex(readText(dataPath("tiny_decode.ptx"))));
   EXPECT_EQ(m.ptx, "tiny_decode.ptx");
   EXPECT_EQ(m.chip, "sm_90");
   EXPECT_EQ(m.strategy, "decode");
@@ -61,37 +68,60 @@ TEST(Manifest, ParsesTheTinyManifest) {
   EXPECT_EQ(f.arguments[7].kind, "buffer");
   EXPECT_EQ(shapeString(f.arguments[7].shape), "[num_pages, 4, 2, 16]");
   EXPECT_EQ(f.kernels, (std::vector<int>{0, 1}));
+  // Result 0, the attention output, is kernel 1's; result 1 (%h, the
+  // residual sum) is kernel 0's result 0 (docs/abi.md section 4).
   ASSERT_EQ(f.results.size(), 2u);
   EXPECT_EQ(f.results[0].source.kind, Binding::Kind::KernelResult);
   EXPECT_EQ(f.results[0].source.index, 1);
-  EXPECT_EQ(f.results[1].source.result, 1);
+  EXPECT_EQ(f.results[1].source.index, 0);
+  EXPECT_EQ(f.results[1].source.result, 0);
 
   ASSERT_EQ(m.kernels.size(), 2u);
+  // Kernel 0: rmsnorm + residual -> qkv_proj -> rope -> kv_append. Its
+  // 64 row pairs (128 packed q/k/v rows) over 2 warps of 64 threads (the
+  // emitter halves its 8 warps while that leaves SMs idle at batch 1) are
+  // 32 CTAs; static shared memory is one normalised row (64 f16) and a
+  // float per warp.
   const ManifestKernel &k0 = m.kernels[0];
-  EXPECT_EQ(k0.entry, "decode_layer_kernel_0");
-  EXPECT_EQ(k0.grid[0].value, 132);
-  EXPECT_EQ(k0.block, (std::array<int64_t, 3>{256, 1, 1}));
-  EXPECT_EQ(k0.staticSharedBytes, 1056);
+  EXPECT_EQ(k0.entry, "decode_layer_k0_fused");
+  EXPECT_EQ(k0.grid[0].value, 32);
+  EXPECT_EQ(k0.block, (std::array<int64_t, 3>{64, 1, 1}));
+  EXPECT_EQ(k0.staticSharedBytes, 64 * 2 + 2 * 4);
   EXPECT_EQ(k0.params.size(), 12u);
   EXPECT_FALSE(k0.usesNumSplits());
   EXPECT_TRUE(k0.usesMaxPages());
   EXPECT_EQ(k0.maxSplits(), 1);
+  // Outputs in result order: residual_out (result 0), the rotated query.
   EXPECT_EQ(k0.numOutputs(), 2);
-  EXPECT_EQ(k0.output(1)->role, "residual_out");
+  EXPECT_EQ(k0.output(0)->role, "residual_out");
+  EXPECT_EQ(k0.output(1)->role, "query");
   EXPECT_EQ(k0.scheduleStrings.at("kind"), "projection");
-  EXPECT_EQ(k0.label(), "kernel 0 (decode_layer_kernel_0)");
+  EXPECT_EQ(k0.label(), "kernel 0 (decode_layer_k0_fused)");
+  EXPECT_TRUE(k0.programmaticDependentLaunch); // an sm_90 build
+  // From batch 2 the tensor-core projection, with the same parameters.
+  ASSERT_EQ(k0.variants.size(), 1u);
+  EXPECT_EQ(k0.variants[0].minBatch, 2);
+  EXPECT_EQ(k0.variants[0].entry, "decode_layer_k0_fused_mma");
+  EXPECT_EQ(k0.variants[0].block, (std::array<int64_t, 3>{256, 1, 1}));
+  EXPECT_EQ(k0.variants[0].scheduleStrings.at("kind"), "projection_mma");
 
+  // Kernel 1: split-KV attention on a grid [num_splits, num_kv_heads (2) *
+  // head_blocks (1), batch]; max_splits and target_ctas (2 per SM of 132)
+  // are the contract's SplitPolicy defaults.
   const ManifestKernel &k1 = m.kernels[1];
+  EXPECT_EQ(k1.entry, "decode_layer_k1_decode_attention");
   EXPECT_EQ(k1.grid[0].symbol, "num_splits");
   EXPECT_EQ(k1.grid[1].value, 2);
   EXPECT_EQ(k1.grid[2].symbol, "batch");
   EXPECT_TRUE(k1.usesNumSplits());
-  EXPECT_EQ(k1.maxSplits(), 32);
+  EXPECT_EQ(k1.maxSplits(), 64);
   EXPECT_EQ(k1.scheduleInts.at("target_ctas"), 264);
+  EXPECT_EQ(k1.scheduleInts.at("heads_per_cta"), 2); // 4 query heads / 2
+  EXPECT_TRUE(k1.variants.empty());
   const ManifestParam &q = k1.params[0];
   EXPECT_EQ(q.kind, ParamKind::Input);
   EXPECT_EQ(q.binding.kind, Binding::Kind::KernelResult);
-  EXPECT_EQ(q.binding.str(), "result 0 of kernel 0");
+  EXPECT_EQ(q.binding.str(), "result 1 of kernel 0");
   const ManifestParam &counters = k1.params[8];
   EXPECT_EQ(counters.kind, ParamKind::Workspace);
   EXPECT_TRUE(counters.zeroInit);
@@ -99,7 +129,8 @@ TEST(Manifest, ParsesTheTinyManifest) {
   Symbols s{3, 4, 5, 100};
   EXPECT_EQ(counters.bytes(s), 3 * 2 * 4);
   EXPECT_EQ(k1.gridFor(s), (std::array<int64_t, 3>{4, 2, 3}));
-  EXPECT_EQ(k1.params[6].bytes(s), 3 * 4 * 32 * 16 * 4);
+  // partial_out: f32 [batch, 4 heads, max_splits, 16].
+  EXPECT_EQ(k1.params[6].bytes(s), 3 * 4 * 64 * 16 * 4);
 }
 
 TEST(Manifest, ParsesVariants) {
@@ -108,7 +139,7 @@ TEST(Manifest, ParsesVariants) {
   ASSERT_EQ(k0.variants.size(), 2u);
   const ManifestVariant &tc = k0.variants[0];
   EXPECT_EQ(tc.minBatch, 8);
-  EXPECT_EQ(tc.entry, "decode_layer_kernel_0_tc");
+  EXPECT_EQ(tc.entry, "decode_layer_k0_fused_tc");
   EXPECT_EQ(tc.grid[0].value, 48);
   EXPECT_EQ(tc.grid[1].symbol, "batch");
   EXPECT_EQ(tc.block, (std::array<int64_t, 3>{128, 1, 1}));
@@ -125,18 +156,22 @@ TEST(Manifest, ParsesVariants) {
   EXPECT_EQ(big.dynamicSharedBytes, 0);
   EXPECT_EQ(big.scheduleJson, "{}");
   // The primary launch is unchanged; kernel 1 has no variants.
-  EXPECT_EQ(k0.entry, "decode_layer_kernel_0");
-  EXPECT_EQ(k0.block[0], 256);
+  EXPECT_EQ(k0.entry, "decode_layer_k0_fused");
+  EXPECT_EQ(k0.block[0], 64);
   EXPECT_TRUE(m.kernels[1].variants.empty());
-  EXPECT_EQ(k0.label(0), "kernel 0 (decode_layer_kernel_0) variant min_batch "
-                         "8 (decode_layer_kernel_0_tc)");
+  EXPECT_EQ(k0.label(0), "kernel 0 (decode_layer_k0_fused) variant min_batch "
+                         "8 (decode_layer_k0_fused_tc)");
   EXPECT_EQ(k0.label(-1), k0.label());
 }
 
 TEST(Manifest, ParsesProgrammaticDependentLaunch) {
+  // An sm_90 build marks both kernels; the member is optional (false when
+  // absent, as in builds for older chips): constructed here for kernel 0.
   json j = tinyJson();
-  EXPECT_FALSE(parseJson(j).kernels[0].programmaticDependentLaunch);
-  j["kernels"][1]["programmatic_dependent_launch"] = true;
+  Manifest both = parseJson(j);
+  EXPECT_TRUE(both.kernels[0].programmaticDependentLaunch);
+  EXPECT_TRUE(both.kernels[1].programmaticDependentLaunch);
+  j["kernels"][0].erase("programmatic_dependent_launch");
   Manifest m = parseJson(j);
   EXPECT_FALSE(m.kernels[0].programmaticDependentLaunch);
   EXPECT_TRUE(m.kernels[1].programmaticDependentLaunch);
@@ -157,12 +192,12 @@ TEST(Manifest, SelectsTheLaunchForABatch) {
   }
   // At and above a boundary: the last variant whose min_batch <= batch.
   EXPECT_EQ(k0.variantFor(8), 0);
-  EXPECT_EQ(k0.launchFor(8).entry, "decode_layer_kernel_0_tc");
+  EXPECT_EQ(k0.launchFor(8).entry, "decode_layer_k0_fused_tc");
   EXPECT_EQ(k0.variantFor(13), 0);
   EXPECT_EQ(k0.variantFor(63), 0);
   EXPECT_EQ(k0.launchFor(63).dynamicSharedBytes, 135168);
   EXPECT_EQ(k0.variantFor(64), 1);
-  EXPECT_EQ(k0.launchFor(64).entry, "decode_layer_kernel_0_tc64");
+  EXPECT_EQ(k0.launchFor(64).entry, "decode_layer_k0_fused_tc64");
   EXPECT_EQ(k0.variantFor(100000), 1);
   // A kernel without variants always launches itself.
   const ManifestKernel &k1 = m.kernels[1];
@@ -221,9 +256,9 @@ TEST(Manifest, VariantErrorsNameTheFileAndPath) {
        [](json &j) {
          j["kernels"][1]["variants"] =
              json::array({j["kernels"][0]["variants"][0]});
-         j["kernels"][1]["variants"][0]["entry"] = "decode_layer_kernel_0";
+         j["kernels"][1]["variants"][0]["entry"] = "decode_layer_k0_fused";
        },
-       "kernels[1].variants[0].entry: entry \"decode_layer_kernel_0\" is "
+       "kernels[1].variants[0].entry: entry \"decode_layer_k0_fused\" is "
        "shared with kernel 0 but the parameters differ"},
   };
   for (const Case &c : cases) {
@@ -258,15 +293,16 @@ TEST(Manifest, DimsAndSymbols) {
 
 TEST(Manifest, AcceptsOptionalMembersAndDecimalStrings) {
   json j = tinyJson();
-  j["kernels"][0]["grid"] = json::array({"132", 1, "1"}); // as strings
+  j["kernels"][0]["grid"] = json::array({"32", 1, "1"}); // as strings
   j["kernels"][0]["params"][8].erase("binding"); // outputs default in order
   j["kernels"][0]["params"][9].erase("binding");
   j["model"] = {{"hidden_size", 64}, {"num_attention_heads", 4}};
   j["extra"] = "ignored";
   Manifest m = parseJson(j);
-  EXPECT_EQ(m.kernels[0].grid[0].value, 132);
+  EXPECT_EQ(m.kernels[0].grid[0].value, 32);
   EXPECT_EQ(m.kernels[0].grid[2].value, 1);
-  EXPECT_EQ(m.kernels[0].block[0], 256);
+  EXPECT_EQ(m.kernels[0].block[0], 64);
+  EXPECT_EQ(m.kernels[0].params[8].binding.result, 0);
   EXPECT_EQ(m.kernels[0].params[9].binding.result, 1);
   ASSERT_TRUE(m.modelJson.has_value());
   EXPECT_CONTAINS(*m.modelJson, "\"hidden_size\":64");
@@ -326,18 +362,19 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
        "has only 9 arguments"},
       {"dtype differs from the source",
        [](json &j) { j["kernels"][1]["params"][0]["dtype"] = "bf16"; },
-       "kernels[1].params[0]: dtype bf16 but its source (result 0 of kernel "
+       "kernels[1].params[0]: dtype bf16 but its source (result 1 of kernel "
        "0) is f16"},
       {"element count differs from the source",
-       [](json &j) { j["kernels"][0]["params"][8]["shape"][1] = 8; },
+       // Kernel 0's query output (result 1) as [batch, 8, 16].
+       [](json &j) { j["kernels"][0]["params"][9]["shape"][1] = 8; },
        "kernels[1].params[0]: shape [batch, 4, 16] but its source"},
       {"split-KV workspace not sized by max_splits",
        [](json &j) { j["kernels"][1]["params"][6]["shape"][2] = 4; },
        "kernels[1].params: split-KV attention needs a workspace "
-       "\"partial_out\" of shape [batch, 4, 32, 16]"},
+       "\"partial_out\" of shape [batch, 4, 64, 16]"},
       {"split-KV statistics of the wrong width",
        [](json &j) { j["kernels"][1]["params"][7]["shape"][3] = 1; },
-       "needs a workspace \"partial_stats\" of shape [batch, 4, 32, 2]"},
+       "needs a workspace \"partial_stats\" of shape [batch, 4, 64, 2]"},
       {"split counters not per (sequence, grid y)",
        [](json &j) {
          j["kernels"][1]["params"][8]["shape"] = {"batch", 1};
@@ -363,7 +400,7 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
          j["kernels"][0]["variants"] = json::array({v});
        },
        "kernels[0].variants[0].entry: variant entry "
-       "\"decode_layer_kernel_0\" is the kernel's or another variant's"},
+       "\"decode_layer_k0_fused\" is the kernel's or another variant's"},
       {"num_splits without max_splits",
        [](json &j) { j["kernels"][1]["schedule"].erase("max_splits"); },
        "m.json: kernels[1]: the kernel uses num_splits but its schedule has "
@@ -384,8 +421,8 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
        },
        "kernels[0].block[0]: value 2048 is outside [1, 1024]"},
       {"shared entry with another signature",
-       [](json &j) { j["kernels"][1]["entry"] = "decode_layer_kernel_0"; },
-       "kernels[1].entry: entry \"decode_layer_kernel_0\" is shared with "
+       [](json &j) { j["kernels"][1]["entry"] = "decode_layer_k0_fused"; },
+       "kernels[1].entry: entry \"decode_layer_k0_fused\" is shared with "
        "kernel 0 but the parameters differ"},
       {"kernel launched twice",
        [](json &j) {
@@ -421,7 +458,7 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
          j["kernels"][0]["block"] = {128, 2, 1};
        },
        "kernels[0].block[1]: thread blocks are 1-D ([threads, 1, 1]), got 2"},
-      {"1-entry grid", [](json &j) { j["kernels"][0]["grid"] = {132}; },
+      {"1-entry grid", [](json &j) { j["kernels"][0]["grid"] = {32}; },
        "kernels[0].grid: expected 3 dimensions [x, y, z], got 1"},
       {"grid y past the CUDA limit",
        [](json &j) { j["kernels"][0]["grid"][1] = 65536; },
@@ -432,7 +469,7 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
       {"dynamic shared memory past the hardware",
        [](json &j) { j["kernels"][0]["dynamic_shared_bytes"] = 2147483647; },
        "kernels[0].dynamic_shared_bytes: 2147483647 bytes of dynamic shared "
-       "memory plus 1056 static exceed the 232448 bytes (227 KiB, sm_90)"},
+       "memory plus 136 static exceed the 232448 bytes (227 KiB, sm_90)"},
       {"static shared memory past 48 KiB",
        [](json &j) { j["kernels"][0]["static_shared_bytes"] = 49153; },
        "kernels[0].static_shared_bytes: value 49153 is outside [0, 49152]"},
@@ -588,20 +625,36 @@ TEST(Manifest, VersionAndFunctionErrors) {
 //===----------------------------------------------------------------------===//
 
 TEST(PtxEntries, ScansSignatures) {
+  // The compiler's PTX: the fused kernel, its tensor-core variant and the
+  // attention kernel, each with 10 buffers (.u64 .ptr .align 1) and then 2
+  // (kernel 0: batch, max_pages) or 3 (attention: batch, max_pages,
+  // num_splits) i32 scalars (.u32) in ABI order.
   std::vector<PtxEntry> e =
       scanPtxEntries(readText(dataPath("tiny_decode.ptx")), "tiny.ptx");
-  ASSERT_EQ(e.size(), 2u); // the ".entry fake(" in a comment is skipped
-  EXPECT_EQ(e[0].name, "decode_layer_kernel_0");
-  ASSERT_EQ(e[0].paramTypes.size(), 12u);
-  EXPECT_EQ(e[0].paramTypes[2], ".u64"); // .ptr .global .align 16 skipped
-  EXPECT_EQ(e[0].paramTypes[11], ".u32");
-  EXPECT_EQ(e[1].name, "decode_layer_kernel_1");
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0].name, "decode_layer_k0_fused");
+  EXPECT_EQ(e[1].name, "decode_layer_k0_fused_mma");
+  EXPECT_EQ(e[2].name, "decode_layer_k1_decode_attention");
+  std::vector<std::string> kernel0Types(10, ".u64");
+  kernel0Types.insert(kernel0Types.end(), 2, ".u32");
+  EXPECT_EQ(e[0].paramTypes, kernel0Types);
+  EXPECT_EQ(e[1].paramTypes, kernel0Types);
+  ASSERT_EQ(e[2].paramTypes.size(), 12u);
+  EXPECT_EQ(e[2].paramTypes[8], ".u64"); // the split counters
+  EXPECT_EQ(e[2].paramTypes[9], ".u32"); // batch
 
+  // Forms the compiler's PTX does not use: .entry in comments (skipped), a
+  // pointer with a state space, by-value aggregates, an entry without
+  // parameters, a .func (no entry).
   std::vector<PtxEntry> other = scanPtxEntries(
-      ".entry k(.param .align 8 .b8 k_param_0[16], .param .s32 k_param_1)\n"
+      "// .entry fake_line(\n/* a comment with .entry fake( inside */\n"
+      ".entry k(.param .align 8 .b8 k_param_0[16], .param .s32 k_param_1,\n"
+      "  .param .u64 .ptr .global .align 16 k_param_2)\n"
       ".entry noparams()\n.visible .func f(.param .u64 x)\n");
   ASSERT_EQ(other.size(), 2u);
-  EXPECT_EQ(other[0].paramTypes, (std::vector<std::string>{".b8[16]", ".s32"}));
+  EXPECT_EQ(other[0].name, "k");
+  EXPECT_EQ(other[0].paramTypes,
+            (std::vector<std::string>{".b8[16]", ".s32", ".u64"}));
   EXPECT_TRUE(other[1].paramTypes.empty());
   std::string msg = EXPECT_THROW_MSG(
       FormatError, scanPtxEntries(".entry k(.param .u64 a", "p.ptx"));
@@ -609,6 +662,8 @@ TEST(PtxEntries, ScansSignatures) {
 }
 
 TEST(PtxEntries, ChecksThePtxAgainstTheManifest) {
+  // The compiler's pair: the fingerprint and every entry (kernel 0's
+  // variant decode_layer_k0_fused_mma included) match.
   Manifest m = Manifest::load(dataPath("tiny_decode.manifest.json"));
   std::string ptx = readText(dataPath("tiny_decode.ptx"));
   checkPtxAgainstManifest(ptx, "tiny.ptx", m);
@@ -620,69 +675,94 @@ TEST(PtxEntries, ChecksThePtxAgainstTheManifest) {
   std::string msg = EXPECT_THROW_MSG(
       FormatError, checkPtxAgainstManifest(edited, "tiny.ptx", m));
   EXPECT_CONTAINS(msg, "tiny.ptx: not the PTX ");
-  EXPECT_CONTAINS(msg, "the manifest's ptx_fnv1a64 is 81584441332c7240): "
-                       "compile them together");
+  EXPECT_CONTAINS(msg, "(its FNV-1a hash is " + ptxFingerprintHex(edited) +
+                           ", the manifest's ptx_fnv1a64 is " +
+                           ptxFingerprintHex(ptx) + "): compile them together");
   checkPtxEntries(edited, "tiny.ptx", m);
 
+  const std::string attention = "decode_layer_k1_decode_attention";
   std::string renamed = ptx;
-  for (size_t p;
-       (p = renamed.find("decode_layer_kernel_1")) != std::string::npos;)
-    renamed.replace(p, 21, "other_kernel_1xxxxxxxx");
+  for (size_t p; (p = renamed.find(attention)) != std::string::npos;)
+    renamed.replace(p, attention.size(), "other_attention");
   msg = EXPECT_THROW_MSG(FormatError, checkPtxEntries(renamed, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg,
-                  "tiny.ptx: no .entry decode_layer_kernel_1 for kernel 1");
+  EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_k1_decode_attention "
+                       "for kernel 1");
 
   std::string fewer = ptx;
-  fewer.erase(
-      fewer.find(",\n\t.param .u32 decode_layer_kernel_1_param_11"),
-      std::string(",\n\t.param .u32 decode_layer_kernel_1_param_11").size());
+  std::string last = ",\n\t.param .u32 " + attention + "_param_11";
+  ASSERT_NE(fewer.find(last), std::string::npos);
+  fewer.erase(fewer.find(last), last.size());
   msg = EXPECT_THROW_MSG(FormatError, checkPtxEntries(fewer, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_1 has 11 parameters but");
+  EXPECT_CONTAINS(msg, ".entry decode_layer_k1_decode_attention has 11 "
+                       "parameters but");
   EXPECT_CONTAINS(msg, "lists 12");
 
+  // Parameter 9 of kernel 0 is its second output, the rotated query
+  // (outputs follow the 8 inputs in result order: residual_out, query).
   std::string wrongType = ptx;
-  std::string from = ".param .u64 decode_layer_kernel_0_param_9";
+  std::string from = ".param .u64 .ptr .align 1 decode_layer_k0_fused_param_9";
+  ASSERT_NE(wrongType.find(from), std::string::npos);
   wrongType.replace(wrongType.find(from), from.size(),
-                    ".param .u32 decode_layer_kernel_0_param_9");
+                    ".param .u32 decode_layer_k0_fused_param_9");
   msg =
       EXPECT_THROW_MSG(FormatError, checkPtxEntries(wrongType, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, "parameter 9 is .u32 but");
-  EXPECT_CONTAINS(msg, "output \"residual_out\" (a 64-bit pointer)");
+  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused parameter 9 is .u32 but");
+  EXPECT_CONTAINS(msg, "output \"query\" (a 64-bit pointer)");
 }
 
 TEST(PtxEntries, ChecksVariantEntriesLikeKernelEntries) {
+  // Two constructed variants of kernel 0 (tinyJsonWithVariants), their
+  // entries copies of the compiler's decode_layer_k0_fused_mma (the same
+  // parameters as the kernel's).
   Manifest m = parseJson(tinyJsonWithVariants());
   std::string ptx = readText(dataPath("tiny_decode.ptx"));
-  std::string full = withEntryCopy(
-      withEntryCopy(ptx, "decode_layer_kernel_0", "decode_layer_kernel_0_tc"),
-      "decode_layer_kernel_0", "decode_layer_kernel_0_tc64");
+  std::string full =
+      withEntryCopy(withEntryCopy(ptx, "decode_layer_k0_fused_mma",
+                                  "decode_layer_k0_fused_tc"),
+                    "decode_layer_k0_fused_mma", "decode_layer_k0_fused_tc64");
   checkPtxEntries(full, "tiny.ptx", m);
 
   // A variant entry missing from the PTX.
   std::string msg = EXPECT_THROW_MSG(
-      FormatError, checkPtxEntries(withEntryCopy(ptx, "decode_layer_kernel_0",
-                                                 "decode_layer_kernel_0_tc"),
-                                   "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_kernel_0_tc64 for "
-                       "kernel 0 (decode_layer_kernel_0) variant min_batch 64 "
-                       "(decode_layer_kernel_0_tc64) of m.json");
+      FormatError,
+      checkPtxEntries(withEntryCopy(ptx, "decode_layer_k0_fused_mma",
+                                    "decode_layer_k0_fused_tc"),
+                      "tiny.ptx", m));
+  EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_k0_fused_tc64 for "
+                       "kernel 0 (decode_layer_k0_fused) variant min_batch 64 "
+                       "(decode_layer_k0_fused_tc64) of m.json");
 
   // A variant entry whose signature differs from the kernel's parameters.
   std::string wrongType = full;
-  std::string from = ".param .u32 decode_layer_kernel_0_tc_param_10";
+  std::string from = ".param .u32 decode_layer_k0_fused_tc_param_10";
+  ASSERT_NE(wrongType.find(from), std::string::npos);
   wrongType.replace(wrongType.find(from), from.size(),
-                    ".param .u64 decode_layer_kernel_0_tc_param_10");
+                    ".param .u64 decode_layer_k0_fused_tc_param_10");
   msg =
       EXPECT_THROW_MSG(FormatError, checkPtxEntries(wrongType, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_0_tc parameter 10 is .u64 "
+  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc parameter 10 is .u64 "
                        "but m.json says scalar \"batch\" (a 32-bit i32) for "
-                       "kernel 0 (decode_layer_kernel_0) variant min_batch 8");
+                       "kernel 0 (decode_layer_k0_fused) variant min_batch 8");
 
   std::string fewer = full;
-  from = ",\n\t.param .u32 decode_layer_kernel_0_tc64_param_11";
+  from = ",\n\t.param .u32 decode_layer_k0_fused_tc64_param_11";
+  ASSERT_NE(fewer.find(from), std::string::npos);
   fewer.erase(fewer.find(from), from.size());
   msg = EXPECT_THROW_MSG(FormatError, checkPtxEntries(fewer, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, ".entry decode_layer_kernel_0_tc64 has 11 parameters "
+  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc64 has 11 parameters "
                        "but m.json lists 12 for kernel 0 "
-                       "(decode_layer_kernel_0) variant min_batch 64");
+                       "(decode_layer_k0_fused) variant min_batch 64");
+
+  // The compiler's own variant entry is checked too: without it (renamed in
+  // the PTX) the real manifest is refused.
+  Manifest real = Manifest::load(dataPath("tiny_decode.manifest.json"));
+  std::string noMma = ptx;
+  for (size_t p;
+       (p = noMma.find("decode_layer_k0_fused_mma")) != std::string::npos;)
+    noMma.replace(p, std::string("decode_layer_k0_fused_mma").size(),
+                  "other_mma");
+  msg = EXPECT_THROW_MSG(FormatError, checkPtxEntries(noMma, "tiny.ptx", real));
+  EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_k0_fused_mma for "
+                       "kernel 0 (decode_layer_k0_fused) variant min_batch 2 "
+                       "(decode_layer_k0_fused_mma)");
 }

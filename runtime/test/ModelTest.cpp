@@ -29,14 +29,15 @@ void bindAll(LaunchPlan &plan) {
     plan.setInternal(static_cast<int>(i), kInternalStride * (i + 1));
 }
 
-/// The tiny manifest with kernel 0 replaced from batch 4 by the variant
-/// decode_layer_kernel_0_tc: grid [2, batch, 1], 128 threads, 135168 bytes
-/// of dynamic shared memory.
+/// The tiny manifest with kernel 0's variant (the compiler's
+/// decode_layer_k0_fused_mma from batch 2) replaced by a constructed one from
+/// batch 4, decode_layer_k0_fused_tc: grid [2, batch, 1], 128 threads,
+/// 135168 bytes of dynamic shared memory.
 json tinyJsonWithVariant() {
   json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
   j["kernels"][0]["variants"] =
       json::array({{{"min_batch", 4},
-                    {"entry", "decode_layer_kernel_0_tc"},
+                    {"entry", "decode_layer_k0_fused_tc"},
                     {"grid", {2, "batch", 1}},
                     {"block", {128, 1, 1}},
                     {"dynamic_shared_bytes", 135168}}});
@@ -49,17 +50,20 @@ TEST(Model, ResolvesKernelsBuffersAndRoles) {
   Model m = tinyModel();
   EXPECT_EQ(m.function().name, "decode_layer");
   ASSERT_EQ(m.kernels().size(), 2u);
-  EXPECT_EQ(m.kernels()[1]->entry, "decode_layer_kernel_1");
-  // Kernel outputs (query, residual_out, output) and 3 workspaces.
+  EXPECT_EQ(m.kernels()[1]->entry, "decode_layer_k1_decode_attention");
+  // Kernel outputs in kernel and result order (kernel 0: residual_out, the
+  // rotated query; kernel 1: output), then kernel 1's 3 workspaces.
   const auto &b = m.internalBuffers();
   ASSERT_EQ(b.size(), 6u);
-  EXPECT_EQ(b[0].role, "query");
-  EXPECT_EQ(b[0].label, "kernel 0 (decode_layer_kernel_0) output 0 \"query\"");
-  EXPECT_EQ(b[1].role, "residual_out");
+  EXPECT_EQ(b[0].role, "residual_out");
+  EXPECT_EQ(b[0].label,
+            "kernel 0 (decode_layer_k0_fused) output 0 \"residual_out\"");
+  EXPECT_EQ(b[1].role, "query");
   EXPECT_EQ(b[2].role, "output");
   EXPECT_EQ(b[3].kind, ParamKind::Workspace);
   EXPECT_EQ(b[3].role, "partial_out");
   EXPECT_TRUE(b[5].zeroInit);
+  EXPECT_EQ(m.internalForResult(0, 0), 0);
   EXPECT_EQ(m.internalForResult(0, 1), 1);
   EXPECT_EQ(m.internalForResult(1, 0), 2);
   EXPECT_EQ(m.internalForResult(1, 3), -1);
@@ -84,7 +88,7 @@ TEST(Model, ResolvesKernelsBuffersAndRoles) {
   const auto &src = m.paramSources(1);
   ASSERT_EQ(src.size(), 12u);
   EXPECT_EQ(src[0].kind, ParamSource::Kind::Internal); // query from kernel 0
-  EXPECT_EQ(src[0].index, 0);
+  EXPECT_EQ(src[0].index, 1);
   EXPECT_EQ(src[1].kind, ParamSource::Kind::Argument);
   EXPECT_EQ(src[1].index, 7);
   EXPECT_EQ(src[5].index, 2); // output
@@ -93,14 +97,17 @@ TEST(Model, ResolvesKernelsBuffersAndRoles) {
 
   EXPECT_TRUE(m.usesNumSplits());
   EXPECT_TRUE(m.usesMaxPages());
-  EXPECT_EQ(m.maxSplits(), 32);
+  EXPECT_EQ(m.maxSplits(), 64); // contract::SplitPolicy's default
 }
 
 TEST(Model, DefaultNumSplitsFollowsTheSchedulePolicy) {
   Model m = tinyModel();
-  // grid_y = 2: ceil(264 / (B * 2)) CTAs-wise, ceil(L / 64) length-wise.
-  EXPECT_EQ(m.defaultNumSplits(1, 1000), 16);   // min(32, 132, 16)
-  EXPECT_EQ(m.defaultNumSplits(1, 100000), 32); // max_splits
+  // grid_y = 2: floor(264 / (B * 2)) CTAs-wise, ceil(L / 64) length-wise,
+  // at most max_splits = 64.
+  EXPECT_EQ(m.defaultNumSplits(1, 1000), 16);   // min(64, 132, 16)
+  EXPECT_EQ(m.defaultNumSplits(1, 100000), 64); // max_splits
+  EXPECT_EQ(m.defaultNumSplits(1, 4096), 64);   // ceil(4096 / 64) = 64
+  EXPECT_EQ(m.defaultNumSplits(3, 100000), 44); // floor(264 / 6)
   EXPECT_EQ(m.defaultNumSplits(64, 4096), 2);   // floor(264 / 128)
   EXPECT_EQ(m.defaultNumSplits(200, 4096), 1);
   EXPECT_EQ(m.defaultNumSplits(1, 0), 1);
@@ -113,7 +120,7 @@ TEST(Model, DefaultNumSplitsFollowsTheVariantOfTheBatch) {
   json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
   j["kernels"][1]["variants"] = json::array(
       {{{"min_batch", 16},
-        {"entry", "decode_layer_kernel_1_wide"},
+        {"entry", "decode_layer_k1_decode_attention_wide"},
         {"grid", {"num_splits", 4, "batch"}},
         {"block", {128, 1, 1}},
         {"schedule", {{"target_ctas", 1056}, {"min_chunk_tokens", 64}}}}});
@@ -129,8 +136,9 @@ TEST(LaunchPlan, SizesAtCapacity) {
   EXPECT_EQ(plan.argumentBytes(3), 128 * 64 * 2);         // qkv_w
   EXPECT_EQ(plan.argumentBytes(6), 8 * 16 * 4);           // block table
   EXPECT_EQ(plan.argumentBytes(7), 100 * 4 * 2 * 16 * 2); // k cache
-  EXPECT_EQ(plan.internalBytes(0), 8 * 4 * 16 * 2);       // query
-  EXPECT_EQ(plan.internalBytes(3), 8 * 4 * 32 * 16 * 4);  // partial_out
+  EXPECT_EQ(plan.internalBytes(0), 8 * 64 * 2);           // residual_out
+  EXPECT_EQ(plan.internalBytes(1), 8 * 4 * 16 * 2);       // query
+  EXPECT_EQ(plan.internalBytes(3), 8 * 4 * 64 * 16 * 4);  // partial_out
   EXPECT_EQ(plan.internalBytes(5), 8 * 2 * 4);            // counters
   EXPECT_EQ(plan.resultBytes(0, (StepShape{3, 5, 2})), 3 * 4 * 16 * 2);
   EXPECT_EQ(plan.resultBytes(1, (StepShape{3, 5, 2})), 3 * 64 * 2);
@@ -142,26 +150,37 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   bindAll(plan);
   std::vector<PreparedLaunch> l = plan.prepare(StepShape{3, 5, 4});
   ASSERT_EQ(l.size(), 2u);
-  EXPECT_EQ(l[0].entry, "decode_layer_kernel_0");
-  EXPECT_EQ(l[0].grid, (std::array<uint32_t, 3>{132, 1, 1}));
+  // Batch 3 >= 2: kernel 0 launches as its tensor-core variant (8 CTAs of
+  // 256 threads, 6 KiB of dynamic shared memory) with the kernel's
+  // parameters.
+  EXPECT_EQ(l[0].kernel, 0);
+  EXPECT_EQ(l[0].variant, 0);
+  EXPECT_EQ(l[0].entry, "decode_layer_k0_fused_mma");
+  EXPECT_EQ(l[0].grid, (std::array<uint32_t, 3>{8, 1, 1}));
   EXPECT_EQ(l[0].block, (std::array<uint32_t, 3>{256, 1, 1}));
+  EXPECT_EQ(l[0].dynamicSharedBytes, 6144u);
   ASSERT_EQ(l[0].args.size(), 12u);
-  // x, residual, norm_w, qkv_w, positions, k_cache, v_cache, block_table.
-  const uint64_t argOrder[] = {0, 1, 2, 3, 4, 7, 8, 6};
+  // The fused kernel's inputs in operand order (docs/abi.md section 4):
+  // x, norm_w, residual (rmsnorm's operands), qkv_w, positions, k_cache,
+  // v_cache, block_table.
+  const uint64_t argOrder[] = {0, 2, 1, 3, 4, 7, 8, 6};
   for (int i = 0; i < 8; ++i) {
     EXPECT_FALSE(l[0].args[i].isScalar);
     EXPECT_EQ(l[0].args[i].pointer, kArgStride * (argOrder[i] + 1)) << i;
   }
-  EXPECT_EQ(l[0].args[8].pointer, kInternalStride);     // query buffer
-  EXPECT_EQ(l[0].args[9].pointer, kInternalStride * 2); // residual_out buffer
+  EXPECT_EQ(l[0].args[8].pointer, kInternalStride);     // residual_out buffer
+  EXPECT_EQ(l[0].args[9].pointer, kInternalStride * 2); // query buffer
   EXPECT_TRUE(l[0].args[10].isScalar);
   EXPECT_EQ(l[0].args[10].scalar, 3); // batch
   EXPECT_EQ(l[0].args[11].scalar, 5); // max_pages
 
-  EXPECT_EQ(l[1].entry, "decode_layer_kernel_1");
+  EXPECT_EQ(l[1].kernel, 1);
+  EXPECT_EQ(l[1].variant, -1);
+  EXPECT_EQ(l[1].entry, "decode_layer_k1_decode_attention");
   EXPECT_EQ(l[1].grid, (std::array<uint32_t, 3>{4, 2, 3}));
-  EXPECT_EQ(l[1].block, (std::array<uint32_t, 3>{128, 1, 1}));
-  EXPECT_EQ(l[1].args[0].pointer, kInternalStride);     // query from kernel 0
+  EXPECT_EQ(l[1].block, (std::array<uint32_t, 3>{256, 1, 1}));
+  EXPECT_EQ(l[1].args[0].pointer, kInternalStride * 2); // query from kernel 0
+  EXPECT_EQ(l[1].args[1].pointer, kArgStride * 8);      // k_cache
   EXPECT_EQ(l[1].args[4].pointer, kArgStride * 6);      // seq_lens
   EXPECT_EQ(l[1].args[5].pointer, kInternalStride * 3); // output
   EXPECT_EQ(l[1].args[8].pointer, kInternalStride * 6); // counters
@@ -169,22 +188,39 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   EXPECT_EQ(l[1].args[10].scalar, 5);
   EXPECT_EQ(l[1].args[11].scalar, 4); // num_splits
 
-  EXPECT_EQ(plan.resultAddress(0), kInternalStride * 3);
-  EXPECT_EQ(plan.resultAddress(1), kInternalStride * 2);
+  EXPECT_EQ(plan.resultAddress(0), kInternalStride * 3); // attention output
+  EXPECT_EQ(plan.resultAddress(1), kInternalStride);     // residual_out
+
+  // Batch 1: the primary entry, 32 CTAs of 64 threads, the same arguments.
+  std::vector<PreparedLaunch> one = plan.prepare(StepShape{1, 5, 4});
+  EXPECT_EQ(one[0].variant, -1);
+  EXPECT_EQ(one[0].entry, "decode_layer_k0_fused");
+  EXPECT_EQ(one[0].grid, (std::array<uint32_t, 3>{32, 1, 1}));
+  EXPECT_EQ(one[0].block, (std::array<uint32_t, 3>{64, 1, 1}));
+  EXPECT_EQ(one[0].dynamicSharedBytes, 0u);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(one[0].args[i].pointer, l[0].args[i].pointer) << i;
 }
 
 TEST(LaunchPlan, PreparesProgrammaticDependentLaunch) {
+  // The compiler marks both kernels of an sm_90 build; kernel 0 without the
+  // member (as for an older chip) is constructed here. The flag is the
+  // kernel's, for its primary launch and its variant alike.
   json j = tinyJsonWithVariant();
-  j["kernels"][1]["programmatic_dependent_launch"] = true;
-  Model m(Manifest::parse(j.dump(), "m.json"));
-  LaunchPlan plan(m, Capacity{8, 16, 100});
-  bindAll(plan);
-  for (int64_t batch : {1, 8}) {
-    SCOPED_TRACE(batch);
-    std::vector<PreparedLaunch> l = plan.prepare(StepShape{batch, 5, 4});
-    ASSERT_EQ(l.size(), 2u);
-    EXPECT_FALSE(l[0].programmaticDependentLaunch);
-    EXPECT_TRUE(l[1].programmaticDependentLaunch);
+  for (bool kernel0 : {true, false}) {
+    SCOPED_TRACE(kernel0);
+    if (!kernel0)
+      j["kernels"][0].erase("programmatic_dependent_launch");
+    Model m(Manifest::parse(j.dump(), "m.json"));
+    LaunchPlan plan(m, Capacity{8, 16, 100});
+    bindAll(plan);
+    for (int64_t batch : {1, 8}) {
+      SCOPED_TRACE(batch);
+      std::vector<PreparedLaunch> l = plan.prepare(StepShape{batch, 5, 4});
+      ASSERT_EQ(l.size(), 2u);
+      EXPECT_EQ(l[0].programmaticDependentLaunch, kernel0);
+      EXPECT_TRUE(l[1].programmaticDependentLaunch);
+    }
   }
 }
 
@@ -194,9 +230,9 @@ TEST(LaunchPlan, PreparesTheVariantTheBatchSelects) {
   bindAll(plan);
   std::vector<PreparedLaunch> below = plan.prepare(StepShape{3, 5, 4});
   EXPECT_EQ(below[0].variant, -1);
-  EXPECT_EQ(below[0].entry, "decode_layer_kernel_0");
-  EXPECT_EQ(below[0].grid, (std::array<uint32_t, 3>{132, 1, 1}));
-  EXPECT_EQ(below[0].block, (std::array<uint32_t, 3>{256, 1, 1}));
+  EXPECT_EQ(below[0].entry, "decode_layer_k0_fused");
+  EXPECT_EQ(below[0].grid, (std::array<uint32_t, 3>{32, 1, 1}));
+  EXPECT_EQ(below[0].block, (std::array<uint32_t, 3>{64, 1, 1}));
   EXPECT_EQ(below[0].dynamicSharedBytes, 0u);
 
   for (int64_t batch : {4, 8}) {
@@ -205,7 +241,7 @@ TEST(LaunchPlan, PreparesTheVariantTheBatchSelects) {
     ASSERT_EQ(l.size(), 2u);
     EXPECT_EQ(l[0].kernel, 0);
     EXPECT_EQ(l[0].variant, 0);
-    EXPECT_EQ(l[0].entry, "decode_layer_kernel_0_tc");
+    EXPECT_EQ(l[0].entry, "decode_layer_k0_fused_tc");
     EXPECT_EQ(l[0].grid,
               (std::array<uint32_t, 3>{2, static_cast<uint32_t>(batch), 1}));
     EXPECT_EQ(l[0].block, (std::array<uint32_t, 3>{128, 1, 1}));
@@ -217,7 +253,7 @@ TEST(LaunchPlan, PreparesTheVariantTheBatchSelects) {
     EXPECT_EQ(l[0].args[10].scalar, batch);
     // Kernel 1 has no variant.
     EXPECT_EQ(l[1].variant, -1);
-    EXPECT_EQ(l[1].entry, "decode_layer_kernel_1");
+    EXPECT_EQ(l[1].entry, "decode_layer_k1_decode_attention");
   }
 }
 
@@ -283,8 +319,8 @@ TEST(LaunchPlan, BindingErrors) {
     plan.bindArgument(i, kArgStride * (i + 1), plan.argumentBytes(i));
   msg =
       EXPECT_THROW_MSG(InvalidArgumentError, plan.validate(StepShape{1, 1, 1}));
-  EXPECT_CONTAINS(msg, "internal buffer kernel 0 (decode_layer_kernel_0) "
-                       "output 0 \"query\" has no device memory");
+  EXPECT_CONTAINS(msg, "internal buffer kernel 0 (decode_layer_k0_fused) "
+                       "output 0 \"residual_out\" has no device memory");
 }
 
 TEST(LaunchPlan, StepShapeErrors) {
@@ -305,12 +341,13 @@ TEST(LaunchPlan, StepShapeErrors) {
   msg =
       EXPECT_THROW_MSG(InvalidArgumentError, plan.validate(StepShape{1, 0, 1}));
   EXPECT_CONTAINS(msg, "max_pages >= 1");
+  plan.validate(StepShape{1, 1, 64}); // max_splits
   msg = EXPECT_THROW_MSG(InvalidArgumentError,
-                         plan.validate(StepShape{1, 1, 33}));
-  EXPECT_CONTAINS(msg, "num_splits 33 is outside [1, 32]");
+                         plan.validate(StepShape{1, 1, 65}));
+  EXPECT_CONTAINS(msg, "num_splits 65 is outside [1, 64]");
   msg =
       EXPECT_THROW_MSG(InvalidArgumentError, plan.prepare(StepShape{1, 1, 0}));
-  EXPECT_CONTAINS(msg, "num_splits 0 is outside [1, 32]");
+  EXPECT_CONTAINS(msg, "num_splits 0 is outside [1, 64]");
 
   msg =
       EXPECT_THROW_MSG(InvalidArgumentError, LaunchPlan(m, Capacity{0, 1, 1}));
@@ -318,15 +355,16 @@ TEST(LaunchPlan, StepShapeErrors) {
 }
 
 TEST(LaunchPlan, GridLimits) {
-  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
-  j["kernels"][1]["grid"] = {"num_splits", 2, "batch"};
-  Model m(Manifest::parse(j.dump(), "m.json"));
+  // The attention kernel's grid is [num_splits, 2, batch]: z = batch is
+  // bounded by CUDA's 65535 (kernel 0's grids are constant).
+  Model m = tinyModel();
   LaunchPlan plan(m, Capacity{70000, 1, 1});
   bindAll(plan);
+  plan.validate(StepShape{65535, 1, 1});
   std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
                                      plan.validate(StepShape{65536, 1, 1}));
-  EXPECT_CONTAINS(msg, "kernel 1 (decode_layer_kernel_1): grid dimension 2 = "
-                       "batch = 65536 is outside [1, 65535]");
+  EXPECT_CONTAINS(msg, "kernel 1 (decode_layer_k1_decode_attention): grid "
+                       "dimension 2 = batch = 65536 is outside [1, 65535]");
 }
 
 TEST(LaunchPlan, GridLimitsOfTheVariant) {
@@ -338,8 +376,8 @@ TEST(LaunchPlan, GridLimitsOfTheVariant) {
   plan.validate(StepShape{3, 1, 1}); // the primary's grid is constant
   std::string msg = EXPECT_THROW_MSG(InvalidArgumentError,
                                      plan.validate(StepShape{65536, 1, 1}));
-  EXPECT_CONTAINS(msg, "kernel 0 (decode_layer_kernel_0) variant min_batch 4 "
-                       "(decode_layer_kernel_0_tc): grid dimension 2 = batch "
+  EXPECT_CONTAINS(msg, "kernel 0 (decode_layer_k0_fused) variant min_batch 4 "
+                       "(decode_layer_k0_fused_tc): grid dimension 2 = batch "
                        "= 65536 is outside [1, 65535]");
 }
 

@@ -4,14 +4,18 @@
 #ifndef FUSION_RUNTIME_TEST_TESTUTIL_H
 #define FUSION_RUNTIME_TEST_TESTUTIL_H
 
+#include "fusion/contract/Contract.h"
+
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #define EXPECT_CONTAINS(str, sub)                                              \
   EXPECT_NE(std::string(str).find(sub), std::string::npos)                     \
@@ -51,8 +55,22 @@ inline void writeText(const std::string &path, const std::string &text) {
   os << text;
 }
 
+/// The manifest's ptx_fnv1a64 for `ptx`: its FNV-1a hash as 16 lowercase hex
+/// digits.
+inline std::string ptxFingerprintHex(std::string_view ptx) {
+  char hex[17];
+  std::snprintf(
+      hex, sizeof hex, "%016llx",
+      static_cast<unsigned long long>(fusion::contract::ptxFingerprint(ptx)));
+  return hex;
+}
+
 /// `ptx` plus a copy of its `.visible .entry from(...) {...}` renamed to
-/// `to` (e.g. a variant entry with the same signature).
+/// `to` (e.g. a variant entry with the same signature). Every occurrence of
+/// `from` in the copy is renamed, so copy an entry whose name is no prefix
+/// of a module-level symbol it uses (decode_layer_k0_fused is one of
+/// decode_layer_k0_fused_inv_freq; decode_layer_k0_fused_mma is none) where
+/// the copy must load.
 inline std::string withEntryCopy(const std::string &ptx,
                                  const std::string &from,
                                  const std::string &to) {

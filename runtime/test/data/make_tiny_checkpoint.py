@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes tiny_checkpoint/: a two-layer Hugging Face style checkpoint whose
-shapes and config match tiny_decode.manifest.json (Llama, hidden 64, 4 query
-heads, 2 KV heads, head_dim 16, rms_norm_eps 1e-5, rope_theta 500000 with
-Llama-3.1 scaling), bf16 tensors with deterministic pseudo-random values.
+shapes and config match tiny_decode.mlir and so its compiled manifest
+tiny_decode.manifest.json (Llama, hidden 64, 4 query heads, 2 KV heads,
+head_dim 16, rms_norm_eps 1e-5, rope_theta 500000 with Llama-3.1 scaling),
+bf16 tensors with deterministic pseudo-random values.
 Only the front-half tensors of each layer are written. No dependencies.
 
   python3 runtime/test/data/make_tiny_checkpoint.py
