@@ -12,15 +12,20 @@ def ConvertFusionToGPUPass
     Builds the body of every `fusion.kernel` as a `gpu.func` (a `gpu.kernel`
     with a known block size) in the module's `gpu.module @fusion_kernels`
     (created if missing; the module gets `gpu.container_module`). One emitter
-    per kernel kind (include/fusion/Conversion/FusionToGPU/Emitters.h):
+    per kernel kind, the first of the registry in
+    lib/Conversion/FusionToGPU/KernelEmitter.h that matches:
 
     - a kernel containing `fusion.qkv_proj`: the projection emitter (the
       fused front half `[rmsnorm|layernorm] -> qkv_proj -> [rope] ->
       [kv_append]`, or the projection alone);
     - a kernel containing `fusion.decode_attention`: the split-KV attention
       emitter;
-    - anything else (`rmsnorm`, `layernorm`, `rope`, `kv_append` alone): the
-      elementwise emitter.
+    - one `rmsnorm` or `layernorm` alone: the norm emitter;
+    - anything else (`rope`, `kv_append`, `rope -> kv_append`): the head
+      emitter.
+
+    Identical kernels (equal attributes but the name, equivalent bodies by
+    `OperationEquivalence`) share one `gpu.func`.
 
     The `fusion.kernel` ops stay in the host function: each gets its chosen
     schedule merged into `schedule` (the `strategy` entry is kept) and how to
@@ -40,8 +45,7 @@ def ConvertFusionToGPUPass
     `variants = [#fusion.variant<min_batch = 2, entry = ..., grid = [...],
     block = ..., smem = ..., static_smem = ..., schedule = {...}>]`, and a
     runtime launches the last one whose `min_batch` <= batch instead of
-    `entry`. Kernels with the same body (the layers of a model) share one
-    gpu.func; two different kernels with the same name are an error.
+    `entry`. Two different kernels with the same name are an error.
 
     The kernel ABI (one bare device pointer per buffer, then i32 scalars) is
     described in docs/abi.md.

@@ -1,13 +1,15 @@
 //===- FusionToGPU.cpp - fusion.kernel -> gpu.func + launch plan ----------===//
 //
 // Implements --convert-fusion-to-gpu (see Passes.td): one gpu.func per
-// fusion.kernel, built by the emitter of its kind, and the launch
-// description recorded on the kernel as its `#fusion.launch`.
+// distinct fusion.kernel, built by the first emitter of the registry
+// (KernelEmitter.h) that matches it, and the launch description recorded on
+// the kernel as its `#fusion.launch`.
 //
 //===----------------------------------------------------------------------===//
 
-#include "EmitterUtils.h"
-#include "fusion/Conversion/FusionToGPU/Emitters.h"
+#include "Fragments/Abi.h"
+#include "KernelEmitter.h"
+#include "TargetInfo.h"
 #include "fusion/Conversion/Passes.h"
 #include "fusion/Dialect/Fusion/IR/FusionOps.h"
 
@@ -21,8 +23,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringMap.h"
 
 namespace mlir::fusion {
 #define GEN_PASS_DEF_CONVERTFUSIONTOGPUPASS
@@ -57,6 +60,63 @@ static void recordSchedule(KernelOp kernel, DictionaryAttr chosen) {
   kernel.setScheduleAttr(merged.getDictionary(kernel.getContext()));
 }
 
+/// A kernel as the deduplication compares it: its attributes but its name
+/// (taken before the pass records its schedule and launch), its signature
+/// and its body.
+struct KernelKey {
+  /// Mutable: the op accessors are not const.
+  mutable KernelOp kernel;
+  DictionaryAttr attrs;
+
+  explicit KernelKey(KernelOp kernel) : kernel(kernel) {
+    NamedAttrList list(kernel->getAttrDictionary());
+    list.erase(SymbolTable::getSymbolAttrName());
+    attrs = list.getDictionary(kernel.getContext());
+  }
+
+  /// Structural hash: attributes, signature, and every body op (name,
+  /// attributes, types; not locations or value identities).
+  llvm::hash_code hash() const {
+    llvm::hash_code h = llvm::hash_combine(
+        attrs, llvm::hash_combine_range(kernel->getOperandTypes()),
+        llvm::hash_combine_range(kernel->getResultTypes()));
+    kernel.getBody().walk([&](Operation *op) {
+      h = llvm::hash_combine(h, OperationEquivalence::computeHash(
+                                    op, OperationEquivalence::ignoreHashValue,
+                                    OperationEquivalence::ignoreHashValue,
+                                    OperationEquivalence::IgnoreLocations));
+    });
+    return h;
+  }
+
+  /// Identical kernels (e.g. the layers of a model): equal attributes and
+  /// signature, and equivalent bodies (OperationEquivalence, locations
+  /// ignored).
+  bool isEquivalentTo(const KernelKey &other) const {
+    return attrs == other.attrs &&
+           kernel->getOperandTypes() == other.kernel->getOperandTypes() &&
+           kernel->getResultTypes() == other.kernel->getResultTypes() &&
+           OperationEquivalence::isRegionEquivalentTo(
+               &kernel.getBody(), &other.kernel.getBody(),
+               OperationEquivalence::IgnoreLocations);
+  }
+};
+
+/// A kernel already emitted, and what its duplicates get.
+struct EmittedKernel {
+  KernelKey key;
+  DictionaryAttr schedule;
+  LaunchAttr launchAttr;
+};
+
+/// The first emitter of the registry that matches `kernel`.
+static const KernelEmitter &getEmitter(KernelOp kernel) {
+  for (const KernelEmitter &emitter : getKernelEmitters())
+    if (emitter.matches(kernel))
+      return emitter;
+  llvm_unreachable("the last emitter matches every kernel");
+}
+
 struct ConvertFusionToGPUPass
     : mlir::fusion::impl::ConvertFusionToGPUPassBase<ConvertFusionToGPUPass> {
   using Base::Base;
@@ -70,64 +130,53 @@ struct ConvertFusionToGPUPass
     if (kernels.empty())
       return;
     gpu::GPUModuleOp gpuModule = getOrCreateKernelModule(module);
-    gpuModule->setAttr(kSMCountAttrName,
-                       IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                        smCount.getValue()));
-    gpuModule->setAttr(kTargetSMAttrName,
-                       IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                        targetSM.getValue()));
+    TargetInfo target(targetSM, smCount);
 
     bool failed = false;
     // Kernels with identical bodies (e.g. the layers of a model) share one
-    // gpu.func: the key is the body printed without the kernel's name.
-    llvm::StringMap<std::pair<KernelLaunch, LaunchAttr>> emitted;
+    // gpu.func, found by structural hash + equivalence.
+    llvm::DenseMap<llvm::hash_code, SmallVector<EmittedKernel, 1>> emitted;
     for (KernelOp kernel : kernels) {
-      std::string key;
-      {
-        llvm::raw_string_ostream os(key);
-        OpPrintingFlags flags;
-        flags.printGenericOpForm().useLocalScope();
-        kernel->print(os, flags);
-      }
-      std::string quotedName = ("\"" + kernel.getSymName() + "\"").str();
-      for (size_t at = key.find(quotedName); at != std::string::npos;
-           at = key.find(quotedName))
-        key.erase(at, quotedName.size());
-      if (auto it = emitted.find(key); it != emitted.end()) {
-        recordSchedule(kernel, it->second.first.schedule);
-        kernel.setLaunchAttr(it->second.second);
-        continue;
-      }
-      if (gpuModule.lookupSymbol(kernel.getSymName())) {
-        kernel.emitOpError("kernel '")
-            << kernel.getSymName() << "' is already in the gpu.module";
-        failed = true;
-        continue;
-      }
-      bool hasProjection = false, hasAttention = false;
-      kernel.getBody().walk([&](Operation *op) {
-        hasProjection |= isa<QKVProjOp>(op);
-        hasAttention |= isa<DecodeAttentionOp>(op);
+      KernelKey key(kernel);
+      SmallVector<EmittedKernel, 1> &bucket = emitted[key.hash()];
+      auto same = llvm::find_if(bucket, [&](const EmittedKernel &e) {
+        return e.key.isEquivalentTo(key);
       });
-      FailureOr<KernelLaunch> launch =
-          hasProjection  ? emitProjectionKernel(kernel, gpuModule)
-          : hasAttention ? emitAttentionKernel(kernel, gpuModule)
-                         : emitElementwiseKernel(kernel, gpuModule);
-      if (llvm::failed(launch) ||
-          llvm::failed(verifyLaunchLimits(kernel, *launch))) {
-        failed = true;
+      if (same != bucket.end()) {
+        recordSchedule(kernel, same->schedule);
+        kernel.setLaunchAttr(same->launchAttr);
         continue;
       }
-      recordSchedule(kernel, launch->schedule);
-      LaunchAttr finalAttr = getLaunchAttr(*launch, gpuModule);
-      kernel.setLaunchAttr(finalAttr);
-      emitted[key] = {*launch, finalAttr};
+      if (!emitKernel(kernel, key, target, gpuModule, bucket))
+        failed = true;
     }
     if (failed)
       signalPassFailure();
   }
 
 private:
+  /// Emits `kernel` with its emitter and records its schedule and launch;
+  /// false on failure.
+  bool emitKernel(KernelOp kernel, const KernelKey &key,
+                  const TargetInfo &target, gpu::GPUModuleOp gpuModule,
+                  SmallVector<EmittedKernel, 1> &bucket) {
+    if (gpuModule.lookupSymbol(kernel.getSymName())) {
+      kernel.emitOpError("kernel '")
+          << kernel.getSymName() << "' is already in the gpu.module";
+      return false;
+    }
+    FailureOr<KernelLaunch> launch =
+        getEmitter(kernel).emit(kernel, target, gpuModule);
+    if (llvm::failed(launch) ||
+        llvm::failed(verifyLaunchLimits(kernel, *launch)))
+      return false;
+    recordSchedule(kernel, launch->schedule);
+    LaunchAttr finalAttr = getLaunchAttr(*launch, gpuModule);
+    kernel.setLaunchAttr(finalAttr);
+    bucket.push_back({key, launch->schedule, finalAttr});
+    return true;
+  }
+
   /// Checks sm-count and target-sm (those of a supported chip).
   LogicalResult verifyOptions() {
     auto error = [&](StringRef option) {

@@ -2,15 +2,17 @@
 //-*-===//
 //
 // One emitter per kernel kind builds a gpu.func from a fusion.kernel with MLIR
-// builders (scf/arith/vector/memref/gpu/nvvm) and returns how to launch it.
+// builders (scf/arith/vector/memref/gpu/nvvm) and returns how to launch it,
+// described by the structs below.
 //
 // Kernel ABI (documented for other runtimes in docs/abi.md):
 //  * every buffer is a flat 1-D memref lowered with the bare-pointer
 //    convention (convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1}): one
 //    `.param .u64` device pointer, elements row-major. MLIR 22 lowers only
 //    statically shaped memrefs to bare pointers, so the gpu.func argument is
-//    `memref<2^40 x T>` (getFlatBufferType in EmitterUtils.h), a nominal
-//    extent from which nothing is derived;
+//    `memref<2^40 x T>` (getFlatBufferType in
+//    lib/Conversion/FusionToGPU/Fragments/Abi.h), a nominal extent from which
+//    nothing is derived;
 //  * parameters in order: the fusion.kernel operands (tensors and KV-cache
 //    memrefs alike) in operand order, then one output buffer per kernel
 //    result in result order, then workspace buffers, then i32 scalars
@@ -97,19 +99,8 @@ struct KernelLaunch {
   SmallVector<KernelVariant> variants;
 };
 
-/// Front-half / projection kernel: `[rmsnorm|layernorm] -> qkv_proj ->
-/// [rope] -> [kv_append]` (any legal prefix/suffix that contains qkv_proj).
-FailureOr<KernelLaunch> emitProjectionKernel(KernelOp kernel,
-                                             gpu::GPUModuleOp module);
-
-/// Split-KV GQA decode attention with the LSE combine in the same kernel.
-FailureOr<KernelLaunch> emitAttentionKernel(KernelOp kernel,
-                                            gpu::GPUModuleOp module);
-
-/// Single-op kernels of the `none` strategy that are not projections:
-/// rmsnorm, layernorm, rope, kv_append alone.
-FailureOr<KernelLaunch> emitElementwiseKernel(KernelOp kernel,
-                                              gpu::GPUModuleOp module);
+// The emitters themselves (one per kernel kind, found through a registry)
+// are internal to lib/Conversion/FusionToGPU: see KernelEmitter.h there.
 
 } // namespace mlir::fusion
 

@@ -1,0 +1,262 @@
+//===- Norm.cpp - one token's RMSNorm / LayerNorm on a CTA or warp --------===//
+
+#include "Norm.h"
+#include "Abi.h"
+#include "Reduce.h"
+
+using namespace mlir;
+using namespace mlir::fusion;
+
+namespace {
+
+constexpr int64_t kWidth = 8;
+
+/// scf.for over this thread's 8-element chunks of the row with one
+/// vector<8xf32> accumulator; returns its horizontal sum (0 if no body
+/// accumulates).
+Value forEachChunk(
+    ImplicitLocOpBuilder &b, int64_t hidden, Value thread, int64_t threads,
+    llvm::function_ref<Value(ImplicitLocOpBuilder &, Value, Value)> body) {
+  Value start = mulI(b, thread, kWidth);
+  Value zero = splat(b, constF32(b, 0.0), kWidth);
+  SmallVector<Value> sum =
+      forLoopWithValues(b, start, constIndex(b, hidden),
+                        constIndex(b, threads * kWidth), ValueRange{zero},
+                        [&](ImplicitLocOpBuilder &ib, Value i,
+                            ValueRange args) -> SmallVector<Value> {
+                          Value acc = body(ib, i, args[0]);
+                          return {acc ? acc : args[0]};
+                        });
+  return vector::ReductionOp::create(b, vector::CombiningKind::ADD, sum[0]);
+}
+
+/// Builds emitNormalizeToken: the element math shared by its two schedules
+/// (all chunks in registers, or loops through `row`).
+class NormRowEmitter {
+public:
+  NormRowEmitter(ImplicitLocOpBuilder &b, const NormSpec &spec, Value token,
+                 Value row, Value rowBase, Value writeOutputs, Value scratch,
+                 int64_t blockSize, bool warpOnly)
+      : b(b), spec(spec), row(row), rowBase(rowBase),
+        writeOutputs(writeOutputs), scratch(scratch), blockSize(blockSize),
+        warpOnly(warpOnly), rms(spec.kind == NormSpec::Kind::RMS) {
+    // Who cooperates: the whole CTA (block reductions) or one warp
+    // (shuffles only, no barrier).
+    thread = warpOnly ? laneId(b) : threadIdX(b);
+    threads = warpOnly ? 32 : blockSize;
+    xBase = mulI(b, token, spec.hidden);
+    one = splat(b, constF32(b, 1.0), kWidth);
+  }
+
+  int64_t getThreads() const { return threads; }
+  void emitInRegisters();
+  void emitLooped();
+
+private:
+  ImplicitLocOpBuilder &b;
+  const NormSpec &spec;
+  Value row, rowBase, writeOutputs, scratch;
+  int64_t blockSize;
+  bool warpOnly, rms;
+  Value thread, xBase, one;
+  int64_t threads;
+  /// 1 / sqrt(variance + eps) and (layernorm) the mean.
+  Value inv, mean;
+
+  Value reduce(Value v) {
+    return warpOnly ? warpReduce(b, v, ReduceKind::Sum)
+                    : blockReduce(b, v, ReduceKind::Sum, scratch, blockSize);
+  }
+  Value rowIndex(ImplicitLocOpBuilder &ib, Value i) {
+    return addI(ib, rowBase, i);
+  }
+  /// h = round(x + r) (or x).
+  Value makeH(ImplicitLocOpBuilder &ib, Value x, Value r) {
+    if (!r)
+      return x;
+    return truncFromF32(ib, addF(ib, extToF32(ib, x), extToF32(ib, r)),
+                        spec.elementType);
+  }
+  /// Pass-1 sum term: h^2 (rmsnorm) or h (layernorm).
+  Value sumTerm(ImplicitLocOpBuilder &ib, Value h) {
+    Value h32 = extToF32(ib, h);
+    return rms ? mulF(ib, h32, h32) : h32;
+  }
+  Value squaredDeviation(ImplicitLocOpBuilder &ib, Value h, Value meanV) {
+    Value d = subF(ib, extToF32(ib, h), meanV);
+    return mulF(ib, d, d);
+  }
+  Value makeY(ImplicitLocOpBuilder &ib, Value h, Value w, Value bias,
+              Value invV, Value meanV);
+  void storeH(ImplicitLocOpBuilder &ib, Value i, Value h) {
+    storeRowAndOutput(ib, i, h, spec.residualOut);
+  }
+  void storeY(ImplicitLocOpBuilder &ib, Value i, Value y) {
+    storeRowAndOutput(ib, i, y, spec.normedOut);
+  }
+  /// Writes `v` to `row` and, when `writeOutputs`, to `output` (if any).
+  void storeRowAndOutput(ImplicitLocOpBuilder &ib, Value i, Value v,
+                         Value output) {
+    storeVector(ib, v, row, rowIndex(ib, i));
+    if (output)
+      ifThen(ib, writeOutputs, [&](ImplicitLocOpBuilder &tb) {
+        storeVector(tb, v, output, addI(tb, xBase, i));
+      });
+  }
+  Value loadOptional(ImplicitLocOpBuilder &ib, Value buffer, Value i) {
+    return buffer ? loadVector(ib, buffer, i, kWidth) : Value();
+  }
+  void statistics(Value total, llvm::function_ref<Value(Value)> sumSquares);
+};
+
+} // namespace
+
+/// y = round(...) from h, the norm weight and bias.
+Value NormRowEmitter::makeY(ImplicitLocOpBuilder &ib, Value h, Value w,
+                            Value bias, Value invV, Value meanV) {
+  Value h32 = extToF32(ib, h);
+  Value w32 = extToF32(ib, w);
+  if (spec.unitOffset && rms)
+    w32 = addF(ib, w32, one);
+  Value y32;
+  if (rms) {
+    y32 = mulF(ib, mulF(ib, h32, invV), w32);
+  } else {
+    Value centred = subF(ib, h32, meanV);
+    y32 = mulF(ib, mulF(ib, centred, invV), w32);
+    if (bias)
+      y32 = addF(ib, y32, extToF32(ib, bias));
+  }
+  return truncFromF32(ib, y32, spec.elementType);
+}
+
+/// Sets `inv` (and `mean`) from the row's sum `total` (of h^2 or h) and,
+/// for layernorm, the sum of squared deviations `sumSquares(mean)`.
+void NormRowEmitter::statistics(Value total,
+                                llvm::function_ref<Value(Value)> sumSquares) {
+  Value hidden = constF32(b, static_cast<double>(spec.hidden));
+  Value eps = constF32(b, spec.epsilon);
+  total = reduce(total);
+  if (rms) {
+    Value meanSquare = divF(b, total, hidden);
+    inv = rsqrtF32(b, addF(b, meanSquare, eps));
+    return;
+  }
+  mean = divF(b, total, hidden);
+  Value squares = reduce(sumSquares(splat(b, mean, kWidth)));
+  Value var = divF(b, squares, hidden);
+  inv = rsqrtF32(b, addF(b, var, eps));
+}
+
+/// Every thread has the same few chunks: all loads (x, residual, norm
+/// weight and bias) are issued at once, one memory round trip, and h stays in
+/// registers between the passes.
+void NormRowEmitter::emitInRegisters() {
+  const int64_t stride = threads * kWidth;
+  SmallVector<Value> at, xs, rs, ws, bs, hs;
+  for (int64_t c = 0; c < spec.hidden / stride; ++c) {
+    at.push_back(addI(b, mulI(b, thread, kWidth), c * stride));
+    Value global = addI(b, xBase, at.back());
+    xs.push_back(loadVector(b, spec.input, global, kWidth));
+    rs.push_back(loadOptional(b, spec.residual, global));
+    if (spec.kind != NormSpec::Kind::None) {
+      ws.push_back(loadVector(b, spec.weight, at.back(), kWidth));
+      bs.push_back(loadOptional(b, spec.bias, at.back()));
+    }
+  }
+  Value total = splat(b, constF32(b, 0.0), kWidth);
+  for (size_t c = 0; c < at.size(); ++c) {
+    hs.push_back(makeH(b, xs[c], rs[c]));
+    storeH(b, at[c], hs[c]);
+    total = addF(b, total, sumTerm(b, hs[c]));
+  }
+  if (spec.kind == NormSpec::Kind::None)
+    return;
+  auto horizontal = [&](Value v) -> Value {
+    return vector::ReductionOp::create(b, vector::CombiningKind::ADD, v);
+  };
+  statistics(horizontal(total), [&](Value meanV) {
+    Value squares = splat(b, constF32(b, 0.0), kWidth);
+    for (Value h : hs)
+      squares = addF(b, squares, squaredDeviation(b, h, meanV));
+    return horizontal(squares);
+  });
+  Value invV = splat(b, inv, kWidth);
+  Value meanV = mean ? splat(b, mean, kWidth) : Value();
+  for (size_t c = 0; c < at.size(); ++c)
+    storeY(b, at[c], makeY(b, hs[c], ws[c], bs[c], invV, meanV));
+}
+
+/// The general case: loops over the chunks; h goes through `row`.
+void NormRowEmitter::emitLooped() {
+  const int64_t hidden = spec.hidden;
+  Value total =
+      forEachChunk(b, hidden, thread, threads,
+                   [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
+                     Value global = addI(ib, xBase, i);
+                     Value h =
+                         makeH(ib, loadVector(ib, spec.input, global, kWidth),
+                               loadOptional(ib, spec.residual, global));
+                     storeH(ib, i, h);
+                     if (spec.kind == NormSpec::Kind::None)
+                       return nullptr;
+                     return addF(ib, acc, sumTerm(ib, h));
+                   });
+  if (spec.kind == NormSpec::Kind::None)
+    return;
+  statistics(total, [&](Value meanV) {
+    return forEachChunk(
+        b, hidden, thread, threads,
+        [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
+          Value h = loadVector(ib, row, rowIndex(ib, i), kWidth);
+          return addF(ib, acc, squaredDeviation(ib, h, meanV));
+        });
+  });
+  Value invV = splat(b, inv, kWidth);
+  Value meanV = mean ? splat(b, mean, kWidth) : Value();
+  forEachChunk(b, hidden, thread, threads,
+               [&](ImplicitLocOpBuilder &ib, Value i, Value) -> Value {
+                 Value h = loadVector(ib, row, rowIndex(ib, i), kWidth);
+                 storeY(ib, i,
+                        makeY(ib, h, loadVector(ib, spec.weight, i, kWidth),
+                              loadOptional(ib, spec.bias, i), invV, meanV));
+                 return nullptr;
+               });
+}
+
+void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
+                                      const NormSpec &spec, Value token,
+                                      Value row, Value rowBase,
+                                      Value writeOutputs, Value scratch,
+                                      int64_t blockSize, bool warpOnly,
+                                      int64_t maxRegisterChunks) {
+  NormRowEmitter emitter(b, spec, token, row, rowBase, writeOutputs, scratch,
+                         blockSize, warpOnly);
+  const int64_t stride = emitter.getThreads() * kWidth;
+  if (spec.hidden % stride == 0 && spec.hidden / stride <= maxRegisterChunks)
+    emitter.emitInRegisters();
+  else
+    emitter.emitLooped();
+}
+
+NormSpec mlir::fusion::getNormSpec(Operation *norm, const KernelArgs &args) {
+  NormSpec spec;
+  if (auto rms = dyn_cast_or_null<RMSNormOp>(norm)) {
+    spec.kind = NormSpec::Kind::RMS;
+    spec.epsilon = rms.getEpsilon().convertToDouble();
+    spec.unitOffset = rms.getUnitOffset();
+    spec.input = args.input(rms.getInput());
+    spec.residual = args.input(rms.getResidual());
+    spec.weight = args.input(rms.getWeight());
+    spec.residualOut = args.output(rms.getResidualOut());
+    spec.normedOut = args.output(rms.getResult());
+  } else if (auto layer = dyn_cast_or_null<LayerNormOp>(norm)) {
+    spec.kind = NormSpec::Kind::Layer;
+    spec.epsilon = layer.getEpsilon().convertToDouble();
+    spec.input = args.input(layer.getInput());
+    spec.weight = args.input(layer.getWeight());
+    spec.bias = args.input(layer.getBias());
+    spec.normedOut = args.output(layer.getResult());
+  }
+  return spec;
+}

@@ -1,0 +1,61 @@
+//===- Norm.h - one token's RMSNorm / LayerNorm -----------------*- C++ -*-===//
+//
+// The normalisation of one token row shared by the projection kernels and
+// the norm kernel (design.md 2.1 numerics: fp32 sums, the output rounded to
+// the activation type).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_LIB_CONVERSION_FUSIONTOGPU_FRAGMENTS_NORM_H
+#define FUSION_LIB_CONVERSION_FUSIONTOGPU_FRAGMENTS_NORM_H
+
+#include "../KernelBuilder.h"
+
+namespace mlir::fusion {
+
+class KernelArgs;
+
+/// One token's normalisation as the ops define it (design.md 2.1):
+/// rmsnorm `y = round((h32 * (1 / sqrt(sum(h32^2) / H + eps))) * w32)`
+/// (w32 + 1 with unit_offset), layernorm
+/// `y = round((h32 - mean) * (1 / sqrt(var + eps)) * w32 + b32)` with a
+/// two-pass variance, where `h = round(x + residual)` with a residual and
+/// `h = x` otherwise; `None` only copies x. Sums in fp32.
+struct NormSpec {
+  enum class Kind { None, RMS, Layer };
+  Kind kind = Kind::None;
+  double epsilon = 0.0;
+  bool unitOffset = false;
+  int64_t hidden = 0;
+  Type elementType;
+  /// Flat buffers (gpu.func arguments); residual and bias may be null.
+  Value input, residual, weight, bias;
+  /// Outputs written when `writeOutputs` holds (may be null).
+  Value residualOut, normedOut;
+};
+
+/// Normalises row `token` (index) of `spec.input` with the whole CTA
+/// (`blockSize` threads, 8 elements per thread and step; needs
+/// hidden % 8 == 0), or with the calling warp alone if `warpOnly` (then
+/// `scratch` is unused and no barrier is emitted), into `row` (a buffer of the
+/// activation type, e.g. shared memory) at element offset `rowBase`. Each
+/// thread reads back only the elements it wrote, so `row` needs no barrier for
+/// this thread's later use; other threads need a barrier. `scratch` is a
+/// workgroup f32 buffer of blockSize/32 elements. Must be called by every
+/// thread of the CTA (of the warp if `warpOnly`). When every thread has the
+/// same number of 8-element chunks, at most `maxRegisterChunks`, they are
+/// unrolled and all loaded at once (one memory round trip; 4 chunks cost
+/// about 40 registers); otherwise a loop goes through `row`.
+void emitNormalizeToken(ImplicitLocOpBuilder &b, const NormSpec &spec,
+                        Value token, Value row, Value rowBase,
+                        Value writeOutputs, Value scratch, int64_t blockSize,
+                        bool warpOnly = false, int64_t maxRegisterChunks = 4);
+
+/// The NormSpec of `norm` (a fusion.rmsnorm or fusion.layernorm; null: a
+/// `None` spec) with its buffers bound to `args` (null where a value is not
+/// a kernel operand or result); `hidden` and `elementType` are the caller's.
+NormSpec getNormSpec(Operation *norm, const KernelArgs &args);
+
+} // namespace mlir::fusion
+
+#endif // FUSION_LIB_CONVERSION_FUSIONTOGPU_FRAGMENTS_NORM_H

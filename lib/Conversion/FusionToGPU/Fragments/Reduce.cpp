@@ -1,0 +1,56 @@
+//===- Reduce.cpp - warp and CTA reductions -------------------------------===//
+
+#include "Reduce.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::fusion;
+
+static Value combine(ImplicitLocOpBuilder &b, Value lhs, Value rhs,
+                     ReduceKind kind) {
+  if (kind == ReduceKind::Sum)
+    return addF(b, lhs, rhs);
+  return maxNumF(b, lhs, rhs);
+}
+
+Value mlir::fusion::warpReduce(ImplicitLocOpBuilder &b, Value value,
+                               ReduceKind kind, int64_t width) {
+  for (int32_t offset = width / 2; offset >= 1; offset /= 2)
+    value = combine(b, value, shuffleXor(b, value, offset), kind);
+  return value;
+}
+
+void mlir::fusion::warpReduceEach(ImplicitLocOpBuilder &b,
+                                  MutableArrayRef<Value> values,
+                                  ReduceKind kind, int64_t width) {
+  for (int32_t offset = width / 2; offset >= 1; offset /= 2)
+    for (Value &value : values)
+      value = combine(b, value, shuffleXor(b, value, offset), kind);
+}
+
+Value mlir::fusion::blockReduce(ImplicitLocOpBuilder &b, Value value,
+                                ReduceKind kind, Value scratch,
+                                int64_t blockSize) {
+  int64_t numWarps = blockSize / 32;
+  value = warpReduce(b, value, kind);
+  if (numWarps == 1)
+    return value;
+  Value lane = laneId(b);
+  Value warp = warpId(b);
+  Value isLane0 = cmpI(b, CmpIPredicate::eq, lane, constIndex(b, 0));
+  ifThen(b, isLane0, [&](ImplicitLocOpBuilder &tb) {
+    storeScalar(tb, value, scratch, warp);
+  });
+  barrier(b);
+  Value inRange = cmpI(b, CmpIPredicate::ult, lane, constIndex(b, numWarps));
+  Value slot = select(b, inRange, lane, constIndex(b, 0));
+  Value partial = loadScalar(b, scratch, slot);
+  Value identity = constF32(b, kind == ReduceKind::Sum
+                                   ? 0.0
+                                   : -std::numeric_limits<double>::infinity());
+  partial = select(b, inRange, partial, identity);
+  Value result = warpReduce(b, partial, kind);
+  barrier(b);
+  return result;
+}

@@ -1,0 +1,863 @@
+//===- AttentionKernel.cpp - split-KV GQA decode attention ----------------===//
+//
+// Emits the gpu.func of a fusion.kernel that holds one
+// fusion.decode_attention: flash-decoding (split-KV) grouped-query attention
+// over the paged KV cache, with the combine of the splits in the same kernel.
+//
+// Semantics (design.md section 2.1, FusionOps.td DecodeAttentionOp):
+//   o[b, h] = softmax(q[b, h] . K[b, 0..len_b)^T * scale) V[b, 0..len_b)
+// with kv_head = h / G (G = Hq / Hkv), token t of sequence b at page
+// block_table[b, t / P], slot t % P. Only tokens below len_b are read;
+// len_b = 0 gives zeros.
+//
+// Launch: grid (num_splits, Hkv * head_blocks, batch), `threads` threads per
+// CTA (default 256 when a CTA holds at most 4 heads, else 128). One CTA per
+// (split, KV head, sequence) handles the query heads of one KV group (all G of
+// them when G <= 8, else G / Gc blocks of Gc heads, Gc the largest divisor of G
+// not above 8), so every K/V byte is read from HBM once (twice or more only
+// when G > 8).
+//
+// Thread layout: a K/V row (D elements) is read as D/8 16-byte vectors
+// (vector<8 x f16|bf16>, alignment 16), one per lane of a "row group" of
+// LPR = nextPowerOf2(D/8) lanes (D = 80 -> 10 of 16 lanes active; the idle
+// lanes re-read the last vector and hold zero queries). A warp holds 32/LPR
+// row groups; each row group walks its own tokens with its own online
+// softmax (running max m, sum l, and an fp32 accumulator of its 8 output
+// elements for each of the Gc heads), `unroll` tokens per iteration whose
+// 2 * unroll K and V loads are issued before any arithmetic. The dot
+// products q.k are summed over the row group with gpu.shuffle xor (all 32
+// lanes of every warp run the same iterations: no shuffle in divergent
+// code). Scores live in the log2 domain: q is pre-multiplied by
+// scale * log2(e) and exponentials are `ex2.approx.ftz.f32` through the
+// NVVM intrinsic (no libdevice call, no math dialect).
+//
+// Split s covers tokens [s * chunk, min(len, (s + 1) * chunk)) with
+//   chunk = roundUp(ceil(len / num_splits), tokens_per_iter)
+// where tokens_per_iter = (threads / 32) * (32 / LPR) * unroll is the number
+// of tokens the CTA consumes per iteration (16..128): every split but the
+// last of a sequence runs only full iterations. Tokens past the end of a
+// split are clamped to its last token (an L1/L2 hit) and masked to -inf, so
+// K/V at or past seq_lens[b] is never read and NaN there cannot leak. Page
+// addressing is 64-bit: page * (P * Hkv * D) in `index` (i64).
+//
+// End of a CTA: the row groups are merged (shuffle xor across row groups of
+// a warp, then across warps through shared memory). With num_splits == 1 the
+// CTA normalises and writes o directly (no workspace traffic). Otherwise it
+// writes its UNNORMALISED partial accumulator o_s (fp32, [B, Hq, max_splits,
+// D]) and its statistics (m_s in the log2 domain, -inf for an empty split,
+// and l_s; fp32 pairs [B, Hq, max_splits, 2]), every thread fences
+// (membar.gl), the CTA synchronises, and thread 0 atomically increments the
+// arrival counter of (b, kv_head, head_block). The CTA that sees
+// num_splits - 1 (the last to arrive) resets the counter to 0, fences again
+// and combines:
+//   M = max_s m_s, w_s = 2^(m_s - M) (0 for an empty split),
+//   L = sum_s l_s w_s, o = sum_s w_s o_s / L   (o = 0 when L = 0).
+// The counters must be zero before the first launch; the kernel leaves them
+// zero.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Fragments/Abi.h"
+#include "../Fragments/PagedKV.h"
+#include "../Fragments/Reduce.h"
+#include "../KernelEmitter.h"
+#include "../Schedule/AttentionSchedule.h"
+
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::fusion;
+
+namespace {
+
+constexpr int64_t kMaxHeadDim = 256;
+
+/// The max to subtract: `m`, or 0 when m = -inf (nothing seen yet), so that
+/// 2^(-inf - safe) = 0 and never 2^(-inf + inf) = NaN.
+Value safeMax(ImplicitLocOpBuilder &b, Value m) {
+  Value isNegInf = cmpF(b, CmpFPredicate::OEQ, m, negInfF32(b));
+  return select(b, isNegInf, constF32(b, 0.0), m);
+}
+
+/// Online-softmax state of one row group (or lane) for Gc heads: the running
+/// max m (log2 domain), sum l and the 8 accumulated output elements per head.
+struct SoftmaxState {
+  SmallVector<Value> m, l;
+  SmallVector<SmallVector<Value>> acc; // [head][8]
+
+  SmallVector<Value> flatten() const {
+    SmallVector<Value> values(m);
+    values.append(l.begin(), l.end());
+    for (const auto &a : acc)
+      values.append(a.begin(), a.end());
+    return values;
+  }
+  static SoftmaxState unflatten(ValueRange values, int64_t heads,
+                                int64_t width) {
+    SoftmaxState state;
+    state.m.assign(values.begin(), values.begin() + heads);
+    state.l.assign(values.begin() + heads, values.begin() + 2 * heads);
+    for (int64_t h = 0; h < heads; ++h) {
+      auto begin = values.begin() + 2 * heads + h * width;
+      state.acc.emplace_back(begin, begin + width);
+    }
+    return state;
+  }
+};
+
+/// Merges state `o` into `s` for every head (log2-domain LSE merge).
+void mergeStates(ImplicitLocOpBuilder &b, SoftmaxState &s,
+                 const SoftmaxState &o) {
+  for (size_t h = 0; h < s.m.size(); ++h) {
+    Value mx = maxF32(b, s.m[h], o.m[h]);
+    Value ms = safeMax(b, mx);
+    Value a = exp2F32(b, subF(b, s.m[h], ms));
+    Value c = exp2F32(b, subF(b, o.m[h], ms));
+    s.l[h] = fma(b, o.l[h], c, mulF(b, s.l[h], a));
+    for (size_t e = 0; e < s.acc[h].size(); ++e)
+      s.acc[h][e] = fma(b, o.acc[h][e], c, mulF(b, s.acc[h][e], a));
+    s.m[h] = mx;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Schedule
+//===----------------------------------------------------------------------===//
+
+/// Reads the integer entry `name` of the kernel's `schedule` dictionary
+/// (nullopt if absent); fails on a non-integer.
+FailureOr<std::optional<int64_t>> getScheduleInt(KernelOp kernel,
+                                                 StringRef name) {
+  DictionaryAttr schedule = kernel.getScheduleAttr();
+  Attribute attr = schedule ? schedule.get(name) : Attribute();
+  if (!attr)
+    return std::optional<int64_t>();
+  auto intAttr = dyn_cast<IntegerAttr>(attr);
+  if (!intAttr) {
+    kernel.emitOpError() << "schedule entry '" << name
+                         << "' must be an integer, got " << attr;
+    return failure();
+  }
+  return std::optional<int64_t>(intAttr.getInt());
+}
+
+/// The schedule of `kernel`: chooseAttentionSchedule with the overrides of
+/// its `schedule` dictionary.
+FailureOr<AttentionSchedule> getSchedule(KernelOp kernel,
+                                         const AttentionShape &shape,
+                                         const TargetInfo &target) {
+  auto threads = getScheduleInt(kernel, "threads");
+  auto maxSplits = getScheduleInt(kernel, contract::schedule::kMaxSplits);
+  auto unroll = getScheduleInt(kernel, "kv_unroll");
+  auto headsPerCta = getScheduleInt(kernel, "heads_per_cta");
+  if (failed(threads) || failed(maxSplits) || failed(unroll) ||
+      failed(headsPerCta))
+    return failure();
+  AttentionScheduleOverrides overrides{*threads, *maxSplits, *unroll,
+                                       *headsPerCta};
+  std::string error;
+  std::optional<AttentionSchedule> s =
+      chooseAttentionSchedule(shape, overrides, target, error);
+  if (!s)
+    return kernel.emitOpError() << error;
+  return *s;
+}
+
+DictionaryAttr getScheduleAttr(MLIRContext *context,
+                               const AttentionSchedule &s) {
+  Builder b(context);
+  auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+  return b.getDictionaryAttr({
+      b.getNamedAttr("kind", b.getStringAttr("split_kv_attention")),
+      b.getNamedAttr("threads", i64(s.threads)),
+      b.getNamedAttr(contract::schedule::kMaxSplits, i64(s.maxSplits)),
+      b.getNamedAttr("heads_per_cta", i64(s.headsPerCta)),
+      b.getNamedAttr("head_blocks", i64(s.headBlocks)),
+      b.getNamedAttr("vector_width", i64(AttentionSchedule::vectorWidth)),
+      b.getNamedAttr("lanes_per_row", i64(s.lanesPerRow)),
+      b.getNamedAttr("kv_unroll", i64(s.unroll)),
+      b.getNamedAttr("chunk_multiple", i64(s.tokensPerIter)),
+      b.getNamedAttr("chunk_policy",
+                     b.getStringAttr("chunk = roundUp(ceil(len / num_splits), "
+                                     "chunk_multiple); split s reads tokens "
+                                     "[s*chunk, min(len, (s+1)*chunk))")),
+      b.getNamedAttr(contract::schedule::kTargetCtas,
+                     i64(s.splitPolicy.targetCtas)),
+      b.getNamedAttr(contract::schedule::kMinChunkTokens,
+                     i64(s.splitPolicy.minChunkTokens)),
+      b.getNamedAttr(contract::schedule::kNumSplitsPolicy,
+                     b.getStringAttr(contract::kNumSplitsPolicyFormula)),
+      b.getNamedAttr("partials", b.getStringAttr("unnormalized")),
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// The kernel body
+//===----------------------------------------------------------------------===//
+
+/// The K/V vectors a row group loads in one iteration, and whether each
+/// token is below the split's end.
+struct IterationLoads {
+  SmallVector<Value> valid, k, v;
+};
+
+struct AttentionKernel {
+  AttentionShape shape;
+  Type elementType;
+  double scale = 0.0;
+  AttentionSchedule sched;
+
+  // Kernel arguments.
+  Value query, keyCache, valueCache, blockTable, seqLens, output;
+  Value partialOut, partialStats, counters;
+  Value batchArg, maxPagesArg, numSplitsArg;
+  // Shared memory: the cross-warp merge ([warps][Gc][D] accumulators, then
+  // [warps][Gc] maxima, then [warps][Gc] sums) and the "last CTA" flag.
+  Value smem, smemFlag;
+
+  static constexpr int64_t W = AttentionSchedule::vectorWidth;
+  int64_t gc() const { return sched.headsPerCta; }
+  int64_t numWarps() const { return sched.threads / 32; }
+  int64_t smemMaxBase() const { return numWarps() * gc() * shape.headDim; }
+  int64_t smemSumBase() const { return smemMaxBase() + numWarps() * gc(); }
+
+  void emitBody(ImplicitLocOpBuilder &b);
+
+private:
+  // Values shared by the phases of one CTA.
+  Value tid, split, gridY, seq, kvHead, head0, lane, warp, laneInRow, rowInWarp,
+      rowGroup, dvec, laneActive, numSplits;
+
+  void emitThreadIds(ImplicitLocOpBuilder &b);
+  void emitCta(ImplicitLocOpBuilder &b);
+  SmallVector<SmallVector<Value>> loadQueries(ImplicitLocOpBuilder &b);
+  SoftmaxState emitMainLoop(ImplicitLocOpBuilder &b,
+                            ArrayRef<SmallVector<Value>> q, Value start,
+                            Value end, Value iters);
+  IterationLoads emitIterationLoads(ImplicitLocOpBuilder &b,
+                                    const PagedKVReader &cache, Value tbase,
+                                    Value end, Value laneOff, Value rowGroupI32,
+                                    Value lastToken);
+  SmallVector<SmallVector<Value>> emitScores(ImplicitLocOpBuilder &b,
+                                             ArrayRef<SmallVector<Value>> q,
+                                             ArrayRef<Value> kRaw);
+  void updateSoftmax(ImplicitLocOpBuilder &b, SoftmaxState &st,
+                     SmallVector<SmallVector<Value>> &scores,
+                     const IterationLoads &loads);
+  void mergeRowGroups(ImplicitLocOpBuilder &b, SoftmaxState &st);
+  void writeWarpState(ImplicitLocOpBuilder &b, const SoftmaxState &st);
+  void readMergedSlot(ImplicitLocOpBuilder &b, Value h, Value dv, Value &m,
+                      Value &l, Value &o);
+  void emitPartialAndCombine(ImplicitLocOpBuilder &b);
+  void emitArrival(ImplicitLocOpBuilder &b);
+  void emitStoreSlots(
+      ImplicitLocOpBuilder &b,
+      llvm::function_ref<void(ImplicitLocOpBuilder &, Value head, Value dv)>
+          body);
+  void emitCombine(ImplicitLocOpBuilder &b, Value head, Value dv);
+  /// Offset of element 8*dv of head `head` of sequence `seq` in a
+  /// [B, Hq, D] tensor.
+  Value headOffset(ImplicitLocOpBuilder &b, Value head, Value dv) {
+    Value row = addI(b, mulI(b, seq, shape.numHeads), head);
+    return addI(b, mulI(b, row, shape.headDim), mulI(b, dv, W));
+  }
+  /// Index of (seq, head, split 0) in the [B, Hq, max_splits] partial grid.
+  Value partialRow(ImplicitLocOpBuilder &b, Value head) {
+    Value row = addI(b, mulI(b, seq, shape.numHeads), head);
+    return mulI(b, row, sched.maxSplits);
+  }
+  /// Writes o * (1 / l) (zeros when l = 0) to the output.
+  void storeNormalized(ImplicitLocOpBuilder &b, Value acc, Value l, Value head,
+                       Value dv) {
+    Value positive = cmpF(b, CmpFPredicate::OGT, l, constF32(b, 0.0));
+    Value inv =
+        select(b, positive, divF(b, constF32(b, 1.0), l), constF32(b, 0.0));
+    Value o = mulF(b, acc, splat(b, inv, W));
+    storeVector(b, truncFromF32(b, o, elementType), output,
+                headOffset(b, head, dv));
+  }
+};
+
+/// The ids of this thread's CTA, warp, row group and vector.
+void AttentionKernel::emitThreadIds(ImplicitLocOpBuilder &b) {
+  const int64_t lpr = sched.lanesPerRow, rpw = sched.rowsPerWarp,
+                nv = sched.numVecs;
+  tid = threadIdX(b);
+  split = blockIdX(b);
+  gridY = blockIdY(b);
+  seq = blockIdZ(b);
+  kvHead = gridY;
+  Value headBlock = constIndex(b, 0);
+  if (sched.headBlocks > 1) {
+    kvHead = divUI(b, gridY, constIndex(b, sched.headBlocks));
+    headBlock = remUI(b, gridY, constIndex(b, sched.headBlocks));
+  }
+  head0 = addI(b, mulI(b, kvHead, shape.group), mulI(b, headBlock, gc()));
+  lane = remUI(b, tid, constIndex(b, 32));
+  warp = divUI(b, tid, constIndex(b, 32));
+  laneInRow = lane;
+  rowInWarp = constIndex(b, 0);
+  if (rpw > 1) {
+    laneInRow = remUI(b, lane, constIndex(b, lpr));
+    rowInWarp = divUI(b, lane, constIndex(b, lpr));
+  }
+  rowGroup = addI(b, mulI(b, warp, rpw), rowInWarp);
+  dvec = laneInRow;
+  laneActive = nullptr;
+  if (nv != lpr) {
+    dvec = minUI(b, laneInRow, constIndex(b, nv - 1));
+    laneActive = cmpI(b, CmpIPredicate::ult, laneInRow, constIndex(b, nv));
+  }
+}
+
+void AttentionKernel::emitBody(ImplicitLocOpBuilder &b) {
+  emitThreadIds(b);
+  // num_splits clamped to [1, max_splits]; CTAs past it (a launch with a
+  // larger grid) do nothing.
+  numSplits = maxSI(b, minSI(b, numSplitsArg, constI32(b, sched.maxSplits)),
+                    constI32(b, 1));
+  Value active =
+      andI(b, cmpI(b, CmpIPredicate::slt, indexToI32(b, split), numSplits),
+           cmpI(b, CmpIPredicate::slt, indexToI32(b, seq), batchArg));
+  ifThen(b, active, [&](ImplicitLocOpBuilder &ib) { emitCta(ib); });
+}
+
+/// Issues every K and V load of one iteration (tokens tbase + rowGroup +
+/// j * rowGroups, clamped to the split's last token).
+IterationLoads AttentionKernel::emitIterationLoads(
+    ImplicitLocOpBuilder &b, const PagedKVReader &cache, Value tbase, Value end,
+    Value laneOff, Value rowGroupI32, Value lastToken) {
+  IterationLoads loads;
+  for (int64_t j = 0; j < sched.unroll; ++j) {
+    Value t =
+        addI(b, tbase, addI(b, rowGroupI32, constI32(b, j * sched.rowGroups)));
+    loads.valid.push_back(cmpI(b, CmpIPredicate::slt, t, end));
+    Value off = cache.getOffset(b, minSI(b, t, lastToken), laneOff);
+    loads.k.push_back(loadVector(b, keyCache, off, W));
+    loads.v.push_back(loadVector(b, valueCache, off, W));
+  }
+  return loads;
+}
+
+/// Scores (log2 domain) [head][token]: partial dots, then the row-group sum.
+SmallVector<SmallVector<Value>>
+AttentionKernel::emitScores(ImplicitLocOpBuilder &b,
+                            ArrayRef<SmallVector<Value>> q,
+                            ArrayRef<Value> kRaw) {
+  SmallVector<SmallVector<Value>> scores(gc());
+  for (Value raw : kRaw) {
+    Value kf = extToF32(b, raw);
+    SmallVector<Value> k;
+    for (int64_t e = 0; e < W; ++e)
+      k.push_back(extract(b, kf, e));
+    for (int64_t h = 0; h < gc(); ++h) {
+      Value dot = mulF(b, q[h][0], k[0]);
+      for (int64_t e = 1; e < W; ++e)
+        dot = fma(b, q[h][e], k[e], dot);
+      scores[h].push_back(dot);
+    }
+  }
+  SmallVector<Value> flat;
+  for (const SmallVector<Value> &row : scores)
+    flat.append(row.begin(), row.end());
+  warpReduceEach(b, flat, ReduceKind::Sum, sched.lanesPerRow);
+  for (int64_t h = 0; h < gc(); ++h)
+    for (size_t j = 0; j < kRaw.size(); ++j)
+      scores[h][j] = flat[h * kRaw.size() + j];
+  return scores;
+}
+
+/// The online softmax update of `st` with one iteration's scores and V.
+void AttentionKernel::updateSoftmax(ImplicitLocOpBuilder &b, SoftmaxState &st,
+                                    SmallVector<SmallVector<Value>> &scores,
+                                    const IterationLoads &loads) {
+  const int64_t u = sched.unroll;
+  SmallVector<SmallVector<Value>> v;
+  for (int64_t j = 0; j < u; ++j) {
+    Value vf = extToF32(b, loads.v[j]);
+    v.emplace_back();
+    for (int64_t e = 0; e < W; ++e)
+      v.back().push_back(extract(b, vf, e));
+  }
+  for (int64_t h = 0; h < gc(); ++h) {
+    Value mx = st.m[h];
+    for (int64_t j = 0; j < u; ++j) {
+      scores[h][j] = select(b, loads.valid[j], scores[h][j], negInfF32(b));
+      mx = maxF32(b, mx, scores[h][j]);
+    }
+    Value ms = safeMax(b, mx);
+    Value alpha = exp2F32(b, subF(b, st.m[h], ms));
+    Value l = mulF(b, st.l[h], alpha);
+    SmallVector<Value> acc;
+    for (int64_t e = 0; e < W; ++e)
+      acc.push_back(mulF(b, st.acc[h][e], alpha));
+    for (int64_t j = 0; j < u; ++j) {
+      Value pj = exp2F32(b, subF(b, scores[h][j], ms));
+      l = addF(b, l, pj);
+      for (int64_t e = 0; e < W; ++e)
+        acc[e] = fma(b, pj, v[j][e], acc[e]);
+    }
+    st.m[h] = mx;
+    st.l[h] = l;
+    st.acc[h] = acc;
+  }
+}
+
+SoftmaxState AttentionKernel::emitMainLoop(ImplicitLocOpBuilder &b,
+                                           ArrayRef<SmallVector<Value>> q,
+                                           Value start, Value end,
+                                           Value iters) {
+  const int64_t d = shape.headDim;
+  // Loop invariants.
+  PagedKVReader cache(b, {shape.pageSize, shape.numKvHeads, d}, blockTable,
+                      maxPagesArg, seq);
+  Value laneOff = indexToI32(b, addI(b, mulI(b, kvHead, d), mulI(b, dvec, W)));
+  Value rowGroupI32 = indexToI32(b, rowGroup);
+  Value lastToken = subI(b, end, constI32(b, 1));
+
+  SoftmaxState init;
+  for (int64_t h = 0; h < gc(); ++h) {
+    init.m.push_back(negInfF32(b));
+    init.l.push_back(constF32(b, 0.0));
+    init.acc.emplace_back(W, constF32(b, 0.0));
+  }
+  SmallVector<Value> results = forLoopWithValues(
+      b, constIndex(b, 0), i32ToIndex(b, iters), constIndex(b, 1),
+      init.flatten(),
+      [&](ImplicitLocOpBuilder &lb, Value it,
+          ValueRange args) -> SmallVector<Value> {
+        SoftmaxState st = SoftmaxState::unflatten(args, gc(), W);
+        Value tbase = addI(
+            lb, start,
+            mulI(lb, indexToI32(lb, it), constI32(lb, sched.tokensPerIter)));
+        IterationLoads loads = emitIterationLoads(
+            lb, cache, tbase, end, laneOff, rowGroupI32, lastToken);
+        SmallVector<SmallVector<Value>> scores = emitScores(lb, q, loads.k);
+        updateSoftmax(lb, st, scores, loads);
+        return st.flatten();
+      });
+  return SoftmaxState::unflatten(results, gc(), W);
+}
+
+void AttentionKernel::emitStoreSlots(
+    ImplicitLocOpBuilder &b,
+    llvm::function_ref<void(ImplicitLocOpBuilder &, Value, Value)> body) {
+  // Slot j = (head h, vector dv) of the CTA's Gc x D outputs.
+  const int64_t slots = gc() * sched.numVecs;
+  for (int64_t r = 0; r * sched.threads < slots; ++r) {
+    Value j = addI(b, tid, r * sched.threads);
+    auto emit = [&](ImplicitLocOpBuilder &ib) {
+      Value h = divUI(ib, j, constIndex(ib, sched.numVecs));
+      Value dv = remUI(ib, j, constIndex(ib, sched.numVecs));
+      body(ib, h, dv);
+    };
+    if ((r + 1) * sched.threads <= slots)
+      emit(b);
+    else
+      ifThen(b, cmpI(b, CmpIPredicate::ult, j, constIndex(b, slots)), emit);
+  }
+}
+
+/// The last CTA of a (sequence, KV head, head block): combines the splits'
+/// partials of slot (h, dv) and writes the output.
+void AttentionKernel::emitCombine(ImplicitLocOpBuilder &b, Value h, Value dv) {
+  Type f32 = b.getF32Type();
+  Value head = addI(b, head0, h);
+  Value row = partialRow(b, head);
+  Value ns = i32ToIndex(b, numSplits);
+  Value zero = constIndex(b, 0), one = constIndex(b, 1);
+  // M = max_s m_s.
+  SmallVector<Value> maxResult = forLoopWithValues(
+      b, zero, ns, one, ValueRange{negInfF32(b)},
+      [&](ImplicitLocOpBuilder &lb, Value s,
+          ValueRange args) -> SmallVector<Value> {
+        Value m = loadScalar(lb, partialStats, mulI(lb, addI(lb, row, s), 2));
+        return {maxF32(lb, args[0], m)};
+      });
+  Value ms = safeMax(b, maxResult[0]);
+  // L = sum l_s 2^(m_s - M), O = sum o_s 2^(m_s - M).
+  auto vecF32 = VectorType::get({W}, f32);
+  Value zeroVec = arith::ConstantOp::create(
+      b, vecF32, DenseElementsAttr::get(vecF32, b.getF32FloatAttr(0.0f)));
+  SmallVector<Value> sums = forLoopWithValues(
+      b, zero, ns, one, ValueRange{constF32(b, 0.0), zeroVec},
+      [&](ImplicitLocOpBuilder &lb, Value s,
+          ValueRange args) -> SmallVector<Value> {
+        Value rs = addI(lb, row, s);
+        Value statIdx = mulI(lb, rs, 2);
+        Value m = loadScalar(lb, partialStats, statIdx);
+        Value l = loadScalar(lb, partialStats, addI(lb, statIdx, 1));
+        Value w = exp2F32(lb, subF(lb, m, ms));
+        Value o = loadVector(
+            lb, partialOut,
+            addI(lb, mulI(lb, rs, shape.headDim), mulI(lb, dv, W)), W);
+        Value newL = fma(lb, l, w, args[0]);
+        Value newO = vector::FMAOp::create(lb, splat(lb, w, W), o, args[1]);
+        return {newL, newO};
+      });
+  storeNormalized(b, sums[1], sums[0], head, dv);
+}
+
+/// This CTA's queries, pre-scaled into the log2 domain: [head][8] f32.
+SmallVector<SmallVector<Value>>
+AttentionKernel::loadQueries(ImplicitLocOpBuilder &b) {
+  double qScale = scale * M_LOG2E;
+  SmallVector<SmallVector<Value>> q;
+  for (int64_t h = 0; h < gc(); ++h) {
+    Value raw = loadVector(b, query, headOffset(b, addI(b, head0, h), dvec), W);
+    Value qf = mulF(b, extToF32(b, raw), splat(b, constF32(b, qScale), W));
+    q.emplace_back();
+    for (int64_t e = 0; e < W; ++e) {
+      Value x = extract(b, qf, e);
+      if (laneActive)
+        x = select(b, laneActive, x, constF32(b, 0.0));
+      q.back().push_back(x);
+    }
+  }
+  return q;
+}
+
+/// Merges the row groups of each warp (shuffle xor across row groups).
+void AttentionKernel::mergeRowGroups(ImplicitLocOpBuilder &b,
+                                     SoftmaxState &st) {
+  for (int32_t off = sched.lanesPerRow; off < 32; off *= 2) {
+    SmallVector<Value> theirs;
+    for (Value x : st.flatten())
+      theirs.push_back(shuffleXor(b, x, off));
+    mergeStates(b, st, SoftmaxState::unflatten(theirs, gc(), W));
+  }
+}
+
+/// Writes each warp's merged state to shared memory for the cross-warp
+/// merge, then synchronises the CTA.
+void AttentionKernel::writeWarpState(ImplicitLocOpBuilder &b,
+                                     const SoftmaxState &st) {
+  const int64_t d = shape.headDim;
+  Value writer = cmpI(b, CmpIPredicate::eq, rowInWarp, constIndex(b, 0));
+  if (laneActive)
+    writer = andI(b, writer, laneActive);
+  ifThen(b, writer, [&](ImplicitLocOpBuilder &ib) {
+    for (int64_t h = 0; h < gc(); ++h) {
+      Value vec = vector::FromElementsOp::create(
+          ib, VectorType::get({W}, ib.getF32Type()), st.acc[h]);
+      Value idx = addI(ib, mulI(ib, addI(ib, mulI(ib, warp, gc()), h), d),
+                       mulI(ib, dvec, W));
+      storeVector(ib, vec, smem, idx);
+    }
+  });
+  ifThen(b, cmpI(b, CmpIPredicate::eq, lane, constIndex(b, 0)),
+         [&](ImplicitLocOpBuilder &ib) {
+           for (int64_t h = 0; h < gc(); ++h) {
+             Value idx = addI(ib, mulI(ib, warp, gc()), h);
+             storeScalar(ib, st.m[h], smem, addI(ib, idx, smemMaxBase()));
+             storeScalar(ib, st.l[h], smem, addI(ib, idx, smemSumBase()));
+           }
+         });
+  barrier(b);
+}
+
+/// The CTA's (m, l, o) for slot (h, dv), merged over warps.
+void AttentionKernel::readMergedSlot(ImplicitLocOpBuilder &ib, Value h,
+                                     Value dv, Value &m, Value &l, Value &o) {
+  const int64_t d = shape.headDim;
+  SmallVector<Value> mw, lw;
+  m = negInfF32(ib);
+  for (int64_t w = 0; w < numWarps(); ++w) {
+    mw.push_back(loadScalar(ib, smem, addI(ib, h, w * gc() + smemMaxBase())));
+    lw.push_back(loadScalar(ib, smem, addI(ib, h, w * gc() + smemSumBase())));
+    m = maxF32(ib, m, mw.back());
+  }
+  Value ms = safeMax(ib, m);
+  l = constF32(ib, 0.0);
+  o = nullptr;
+  for (int64_t w = 0; w < numWarps(); ++w) {
+    Value a = exp2F32(ib, subF(ib, mw[w], ms));
+    l = fma(ib, lw[w], a, l);
+    Value idx = addI(ib, mulI(ib, addI(ib, h, w * gc()), d), mulI(ib, dv, W));
+    Value ow = mulF(ib, loadVector(ib, smem, idx, W), splat(ib, a, W));
+    o = o ? addF(ib, o, ow) : ow;
+  }
+}
+
+/// Thread 0 counts this split's arrival; the CTA that arrives last resets
+/// the counter and raises `smemFlag`.
+void AttentionKernel::emitArrival(ImplicitLocOpBuilder &b) {
+  ifThen(b, cmpI(b, CmpIPredicate::eq, tid, constIndex(b, 0)),
+         [&](ImplicitLocOpBuilder &tb) {
+           Value counterIdx = addI(
+               tb, mulI(tb, seq, shape.numKvHeads * sched.headBlocks), gridY);
+           Value old = memref::AtomicRMWOp::create(
+               tb, arith::AtomicRMWKind::addi, constI32(tb, 1), counters,
+               ValueRange{counterIdx});
+           Value last = cmpI(tb, CmpIPredicate::eq, old,
+                             subI(tb, numSplits, constI32(tb, 1)));
+           storeScalar(tb, arith::ExtUIOp::create(tb, tb.getI32Type(), last),
+                       smemFlag, constIndex(tb, 0));
+           // The last CTA resets the counter for the next launch.
+           ifThen(tb, last, [&](ImplicitLocOpBuilder &rb) {
+             memref::AtomicRMWOp::create(rb, arith::AtomicRMWKind::assign,
+                                         constI32(rb, 0), counters,
+                                         ValueRange{counterIdx});
+           });
+         });
+}
+
+/// Several splits: writes the unnormalised partial and the statistics,
+/// publishes them, and the last CTA to arrive combines every split.
+void AttentionKernel::emitPartialAndCombine(ImplicitLocOpBuilder &ib) {
+  const int64_t d = shape.headDim;
+  emitStoreSlots(ib, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
+    Value m, l, o;
+    readMergedSlot(sb, h, dv, m, l, o);
+    Value rs = addI(sb, partialRow(sb, addI(sb, head0, h)), split);
+    storeVector(sb, o, partialOut, addI(sb, mulI(sb, rs, d), mulI(sb, dv, W)));
+    ifThen(sb, cmpI(sb, CmpIPredicate::eq, dv, constIndex(sb, 0)),
+           [&](ImplicitLocOpBuilder &tb) {
+             Value statIdx = mulI(tb, rs, 2);
+             storeScalar(tb, m, partialStats, statIdx);
+             storeScalar(tb, l, partialStats, addI(tb, statIdx, 1));
+           });
+  });
+  // Publish the partial, then count this split's arrival.
+  fenceGPU(ib);
+  barrier(ib);
+  emitArrival(ib);
+  barrier(ib);
+  Value flag = loadScalar(ib, smemFlag, constIndex(ib, 0));
+  ifThen(ib, cmpI(ib, CmpIPredicate::ne, flag, constI32(ib, 0)),
+         [&](ImplicitLocOpBuilder &lb) {
+           // Acquire: order the reads of the other splits' partials after
+           // the counter.
+           fenceGPU(lb);
+           emitStoreSlots(lb, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
+             emitCombine(sb, h, dv);
+           });
+         });
+}
+
+void AttentionKernel::emitCta(ImplicitLocOpBuilder &b) {
+  const int64_t tpi = sched.tokensPerIter;
+  // This CTA's tokens.
+  Value len = maxSI(b, loadScalar(b, seqLens, seq), constI32(b, 0));
+  Value one = constI32(b, 1);
+  Value perSplit = divUI(b, addI(b, len, subI(b, numSplits, one)), numSplits);
+  Value chunk = mulI(
+      b, divUI(b, addI(b, perSplit, constI32(b, tpi - 1)), constI32(b, tpi)),
+      constI32(b, tpi));
+  Value start = mulI(b, indexToI32(b, split), chunk);
+  Value end = minSI(b, len, addI(b, start, chunk));
+  Value count = maxSI(b, subI(b, end, start), constI32(b, 0));
+  Value iters =
+      divUI(b, addI(b, count, constI32(b, tpi - 1)), constI32(b, tpi));
+
+  SmallVector<SmallVector<Value>> q = loadQueries(b);
+  SoftmaxState st = emitMainLoop(b, q, start, end, iters);
+  mergeRowGroups(b, st);
+  writeWarpState(b, st);
+
+  Value single = cmpI(b, CmpIPredicate::eq, numSplits, one);
+  ifThenElse(
+      b, single,
+      [&](ImplicitLocOpBuilder &ib) {
+        // One split: normalise and write the output directly.
+        emitStoreSlots(ib, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
+          Value m, l, o;
+          readMergedSlot(sb, h, dv, m, l, o);
+          storeNormalized(sb, o, l, addI(sb, head0, h), dv);
+        });
+      },
+      [&](ImplicitLocOpBuilder &ib) { emitPartialAndCombine(ib); });
+}
+
+//===----------------------------------------------------------------------===//
+// The kernel's op, shape and parameters
+//===----------------------------------------------------------------------===//
+
+/// The kernel's one fusion.decode_attention, its operands' argument numbers
+/// and the index of the result yielding it.
+struct AttentionOperands {
+  DecodeAttentionOp op;
+  SmallVector<unsigned> operandArgs;
+  int resultIndex = -1;
+};
+
+FailureOr<AttentionOperands> findAttention(KernelOp kernel) {
+  AttentionOperands found;
+  for (Operation &nested : kernel.getBody().front().without_terminator()) {
+    auto attention = dyn_cast<DecodeAttentionOp>(nested);
+    if (!attention || found.op)
+      return kernel.emitOpError()
+             << "attention emitter: the kernel must hold exactly one "
+                "fusion.decode_attention and nothing else, found '"
+             << nested.getName() << "'";
+    found.op = attention;
+  }
+  if (!found.op)
+    return kernel.emitOpError()
+           << "attention emitter: no fusion.decode_attention in the kernel";
+  Block &body = kernel.getBody().front();
+  for (Value operand : found.op->getOperands()) {
+    auto arg = dyn_cast<BlockArgument>(operand);
+    if (!arg || arg.getOwner() != &body)
+      return kernel.emitOpError()
+             << "attention emitter: every operand of fusion.decode_attention "
+                "must be a kernel operand";
+    found.operandArgs.push_back(arg.getArgNumber());
+  }
+  if (found.operandArgs[1] == found.operandArgs[2])
+    return kernel.emitOpError()
+           << "attention emitter: key_cache and value_cache must be distinct "
+              "kernel operands";
+  YieldOp yield = kernel.getYield();
+  for (auto [index, value] : llvm::enumerate(yield.getValues()))
+    if (value == found.op.getResult()) {
+      if (found.resultIndex >= 0)
+        return kernel.emitOpError()
+               << "attention emitter: the attention result is yielded twice";
+      found.resultIndex = static_cast<int>(index);
+    }
+  if (found.resultIndex < 0 || yield.getValues().size() != 1)
+    return kernel.emitOpError()
+           << "attention emitter: the kernel must yield exactly the "
+              "attention output";
+  return found;
+}
+
+/// The shape of `op`, checked against what the kernel supports.
+LogicalResult getShape(KernelOp kernel, DecodeAttentionOp op,
+                       AttentionShape &shape, Type &elementType) {
+  auto queryType = op.getQuery().getType();
+  auto cacheType = op.getKeyCache().getType();
+  shape.numHeads = queryType.getDimSize(1);
+  shape.headDim = queryType.getDimSize(2);
+  shape.numKvHeads = cacheType.getDimSize(2);
+  shape.pageSize = cacheType.getDimSize(1);
+  shape.group = shape.numHeads / shape.numKvHeads;
+  elementType = queryType.getElementType();
+  if (shape.headDim % AttentionSchedule::vectorWidth != 0)
+    return kernel.emitOpError()
+           << "attention emitter: head_dim " << shape.headDim
+           << " is not a multiple of 8 (K/V rows are read as 16-byte "
+              "vectors)";
+  if (shape.headDim > kMaxHeadDim)
+    return kernel.emitOpError()
+           << "attention emitter: head_dim " << shape.headDim
+           << " is larger than " << kMaxHeadDim;
+  std::optional<int64_t> pageHeads =
+      llvm::checkedMul(shape.pageSize, shape.numKvHeads);
+  std::optional<int64_t> pageElements =
+      pageHeads ? llvm::checkedMul(*pageHeads, shape.headDim) : std::nullopt;
+  if (!pageElements || *pageElements > std::numeric_limits<int32_t>::max())
+    return kernel.emitOpError()
+           << "attention emitter: a page of " << shape.pageSize << " x "
+           << shape.numKvHeads << " x " << shape.headDim
+           << " elements is too large (in-page offsets are 32-bit)";
+  if (!elementType.isF16() && !elementType.isBF16())
+    return kernel.emitOpError()
+           << "attention emitter: unsupported element type " << elementType;
+  return success();
+}
+
+/// The kernel's parameters: the default ones, the split-KV workspaces
+/// before the scalars, and num_splits last.
+SmallVector<KernelParam> getAttentionParams(KernelOp kernel,
+                                            const AttentionShape &shape,
+                                            const AttentionSchedule &sched) {
+  MLIRContext *context = kernel.getContext();
+  Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
+  SmallVector<KernelParam> params = getDefaultKernelParams(kernel);
+  auto firstScalar = llvm::find_if(params, [](const KernelParam &p) {
+    return p.kind == KernelParam::Kind::Scalar;
+  });
+  size_t workspaceIndex = firstScalar - params.begin();
+  namespace role = contract::role;
+  const std::string batch(contract::dim::kBatch);
+  std::string hq = std::to_string(shape.numHeads),
+              ms = std::to_string(sched.maxSplits),
+              dim = std::to_string(shape.headDim);
+  SmallVector<KernelParam> workspace{
+      {KernelParam::Kind::Workspace,
+       std::string(role::kPartialOut),
+       f32,
+       {batch, hq, ms, dim}},
+      {KernelParam::Kind::Workspace,
+       std::string(role::kPartialStats),
+       f32,
+       {batch, hq, ms, "2"}},
+      {KernelParam::Kind::Workspace,
+       std::string(role::kSplitCounters),
+       i32,
+       {batch, std::to_string(shape.numKvHeads * sched.headBlocks)},
+       /*zeroInitialized=*/true},
+  };
+  params.insert(params.begin() + workspaceIndex, workspace.begin(),
+                workspace.end());
+  params.push_back({KernelParam::Kind::Scalar,
+                    std::string(contract::dim::kNumSplits),
+                    i32,
+                    {}});
+  return params;
+}
+
+/// Binds the kernel's arguments and shared memory to `kernel`.
+void bindArguments(AttentionKernel &k, const AttentionOperands &found,
+                   const KernelArgs &args) {
+  DecodeAttentionOp op = found.op;
+  k.query = args.input(op.getQuery());
+  k.keyCache = args.input(op.getKeyCache());
+  k.valueCache = args.input(op.getValueCache());
+  k.blockTable = args.input(op.getBlockTable());
+  k.seqLens = args.input(op.getSeqLens());
+  k.output = args.output(op.getResult());
+  k.partialOut = args.param(contract::role::kPartialOut);
+  k.partialStats = args.param(contract::role::kPartialStats);
+  k.counters = args.param(contract::role::kSplitCounters);
+  k.batchArg = args.param(contract::dim::kBatch);
+  k.maxPagesArg = args.param(contract::dim::kMaxPages);
+  k.numSplitsArg = args.param(contract::dim::kNumSplits);
+  MLIRContext *context = op.getContext();
+  // Vector accesses (vector<8xf32>) to the merge buffer: 32-byte aligned.
+  k.smem = addWorkgroupBuffer(args.getFunc(), Float32Type::get(context),
+                              k.sched.sharedFloats, /*alignment=*/32);
+  k.smemFlag =
+      addWorkgroupBuffer(args.getFunc(), IntegerType::get(context, 32), 1);
+}
+
+} // namespace
+
+FailureOr<KernelLaunch>
+mlir::fusion::emitAttentionKernel(KernelOp kernel, const TargetInfo &target,
+                                  gpu::GPUModuleOp module) {
+  FailureOr<AttentionOperands> found = findAttention(kernel);
+  if (failed(found))
+    return failure();
+  AttentionKernel k;
+  if (failed(getShape(kernel, found->op, k.shape, k.elementType)))
+    return failure();
+  k.scale = found->op.getEffectiveScale();
+  FailureOr<AttentionSchedule> sched = getSchedule(kernel, k.shape, target);
+  if (failed(sched))
+    return failure();
+  k.sched = *sched;
+
+  KernelLaunch launch;
+  launch.entry = kernel.getSymName().str();
+  launch.params = getAttentionParams(kernel, k.shape, k.sched);
+  ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
+  gpu::GPUFuncOp func =
+      createKernelFunc(b, kernel.getLoc(), module, kernel.getSymName(),
+                       launch.params, k.sched.threads, target);
+  bindArguments(k, *found, KernelArgs(kernel, func, launch.params));
+  k.emitBody(b);
+
+  launch.grid = {std::string(contract::dim::kNumSplits),
+                 std::to_string(k.shape.numKvHeads * k.sched.headBlocks),
+                 std::string(contract::dim::kBatch)};
+  launch.blockSize = k.sched.threads;
+  launch.dynamicSharedBytes = 0;
+  launch.schedule = getScheduleAttr(kernel.getContext(), k.sched);
+  return launch;
+}

@@ -1,0 +1,131 @@
+//===- Projection.h - projection kernels, shared ----------------*- C++ -*-===//
+//
+// What the CUDA-core projection kernel (ProjectionKernel.cpp) and its
+// tensor-core batch variant (ProjectionMmaKernel.cpp) share: the analysed
+// front-half ops, the plan bound to a gpu.func's arguments, the mapping of
+// output row pairs to weight rows, and the epilogue that finishes a pair
+// (bias, RoPE, the stores of q/k/v and of the KV-cache entries).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_LIB_CONVERSION_FUSIONTOGPU_KERNELS_PROJECTION_H
+#define FUSION_LIB_CONVERSION_FUSIONTOGPU_KERNELS_PROJECTION_H
+
+#include "../Fragments/Abi.h"
+#include "../Fragments/Norm.h"
+#include "../Fragments/PagedKV.h"
+#include "../Schedule/ProjectionSchedule.h"
+
+namespace mlir::fusion {
+
+/// The ops of a front-half kernel body.
+struct FrontHalf {
+  RMSNormOp rms;
+  LayerNormOp layer;
+  QKVProjOp qkv;
+  RopeOp rope;
+  KVAppendOp append;
+};
+
+/// Everything the body builders need, resolved to gpu.func values.
+struct ProjectionPlan {
+  FrontHalf ops;
+  Type act;
+  int64_t hidden = 0, hq = 0, hkv = 0, headDim = 0, rows = 0, pairs = 0;
+  int64_t rotaryDim = 0;
+  bool neox = true;
+  PagedKVLayout cache;
+  NormSpec norm;
+  Value weight, bias;
+  Value ropePositions, invFreq;
+  // Destinations: raw projection outputs, rotated outputs, caches.
+  Value qRaw, kRaw, vRaw, qRot, kRot;
+  Value keyCache, valueCache, blockTable, appendPositions, maxPages;
+  bool appendKeyRotated = false;
+  Value batch;
+};
+
+/// Finds the front-half ops of `kernel` and checks they form the chain the
+/// kernels implement, then fills the static part of a plan (shapes, RoPE
+/// pairing, cache layout) and checks the shapes the schedules support.
+FailureOr<ProjectionPlan> analyseProjection(KernelOp kernel,
+                                            const TargetInfo &target);
+
+/// The shape the projection schedules take.
+ProjectionShape getProjectionShape(const ProjectionPlan &p);
+
+/// Creates the gpu.func `entry` with `launch`'s parameters and `blockSize`
+/// threads and binds `p` to its arguments (RoPE table: that of the primary
+/// entry, shared by its variants); `b` is left in its body.
+FailureOr<gpu::GPUFuncOp>
+createProjectionFunc(ImplicitLocOpBuilder &b, ProjectionPlan &p,
+                     KernelOp kernel, gpu::GPUModuleOp module,
+                     const KernelLaunch &launch, StringRef entry,
+                     int64_t blockSize, const TargetInfo &target);
+
+/// The two weight rows of output pair `pair` and their offsets `da`, `db`
+/// inside the head: a RoPE pair (j, j + rd/2) (neox) or (2j, 2j+1) (gptj),
+/// otherwise two adjacent rows.
+struct PairRows {
+  Value head, j, rotated, da, db, rowA, rowB;
+};
+PairRows getPairRows(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
+                     Value pair);
+
+/// What the epilogue needs of one token, loaded before the dot products so
+/// that these loads overlap the weight stream.
+struct TokenInputs {
+  Value token;
+  Value ropePosition; ///< null without rope
+  Value cacheSlot;    ///< page * page_size + slot of the new KV entry, or null
+};
+TokenInputs loadTokenInputs(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
+                            Value token);
+
+/// Finishes output pair `rows` of one token from its fp32 dot products:
+/// + bias, round (the projection's outputs), RoPE, then the stores of q / k
+/// / v and of the new KV-cache entries.
+void emitPairEpilogue(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
+                      const PairRows &rows, const TokenInputs &in, Value sumA,
+                      Value sumB);
+
+/// `for tileStart in [0, batch) step tile`: calls `body` with the tile's
+/// first token and its token count (min(tile, batch - tileStart)) after a
+/// barrier, so that the previous tile's readers are done with the shared
+/// rows the body overwrites.
+void forEachTokenTile(
+    ImplicitLocOpBuilder &b, Value batch, int64_t tile,
+    llvm::function_ref<void(ImplicitLocOpBuilder &, Value, Value)> body);
+
+/// The 16-byte vectors of weight rows `wA` and `wB` (element offsets of this
+/// lane's first elements) at `offsets` past them, row A then row B for each:
+/// independent loads, all in flight at once.
+SmallVector<Value> loadRowPairVectors(ImplicitLocOpBuilder &b, Value weight,
+                                      Value wA, Value wB,
+                                      ArrayRef<Value> offsets);
+
+/// A software-pipelined `scf.for k = begin to end step step` carrying
+/// `numAcc` f32 accumulators (from zero) and the weight vectors of one step:
+/// step k + step's vectors (`loadStep`, at most `last`: the last step
+/// reloads itself, an L1 hit, instead of branching) are loaded before
+/// `compute` consumes step k's. Returns the final accumulators.
+SmallVector<Value> emitPipelinedLoop(
+    ImplicitLocOpBuilder &b, Value begin, Value end, int64_t step,
+    llvm::function_ref<Value(ImplicitLocOpBuilder &)> last, int64_t numAcc,
+    llvm::function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value)>
+        loadStep,
+    llvm::function_ref<void(ImplicitLocOpBuilder &, Value, ArrayRef<Value>,
+                            SmallVector<Value> &)>
+        compute);
+
+/// Adds the tensor-core variant of a projection kernel with schedule `s`
+/// to `launch` (ProjectionMmaKernel.cpp).
+LogicalResult emitProjectionMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
+                                       ProjectionPlan p,
+                                       const ProjectionMmaSchedule &s,
+                                       KernelLaunch &launch,
+                                       const TargetInfo &target);
+
+} // namespace mlir::fusion
+
+#endif // FUSION_LIB_CONVERSION_FUSIONTOGPU_KERNELS_PROJECTION_H

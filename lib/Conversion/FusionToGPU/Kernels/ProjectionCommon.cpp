@@ -1,0 +1,342 @@
+//===- ProjectionCommon.cpp - shared pieces of the projection kernels -----===//
+//
+// See Projection.h; the schedules are described at the top of
+// ProjectionKernel.cpp and ProjectionMmaKernel.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Fragments/Rope.h"
+#include "Projection.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::fusion;
+
+/// Collects the front-half ops of `kernel` (at most one of each).
+static FailureOr<FrontHalf> collectFrontHalf(KernelOp kernel) {
+  FrontHalf ops;
+  for (Operation &op : kernel.getBody().front().without_terminator()) {
+    bool duplicate =
+        llvm::TypeSwitch<Operation *, bool>(&op)
+            .Case([&](RMSNormOp o) {
+              bool dup = ops.rms || ops.layer;
+              ops.rms = o;
+              return dup;
+            })
+            .Case([&](LayerNormOp o) {
+              bool dup = ops.rms || ops.layer;
+              ops.layer = o;
+              return dup;
+            })
+            .Case([&](QKVProjOp o) {
+              bool dup = static_cast<bool>(ops.qkv);
+              ops.qkv = o;
+              return dup;
+            })
+            .Case([&](RopeOp o) {
+              bool dup = static_cast<bool>(ops.rope);
+              ops.rope = o;
+              return dup;
+            })
+            .Case([&](KVAppendOp o) {
+              bool dup = static_cast<bool>(ops.append);
+              ops.append = o;
+              return dup;
+            })
+            .Default([&](Operation *other) {
+              kernel.emitOpError("projection kernel cannot contain '")
+                  << other->getName() << "'";
+              return true;
+            });
+    if (duplicate)
+      return kernel.emitOpError(
+          "projection kernel must hold at most one norm, qkv_proj, rope and "
+          "kv_append (in this order)");
+  }
+  return ops;
+}
+
+/// Checks that the ops form the chain the kernels implement.
+static LogicalResult checkChain(KernelOp kernel, FrontHalf ops) {
+  auto chainError = [&](StringRef what) {
+    return kernel.emitOpError("unsupported projection kernel: ") << what;
+  };
+  Value normOut = ops.rms     ? ops.rms.getResult()
+                  : ops.layer ? ops.layer.getResult()
+                              : Value();
+  if (normOut && ops.qkv.getInput() != normOut)
+    return chainError("the norm's result must be the qkv_proj input");
+  if (!normOut && !isa<BlockArgument>(ops.qkv.getInput()))
+    return chainError("the qkv_proj input must be a kernel operand");
+  if (ops.rope && (ops.rope.getQuery() != ops.qkv.getQuery() ||
+                   ops.rope.getKey() != ops.qkv.getKey()))
+    return chainError("rope must rotate the query and key of qkv_proj");
+  if (ops.append) {
+    Value key = ops.append.getKey();
+    if (key != ops.qkv.getKey() && (!ops.rope || key != ops.rope.getKeyOut()))
+      return chainError("kv_append must append the (rotated) key of qkv_proj");
+    if (ops.append.getValue() != ops.qkv.getValue())
+      return chainError("kv_append must append the value of qkv_proj");
+  }
+  return success();
+}
+
+FailureOr<ProjectionPlan>
+mlir::fusion::analyseProjection(KernelOp kernel, const TargetInfo &target) {
+  FailureOr<FrontHalf> ops = collectFrontHalf(kernel);
+  if (failed(ops) || failed(checkChain(kernel, *ops)))
+    return failure();
+  ProjectionPlan p;
+  p.ops = *ops;
+  QKVProjOp qkv = p.ops.qkv;
+  auto inputType = cast<ShapedType>(qkv.getInput().getType());
+  p.act = inputType.getElementType();
+  p.hidden = inputType.getDimSize(1);
+  p.hq = qkv.getNumHeads();
+  p.hkv = qkv.getNumKvHeads();
+  p.headDim = qkv.getHeadDim();
+  p.rows = (p.hq + 2 * p.hkv) * p.headDim;
+  p.pairs = p.rows / 2;
+
+  // Shapes the schedules support.
+  if (p.hidden % 8 != 0)
+    return kernel.emitOpError("hidden size ")
+           << p.hidden
+           << " is not a multiple of 8 (the projection reads 16-byte vectors "
+              "of 8 elements)";
+  if (p.headDim % 2 != 0)
+    return kernel.emitOpError("head_dim ")
+           << p.headDim << " is odd; the projection computes rows in pairs";
+  const int64_t elemBytes = getTypeBytes(p.act);
+  const int64_t budget = target.getStaticSharedBudget();
+  if (p.hidden > budget / elemBytes)
+    return kernel.emitOpError("hidden size ")
+           << p.hidden << " needs more shared memory per token row than the "
+           << budget << " bytes available (" << elemBytes
+           << " bytes per element)";
+  if (p.ops.rope) {
+    p.rotaryDim = p.ops.rope.getEffectiveRotaryDim();
+    p.neox = p.ops.rope.getPairing() == RopePairing::neox;
+  }
+  if (p.ops.append) {
+    auto cacheType = cast<MemRefType>(p.ops.append.getKeyCache().getType());
+    p.cache = {cacheType.getDimSize(1), p.hkv, p.headDim};
+    p.appendKeyRotated =
+        p.ops.rope && p.ops.append.getKey() == p.ops.rope.getKeyOut();
+  }
+  return p;
+}
+
+ProjectionShape mlir::fusion::getProjectionShape(const ProjectionPlan &p) {
+  return {p.hidden, p.pairs, getTypeBytes(p.act)};
+}
+
+/// The module global holding the RoPE inverse frequencies of the kernel
+/// `entry` (shared by its variants).
+static std::string getInvFreqTableName(StringRef entry) {
+  return (entry + "_inv_freq").str();
+}
+
+/// Resolves the buffers and scalars of `p` to `args`, at the builder's
+/// insertion point. The RoPE table is the module global `invFreqName`.
+static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
+                              KernelOp kernel, const KernelArgs &args,
+                              gpu::GPUModuleOp module, StringRef invFreqName) {
+  QKVProjOp qkv = p.ops.qkv;
+  p.batch = i32ToIndex(b, args.param(contract::dim::kBatch));
+  p.maxPages = args.param(contract::dim::kMaxPages);
+  p.weight = args.input(qkv.getWeight());
+  p.bias = args.input(qkv.getBias());
+  Operation *normOp =
+      p.ops.rms ? p.ops.rms.getOperation() : p.ops.layer.getOperation();
+  p.norm = getNormSpec(normOp, args);
+  if (!normOp)
+    p.norm.input = args.input(qkv.getInput());
+  p.norm.hidden = p.hidden;
+  p.norm.elementType = p.act;
+  p.qRaw = args.output(qkv.getQuery());
+  p.kRaw = args.output(qkv.getKey());
+  p.vRaw = args.output(qkv.getValue());
+  if (RopeOp rope = p.ops.rope) {
+    p.qRot = args.output(rope.getQueryOut());
+    p.kRot = args.output(rope.getKeyOut());
+    p.ropePositions = args.input(rope.getPositions());
+    p.invFreq = getRopeInvFreqTable(b, module, rope, invFreqName);
+  }
+  if (KVAppendOp append = p.ops.append) {
+    p.keyCache = args.input(append.getKeyCache());
+    p.valueCache = args.input(append.getValueCache());
+    p.blockTable = args.input(append.getBlockTable());
+    p.appendPositions = args.input(append.getPositions());
+  }
+  if (!p.weight || !p.norm.input || (p.ops.rope && !p.ropePositions) ||
+      (p.ops.append && (!p.keyCache || !p.valueCache || !p.blockTable ||
+                        !p.appendPositions || !p.maxPages)))
+    return kernel.emitOpError(
+        "unsupported projection kernel: weights, positions, caches and the "
+        "block table must be kernel operands");
+  return success();
+}
+
+FailureOr<gpu::GPUFuncOp> mlir::fusion::createProjectionFunc(
+    ImplicitLocOpBuilder &b, ProjectionPlan &p, KernelOp kernel,
+    gpu::GPUModuleOp module, const KernelLaunch &launch, StringRef entry,
+    int64_t blockSize, const TargetInfo &target) {
+  gpu::GPUFuncOp func = createKernelFunc(b, kernel.getLoc(), module, entry,
+                                         launch.params, blockSize, target);
+  if (failed(bindPlan(b, p, kernel, KernelArgs(kernel, func, launch.params),
+                      module, getInvFreqTableName(launch.entry))))
+    return failure();
+  return func;
+}
+
+PairRows mlir::fusion::getPairRows(ImplicitLocOpBuilder &b,
+                                   const ProjectionPlan &p, Value pair) {
+  const int64_t D = p.headDim, halfD = D / 2, halfRd = p.rotaryDim / 2;
+  PairRows r;
+  r.head = divUI(b, pair, constIndex(b, halfD));
+  r.j = remUI(b, pair, constIndex(b, halfD));
+  r.rotated = constBool(b, false);
+  if (p.ops.rope) {
+    Value qk = cmpI(b, CmpIPredicate::ult, r.head, constIndex(b, p.hq + p.hkv));
+    Value inRd = cmpI(b, CmpIPredicate::ult, r.j, constIndex(b, halfRd));
+    r.rotated = andI(b, qk, inRd);
+  }
+  Value headBase = mulI(b, r.head, D);
+  std::tie(r.da, r.db) =
+      getRopePairOffsets(b, r.j, r.rotated, p.ops.rope && p.neox, halfRd);
+  r.rowA = addI(b, headBase, r.da);
+  r.rowB = addI(b, headBase, r.db);
+  return r;
+}
+
+TokenInputs mlir::fusion::loadTokenInputs(ImplicitLocOpBuilder &b,
+                                          const ProjectionPlan &p,
+                                          Value token) {
+  TokenInputs in;
+  in.token = token;
+  if (p.ops.rope)
+    in.ropePosition = loadScalar(b, p.ropePositions, token);
+  if (p.ops.append)
+    in.cacheSlot = getAppendCacheSlot(b, p.cache, p.appendPositions,
+                                      p.blockTable, p.maxPages, token);
+  return in;
+}
+
+/// Stores (va, vb) at offsets rows.da / rows.db past `base` of `buffer`.
+static void storePair(ImplicitLocOpBuilder &b, const PairRows &rows,
+                      Value buffer, Value base, Value va, Value vb) {
+  storeScalar(b, va, buffer, addI(b, base, rows.da));
+  storeScalar(b, vb, buffer, addI(b, base, rows.db));
+}
+
+void mlir::fusion::emitPairEpilogue(ImplicitLocOpBuilder &b,
+                                    const ProjectionPlan &p,
+                                    const PairRows &rows, const TokenInputs &in,
+                                    Value sumA, Value sumB) {
+  const int64_t D = p.headDim;
+  Value head = rows.head, token = in.token;
+  if (p.bias) {
+    sumA = addF(b, sumA, extToF32(b, loadScalar(b, p.bias, rows.rowA)));
+    sumB = addF(b, sumB, extToF32(b, loadScalar(b, p.bias, rows.rowB)));
+  }
+  // The projection's outputs, rounded once.
+  Value rawA = truncFromF32(b, sumA, p.act);
+  Value rawB = truncFromF32(b, sumB, p.act);
+  Value outA = rawA, outB = rawB;
+  if (p.ops.rope)
+    std::tie(outA, outB) = emitRopePair(b, rawA, rawB, in.ropePosition,
+                                        p.invFreq, rows.j, rows.rotated, p.act);
+  Value isQ = cmpI(b, CmpIPredicate::ult, head, constIndex(b, p.hq));
+  Value isK =
+      andI(b, notI1(b, isQ),
+           cmpI(b, CmpIPredicate::ult, head, constIndex(b, p.hq + p.hkv)));
+  Value isV = cmpI(b, CmpIPredicate::uge, head, constIndex(b, p.hq + p.hkv));
+  if (p.qRaw || p.qRot)
+    ifThen(b, isQ, [&](ImplicitLocOpBuilder &qb) {
+      Value base = mulI(qb, addI(qb, mulI(qb, token, p.hq), head), D);
+      if (p.qRaw)
+        storePair(qb, rows, p.qRaw, base, rawA, rawB);
+      if (p.qRot)
+        storePair(qb, rows, p.qRot, base, outA, outB);
+    });
+  if (p.kRaw || p.kRot || p.keyCache)
+    ifThen(b, isK, [&](ImplicitLocOpBuilder &kb) {
+      Value kvHead = subI(kb, head, constIndex(kb, p.hq));
+      Value base = mulI(kb, addI(kb, mulI(kb, token, p.hkv), kvHead), D);
+      if (p.kRaw)
+        storePair(kb, rows, p.kRaw, base, rawA, rawB);
+      if (p.kRot)
+        storePair(kb, rows, p.kRot, base, outA, outB);
+      if (p.keyCache) {
+        Value cache = getCacheEntryOffset(kb, p.cache, in.cacheSlot, kvHead);
+        if (p.appendKeyRotated)
+          storePair(kb, rows, p.keyCache, cache, outA, outB);
+        else
+          storePair(kb, rows, p.keyCache, cache, rawA, rawB);
+      }
+    });
+  if (p.vRaw || p.valueCache)
+    ifThen(b, isV, [&](ImplicitLocOpBuilder &vb) {
+      Value kvHead = subI(vb, head, constIndex(vb, p.hq + p.hkv));
+      if (p.vRaw) {
+        Value base = mulI(vb, addI(vb, mulI(vb, token, p.hkv), kvHead), D);
+        storePair(vb, rows, p.vRaw, base, rawA, rawB);
+      }
+      if (p.valueCache)
+        storePair(vb, rows, p.valueCache,
+                  getCacheEntryOffset(vb, p.cache, in.cacheSlot, kvHead), rawA,
+                  rawB);
+    });
+}
+
+void mlir::fusion::forEachTokenTile(
+    ImplicitLocOpBuilder &b, Value batch, int64_t tile,
+    llvm::function_ref<void(ImplicitLocOpBuilder &, Value, Value)> body) {
+  forLoop(b, constIndex(b, 0), batch, constIndex(b, tile),
+          [&](ImplicitLocOpBuilder &lb, Value tileStart) {
+            Value count =
+                minSI(lb, constIndex(lb, tile), subI(lb, batch, tileStart));
+            barrier(lb);
+            body(lb, tileStart, count);
+          });
+}
+
+SmallVector<Value> mlir::fusion::loadRowPairVectors(ImplicitLocOpBuilder &b,
+                                                    Value weight, Value wA,
+                                                    Value wB,
+                                                    ArrayRef<Value> offsets) {
+  constexpr int64_t kWidth = 8;
+  SmallVector<Value> vectors;
+  for (Value e : offsets) {
+    vectors.push_back(loadVector(b, weight, addI(b, wA, e), kWidth));
+    vectors.push_back(loadVector(b, weight, addI(b, wB, e), kWidth));
+  }
+  return vectors;
+}
+
+SmallVector<Value> mlir::fusion::emitPipelinedLoop(
+    ImplicitLocOpBuilder &b, Value begin, Value end, int64_t step,
+    llvm::function_ref<Value(ImplicitLocOpBuilder &)> last, int64_t numAcc,
+    llvm::function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value)>
+        loadStep,
+    llvm::function_ref<void(ImplicitLocOpBuilder &, Value, ArrayRef<Value>,
+                            SmallVector<Value> &)>
+        compute) {
+  SmallVector<Value> init(numAcc, constF32(b, 0.0));
+  llvm::append_range(init, loadStep(b, begin));
+  SmallVector<Value> results = forLoopWithValues(
+      b, begin, end, constIndex(b, step), init,
+      [&](ImplicitLocOpBuilder &ib, Value k,
+          ValueRange args) -> SmallVector<Value> {
+        Value nextK = minUI(ib, addI(ib, k, step), last(ib));
+        SmallVector<Value> acc(args.take_front(numAcc));
+        SmallVector<Value> prefetched = loadStep(ib, nextK);
+        compute(ib, k, llvm::to_vector(args.drop_front(numAcc)), acc);
+        llvm::append_range(acc, prefetched);
+        return acc;
+      });
+  results.resize(numAcc);
+  return results;
+}

@@ -1,0 +1,298 @@
+//===- ProjectionKernel.cpp - fused norm -> QKV -> RoPE -> KV append ------===//
+//
+// The front-half kernel (design.md 2.3):
+//
+//   [rmsnorm(+residual, unit_offset) | layernorm] -> qkv_proj(+bias)
+//       -> [rope: neox/gptj, partial rotary, llama3 scaling]
+//       -> [kv_append into the paged cache]
+//
+// and qkv_proj alone. Schedule:
+//  * The output rows of the packed weight are taken two at a time ("pairs"):
+//    a RoPE pair (i, i + rd/2) (neox) or (2i, 2i+1) (gptj), otherwise two
+//    adjacent rows. One warp computes one pair, so the rotation needs no
+//    exchange between warps or CTAs; warps stride over the pairs of the whole
+//    weight (grid-stride), and the grid is chosen so that every SM has CTAs
+//    at batch 1.
+//  * Every CTA normalises the token rows of a batch tile itself (sum of
+//    squares in fp32, warp shuffles + shared memory) into shared memory in
+//    the activation type (the norm's output is rounded there, as the op
+//    says); with a residual, h = round(x + r) is normalised and CTA 0 writes
+//    residual_out.
+//  * Each lane reads 16-byte vectors (8 elements) of both weight rows, U
+//    chunks per loop step (2U independent 16-byte loads per step, up to 4U
+//    in flight with the pipelining below), and
+//    multiplies each weight vector with the normalised x of all T tokens of
+//    the tile (weights are read once per tile), accumulating in fp32. The
+//    loop is software-pipelined: step k+1's loads are issued before step k's
+//    FMAs (the last step re-issues its own loads instead of branching). The
+//    epilogue's position and block-table loads are issued before the loop.
+//  * Butterfly reductions (gpu.shuffle xor) give every lane the 2T dot
+//    products; lane t < T finishes token t: + bias, round (the projection's
+//    output), RoPE in fp32 with angle = float(pos) * inv_freq (an fp32 table
+//    computed at compile time like the CPU reference), sin/cos with an f64
+//    range reduction, round, then stores q (and k/v outputs if yielded) and
+//    k/v straight into the paged cache with 64-bit offsets.
+//
+// With tensor cores (sm_80+) and shapes that allow it, the tensor-core
+// variant of ProjectionMmaKernel.cpp is added as a batch variant; the kernel
+// here then runs only at batch 1, with tiles of one token.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Fragments/Reduce.h"
+#include "../KernelEmitter.h"
+#include "Projection.h"
+
+using namespace mlir;
+using namespace mlir::fusion;
+
+namespace {
+
+constexpr int64_t kWidth = 8;
+
+/// The CUDA-core kernel: the plan, its schedule and its shared memory (the
+/// normalised rows of one batch tile, and the reduction scratch).
+struct CudaCoreKernel {
+  const ProjectionPlan &p;
+  const ProjectionSchedule &s;
+  Value xs, scratch;
+
+  void emitBody(ImplicitLocOpBuilder &b);
+  void normalizeTile(ImplicitLocOpBuilder &b, Value tileStart, Value count,
+                     Value isCta0);
+  void emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens, Value tileStart,
+                 Value tokenBase);
+  SmallVector<Value> emitDotProducts(ImplicitLocOpBuilder &b, int64_t T,
+                                     Value xTileBase, Value laneOffset,
+                                     Value wA, Value wB);
+  void accumulate(ImplicitLocOpBuilder &ib, int64_t T, Value xTileBase,
+                  ArrayRef<Value> wVecs, ArrayRef<Value> elems,
+                  SmallVector<Value> &acc);
+};
+
+} // namespace
+
+/// Dot products of one loop step: weight vectors wVecs ([u][row]) at
+/// element offsets `elems` (per u) with the T tokens of the tile, into the
+/// 2T fp32 accumulators.
+void CudaCoreKernel::accumulate(ImplicitLocOpBuilder &ib, int64_t T,
+                                Value xTileBase, ArrayRef<Value> wVecs,
+                                ArrayRef<Value> elems,
+                                SmallVector<Value> &acc) {
+  const int64_t H = p.hidden;
+  for (size_t u = 0; u < elems.size(); ++u) {
+    Value wa = extToF32(ib, wVecs[2 * u]);
+    Value wb = extToF32(ib, wVecs[2 * u + 1]);
+    for (int64_t t = 0; t < T; ++t) {
+      Value xIndex = addI(ib, addI(ib, xTileBase, t * H), elems[u]);
+      Value x = extToF32(ib, loadVector(ib, xs, xIndex, kWidth));
+      for (int64_t e = 0; e < kWidth; ++e) {
+        Value xe = extract(ib, x, e);
+        acc[2 * t] = fma(ib, extract(ib, wa, e), xe, acc[2 * t]);
+        acc[2 * t + 1] = fma(ib, extract(ib, wb, e), xe, acc[2 * t + 1]);
+      }
+    }
+  }
+}
+
+/// The 2T dot products of weight rows wA, wB (element offsets) with the
+/// tile's tokens: the pipelined main loop, then a guarded tail loop.
+SmallVector<Value> CudaCoreKernel::emitDotProducts(ImplicitLocOpBuilder &b,
+                                                   int64_t T, Value xTileBase,
+                                                   Value laneOffset, Value wA,
+                                                   Value wB) {
+  const int64_t chunk = 32 * kWidth; // elements per warp and step
+  // Fewer chunks per step for bigger token tiles: the loads in flight stay
+  // about the same and the registers bounded (2T accumulators).
+  const int64_t unroll = std::max<int64_t>(1, s.unroll / T);
+  const int64_t step = unroll * chunk;
+  const int64_t H = p.hidden, mainEnd = (H / step) * step;
+  // The element offsets of the 2U weight vectors of step k.
+  auto elemsOf = [&](ImplicitLocOpBuilder &ib, Value k) {
+    SmallVector<Value> elems;
+    for (int64_t u = 0; u < unroll; ++u)
+      elems.push_back(addI(ib, addI(ib, k, u * chunk), laneOffset));
+    return elems;
+  };
+  SmallVector<Value> acc(2 * T, constF32(b, 0.0));
+  if (mainEnd > 0)
+    acc = emitPipelinedLoop(
+        b, constIndex(b, 0), constIndex(b, mainEnd), step,
+        [&](ImplicitLocOpBuilder &ib) {
+          return constIndex(ib, mainEnd - step);
+        },
+        2 * T,
+        [&](ImplicitLocOpBuilder &ib, Value k) {
+          return loadRowPairVectors(ib, p.weight, wA, wB, elemsOf(ib, k));
+        },
+        [&](ImplicitLocOpBuilder &ib, Value k, ArrayRef<Value> wVecs,
+            SmallVector<Value> &next) {
+          accumulate(ib, T, xTileBase, wVecs, elemsOf(ib, k), next);
+        });
+  if (mainEnd < H)
+    acc = forLoopWithValues(
+        b, constIndex(b, mainEnd), constIndex(b, H), constIndex(b, chunk), acc,
+        [&](ImplicitLocOpBuilder &ib, Value k, ValueRange args) {
+          Value e = addI(ib, k, laneOffset);
+          Value inBounds = cmpI(ib, CmpIPredicate::ult, e, constIndex(ib, H));
+          return ifThenElseValues(
+              ib, args.getTypes(), inBounds,
+              [&](ImplicitLocOpBuilder &tb) {
+                SmallVector<Value> wVecs =
+                    loadRowPairVectors(tb, p.weight, wA, wB, {e});
+                SmallVector<Value> next(args.begin(), args.end());
+                accumulate(tb, T, xTileBase, wVecs, {e}, next);
+                return next;
+              },
+              [&](ImplicitLocOpBuilder &) { return SmallVector<Value>(args); });
+        });
+  return acc;
+}
+
+/// The warp-level work for tiles of `numTokens` tokens starting at
+/// `tokenBase`: every warp loops over its pairs of output rows.
+void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
+                               Value tileStart, Value tokenBase) {
+  const int64_t T = numTokens;
+  Value lane = laneId(b);
+  Value warp = warpId(b);
+  Value firstPair = addI(b, mulI(b, blockIdX(b), s.warps), warp);
+  Value pairStride = mulI(b, gridDimX(b), s.warps);
+  Value laneOffset = mulI(b, lane, kWidth);
+  Value xTileBase = mulI(b, tokenBase, p.hidden);
+  // The token lane t < T finishes (lanes >= T: the last one, unused), and
+  // what the epilogue needs of it, loaded before the dot products so that
+  // those loads overlap the weight stream.
+  Value token = addI(b, addI(b, tileStart, tokenBase),
+                     minUI(b, lane, constIndex(b, T - 1)));
+  TokenInputs inputs = loadTokenInputs(b, p, token);
+
+  forLoop(b, firstPair, constIndex(b, p.pairs), pairStride,
+          [&](ImplicitLocOpBuilder &lb, Value pair) {
+            PairRows rows = getPairRows(lb, p, pair);
+            Value wA = mulI(lb, rows.rowA, p.hidden);
+            Value wB = mulI(lb, rows.rowB, p.hidden);
+            SmallVector<Value> acc =
+                emitDotProducts(lb, T, xTileBase, laneOffset, wA, wB);
+            for (Value &a : acc)
+              a = warpReduce(lb, a, ReduceKind::Sum);
+            // Epilogue: lane t < T finishes token tileStart + tokenBase + t.
+            Value active =
+                cmpI(lb, CmpIPredicate::ult, lane, constIndex(lb, T));
+            ifThen(lb, active, [&](ImplicitLocOpBuilder &eb) {
+              Value sumA = acc[0], sumB = acc[1];
+              for (int64_t t = 1; t < T; ++t) {
+                Value isT =
+                    cmpI(eb, CmpIPredicate::eq, lane, constIndex(eb, t));
+                sumA = select(eb, isT, acc[2 * t], sumA);
+                sumB = select(eb, isT, acc[2 * t + 1], sumB);
+              }
+              emitPairEpilogue(eb, p, rows, inputs, sumA, sumB);
+            });
+          });
+}
+
+/// Normalises the `count` tokens of the tile into `xs`. One token: the whole
+/// CTA normalises it (lowest latency). Several: warp t % warps normalises
+/// token t with shuffles only, in parallel.
+void CudaCoreKernel::normalizeTile(ImplicitLocOpBuilder &b, Value tileStart,
+                                   Value count, Value isCta0) {
+  auto normalizeSingle = [&](ImplicitLocOpBuilder &sb) {
+    emitNormalizeToken(sb, p.norm, tileStart, xs, constIndex(sb, 0), isCta0,
+                       scratch, s.blockSize);
+  };
+  if (s.batchTile == 1)
+    return normalizeSingle(b);
+  Value single = cmpI(b, CmpIPredicate::eq, count, constIndex(b, 1));
+  ifThenElse(b, single, normalizeSingle, [&](ImplicitLocOpBuilder &tb) {
+    Value warp = warpId(tb);
+    for (int64_t t = 0; t < s.batchTile; ++t) {
+      Value present = cmpI(tb, CmpIPredicate::ult, constIndex(tb, t), count);
+      Value mine =
+          cmpI(tb, CmpIPredicate::eq, warp, constIndex(tb, t % s.warps));
+      ifThen(tb, andI(tb, present, mine), [&](ImplicitLocOpBuilder &wb) {
+        emitNormalizeToken(wb, p.norm, addI(wb, tileStart, t), xs,
+                           constIndex(wb, t * p.hidden), isCta0, scratch,
+                           s.blockSize, /*warpOnly=*/true);
+      });
+    }
+  });
+}
+
+void CudaCoreKernel::emitBody(ImplicitLocOpBuilder &b) {
+  Value isCta0 = cmpI(b, CmpIPredicate::eq, blockIdX(b), constIndex(b, 0));
+  forEachTokenTile(b, p.batch, s.batchTile,
+                   [&](ImplicitLocOpBuilder &tb, Value tileStart, Value count) {
+                     normalizeTile(tb, tileStart, count, isCta0);
+                     barrier(tb);
+                     // Binary decomposition of count: sub-tiles of T =
+                     // batchTile, ..., 1 tokens, each reading the weights once.
+                     for (int64_t T = s.batchTile; T >= 1; T /= 2) {
+                       Value bit = andI(tb, count, constIndex(tb, T));
+                       Value has =
+                           cmpI(tb, CmpIPredicate::ne, bit, constIndex(tb, 0));
+                       // Offset of this sub-tile: count with bits below 2T
+                       // cleared.
+                       Value base =
+                           andI(tb, count, constIndex(tb, ~(2 * T - 1)));
+                       ifThen(tb, has, [&](ImplicitLocOpBuilder &sb) {
+                         emitPairs(sb, T, tileStart, base);
+                       });
+                     }
+                   });
+}
+
+static DictionaryAttr getScheduleAttr(MLIRContext *context,
+                                      const ProjectionSchedule &s) {
+  Builder attrs(context);
+  return attrs.getDictionaryAttr({
+      attrs.getNamedAttr("kind", attrs.getStringAttr("projection")),
+      attrs.getNamedAttr("threads", attrs.getI64IntegerAttr(s.blockSize)),
+      attrs.getNamedAttr("warps", attrs.getI64IntegerAttr(s.warps)),
+      attrs.getNamedAttr("grid", attrs.getI64IntegerAttr(s.grid)),
+      attrs.getNamedAttr("rows_per_warp", attrs.getI64IntegerAttr(2)),
+      attrs.getNamedAttr("pairs_per_warp",
+                         attrs.getI64IntegerAttr(s.pairsPerWarp)),
+      attrs.getNamedAttr("vector_width", attrs.getI64IntegerAttr(8)),
+      attrs.getNamedAttr("k_unroll", attrs.getI64IntegerAttr(s.unroll)),
+      attrs.getNamedAttr("batch_tile", attrs.getI64IntegerAttr(s.batchTile)),
+      attrs.getNamedAttr("min_ctas_per_sm",
+                         attrs.getI64IntegerAttr(s.minCtasPerSM)),
+  });
+}
+
+FailureOr<KernelLaunch>
+mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
+                                   gpu::GPUModuleOp module) {
+  FailureOr<ProjectionPlan> analysed = analyseProjection(kernel, target);
+  if (failed(analysed))
+    return failure();
+  ProjectionPlan &p = *analysed;
+  ProjectionShape shape = getProjectionShape(p);
+  std::optional<ProjectionMmaSchedule> mma =
+      chooseProjectionMmaSchedule(shape, target);
+  ProjectionSchedule s =
+      chooseProjectionSchedule(shape, mma.has_value(), target);
+
+  KernelLaunch launch;
+  launch.entry = kernel.getSymName().str();
+  launch.params = getDefaultKernelParams(kernel);
+  launch.blockSize = s.blockSize;
+  launch.grid = {std::to_string(s.grid), "1", "1"};
+  ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
+  FailureOr<gpu::GPUFuncOp> func = createProjectionFunc(
+      b, p, kernel, module, launch, launch.entry, s.blockSize, target);
+  if (failed(func))
+    return failure();
+  CudaCoreKernel k{p, s, Value(), Value()};
+  k.xs = addWorkgroupBuffer(*func, p.act, s.batchTile * p.hidden);
+  (*func)->setAttr("nvvm.minctasm", b.getI32IntegerAttr(s.minCtasPerSM));
+  k.scratch = addWorkgroupBuffer(*func, b.getF32Type(), s.warps);
+  k.emitBody(b);
+
+  launch.schedule = getScheduleAttr(kernel.getContext(), s);
+  if (mma &&
+      failed(emitProjectionMmaVariant(kernel, module, p, *mma, launch, target)))
+    return failure();
+  return launch;
+}

@@ -1,0 +1,84 @@
+//===- AttentionSchedule.cpp - schedule of the split-KV attention ---------===//
+
+#include "AttentionSchedule.h"
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+
+using namespace mlir::fusion;
+namespace contract = ::fusion::contract;
+
+/// Checks the overridable members of `s` (see chooseAttentionSchedule).
+static bool checkRanges(const AttentionSchedule &s, int64_t group,
+                        std::string &error) {
+  if (s.threads < 32 || s.threads > 1024 || s.threads % 32 != 0)
+    error = ("attention schedule: threads must be a multiple of 32 in "
+             "[32, 1024], got " +
+             llvm::Twine(s.threads))
+                .str();
+  else if (s.maxSplits < 1 || s.maxSplits > 1024)
+    error = ("attention schedule: max_splits must be in [1, 1024], got " +
+             llvm::Twine(s.maxSplits))
+                .str();
+  else if (s.unroll < 1 || s.unroll > 16)
+    error = ("attention schedule: kv_unroll must be in [1, 16], got " +
+             llvm::Twine(s.unroll))
+                .str();
+  else if (s.headsPerCta < 1 || group % s.headsPerCta != 0 ||
+           s.headsPerCta > 2 * kMaxAttentionHeadsPerCta)
+    error =
+        ("attention schedule: heads_per_cta (" + llvm::Twine(s.headsPerCta) +
+         ") must divide the group size " + llvm::Twine(group) +
+         " and be at most " + llvm::Twine(2 * kMaxAttentionHeadsPerCta))
+            .str();
+  else
+    return true;
+  return false;
+}
+
+std::optional<AttentionSchedule> mlir::fusion::chooseAttentionSchedule(
+    const AttentionShape &shape, const AttentionScheduleOverrides &o,
+    const TargetInfo &target, std::string &error) {
+  AttentionSchedule s;
+  int64_t g = shape.group;
+  // Heads per CTA: all of the group when it fits in registers, else the
+  // largest divisor of G not above kMaxAttentionHeadsPerCta.
+  int64_t gc = 1;
+  for (int64_t d = std::min(g, kMaxAttentionHeadsPerCta); d >= 1; --d)
+    if (g % d == 0) {
+      gc = d;
+      break;
+    }
+  // Defaults from a sweep on the H200 (test/gpu/check_attention.py --sweep,
+  // 2026-11-29): for Gc <= 4, 256 threads with 4 tokens per row group
+  // (~128 registers, 2 CTAs per SM) were fastest at every (B, L) tried; for
+  // Gc > 4 (~170-210 registers), 128 threads with 2 tokens.
+  s.threads = o.threads.value_or(gc > 4 ? 128 : 256);
+  s.maxSplits = o.maxSplits.value_or(s.maxSplits);
+  s.unroll = o.unroll.value_or(gc > 4 ? 2 : 4);
+  s.headsPerCta = o.headsPerCta.value_or(gc);
+  if (!checkRanges(s, g, error))
+    return std::nullopt;
+  s.headBlocks = g / s.headsPerCta;
+  s.numVecs = shape.headDim / AttentionSchedule::vectorWidth;
+  s.lanesPerRow = static_cast<int64_t>(llvm::PowerOf2Ceil(s.numVecs));
+  s.rowsPerWarp = TargetInfo::kWarpSize / s.lanesPerRow;
+  s.rowGroups = (s.threads / TargetInfo::kWarpSize) * s.rowsPerWarp;
+  s.tokensPerIter = s.rowGroups * s.unroll;
+  s.sharedFloats = (s.threads / 32) * s.headsPerCta * (shape.headDim + 2);
+  if (s.sharedFloats * 4 + 4 > target.getMaxStaticSharedBytes()) {
+    error = ("attention schedule needs " + llvm::Twine(s.sharedFloats * 4 + 4) +
+             " bytes of shared memory (threads " + llvm::Twine(s.threads) +
+             ", heads_per_cta " + llvm::Twine(s.headsPerCta) + ", head_dim " +
+             llvm::Twine(shape.headDim) + "), more than " +
+             llvm::Twine(target.getMaxStaticSharedBytes()))
+                .str();
+    return std::nullopt;
+  }
+  // About one wave of resident CTAs (2 per SM): more splits than that ran
+  // slower in the sweep (a second, partial wave).
+  s.splitPolicy.targetCtas = contract::kTargetCtasPerSM * target.getSMCount();
+  return s;
+}

@@ -1,0 +1,87 @@
+//===- ProjectionSchedule.cpp - schedules of the projection kernels -------===//
+//
+// The measured timings behind these choices are in docs/performance.md,
+// "Optimisation log" entries 5, 10, 11 and 14 (H200, Llama-3-8B front half).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProjectionSchedule.h"
+
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+
+using namespace mlir::fusion;
+
+std::optional<ProjectionMmaSchedule>
+mlir::fusion::chooseProjectionMmaSchedule(const ProjectionShape &shape,
+                                          const TargetInfo &target) {
+  if (!target.hasTensorCores() || shape.hidden % 32 != 0 ||
+      shape.pairs % 8 != 0)
+    return std::nullopt;
+  ProjectionMmaSchedule s;
+  const int64_t rowBlocks = shape.pairs / 8, elemBytes = shape.elementBytes;
+  // Rows padded so that their pitch is 64 bytes past a multiple of 128: the
+  // 8 lanes of a shared-memory phase read two token rows in different bank
+  // halves.
+  const int64_t pitch = shape.hidden * elemBytes;
+  s.rowStride = shape.hidden + ((64 - pitch % 128 + 128) % 128) / elemBytes;
+  const int64_t rowBytes = s.rowStride * elemBytes;
+  // Room for the partial sums of the largest split (8) and tile (32 tokens).
+  const int64_t partialBytes = 4 * s.partialFloats(s.warps, 4);
+  s.tileTokens = std::min<int64_t>(
+      32, (target.getMaxSharedBytesPerCTA() - partialBytes) / rowBytes / 8 * 8);
+  if (s.tileTokens < 8)
+    return std::nullopt;
+  s.dynamicSharedBytes = s.tileTokens * rowBytes;
+  s.grid = std::min(target.getSMCount(), rowBlocks);
+  // Split k over as many warps as the CTAs have for the row blocks (each
+  // part a whole number of 32-element steps).
+  s.kSplit = s.warps;
+  while (s.kSplit > 1 && (rowBlocks * s.kSplit > s.grid * s.warps ||
+                          shape.hidden % (32 * s.kSplit) != 0))
+    s.kSplit /= 2;
+  s.vectors = 8;
+  while ((shape.hidden / s.kSplit) % (32 * s.vectors) != 0)
+    s.vectors /= 2;
+  return s;
+}
+
+ProjectionSchedule
+mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
+                                       bool hasMmaVariant,
+                                       const TargetInfo &target) {
+  ProjectionSchedule s;
+  const int64_t smCount = target.getSMCount();
+  const int64_t budget = target.getStaticSharedBudget();
+  // 8 warps; fewer when that leaves SMs idle at batch 1.
+  s.warps = 8;
+  while (s.warps > 2 &&
+         static_cast<int64_t>(llvm::divideCeil(shape.pairs, s.warps)) < smCount)
+    s.warps /= 2;
+  s.blockSize = TargetInfo::kWarpSize * s.warps;
+  s.pairsPerWarp = std::max<int64_t>(1, shape.pairs / (s.warps * 2 * smCount));
+  s.grid = llvm::divideCeil(shape.pairs, s.warps * s.pairsPerWarp);
+  s.batchTile = 8;
+  while (s.batchTile > 1 &&
+         s.batchTile * shape.hidden * shape.elementBytes > budget)
+    s.batchTile /= 2;
+  // With the tensor-core variant, this kernel only runs at batch 1: a tile
+  // of one token (entries 11 and 14).
+  s.batchTile = std::min<int64_t>(s.batchTile, hasMmaVariant ? 1 : 4);
+  const int64_t chunks = shape.hidden / 256;
+  s.unroll = chunks >= 2 ? 2 : 1;
+  // Ask ptxas for at least 3 CTAs per SM (.minnctapersm; bounds the
+  // registers per thread: 80 at 256 threads), as shared memory allows
+  // (entries 5 and 14: 4 forces 64 registers and spills; the hint caps every
+  // batch-tile path of the kernel at 80 registers).
+  const int64_t ctaShared =
+      s.batchTile * shape.hidden * shape.elementBytes + 4 * s.warps;
+  s.minCtasPerSM = std::max<int64_t>(
+      1, std::min<int64_t>(
+             {3,
+              target.getOccupancySharedBytes() /
+                  (ctaShared + target.getReservedSharedBytesPerCTA()),
+              target.getMaxThreadsPerSM() / s.blockSize}));
+  return s;
+}

@@ -1,0 +1,72 @@
+//===- TargetInfo.h - the GPU the kernels target ----------------*- C++ -*-===//
+//
+// The facts about the target GPU that the schedules and kernels depend on,
+// in one place: built once per run of convert-fusion-to-gpu from its
+// `sm-count` and `target-sm` options and passed to every schedule chooser
+// and emitter. Hardware limits come from the CUDA C Programming Guide,
+// "Technical Specifications per Compute Capability" (through
+// fusion/contract/Contract.h where the runtime needs them too).
+//
+// The options, not the gpu.module's `#nvvm.target`, are the source: the
+// target is attached by nvvm-attach-target after this pass in
+// buildFusionToPTXPipeline, and attaching it earlier would change the
+// pipeline that produces the PTX.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_LIB_CONVERSION_FUSIONTOGPU_TARGETINFO_H
+#define FUSION_LIB_CONVERSION_FUSIONTOGPU_TARGETINFO_H
+
+#include <cstdint>
+
+namespace mlir::fusion {
+
+/// The target GPU of the emitted kernels.
+class TargetInfo {
+public:
+  /// `computeCapability` is major x 10 + minor (90 for sm_90 and sm_90a);
+  /// `smCount` the streaming multiprocessors the grids should fill.
+  TargetInfo(int64_t computeCapability, int64_t smCount)
+      : computeCapability(computeCapability), smCount(smCount) {}
+
+  /// Compute capability x 10.
+  int64_t getComputeCapability() const { return computeCapability; }
+  /// Streaming multiprocessors the grids fill at batch 1 (132 on an
+  /// H100/H200 SXM).
+  int64_t getSMCount() const { return smCount; }
+
+  /// f16/bf16 `mma.sync` (sm_80+).
+  bool hasTensorCores() const { return computeCapability >= 80; }
+  /// `griddepcontrol` (programmatic dependent launch, sm_90+).
+  bool hasGridDependencyControl() const { return computeCapability >= 90; }
+
+  /// Threads per warp.
+  static constexpr int64_t kWarpSize = 32;
+  /// Most threads per CTA (every compute capability).
+  int64_t getMaxThreadsPerBlock() const;
+  /// Most resident threads per SM (sm_75: 1024; 2048 from sm_80 on, but the
+  /// occupancy hint assumes 2048 on every target, see getOccupancySharedBytes).
+  int64_t getMaxThreadsPerSM() const { return 2048; }
+  /// Most static shared memory per CTA, in bytes (48 KiB on every chip).
+  int64_t getMaxStaticSharedBytes() const;
+  /// The static shared memory a kernel plans with: the 48 KiB limit less
+  /// 2 KiB for reduction scratch and flags (46 KiB = 47104 bytes).
+  int64_t getStaticSharedBudget() const { return 46 * 1024; }
+  /// Most static + dynamic shared memory per CTA after the opt-in, in bytes
+  /// (227 KiB on sm_90, 163 KiB on sm_80/87, 99 KiB on sm_86/89).
+  int64_t getMaxSharedBytesPerCTA() const;
+  /// Shared memory per SM the occupancy hint (`.minnctapersm`) divides, in
+  /// bytes: 227 KiB, the H100/H200 figure, on every target (as the tuned
+  /// schedules were measured with it).
+  int64_t getOccupancySharedBytes() const { return 227 * 1024; }
+  /// Shared memory the driver reserves per resident CTA, in bytes.
+  int64_t getReservedSharedBytesPerCTA() const { return 1024; }
+
+private:
+  int64_t computeCapability;
+  int64_t smCount;
+};
+
+} // namespace mlir::fusion
+
+#endif // FUSION_LIB_CONVERSION_FUSIONTOGPU_TARGETINFO_H

@@ -1,0 +1,193 @@
+//===- ScheduleTest.cpp - the schedule choosers on real model shapes ------===//
+//
+// Every expected value is derived by hand from the rules documented in
+// Schedule/ProjectionSchedule.h and Schedule/AttentionSchedule.h for an
+// sm_90 target with 132 SMs (227 KiB of shared memory per CTA), not copied
+// from the compiler's output; the derivation is in the comments.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Schedule/AttentionSchedule.h"
+#include "Schedule/ElementwiseSchedule.h"
+#include "Schedule/ProjectionSchedule.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir::fusion;
+
+namespace {
+
+const TargetInfo kH100(/*computeCapability=*/90, /*smCount=*/132);
+const TargetInfo kTuring(/*computeCapability=*/75, /*smCount=*/132);
+
+/// hidden, (Hq + 2 Hkv) * D / 2 row pairs, f16/bf16.
+ProjectionShape projection(int64_t hidden, int64_t hq, int64_t hkv, int64_t d) {
+  return {hidden, (hq + 2 * hkv) * d / 2, 2};
+}
+
+TEST(ProjectionSchedule, Llama3_8B) {
+  // 4096 hidden, 6144 rows = 3072 pairs, 384 row blocks of 16 rows.
+  ProjectionShape shape = projection(4096, 32, 8, 128);
+  auto mma = chooseProjectionMmaSchedule(shape, kH100);
+  ASSERT_TRUE(mma);
+  // Pitch 8192 B = 0 mod 128: +64 B = 32 elements.
+  EXPECT_EQ(mma->rowStride, 4128);
+  // (232448 - 4 * 7 * 32 * 4 * 4) / 8256 = 26 rows, rounded down to 24.
+  EXPECT_EQ(mma->tileTokens, 24);
+  EXPECT_EQ(mma->dynamicSharedBytes, 24 * 8256);
+  EXPECT_EQ(mma->grid, 132);
+  // 384 blocks x k_split must fit 132 CTAs x 8 warps = 1056: 2.
+  EXPECT_EQ(mma->kSplit, 2);
+  EXPECT_EQ(mma->vectors, 8); // 2048 % 256 == 0
+  ProjectionSchedule s = chooseProjectionSchedule(shape, true, kH100);
+  EXPECT_EQ(s.warps, 8); // ceil(3072 / 8) = 384 >= 132
+  EXPECT_EQ(s.blockSize, 256);
+  EXPECT_EQ(s.pairsPerWarp, 1); // 3072 / (8 * 2 * 132) = 1
+  EXPECT_EQ(s.grid, 384);
+  EXPECT_EQ(s.batchTile, 1); // the variant takes batches >= 2
+  EXPECT_EQ(s.unroll, 2);
+  EXPECT_EQ(s.minCtasPerSM, 3); // min(3, 232448 / 9248, 2048 / 256)
+}
+
+TEST(ProjectionSchedule, Llama3_8BWithoutTensorCores) {
+  ProjectionShape shape = projection(4096, 32, 8, 128);
+  EXPECT_FALSE(chooseProjectionMmaSchedule(shape, kTuring));
+  ProjectionSchedule s = chooseProjectionSchedule(shape, false, kTuring);
+  // 8 x 8192 B > 47104 B: 4 tokens (32768 B).
+  EXPECT_EQ(s.batchTile, 4);
+  EXPECT_EQ(s.minCtasPerSM, 3); // 232448 / (32800 + 1024) = 6
+}
+
+TEST(ProjectionSchedule, Qwen2_7B) {
+  // 3584 hidden, 4608 rows = 2304 pairs, 288 row blocks.
+  ProjectionShape shape = projection(3584, 28, 4, 128);
+  auto mma = chooseProjectionMmaSchedule(shape, kH100);
+  ASSERT_TRUE(mma);
+  EXPECT_EQ(mma->rowStride, 3616); // 7168 B = 0 mod 128
+  EXPECT_EQ(mma->tileTokens, 24);  // 218112 / 7232 = 30 -> 24
+  EXPECT_EQ(mma->kSplit, 2);       // 288 * 4 > 1056 >= 288 * 2
+  EXPECT_EQ(mma->vectors, 8);      // 1792 % 256 == 0
+  ProjectionSchedule s = chooseProjectionSchedule(shape, true, kH100);
+  EXPECT_EQ(s.warps, 8);
+  EXPECT_EQ(s.grid, 288);
+}
+
+TEST(ProjectionSchedule, TinyLlama) {
+  // 2048 hidden, 2560 rows = 1280 pairs, 160 row blocks.
+  ProjectionShape shape = projection(2048, 32, 4, 64);
+  auto mma = chooseProjectionMmaSchedule(shape, kH100);
+  ASSERT_TRUE(mma);
+  EXPECT_EQ(mma->tileTokens, 32); // 218112 / 4160 = 52 -> capped at 32
+  EXPECT_EQ(mma->kSplit, 4);      // 160 * 8 > 1056 >= 160 * 4
+  EXPECT_EQ(mma->vectors, 8);     // 512 % 256 == 0
+  ProjectionSchedule s = chooseProjectionSchedule(shape, true, kH100);
+  EXPECT_EQ(s.grid, 160);
+  EXPECT_EQ(s.pairsPerWarp, 1); // 1280 / 2112 = 0, at least 1
+}
+
+TEST(ProjectionSchedule, Group5Hidden5120) {
+  // 5120 hidden, 40 + 2 x 8 heads of 128: 3584 pairs, 448 row blocks.
+  ProjectionShape shape = projection(5120, 40, 8, 128);
+  auto mma = chooseProjectionMmaSchedule(shape, kH100);
+  ASSERT_TRUE(mma);
+  EXPECT_EQ(mma->tileTokens, 16); // 218112 / 10304 = 21 -> 16
+  EXPECT_EQ(mma->kSplit, 2);      // 448 * 4 > 1056 >= 448 * 2
+  ProjectionSchedule s = chooseProjectionSchedule(shape, true, kH100);
+  EXPECT_EQ(s.grid, 448);
+}
+
+TEST(ProjectionSchedule, Group6Hidden1000) {
+  // 1000 hidden (not a multiple of 32: no variant), 768 pairs.
+  ProjectionShape shape = projection(1000, 12, 2, 96);
+  EXPECT_FALSE(chooseProjectionMmaSchedule(shape, kH100));
+  ProjectionSchedule s = chooseProjectionSchedule(shape, false, kH100);
+  EXPECT_EQ(s.warps, 4); // ceil(768 / 8) = 96 < 132, ceil(768 / 4) = 192
+  EXPECT_EQ(s.blockSize, 128);
+  EXPECT_EQ(s.grid, 192);
+  EXPECT_EQ(s.batchTile, 4); // 8 fits 47104 B, capped at 4
+  EXPECT_EQ(s.unroll, 2);    // 3 chunks of 256
+  EXPECT_EQ(s.minCtasPerSM, 3);
+}
+
+/// Hq, Hkv, D with pages of 16 slots.
+AttentionShape attention(int64_t hq, int64_t hkv, int64_t d) {
+  return {hq, hkv, d, 16, hq / hkv};
+}
+
+std::optional<AttentionSchedule>
+choose(const AttentionShape &shape,
+       const AttentionScheduleOverrides &overrides = {}) {
+  std::string error;
+  auto s = chooseAttentionSchedule(shape, overrides, kH100, error);
+  EXPECT_EQ(s.has_value(), error.empty()) << error;
+  return s;
+}
+
+TEST(AttentionSchedule, Llama3_8B) {
+  auto s = choose(attention(32, 8, 128)); // G = 4
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->headsPerCta, 4);
+  EXPECT_EQ(s->headBlocks, 1);
+  EXPECT_EQ(s->threads, 256);
+  EXPECT_EQ(s->unroll, 4);
+  EXPECT_EQ(s->lanesPerRow, 16); // 128 / 8 vectors
+  EXPECT_EQ(s->rowsPerWarp, 2);
+  EXPECT_EQ(s->tokensPerIter, 64); // 8 warps x 2 rows x 4
+  EXPECT_EQ(s->sharedFloats, 8 * 4 * 130);
+  EXPECT_EQ(s->splitPolicy.targetCtas, 264); // 2 per SM
+  EXPECT_EQ(s->maxSplits, 64);
+}
+
+TEST(AttentionSchedule, Qwen2_7B) {
+  auto s = choose(attention(28, 4, 128)); // G = 7 > 4
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->headsPerCta, 7);
+  EXPECT_EQ(s->threads, 128);
+  EXPECT_EQ(s->unroll, 2);
+  EXPECT_EQ(s->tokensPerIter, 16); // 4 warps x 2 rows x 2
+}
+
+TEST(AttentionSchedule, TinyLlama) {
+  auto s = choose(attention(32, 4, 64)); // G = 8, D = 64
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->headsPerCta, 8);
+  EXPECT_EQ(s->lanesPerRow, 8);
+  EXPECT_EQ(s->rowsPerWarp, 4);
+  EXPECT_EQ(s->tokensPerIter, 32); // 4 warps x 4 rows x 2
+}
+
+TEST(AttentionSchedule, Group6HeadDim96AndLargeGroups) {
+  auto s = choose(attention(12, 2, 96)); // G = 6, 12 vectors in 16 lanes
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->numVecs, 12);
+  EXPECT_EQ(s->lanesPerRow, 16);
+  EXPECT_EQ(s->threads, 128);
+  auto big = choose(attention(48, 4, 128)); // G = 12: 2 blocks of 6
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->headsPerCta, 6);
+  EXPECT_EQ(big->headBlocks, 2);
+}
+
+TEST(AttentionSchedule, Overrides) {
+  AttentionScheduleOverrides o;
+  o.threads = 64;
+  o.maxSplits = 8;
+  auto s = choose(attention(32, 8, 128), o);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->threads, 64);
+  EXPECT_EQ(s->maxSplits, 8);
+  std::string error;
+  o.threads = 48;
+  EXPECT_FALSE(chooseAttentionSchedule(attention(32, 8, 128), o, kH100, error));
+  EXPECT_NE(error.find("threads must be a multiple of 32"), std::string::npos);
+}
+
+TEST(ElementwiseSchedule, BlockSizes) {
+  EXPECT_EQ(chooseNormBlockSize(4096), 256); // 512 vectors, capped
+  EXPECT_EQ(chooseNormBlockSize(1000), 128); // 125 vectors -> 4 warps
+  EXPECT_EQ(chooseNormBlockSize(64), 32);
+  EXPECT_EQ(chooseHeadBlockSize(128), 64);
+  EXPECT_EQ(chooseHeadBlockSize(96), 64);
+}
+
+} // namespace
