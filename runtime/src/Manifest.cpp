@@ -608,6 +608,104 @@ void checkSplitKV(const ManifestKernel &k, const Node &n) {
                       " (num_kv_heads * head_blocks), batch]");
 }
 
+/// The kernel's `variants` (n["variants"], if any), in strictly ascending
+/// min_batch >= 2.
+void parseVariants(const Node &n, ManifestKernel &k) {
+  auto variants = n.find("variants");
+  if (!variants)
+    return;
+  variants->expectArray();
+  for (size_t i = 0; i < variants->size(); ++i) {
+    Node vn = variants->at(i);
+    vn.expectObject();
+    ManifestVariant v;
+    Node minBatch = vn.at("min_batch");
+    v.minBatch = minBatch.asInt(std::numeric_limits<int64_t>::min(),
+                                std::numeric_limits<int32_t>::max());
+    if (v.minBatch < 2)
+      minBatch.fail("min_batch " + std::to_string(v.minBatch) +
+                    " is below 2 (a batch of 1 launches the kernel's own "
+                    "entry)");
+    if (!k.variants.empty() && v.minBatch <= k.variants.back().minBatch)
+      minBatch.fail("min_batch " + std::to_string(v.minBatch) +
+                    " after min_batch " +
+                    std::to_string(k.variants.back().minBatch) +
+                    " (variants are in strictly ascending min_batch)");
+    parseLaunch(vn, v);
+    k.variants.push_back(std::move(v));
+  }
+}
+
+/// Checks the binding of parameter `p` (at `pn`) for its kind: inputs are
+/// bound to an argument or an earlier kernel's result, outputs to the
+/// kernel's own results in order (`outputs` counts them), workspaces and
+/// scalars to nothing.
+void checkParamBinding(const Node &pn, ManifestParam &p, int &outputs) {
+  switch (p.kind) {
+  case ParamKind::Input:
+    if (p.binding.kind != Binding::Kind::Argument &&
+        p.binding.kind != Binding::Kind::KernelResult)
+      pn.fail("input \"" + p.role +
+              "\" has no binding to a function argument or an earlier "
+              "kernel's result");
+    break;
+  case ParamKind::Output:
+    if (p.binding.kind == Binding::Kind::None) {
+      p.binding.kind = Binding::Kind::OwnResult;
+      p.binding.result = outputs;
+    }
+    if (p.binding.kind != Binding::Kind::OwnResult ||
+        p.binding.result != outputs)
+      pn.at("binding").fail("output parameter should be result " +
+                            std::to_string(outputs) + " of its kernel");
+    ++outputs;
+    break;
+  case ParamKind::Workspace:
+  case ParamKind::Scalar:
+    if (p.binding.kind != Binding::Kind::None)
+      pn.at("binding").fail("workspaces and scalars have no binding");
+    break;
+  }
+}
+
+/// The kernel's `params`, in ABI order, each bound as its kind requires,
+/// with no scalar twice.
+void parseParams(const Node &n, ManifestKernel &k) {
+  Node params = n.at("params");
+  params.expectArray();
+  int outputs = 0;
+  ParamKind last = ParamKind::Input;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Node pn = params.at(i);
+    ManifestParam p = parseParam(pn, i);
+    if (static_cast<int>(p.kind) < static_cast<int>(last))
+      pn.at("kind").fail(
+          "parameter of kind " + std::string(paramKindName(p.kind)) +
+          " after one of kind " + std::string(paramKindName(last)) +
+          " (the ABI order is inputs, outputs, workspaces, scalars)");
+    last = p.kind;
+    checkParamBinding(pn, p, outputs);
+    k.params.push_back(std::move(p));
+  }
+  std::set<std::string> scalars;
+  for (const ManifestParam &p : k.params)
+    if (p.kind == ParamKind::Scalar && !scalars.insert(p.role).second)
+      params.fail("scalar \"" + p.role + "\" appears twice");
+}
+
+/// Checks that the kernel's and its variants' entries are distinct.
+void checkDistinctEntries(const Node &n, const ManifestKernel &k) {
+  std::set<std::string> entries{k.entry};
+  for (size_t v = 0; v < k.variants.size(); ++v)
+    if (!entries.insert(k.variants[v].entry).second)
+      n.at("variants")
+          .at(v)
+          .at("entry")
+          .fail("variant entry \"" + k.variants[v].entry +
+                "\" is the kernel's or another variant's: a variant is "
+                "another PTX entry");
+}
+
 ManifestKernel parseKernel(const Node &n, size_t position) {
   n.expectObject();
   ManifestKernel k;
@@ -622,28 +720,7 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
   k.name = k.entry;
   if (auto nm = n.find("name"))
     k.name = nm->asString();
-  if (auto variants = n.find("variants")) {
-    variants->expectArray();
-    for (size_t i = 0; i < variants->size(); ++i) {
-      Node vn = variants->at(i);
-      vn.expectObject();
-      ManifestVariant v;
-      Node minBatch = vn.at("min_batch");
-      v.minBatch = minBatch.asInt(std::numeric_limits<int64_t>::min(),
-                                  std::numeric_limits<int32_t>::max());
-      if (v.minBatch < 2)
-        minBatch.fail("min_batch " + std::to_string(v.minBatch) +
-                      " is below 2 (a batch of 1 launches the kernel's own "
-                      "entry)");
-      if (!k.variants.empty() && v.minBatch <= k.variants.back().minBatch)
-        minBatch.fail("min_batch " + std::to_string(v.minBatch) +
-                      " after min_batch " +
-                      std::to_string(k.variants.back().minBatch) +
-                      " (variants are in strictly ascending min_batch)");
-      parseLaunch(vn, v);
-      k.variants.push_back(std::move(v));
-    }
-  }
+  parseVariants(n, k);
   if (auto pdl = n.find("programmatic_dependent_launch"))
     k.programmaticDependentLaunch = pdl->asBool();
   if (auto ops = n.find("ops")) {
@@ -651,50 +728,7 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
     for (size_t i = 0; i < ops->size(); ++i)
       k.ops.push_back(parseOp(ops->at(i)));
   }
-  Node params = n.at("params");
-  params.expectArray();
-  int outputs = 0;
-  ParamKind last = ParamKind::Input;
-  for (size_t i = 0; i < params.size(); ++i) {
-    Node pn = params.at(i);
-    ManifestParam p = parseParam(pn, i);
-    if (static_cast<int>(p.kind) < static_cast<int>(last))
-      pn.at("kind").fail(
-          "parameter of kind " + std::string(paramKindName(p.kind)) +
-          " after one of kind " + std::string(paramKindName(last)) +
-          " (the ABI order is inputs, outputs, workspaces, scalars)");
-    last = p.kind;
-    switch (p.kind) {
-    case ParamKind::Input:
-      if (p.binding.kind != Binding::Kind::Argument &&
-          p.binding.kind != Binding::Kind::KernelResult)
-        pn.fail("input \"" + p.role +
-                "\" has no binding to a function argument or an earlier "
-                "kernel's result");
-      break;
-    case ParamKind::Output:
-      if (p.binding.kind == Binding::Kind::None) {
-        p.binding.kind = Binding::Kind::OwnResult;
-        p.binding.result = outputs;
-      }
-      if (p.binding.kind != Binding::Kind::OwnResult ||
-          p.binding.result != outputs)
-        pn.at("binding").fail("output parameter should be result " +
-                              std::to_string(outputs) + " of its kernel");
-      ++outputs;
-      break;
-    case ParamKind::Workspace:
-    case ParamKind::Scalar:
-      if (p.binding.kind != Binding::Kind::None)
-        pn.at("binding").fail("workspaces and scalars have no binding");
-      break;
-    }
-    k.params.push_back(std::move(p));
-  }
-  std::set<std::string> scalars;
-  for (const ManifestParam &p : k.params)
-    if (p.kind == ParamKind::Scalar && !scalars.insert(p.role).second)
-      params.fail("scalar \"" + p.role + "\" appears twice");
+  parseParams(n, k);
   if (k.usesNumSplits()) {
     auto it = k.scheduleInts.find(std::string(contract::schedule::kMaxSplits));
     if (it == k.scheduleInts.end() || it->second < 1 || it->second > kMaxDim)
@@ -703,15 +737,7 @@ ManifestKernel parseKernel(const Node &n, size_t position) {
              "is an i32 scalar)");
     checkSplitKV(k, n);
   }
-  std::set<std::string> entries{k.entry};
-  for (size_t v = 0; v < k.variants.size(); ++v)
-    if (!entries.insert(k.variants[v].entry).second)
-      n.at("variants")
-          .at(v)
-          .at("entry")
-          .fail("variant entry \"" + k.variants[v].entry +
-                "\" is the kernel's or another variant's: a variant is another "
-                "PTX entry");
+  checkDistinctEntries(n, k);
   return k;
 }
 
