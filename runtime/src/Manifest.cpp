@@ -972,10 +972,6 @@ Manifest Manifest::parse(std::string_view text, const std::string &source) {
     m.chip = c->asString();
   if (auto s = root.find("strategy"))
     m.strategy = s->asString();
-  if (auto md = root.find("model")) {
-    md->expectObject();
-    m.modelJson = md->raw().dump();
-  }
 
   Node kernels = root.at("kernels");
   kernels.expectArray();

@@ -37,9 +37,8 @@ Inputs
   --layer N               layer of the checkpoint (default 0)
   --seed N                seed of the random weights, inputs and KV history
                           (default 1); weights are random unless --weights
-  --config FILE           a config.json for the reference when the manifest
-                          lists no op attributes (checked against them
-                          otherwise)
+  --config FILE           a config.json checked against the kernels' op
+                          attributes (the reference is built from those)
   --inputs FILE           a golden decode_step.safetensors (docs/goldens.md):
                           hidden_states, positions, seq_lens and the K/V
                           history of each sequence instead of random ones

@@ -60,48 +60,28 @@ ReferenceSetup resolveReference(const FrontHalfSignature &sig,
                                 const std::optional<ModelConfig> &config,
                                 const std::string &configPath,
                                 const std::string &manifestPath) {
-  const int64_t H = sig.hidden, Hq = sig.dims.numQHeads,
-                Hkv = sig.dims.numKVHeads, D = sig.dims.headDim;
-  ReferenceSetup r;
-  if (sig.reference) {
-    r.config = *sig.reference;
-    r.origin = "the manifest's op attributes";
-    if (config) {
-      std::vector<std::string> diffs =
-          configMismatches(r.config, config->frontHalf(sig.dtype));
-      if (!diffs.empty()) {
-        std::string all;
-        for (const std::string &d : diffs)
-          all += "\n  " + d;
-        throw InvalidArgumentError("the compiled kernels do not match " +
-                                   configPath + ":" + all);
-      }
-      r.origin += " (matches " + configPath + ")";
-    }
-  } else if (config) {
-    r.config = config->frontHalf(sig.dtype);
-    if (sig.normBias >= 0)
-      r.config.norm = ref::NormKind::LayerNorm;
-    if (config->hiddenSize != H || config->numAttentionHeads != Hq ||
-        config->numKeyValueHeads != Hkv || config->headDim != D)
-      throw InvalidArgumentError(
-          configPath + " describes hidden " +
-          std::to_string(config->hiddenSize) + ", heads " +
-          std::to_string(config->numAttentionHeads) + "/" +
-          std::to_string(config->numKeyValueHeads) + ", head_dim " +
-          std::to_string(config->headDim) + "; the compiled model has " +
-          std::to_string(H) + ", " + std::to_string(Hq) + "/" +
-          std::to_string(Hkv) + ", " + std::to_string(D));
-    r.origin = configPath;
-  } else {
+  if (!sig.reference)
     throw InvalidArgumentError(
         manifestPath +
-        " lists no op attributes (an older fusion-compile); "
-        "pass --config config.json (or --weights DIR with one) so the "
-        "reference knows eps, rope_theta and rope_scaling");
+        " lists no op attributes for its kernels; the CPU reference is built "
+        "from them (recompile the model with fusion-compile)");
+  ReferenceSetup r;
+  r.config = *sig.reference;
+  r.origin = "the manifest's op attributes";
+  if (config) {
+    std::vector<std::string> diffs =
+        configMismatches(r.config, config->frontHalf(sig.dtype));
+    if (!diffs.empty()) {
+      std::string all;
+      for (const std::string &d : diffs)
+        all += "\n  " + d;
+      throw InvalidArgumentError("the compiled kernels do not match " +
+                                 configPath + ":" + all);
+    }
+    r.origin += " (matches " + configPath + ")";
   }
   r.config.dtype = sig.dtype;
-  r.config.hidden = H;
+  r.config.hidden = sig.hidden;
   r.config.dims = sig.dims;
   return r;
 }

@@ -35,8 +35,7 @@
 //                                  "reshaped": true}
 //                               | {"result": r}   (outputs: result r of
 //                                                  this kernel)
-//                    }, ... ] } ],
-//     "model": { <Hugging Face config.json fields> } }      (optional)
+//                    }, ... ] } ] }
 //
 // where <launch> is
 //
@@ -287,10 +286,6 @@ struct Manifest {
   std::string strategy;
   std::vector<ManifestFunction> functions;
   std::vector<ManifestKernel> kernels;
-  /// The optional "model" object (Hugging Face config.json fields) as JSON
-  /// text, for ModelConfig::parse.
-  std::optional<std::string> modelJson;
-
   /// Parses and validates manifest text (see the file comment). `source`
   /// names it in messages.
   static Manifest parse(std::string_view text,

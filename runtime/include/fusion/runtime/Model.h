@@ -125,11 +125,6 @@ public:
   /// (target_ctas defaults to 264, min_chunk_tokens to 64).
   int64_t defaultNumSplits(int64_t batch, int64_t maxSeqLen) const;
 
-  /// The optional "model" section of the manifest (config.json fields).
-  const std::optional<std::string> &modelJson() const {
-    return manifest_.modelJson;
-  }
-
 private:
   Manifest manifest_;
   const ManifestFunction *function_ = nullptr;

@@ -39,10 +39,11 @@ struct ReferenceSetup {
   std::string origin;
 };
 
-/// The reference of `sig`: its op attributes (then `config`, read from
-/// `configPath`, must match them), or else `config`. Throws
-/// InvalidArgumentError when they disagree, when `config` describes other
-/// sizes, or when there is neither (`manifestPath` names the manifest).
+/// The reference of `sig`, built from its kernels' op attributes alone (the
+/// compiled semantics; every manifest fusion-compile writes lists them). A
+/// `config` (read from `configPath`, e.g. a checkpoint's config.json) is only
+/// checked against them. Throws InvalidArgumentError when they disagree or
+/// when the manifest (`manifestPath`) lists no op attributes.
 ReferenceSetup
 resolveReference(const runtime::FrontHalfSignature &sig,
                  const std::optional<runtime::ModelConfig> &config,
