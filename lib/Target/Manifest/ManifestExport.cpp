@@ -113,6 +113,8 @@ json::Value toJSON(Attribute attr) {
   return str;
 }
 
+/// The manifest's dtype spelling of `type`: f16, bf16, f32, i32, or the
+/// type as MLIR prints it.
 std::string dtypeOf(Type type) {
   if (type.isF16())
     return "f16";

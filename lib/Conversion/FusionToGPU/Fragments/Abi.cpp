@@ -15,24 +15,6 @@ MemRefType mlir::fusion::getFlatBufferType(Type elementType) {
   return MemRefType::get({kFlatBufferExtent}, elementType);
 }
 
-std::string mlir::fusion::getDTypeName(Type type) {
-  if (type.isF16())
-    return "f16";
-  if (type.isBF16())
-    return "bf16";
-  if (type.isF32())
-    return "f32";
-  if (type.isF64())
-    return "f64";
-  if (auto intType = dyn_cast<IntegerType>(type))
-    return (Twine(intType.isUnsigned() ? "u" : "i") + Twine(intType.getWidth()))
-        .str();
-  std::string str;
-  llvm::raw_string_ostream os(str);
-  type.print(os);
-  return str;
-}
-
 SmallVector<std::string>
 mlir::fusion::getABIShape(ShapedType type, ArrayRef<StringRef> dynamicNames) {
   SmallVector<std::string> shape;

@@ -35,8 +35,6 @@ inline constexpr int64_t kFlatBufferExtent = int64_t(1) << 40;
 /// `memref<kFlatBufferExtent x elementType>`.
 MemRefType getFlatBufferType(Type elementType);
 
-/// "f16", "bf16", "f32", "i32", ... (the manifest's dtype spelling).
-std::string getDTypeName(Type type);
 
 /// The ABI shape of a shaped value: static sizes in decimal, dynamic ones
 /// named by `dynamicNames` in order (e.g. {"batch"} for tensor<?x4096xf16>,
