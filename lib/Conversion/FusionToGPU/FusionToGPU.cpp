@@ -170,10 +170,13 @@ private:
     if (llvm::failed(launch) ||
         llvm::failed(verifyLaunchLimits(kernel, *launch)))
       return false;
+    FailureOr<LaunchAttr> launchAttr =
+        getLaunchAttr(kernel, *launch, gpuModule);
+    if (llvm::failed(launchAttr))
+      return false;
     recordSchedule(kernel, launch->schedule);
-    LaunchAttr finalAttr = getLaunchAttr(*launch, gpuModule);
-    kernel.setLaunchAttr(finalAttr);
-    bucket.push_back({key, launch->schedule, finalAttr});
+    kernel.setLaunchAttr(*launchAttr);
+    bucket.push_back({key, launch->schedule, *launchAttr});
     return true;
   }
 

@@ -357,29 +357,42 @@ static ArrayAttr getLaunchDims(Builder &b, ArrayRef<std::string> dims) {
   }));
 }
 
-LaunchAttr mlir::fusion::getLaunchAttr(const KernelLaunch &launch,
-                                       gpu::GPUModuleOp module) {
+FailureOr<LaunchAttr> mlir::fusion::getLaunchAttr(KernelOp kernel,
+                                                  const KernelLaunch &launch,
+                                                  gpu::GPUModuleOp module) {
   Builder b(module.getContext());
+  auto emitError = [&] { return kernel.emitOpError("launch: "); };
   SmallVector<Attribute> params;
   for (const KernelParam &param : launch.params) {
     ArrayAttr shape = param.kind == KernelParam::Kind::Scalar
                           ? ArrayAttr()
                           : getLaunchDims(b, param.shape);
-    params.push_back(KernelParamAttr::get(b.getContext(), param.kind,
-                                          param.role, param.elementType, shape,
-                                          param.zeroInitialized));
+    auto attr = KernelParamAttr::getChecked(
+        emitError, b.getContext(), param.kind, StringRef(param.role),
+        param.elementType, shape, param.zeroInitialized);
+    if (!attr)
+      return failure();
+    params.push_back(attr);
   }
   SmallVector<Attribute> variants;
-  for (const KernelVariant &v : launch.variants)
-    variants.push_back(KernelVariantAttr::get(
-        b.getContext(), v.minBatch, v.entry, getLaunchDims(b, v.grid),
-        v.blockSize, v.dynamicSharedBytes,
+  for (const KernelVariant &v : launch.variants) {
+    auto attr = KernelVariantAttr::getChecked(
+        emitError, b.getContext(), v.minBatch, StringRef(v.entry),
+        getLaunchDims(b, v.grid), v.blockSize, v.dynamicSharedBytes,
         getStaticSharedBytes(module, v.entry),
-        v.schedule ? v.schedule : b.getDictionaryAttr({})));
-  return LaunchAttr::get(
-      b.getContext(), launch.entry, getLaunchDims(b, launch.grid),
-      launch.blockSize, launch.dynamicSharedBytes,
-      getStaticSharedBytes(module, launch.entry), b.getArrayAttr(params),
+        v.schedule ? v.schedule : b.getDictionaryAttr({}));
+    if (!attr)
+      return failure();
+    variants.push_back(attr);
+  }
+  auto attr = LaunchAttr::getChecked(
+      emitError, b.getContext(), StringRef(launch.entry),
+      getLaunchDims(b, launch.grid), launch.blockSize,
+      launch.dynamicSharedBytes, getStaticSharedBytes(module, launch.entry),
+      b.getArrayAttr(params),
       variants.empty() ? ArrayAttr() : b.getArrayAttr(variants),
       hasGridDependencyPrologue(module, launch.entry));
+  if (!attr)
+    return failure();
+  return attr;
 }

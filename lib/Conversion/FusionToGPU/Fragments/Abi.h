@@ -35,7 +35,6 @@ inline constexpr int64_t kFlatBufferExtent = int64_t(1) << 40;
 /// `memref<kFlatBufferExtent x elementType>`.
 MemRefType getFlatBufferType(Type elementType);
 
-
 /// The ABI shape of a shaped value: static sizes in decimal, dynamic ones
 /// named by `dynamicNames` in order (e.g. {"batch"} for tensor<?x4096xf16>,
 /// {"num_pages"} for a cache, {"batch", "max_pages"} for a block table).
@@ -120,12 +119,15 @@ Value getDynamicSharedBuffer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
 /// the launcher's to check. Reports the first violation on `kernel`.
 LogicalResult verifyLaunchLimits(KernelOp kernel, const KernelLaunch &launch);
 
-/// The `#fusion.launch` of `launch`, whose gpu.funcs are in `module`: with
-/// each entry's `static_smem` (the bytes of its workgroup attributions) and,
-/// when the entry starts with createKernelFunc's griddepcontrol prologue,
-/// `programmatic_dependent_launch`.
-LaunchAttr getLaunchAttr(const KernelLaunch &launch,
-                             gpu::GPUModuleOp module);
+/// The `#fusion.launch` of `launch`, emitted for `kernel` into `module`:
+/// with each entry's `static_smem` (the bytes of its workgroup attributions)
+/// and, when the entry starts with createKernelFunc's griddepcontrol
+/// prologue, `programmatic_dependent_launch`. Fails with a diagnostic on
+/// `kernel` when the launch breaks the contract the attributes verify (e.g. a
+/// parameter role the contract does not know: an op without a case in
+/// getUseRole / getResultRole).
+FailureOr<LaunchAttr> getLaunchAttr(KernelOp kernel, const KernelLaunch &launch,
+                                    gpu::GPUModuleOp module);
 
 } // namespace mlir::fusion
 
