@@ -31,6 +31,10 @@
 
 namespace mlir::fusion {
 
+/// Elements of one 16-byte vector load or store of f16/bf16 data, the width
+/// the norm and projection kernels read activations and weights in.
+inline constexpr int64_t kVectorWidth = 8;
+
 using arith::CmpFPredicate;
 using arith::CmpIPredicate;
 

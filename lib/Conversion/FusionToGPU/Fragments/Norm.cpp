@@ -9,19 +9,17 @@ using namespace mlir::fusion;
 
 namespace {
 
-constexpr int64_t kWidth = 8;
-
 /// scf.for over this thread's 8-element chunks of the row with one
 /// vector<8xf32> accumulator; returns its horizontal sum (0 if no body
 /// accumulates).
 Value forEachChunk(
     ImplicitLocOpBuilder &b, int64_t hidden, Value thread, int64_t threads,
     llvm::function_ref<Value(ImplicitLocOpBuilder &, Value, Value)> body) {
-  Value start = mulI(b, thread, kWidth);
-  Value zero = splat(b, constF32(b, 0.0), kWidth);
+  Value start = mulI(b, thread, kVectorWidth);
+  Value zero = splat(b, constF32(b, 0.0), kVectorWidth);
   SmallVector<Value> sum =
       forLoopWithValues(b, start, constIndex(b, hidden),
-                        constIndex(b, threads * kWidth), ValueRange{zero},
+                        constIndex(b, threads * kVectorWidth), ValueRange{zero},
                         [&](ImplicitLocOpBuilder &ib, Value i,
                             ValueRange args) -> SmallVector<Value> {
                           Value acc = body(ib, i, args[0]);
@@ -45,7 +43,7 @@ public:
     thread = warpOnly ? laneId(b) : threadIdX(b);
     threads = warpOnly ? 32 : blockSize;
     xBase = mulI(b, token, spec.hidden);
-    one = splat(b, constF32(b, 1.0), kWidth);
+    one = splat(b, constF32(b, 1.0), kVectorWidth);
   }
 
   int64_t getThreads() const { return threads; }
@@ -104,7 +102,7 @@ private:
       });
   }
   Value loadOptional(ImplicitLocOpBuilder &ib, Value buffer, Value i) {
-    return buffer ? loadVector(ib, buffer, i, kWidth) : Value();
+    return buffer ? loadVector(ib, buffer, i, kVectorWidth) : Value();
   }
   void statistics(Value total, llvm::function_ref<Value(Value)> sumSquares);
 };
@@ -143,7 +141,7 @@ void NormRowEmitter::statistics(Value total,
     return;
   }
   mean = divF(b, total, hidden);
-  Value squares = reduce(sumSquares(splat(b, mean, kWidth)));
+  Value squares = reduce(sumSquares(splat(b, mean, kVectorWidth)));
   Value var = divF(b, squares, hidden);
   inv = rsqrtF32(b, addF(b, var, eps));
 }
@@ -152,19 +150,19 @@ void NormRowEmitter::statistics(Value total,
 /// weight and bias) are issued at once, one memory round trip, and h stays in
 /// registers between the passes.
 void NormRowEmitter::emitInRegisters() {
-  const int64_t stride = threads * kWidth;
+  const int64_t stride = threads * kVectorWidth;
   SmallVector<Value> at, xs, rs, ws, bs, hs;
   for (int64_t c = 0; c < spec.hidden / stride; ++c) {
-    at.push_back(addI(b, mulI(b, thread, kWidth), c * stride));
+    at.push_back(addI(b, mulI(b, thread, kVectorWidth), c * stride));
     Value global = addI(b, xBase, at.back());
-    xs.push_back(loadVector(b, spec.input, global, kWidth));
+    xs.push_back(loadVector(b, spec.input, global, kVectorWidth));
     rs.push_back(loadOptional(b, spec.residual, global));
     if (spec.kind != NormSpec::Kind::None) {
-      ws.push_back(loadVector(b, spec.weight, at.back(), kWidth));
+      ws.push_back(loadVector(b, spec.weight, at.back(), kVectorWidth));
       bs.push_back(loadOptional(b, spec.bias, at.back()));
     }
   }
-  Value total = splat(b, constF32(b, 0.0), kWidth);
+  Value total = splat(b, constF32(b, 0.0), kVectorWidth);
   for (size_t c = 0; c < at.size(); ++c) {
     hs.push_back(makeH(b, xs[c], rs[c]));
     storeH(b, at[c], hs[c]);
@@ -176,13 +174,13 @@ void NormRowEmitter::emitInRegisters() {
     return vector::ReductionOp::create(b, vector::CombiningKind::ADD, v);
   };
   statistics(horizontal(total), [&](Value meanV) {
-    Value squares = splat(b, constF32(b, 0.0), kWidth);
+    Value squares = splat(b, constF32(b, 0.0), kVectorWidth);
     for (Value h : hs)
       squares = addF(b, squares, squaredDeviation(b, h, meanV));
     return horizontal(squares);
   });
-  Value invV = splat(b, inv, kWidth);
-  Value meanV = mean ? splat(b, mean, kWidth) : Value();
+  Value invV = splat(b, inv, kVectorWidth);
+  Value meanV = mean ? splat(b, mean, kVectorWidth) : Value();
   for (size_t c = 0; c < at.size(); ++c)
     storeY(b, at[c], makeY(b, hs[c], ws[c], bs[c], invV, meanV));
 }
@@ -190,35 +188,35 @@ void NormRowEmitter::emitInRegisters() {
 /// The general case: loops over the chunks; h goes through `row`.
 void NormRowEmitter::emitLooped() {
   const int64_t hidden = spec.hidden;
-  Value total =
-      forEachChunk(b, hidden, thread, threads,
-                   [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
-                     Value global = addI(ib, xBase, i);
-                     Value h =
-                         makeH(ib, loadVector(ib, spec.input, global, kWidth),
-                               loadOptional(ib, spec.residual, global));
-                     storeH(ib, i, h);
-                     if (spec.kind == NormSpec::Kind::None)
-                       return nullptr;
-                     return addF(ib, acc, sumTerm(ib, h));
-                   });
+  Value total = forEachChunk(
+      b, hidden, thread, threads,
+      [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
+        Value global = addI(ib, xBase, i);
+        Value h = makeH(ib, loadVector(ib, spec.input, global, kVectorWidth),
+                        loadOptional(ib, spec.residual, global));
+        storeH(ib, i, h);
+        if (spec.kind == NormSpec::Kind::None)
+          return nullptr;
+        return addF(ib, acc, sumTerm(ib, h));
+      });
   if (spec.kind == NormSpec::Kind::None)
     return;
   statistics(total, [&](Value meanV) {
     return forEachChunk(
         b, hidden, thread, threads,
         [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
-          Value h = loadVector(ib, row, rowIndex(ib, i), kWidth);
+          Value h = loadVector(ib, row, rowIndex(ib, i), kVectorWidth);
           return addF(ib, acc, squaredDeviation(ib, h, meanV));
         });
   });
-  Value invV = splat(b, inv, kWidth);
-  Value meanV = mean ? splat(b, mean, kWidth) : Value();
+  Value invV = splat(b, inv, kVectorWidth);
+  Value meanV = mean ? splat(b, mean, kVectorWidth) : Value();
   forEachChunk(b, hidden, thread, threads,
                [&](ImplicitLocOpBuilder &ib, Value i, Value) -> Value {
-                 Value h = loadVector(ib, row, rowIndex(ib, i), kWidth);
+                 Value h = loadVector(ib, row, rowIndex(ib, i), kVectorWidth);
                  storeY(ib, i,
-                        makeY(ib, h, loadVector(ib, spec.weight, i, kWidth),
+                        makeY(ib, h,
+                              loadVector(ib, spec.weight, i, kVectorWidth),
                               loadOptional(ib, spec.bias, i), invV, meanV));
                  return nullptr;
                });
@@ -232,7 +230,7 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
                                       int64_t maxRegisterChunks) {
   NormRowEmitter emitter(b, spec, token, row, rowBase, writeOutputs, scratch,
                          blockSize, warpOnly);
-  const int64_t stride = emitter.getThreads() * kWidth;
+  const int64_t stride = emitter.getThreads() * kVectorWidth;
   if (spec.hidden % stride == 0 && spec.hidden / stride <= maxRegisterChunks)
     emitter.emitInRegisters();
   else

@@ -307,11 +307,10 @@ SmallVector<Value> mlir::fusion::loadRowPairVectors(ImplicitLocOpBuilder &b,
                                                     Value weight, Value wA,
                                                     Value wB,
                                                     ArrayRef<Value> offsets) {
-  constexpr int64_t kWidth = 8;
   SmallVector<Value> vectors;
   for (Value e : offsets) {
-    vectors.push_back(loadVector(b, weight, addI(b, wA, e), kWidth));
-    vectors.push_back(loadVector(b, weight, addI(b, wB, e), kWidth));
+    vectors.push_back(loadVector(b, weight, addI(b, wA, e), kVectorWidth));
+    vectors.push_back(loadVector(b, weight, addI(b, wB, e), kVectorWidth));
   }
   return vectors;
 }

@@ -48,8 +48,6 @@ using namespace mlir::fusion;
 
 namespace {
 
-constexpr int64_t kWidth = 8;
-
 /// The CUDA-core kernel: the plan, its schedule and its shared memory (the
 /// normalised rows of one batch tile, and the reduction scratch).
 struct CudaCoreKernel {
@@ -85,8 +83,8 @@ void CudaCoreKernel::accumulate(ImplicitLocOpBuilder &ib, int64_t T,
     Value wb = extToF32(ib, wVecs[2 * u + 1]);
     for (int64_t t = 0; t < T; ++t) {
       Value xIndex = addI(ib, addI(ib, xTileBase, t * H), elems[u]);
-      Value x = extToF32(ib, loadVector(ib, xs, xIndex, kWidth));
-      for (int64_t e = 0; e < kWidth; ++e) {
+      Value x = extToF32(ib, loadVector(ib, xs, xIndex, kVectorWidth));
+      for (int64_t e = 0; e < kVectorWidth; ++e) {
         Value xe = extract(ib, x, e);
         acc[2 * t] = fma(ib, extract(ib, wa, e), xe, acc[2 * t]);
         acc[2 * t + 1] = fma(ib, extract(ib, wb, e), xe, acc[2 * t + 1]);
@@ -101,7 +99,7 @@ SmallVector<Value> CudaCoreKernel::emitDotProducts(ImplicitLocOpBuilder &b,
                                                    int64_t T, Value xTileBase,
                                                    Value laneOffset, Value wA,
                                                    Value wB) {
-  const int64_t chunk = 32 * kWidth; // elements per warp and step
+  const int64_t chunk = 32 * kVectorWidth; // elements per warp and step
   // Fewer chunks per step for bigger token tiles: the loads in flight stay
   // about the same and the registers bounded (2T accumulators).
   const int64_t unroll = std::max<int64_t>(1, s.unroll / T);
@@ -158,7 +156,7 @@ void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
   Value warp = warpId(b);
   Value firstPair = addI(b, mulI(b, blockIdX(b), s.warps), warp);
   Value pairStride = mulI(b, gridDimX(b), s.warps);
-  Value laneOffset = mulI(b, lane, kWidth);
+  Value laneOffset = mulI(b, lane, kVectorWidth);
   Value xTileBase = mulI(b, tokenBase, p.hidden);
   // The token lane t < T finishes (lanes >= T: the last one, unused), and
   // what the epilogue needs of it, loaded before the dot products so that

@@ -25,8 +25,6 @@ using namespace mlir::fusion;
 
 namespace {
 
-constexpr int64_t kWidth = 8;
-
 /// The variant's body: the plan, its schedule, shared memory (`xs`: the
 /// tile, tileTokens rows of rowStride elements; `partials`: the split-k
 /// sums) and the values shared by its phases.
@@ -59,7 +57,7 @@ void MmaKernel::emitBody(ImplicitLocOpBuilder &b) {
   warp = warpId(b);
   g = divUI(b, lane, constIndex(b, 4));
   t4 = remUI(b, lane, constIndex(b, 4));
-  laneK = mulI(b, t4, kWidth);
+  laneK = mulI(b, t4, kVectorWidth);
   isCta0 = cmpI(b, CmpIPredicate::eq, blockIdX(b), constIndex(b, 0));
   forEachTokenTile(b, p.batch, s.tileTokens,
                    [&](ImplicitLocOpBuilder &tb, Value tileStart, Value count) {
@@ -122,7 +120,7 @@ void MmaKernel::multiplyStep(ImplicitLocOpBuilder &ib, Value k,
     for (int64_t n = 0; n < nTiles; ++n) {
       Value tokenRow = addI(ib, g, 8 * n);
       xv.push_back(loadVector(
-          ib, xs, addI(ib, mulI(ib, tokenRow, s.rowStride), e), kWidth));
+          ib, xs, addI(ib, mulI(ib, tokenRow, s.rowStride), e), kVectorWidth));
     }
     for (int64_t half = 0; half < 2; ++half) {
       int64_t at = 4 * half;
