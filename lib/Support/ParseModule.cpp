@@ -36,18 +36,19 @@ mlir::fusion::parseModuleNamingArguments(llvm::SourceMgr &sourceMgr,
                                          MLIRContext *context) {
   AsmParserState state;
   Block block;
-  ParserConfig config(context);
-  LocationAttr sourceFileLoc;
-  if (failed(parseAsmSourceFile(sourceMgr, &block, config, &state)))
+  if (failed(
+          parseAsmSourceFile(sourceMgr, &block, ParserConfig(context), &state)))
     return {};
+  // The location parseSourceFile gives a module it creates: the start of the
+  // main buffer.
+  Location fileLoc =
+      FileLineColLoc::get(context,
+                          sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
+                              ->getBufferIdentifier(),
+                          0, 0);
   OwningOpRef<ModuleOp> module =
       detail::constructContainerOpForParserIfNecessary<ModuleOp>(
-          &block, context,
-          FileLineColLoc::get(
-              context,
-              sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
-                  ->getBufferIdentifier(),
-              0, 0));
+          &block, context, fileLoc);
   if (!module)
     return {};
   module->walk([&](func::FuncOp func) { nameArguments(func, state); });
