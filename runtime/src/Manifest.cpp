@@ -100,31 +100,8 @@ int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols) {
   return n;
 }
 
-const std::vector<std::string_view> &paramRoles(ParamKind kind) {
-  using namespace contract;
-  static const std::vector<std::string_view> inputs(kInputRoles.begin(),
-                                                    kInputRoles.end());
-  static const std::vector<std::string_view> outputs(kOutputRoles.begin(),
-                                                     kOutputRoles.end());
-  static const std::vector<std::string_view> workspaces(kWorkspaceRoles.begin(),
-                                                        kWorkspaceRoles.end());
-  static const std::vector<std::string_view> scalars(kScalarRoles.begin(),
-                                                     kScalarRoles.end());
-  switch (kind) {
-  case ParamKind::Input:
-    return inputs;
-  case ParamKind::Output:
-    return outputs;
-  case ParamKind::Workspace:
-    return workspaces;
-  case ParamKind::Scalar:
-    break;
-  }
-  return scalars;
-}
-
 std::string roleList(ParamKind kind) {
-  const std::vector<std::string_view> &roles = paramRoles(kind);
+  contract::RoleList roles = contract::paramRoles(kind);
   std::string s;
   for (size_t i = 0; i < roles.size(); ++i)
     s += std::string(i == 0                  ? ""
@@ -339,8 +316,7 @@ ManifestParam parseParam(const Node &n, size_t position) {
     n.at("kind").fail("unknown parameter kind \"" + kind +
                       "\" (expected input, output, workspace or scalar)");
   p.role = n.at("role").asString();
-  const std::vector<std::string_view> &roles = paramRoles(p.kind);
-  if (std::find(roles.begin(), roles.end(), p.role) == roles.end())
+  if (!contract::paramRoles(p.kind).contains(p.role))
     n.at("role").fail(
         p.kind == ParamKind::Scalar
             ? "unknown scalar \"" + p.role +
@@ -765,9 +741,8 @@ ManifestArgument parseArgument(const Node &an, size_t position) {
               "\" (expected \"tensor\" or \"buffer\")");
   Node role = an.at("role");
   arg.role = role.asString();
-  const std::vector<std::string_view> &roles = paramRoles(ParamKind::Input);
   if (arg.role != contract::role::kUnused &&
-      std::find(roles.begin(), roles.end(), arg.role) == roles.end())
+      !contract::paramRoles(ParamKind::Input).contains(arg.role))
     role.fail("unknown argument role \"" + arg.role + "\" (expected " +
               roleList(ParamKind::Input) + " or \"" +
               std::string(contract::role::kUnused) + "\")");

@@ -90,6 +90,16 @@ TEST(ContractTest, RoleVocabularies) {
   EXPECT_EQ(inputs.size(), kInputRoles.size());
   EXPECT_EQ(outputs.size(), kOutputRoles.size());
   EXPECT_EQ(inputs.count(role::kUnused), 0u);
+  // Each kind's list: roles of that kind only.
+  EXPECT_EQ(paramRoles(ParamKind::Input).size(), kInputRoles.size());
+  EXPECT_TRUE(paramRoles(ParamKind::Input).contains("block_table"));
+  EXPECT_TRUE(paramRoles(ParamKind::Output).contains("residual_out"));
+  EXPECT_FALSE(paramRoles(ParamKind::Input).contains("residual_out"));
+  EXPECT_TRUE(paramRoles(ParamKind::Workspace).contains("split_counters"));
+  EXPECT_FALSE(paramRoles(ParamKind::Workspace).contains("output"));
+  EXPECT_TRUE(paramRoles(ParamKind::Scalar).contains("num_splits"));
+  EXPECT_FALSE(paramRoles(ParamKind::Scalar).contains("num_pages"));
+  EXPECT_EQ(paramRoles(ParamKind::Scalar)[0], "batch");
 }
 
 // FNV-1a 64 test vectors (Fowler/Noll/Vo reference: the empty string is the

@@ -16,15 +16,6 @@ using namespace mlir;
 using namespace mlir::fusion;
 namespace contract = ::fusion::contract;
 
-/// Whether `name` is one of `names`.
-template <size_t N>
-static bool isOneOf(StringRef name,
-                    const std::array<std::string_view, N> &names) {
-  return llvm::any_of(names, [&](std::string_view n) {
-    return name == StringRef(n.data(), n.size());
-  });
-}
-
 FailureOr<contract::ParamKind> mlir::fusion::parseParamKind(AsmParser &parser) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef keyword;
@@ -85,7 +76,8 @@ mlir::fusion::verifyLaunchDims(function_ref<InFlightDiagnostic()> emitError,
       continue;
     }
     auto name = dyn_cast<StringAttr>(dim);
-    if (!name || !isOneOf(name.getValue(), contract::kDimNames))
+    if (!name || !llvm::is_contained(contract::kDimNames,
+                                     std::string_view(name.getValue())))
       return emitError() << what << " dimension " << i
                          << " must be an integer or a run-time dimension "
                             "(batch, max_pages, num_pages, num_splits)";
@@ -118,24 +110,9 @@ LogicalResult
 KernelParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         contract::ParamKind kind, StringRef role, Type dtype,
                         ArrayAttr shape, bool zeroInit) {
-  bool known = false;
-  switch (kind) {
-  case contract::ParamKind::Input:
-    known = isOneOf(role, contract::kInputRoles);
-    break;
-  case contract::ParamKind::Output:
-    known = isOneOf(role, contract::kOutputRoles);
-    break;
-  case contract::ParamKind::Workspace:
-    known = isOneOf(role, contract::kWorkspaceRoles);
-    break;
-  case contract::ParamKind::Scalar:
-    known = isOneOf(role, contract::kScalarRoles);
-    break;
-  }
   StringRef kindName(contract::paramKindName(kind).data(),
                      contract::paramKindName(kind).size());
-  if (!known)
+  if (!contract::paramRoles(kind).contains({role.data(), role.size()}))
     return emitError() << "'" << role << "' is not a role of " << kindName
                        << " parameters (docs/abi.md section 3.3)";
   if (!dtype.isF16() && !dtype.isBF16() && !dtype.isF32() &&

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -169,6 +170,40 @@ inline constexpr std::array<std::string_view, 4> kDimNames = {
 /// The roles a scalar parameter may have, in ABI order.
 inline constexpr std::array<std::string_view, 3> kScalarRoles = {
     dim::kBatch, dim::kMaxPages, dim::kNumSplits};
+
+/// A constant list of role names (a view of one of the arrays above).
+struct RoleList {
+  const std::string_view *first = nullptr;
+  size_t count = 0;
+  constexpr const std::string_view *begin() const { return first; }
+  constexpr const std::string_view *end() const { return first + count; }
+  constexpr size_t size() const { return count; }
+  constexpr std::string_view operator[](size_t i) const { return first[i]; }
+  /// Whether `role` is in the list.
+  constexpr bool contains(std::string_view role) const {
+    for (std::string_view r : *this)
+      if (r == role)
+        return true;
+    return false;
+  }
+};
+
+/// The roles a parameter of `kind` may have: kInputRoles, kOutputRoles,
+/// kWorkspaceRoles or kScalarRoles (function arguments take the input roles
+/// or role::kUnused).
+constexpr RoleList paramRoles(ParamKind kind) {
+  switch (kind) {
+  case ParamKind::Input:
+    return {kInputRoles.data(), kInputRoles.size()};
+  case ParamKind::Output:
+    return {kOutputRoles.data(), kOutputRoles.size()};
+  case ParamKind::Workspace:
+    return {kWorkspaceRoles.data(), kWorkspaceRoles.size()};
+  case ParamKind::Scalar:
+    break;
+  }
+  return {kScalarRoles.data(), kScalarRoles.size()};
+}
 
 //===----------------------------------------------------------------------===//
 // The num_splits policy of split-KV attention (docs/abi.md section 3.4)

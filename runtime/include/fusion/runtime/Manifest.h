@@ -59,9 +59,9 @@
 // [1..1024, 1, 1], shared memory within contract::kMaxSharedBytesPerBlock
 // and contract::kMaxStaticSharedBytes, constant
 // parts of shapes below kMaxConstantBytes, workspaces [batch, ...]); kinds
-// and roles are from the known vocabularies (paramRoles); the attributes of
-// the ops the reference reads (rmsnorm, layernorm, qkv_proj, rope,
-// decode_attention) are present and typed; bindings and results refer to
+// and roles are from the known vocabularies (contract::paramRoles); the
+// attributes of the ops the reference reads (rmsnorm, layernorm, qkv_proj,
+// rope, decode_attention) are present and typed; bindings and results refer to
 // real arguments and earlier kernels with the same dtype and element count.
 //
 // Errors: FormatError naming the file and the JSON path of the problem
@@ -130,11 +130,7 @@ int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols);
 using contract::ParamKind;
 using contract::paramKindName;
 
-/// The roles a kernel parameter of `kind` may have (contract::kInputRoles,
-/// ...; docs/abi.md section 3.3). Function arguments take the input roles
-/// or contract::role::kUnused.
-const std::vector<std::string_view> &paramRoles(ParamKind kind);
-/// "a, b or c" of paramRoles(kind), for messages.
+/// "a, b or c" of contract::paramRoles(kind), for messages.
 std::string roleList(ParamKind kind);
 
 /// Where an input comes from (inputs), or which result of its kernel an
