@@ -59,7 +59,10 @@ ROPE_THETA = 500000.0
 LLAMA3_FACTOR, LLAMA3_LOW, LLAMA3_HIGH, LLAMA3_ORIGINAL = 8.0, 1.0, 4.0, 8192
 
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
-CONFIGS = [(1, 1024), (1, 8192), (1, 32768), (16, 4096), (64, 4096)]
+# Batch 1 at three lengths, then batch 4 to 256 at 1 GiB of K/V history per
+# layer or less (64x4096, 128x2048 and 256x1024 hold the same tokens).
+CONFIGS = [(1, 1024), (1, 8192), (1, 32768), (4, 4096), (8, 4096),
+           (16, 4096), (32, 4096), (64, 4096), (128, 2048), (256, 1024)]
 VARIANTS = ["fused", "unfused", "eager_math", "eager_sdpa", "inductor_sdpa"]
 STRATEGIES = {"fused": "decode", "unfused": "none"}
 DEVICE = "cuda"
@@ -431,8 +434,8 @@ def main():
     ap.add_argument("--dtypes", type=parse_list(list(DTYPES)),
                     default=list(DTYPES), help="default f16,bf16")
     ap.add_argument("--configs", type=parse_configs, default=CONFIGS,
-                    help="BATCHxLENGTH,... (default 1x1024,1x8192,1x32768,"
-                    "16x4096,64x4096)")
+                    help="BATCHxLENGTH,... (default " + ",".join(
+                        f"{b}x{l}" for b, l in CONFIGS) + ")")
     ap.add_argument("--variants", type=parse_list(VARIANTS), default=VARIANTS,
                     help="default " + ",".join(VARIANTS))
     ap.add_argument("--layers", type=int, default=8,
