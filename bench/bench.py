@@ -11,8 +11,15 @@ layer-step:
   eager_sdpa     PyTorch eager with scaled_dot_product_attention, in a CUDA
                  graph
   inductor_sdpa  torch.compile (Inductor) of the SDPA step, in a CUDA graph
+  flashinfer     the FlashInfer stack vLLM and SGLang run (fused_add_rmsnorm,
+                 F.linear, RoPE from a cos/sin cache, append_paged_kv_cache,
+                 BatchDecodeWithPagedKVCacheWrapper on 16-token pages), best
+                 of its tensor-core decode on and off, in a CUDA graph; its
+                 attention is checked against SDPA first (skipped where
+                 flashinfer is not importable)
 (the baselines of docs/design.md sections 1 and 5, after
-../shared/tools/anchor_bench.py). Every variant runs --layers (default 8)
+../shared/tools/anchor_bench.py and ../shared/tools/peer_flashinfer.py).
+Every variant runs --layers (default 8)
 layer copies per replay (weights, caches and inputs each in their own memory,
 so the L2 cache cannot hold the 50 MB QKV weight between its uses) in one
 CUDA graph; the replays are enqueued back to back with a CUDA event between
@@ -35,6 +42,7 @@ explains the columns).
 
 import argparse
 import datetime
+import functools
 import json
 import math
 import os
@@ -58,13 +66,17 @@ EPS = 1e-5
 ROPE_THETA = 500000.0
 LLAMA3_FACTOR, LLAMA3_LOW, LLAMA3_HIGH, LLAMA3_ORIGINAL = 8.0, 1.0, 4.0, 8192
 
+PAGE = 16  # tokens per KV page, ours (bench/compile.sh) and FlashInfer's
+
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 # Batch 1 at three lengths, then batch 4 to 256 at 1 GiB of K/V history per
 # layer or less (64x4096, 128x2048 and 256x1024 hold the same tokens).
 CONFIGS = [(1, 1024), (1, 8192), (1, 32768), (4, 4096), (8, 4096),
            (16, 4096), (32, 4096), (64, 4096), (128, 2048), (256, 1024)]
-VARIANTS = ["fused", "unfused", "eager_math", "eager_sdpa", "inductor_sdpa"]
+VARIANTS = ["fused", "unfused", "eager_math", "eager_sdpa", "inductor_sdpa",
+            "flashinfer"]
 STRATEGIES = {"fused": "decode", "unfused": "none"}
+TORCH_VARIANTS = ["eager_math", "eager_sdpa", "inductor_sdpa"]
 DEVICE = "cuda"
 
 
@@ -281,6 +293,265 @@ def run_inductor(layers, args):
     return dict(us=median, us_min=minimum, compile_s=compile_s)
 
 
+# --- The FlashInfer stack (the peer of issue 14) -----------------------------
+#
+# What a vLLM or SGLang user runs for this step, as
+# ../shared/tools/peer_flashinfer.py measured it: flashinfer-python 0.5.3,
+# imported only here (bench/run.sh installs it from wheels, BENCH_WHEELS).
+
+FI_WORKSPACE_BYTES = 256 << 20  # the decode wrapper's float workspace
+FI_MAX_POSITIONS = 131072  # Llama-3.1's max_position_embeddings
+FI_TOLERANCE = dict(attention=2e-2, front=5e-2)  # max |error| / max |ref|
+
+
+def flashinfer_modules(dtypes):
+    """Builds (or loads) every FlashInfer kernel module the step needs before
+    any timing: the norm, RoPE and page modules and, per dtype, the CUDA-core
+    decode and the tensor-core (fa2 prefill) decode modules, with the
+    arguments the decode wrapper's plan() asks for. Missing ones are
+    JIT-compiled with nvcc in one ninja run (MAX_JOBS at a time) into
+    FLASHINFER_WORKSPACE_BASE; a prebuilt one (flashinfer/data/aot, unpacked
+    by bench/run.sh) that does not load is deleted and compiled instead.
+    Returns {module: "prebuilt" | "compiled before" | "compiled now"}."""
+    import shutil
+
+    from flashinfer.decode import get_batch_decode_module
+    from flashinfer.jit import (build_jit_specs, gen_batch_decode_module,
+                                gen_batch_prefill_module)
+    from flashinfer.jit.norm import gen_norm_module
+    from flashinfer.jit.page import gen_page_module
+    from flashinfer.jit.rope import gen_rope_module
+    from flashinfer.norm import get_norm_module
+    from flashinfer.page import get_page_module
+    from flashinfer.prefill import get_batch_prefill_module
+    from flashinfer.rope import get_rope_module
+
+    todo = [(gen_norm_module, get_norm_module, ()),
+            (gen_rope_module, get_rope_module, ()),
+            (gen_page_module, get_page_module, ())]
+    for name in dtypes:
+        dt = DTYPES[name]
+        # q, kv and output dtypes, index dtype, head dims, no positional
+        # encoding, no sliding window, no soft cap (decode.py's plan()).
+        args = (dt, dt, dt, torch.int32, HEAD_DIM, HEAD_DIM, 0, False, False)
+        todo.append((gen_batch_decode_module, get_batch_decode_module, args))
+        todo.append((functools.partial(gen_batch_prefill_module, "fa2"),
+                     functools.partial(get_batch_prefill_module, "fa2"),
+                     args + (False,)))  # no fp16 QK reduction
+    specs, report = [], {}
+    for gen, _, args in todo:
+        spec = gen(*args)
+        if spec.is_aot:
+            try:
+                spec.load(spec.aot_path)
+            except Exception as e:
+                print(f"  flashinfer module {spec.name}: the prebuilt one does "
+                      f"not load ({type(e).__name__}: {str(e)[:300]}); "
+                      "compiling it", flush=True)
+                shutil.rmtree(spec.aot_path.parent)
+        report[spec.name] = ("prebuilt" if spec.is_aot else "compiled before"
+                             if spec.is_compiled else "compiled now")
+        specs.append(spec)
+    missing = [s for s in specs if not s.is_aot]
+    if missing:
+        print(f"  flashinfer: building {len(missing)} kernel modules with "
+              "nvcc (about a minute when none is in the cache)", flush=True)
+        build_jit_specs(missing, verbose=False)
+    for _, get, args in todo:  # loads each (and fails here, not in a row)
+        get(*args)
+    return report
+
+
+def fi_meta(batch, length, seed):
+    """The page table of 16-token pages, scattered over a pool of exactly
+    the pages the step needs, and what the step's kernels take besides the
+    tensors of a layer; shared by every layer copy, as a model's layers
+    share one page table."""
+    pages_per_seq = (length + PAGE - 1) // PAGE
+    num_pages = batch * pages_per_seq
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    indices = torch.randperm(num_pages, generator=g).to(torch.int32)
+    indptr = torch.arange(0, num_pages + 1, pages_per_seq, dtype=torch.int32)
+    last_page_len = torch.full((batch,), length - (pages_per_seq - 1) * PAGE,
+                               dtype=torch.int32)
+    # vLLM's RotaryEmbedding cache: [positions, D] fp32, cos | sin of the
+    # Llama-3.1 frequencies (NeoX pairing, like rope() above).
+    t = torch.arange(max(FI_MAX_POSITIONS, length), dtype=torch.float32,
+                     device=DEVICE)
+    angle = t[:, None] * rope_inv_freq()[None, :]
+    return dict(
+        num_pages=num_pages, pages_per_seq=pages_per_seq,
+        indices=indices.to(DEVICE), indptr=indptr.to(DEVICE),
+        last_page_len=last_page_len.to(DEVICE),
+        # The appended token: sequence b, position L - 1 (what
+        # flashinfer.get_batch_indices_positions gives for one new token
+        # per sequence), and the RoPE positions.
+        batch_indices=torch.arange(batch, dtype=torch.int32, device=DEVICE),
+        positions=torch.full((batch,), length - 1, dtype=torch.int32,
+                             device=DEVICE),
+        pos=torch.full((batch,), length - 1, dtype=torch.long, device=DEVICE),
+        cos_sin=torch.cat([angle.cos(), angle.sin()], -1).contiguous())
+
+
+def fi_layers(batch, dtype, copies, meta, seed=0):
+    """`copies` independent sets of random weights, inputs and paged caches
+    ([pages, K|V, 16, Hkv, D], NHD, every slot random)."""
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    randn = lambda *shape: torch.randn(*shape, device=DEVICE, generator=g)
+    layers = []
+    for _ in range(copies):
+        layers.append(dict(
+            x=randn(batch, HIDDEN).to(dtype),
+            residual=randn(batch, HIDDEN).to(dtype),
+            w_norm=(1 + 0.1 * randn(HIDDEN)).to(dtype),
+            w_qkv=(randn(QKV_ROWS, HIDDEN) / math.sqrt(HIDDEN)).to(dtype),
+            kv=torch.randn(meta["num_pages"], 2, PAGE, KV_HEADS, HEAD_DIM,
+                           device=DEVICE, generator=g, dtype=dtype),
+            out=torch.empty(batch, HEADS, HEAD_DIM, device=DEVICE,
+                            dtype=dtype)))
+    return layers
+
+
+def fi_wrapper(meta, batch, dtype, tensor_cores):
+    """The decode wrapper as vLLM and SGLang build it for their decode CUDA
+    graphs (use_cuda_graph, its own index buffers), planned once, outside
+    the graph, for the whole run (the page table does not change)."""
+    import flashinfer
+
+    i32 = lambda n: torch.empty(n, dtype=torch.int32, device=DEVICE)
+    wrapper = flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper(
+        torch.zeros(FI_WORKSPACE_BYTES, dtype=torch.uint8, device=DEVICE),
+        "NHD", use_cuda_graph=True, use_tensor_cores=tensor_cores,
+        paged_kv_indptr_buffer=i32(batch + 1),
+        paged_kv_indices_buffer=i32(meta["num_pages"]),
+        paged_kv_last_page_len_buffer=i32(batch))
+    wrapper.plan(meta["indptr"], meta["indices"], meta["last_page_len"],
+                 HEADS, KV_HEADS, HEAD_DIM, PAGE, pos_encoding_mode="NONE",
+                 q_data_type=dtype, kv_data_type=dtype)
+    torch.cuda.synchronize()
+    return wrapper
+
+
+def step_flashinfer(x, residual, w_norm, w_qkv, kv, out, wrapper, meta):
+    """One step on the FlashInfer stack: residual += x and x = rmsnorm(
+    residual) in place, the packed QKV projection (cuBLAS), RoPE in place on
+    q and k, the new K/V row appended to the paged cache, decode attention
+    into `out` [B, Hq, D]. Returns the rotated q [B, Hq, D] and `out`."""
+    import flashinfer
+
+    b = x.shape[0]
+    flashinfer.norm.fused_add_rmsnorm(x, residual, w_norm, EPS)
+    qkv = F.linear(x, w_qkv)
+    q, k, v = qkv.split([HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM,
+                         KV_HEADS * HEAD_DIM], dim=-1)
+    flashinfer.rope.apply_rope_with_cos_sin_cache_inplace(
+        meta["pos"], q, k, HEAD_DIM, meta["cos_sin"], is_neox=True)
+    flashinfer.page.append_paged_kv_cache(
+        k.view(b, KV_HEADS, HEAD_DIM), v.view(b, KV_HEADS, HEAD_DIM),
+        meta["batch_indices"], meta["positions"], kv, meta["indices"],
+        meta["indptr"], meta["last_page_len"], "NHD")
+    q = q.view(b, HEADS, HEAD_DIM)
+    wrapper.run(q, kv, out=out)
+    return q, out
+
+
+def fi_gather(kv, meta, batch, length):
+    """K and V [B, L, Hkv, D] gathered from the paged cache."""
+    pages = meta["indices"].long().view(batch, meta["pages_per_seq"])
+    k = kv[pages, 0].reshape(batch, -1, KV_HEADS, HEAD_DIM)[:, :length]
+    v = kv[pages, 1].reshape(batch, -1, KV_HEADS, HEAD_DIM)[:, :length]
+    return k, v
+
+
+def fi_check(layer, wrapper, meta, batch, length):
+    """One step on copies of a layer's inputs, then
+      attention: its output against torch SDPA (enable_gqa, the working
+        dtype) on the same inputs: its rotated q and the cache it attended
+        over (gathered from the pages after the append);
+      front: its q and appended K/V row against this harness's projection
+        (project(), bench.py's RoPE) of x + residual;
+      history: the L - 1 tokens before the append unchanged.
+    Errors are max |a - ref| and that over max |ref|; AssertionError if one
+    is above FI_TOLERANCE."""
+    x0, r0 = layer["x"].clone(), layer["residual"].clone()
+    kv = layer["kv"].clone()
+    k_hist, v_hist = fi_gather(kv, meta, batch, length - 1)
+    q, out = step_flashinfer(x0.clone(), r0.clone(), layer["w_norm"],
+                             layer["w_qkv"], kv, torch.empty_like(
+                                 layer["out"]), wrapper, meta)
+    kc, vc = fi_gather(kv, meta, batch, length)
+    sdpa = F.scaled_dot_product_attention(
+        q.contiguous()[:, :, None, :], kc.transpose(1, 2), vc.transpose(1, 2),
+        enable_gqa=True)[:, :, 0, :]
+    summed = x0 + r0
+    normed = F.rms_norm(summed, (HIDDEN,), layer["w_norm"], EPS)
+    q_ref, k_ref, v_ref = project(summed, layer["w_norm"], layer["w_qkv"],
+                                  meta["pos"], rope_inv_freq(), normed)
+
+    def errors(a, ref):
+        err = (a.float() - ref.float()).abs().max().item()
+        return err, err / max(ref.float().abs().max().item(), 1e-30)
+
+    attn_abs, attn_rel = errors(out, sdpa)
+    front_rel = max(errors(q, q_ref)[1],
+                    errors(kc[:, length - 1], k_ref)[1],
+                    errors(vc[:, length - 1], v_ref)[1])
+    history = bool(torch.equal(kc[:, :length - 1], k_hist) and
+                   torch.equal(vc[:, :length - 1], v_hist))
+    check = dict(attention_max_abs_err=attn_abs, attention_rel_err=attn_rel,
+                 front_rel_err=front_rel, history_unchanged=history)
+    if (not attn_rel <= FI_TOLERANCE["attention"] or
+            not front_rel <= FI_TOLERANCE["front"] or not history):
+        raise AssertionError(f"check failed (tolerance {FI_TOLERANCE}): "
+                             f"{check}")
+    return check
+
+
+def run_flashinfer(dtype, batch, length, args):
+    """The FlashInfer stack with the tensor-core decode off and on: each
+    checked (fi_check, on copy 0's inputs before any step has changed them),
+    then timed like the PyTorch variants; the faster is the column. A
+    setting that fails its check is not timed."""
+    meta = fi_meta(batch, length, seed=batch * 100003 + length)
+    layers = fi_layers(batch, dtype, args.layers, meta)
+    settings, steps = {}, {}
+
+    def failed(key, e):
+        settings[key]["error"] = f"{type(e).__name__}: {str(e)[:1500]}"
+        print(f"  flashinfer, tensor cores {key}: FAILED: "
+              f"{settings[key]['error']}", flush=True)
+
+    for key, tc in (("off", False), ("on", True)):
+        settings[key] = {}
+        try:
+            wrapper = fi_wrapper(meta, batch, dtype, tc)
+            settings[key] = fi_check(layers[0], wrapper, meta, batch, length)
+        except Exception as e:
+            failed(key, e)
+            continue
+        steps[key] = functools.partial(step_flashinfer, wrapper=wrapper,
+                                       meta=meta)
+        print(f"  flashinfer, tensor cores {key}: attention vs SDPA max error "
+              f"{settings[key]['attention_max_abs_err']:.2e} "
+              f"({settings[key]['attention_rel_err']:.1e} of its max)",
+              flush=True)
+    for key, step in steps.items():
+        try:
+            median, minimum = time_graph(step, layers, args.iters, args.warmup)
+        except Exception as e:
+            failed(key, e)
+            continue
+        settings[key].update(us=median, us_min=minimum)
+        print(f"  flashinfer, tensor cores {key}: {median:.1f} us", flush=True)
+    timed = [key for key in settings if "us" in settings[key]]
+    if not timed:
+        raise RuntimeError("neither tensor-core setting passed its check and "
+                           "ran")
+    best = min(timed, key=lambda key: settings[key]["us"])
+    return dict(settings[best], tensor_cores=best == "on",
+                tensor_cores_settings=settings)
+
+
 # --- Our pipelines, through fusion-run --------------------------------------
 
 
@@ -344,6 +615,9 @@ def derive(row):
                                       fused)
     for v in VARIANTS[1:]:
         row[v + "_over_fused"] = ratio(us(v), fused)
+    peers = [us(v) for v in VARIANTS if v not in STRATEGIES
+             and us(v) is not None]
+    row["best_peer_over_fused"] = ratio(min(peers, default=None), fused)
 
 
 def us_of(variant, key="us"):
@@ -360,12 +634,17 @@ COLUMNS = [  # header, width, value
     ("e-math", 7, us_of("eager_math")),
     ("e-sdpa", 6, us_of("eager_sdpa")),
     ("ind-sdpa", 8, us_of("inductor_sdpa")),
+    ("fi", 6, us_of("flashinfer")),
+    ("fi-tc", 5, lambda r: {True: "on", False: "off", None: None}[
+        us_of("flashinfer", "tensor_cores")(r)]),
     ("TB/s", 5, lambda r: r["fused_TBps"]),
     ("%floor", 6, lambda r: r["fused_pct_of_floor"]),
     ("unf/fus", 7, lambda r: r["unfused_over_fused"]),
     ("em/fus", 6, lambda r: r["eager_math_over_fused"]),
     ("es/fus", 6, lambda r: r["eager_sdpa_over_fused"]),
     ("ind/fus", 7, lambda r: r["inductor_sdpa_over_fused"]),
+    ("fi/fus", 6, lambda r: r["flashinfer_over_fused"]),
+    ("peer/fus", 8, lambda r: r["best_peer_over_fused"]),
     ("compile s", 9, us_of("inductor_sdpa", "compile_s")),
 ]
 
@@ -384,7 +663,9 @@ def print_table(result):
     print(f"\n{result['gpu']}, {result['date']}; read bandwidth "
           f"{cell(result['read_bw_TBps'], 0)} TB/s (the floor's), copy "
           f"{cell(result['copy_bw_TBps'], 0)} TB/s; us per layer-step, median "
-          f"over {result['iters']} replays of {result['layers']} layer copies")
+          f"over {result['iters']} replays of {result['layers']} layer copies"
+          + (f"; flashinfer {result['flashinfer']}"
+             if result.get("flashinfer") else ""))
     print(" ".join(f"{h:>{w}}" for h, w, _ in COLUMNS))
     for row in result["rows"]:
         line = " ".join(cell(value(row), w) for _, w, value in COLUMNS)
@@ -473,7 +754,8 @@ def main():
             timespec="seconds"),
         gpu=torch.cuda.get_device_name(), torch=torch.__version__,
         command=" ".join(sys.argv), layers=args.layers, iters=args.iters,
-        warmup=args.warmup, read_bw_TBps=None, copy_bw_TBps=None, rows=[])
+        warmup=args.warmup, read_bw_TBps=None, copy_bw_TBps=None,
+        flashinfer=None, flashinfer_modules=None, rows=[])
     print(f"{result['gpu']}, torch {result['torch']}", flush=True)
 
     def attempt(what, fn):
@@ -495,6 +777,31 @@ def main():
             print(f"  {what}: done ({wall:.1f} s)", flush=True)
         return value
 
+    fi_ready = False
+    if "flashinfer" in args.variants:
+        try:
+            import flashinfer
+        except Exception as e:  # not installed: the column is skipped
+            why = (str(e).splitlines() or [""])[0][:200]
+            print(f"flashinfer: not importable ({type(e).__name__}: {why}); "
+                  "its column is skipped (bench/README.md: BENCH_WHEELS)",
+                  flush=True)
+        else:
+            result["flashinfer"] = flashinfer.__version__
+            t0 = time.perf_counter()
+            try:
+                result["flashinfer_modules"] = flashinfer_modules(args.dtypes)
+                fi_ready = True
+            except Exception as e:
+                print(f"flashinfer {flashinfer.__version__}: its kernel modules "
+                      f"did not build or load ({type(e).__name__}: "
+                      f"{str(e)[-3000:]}); its column is skipped", flush=True)
+            else:
+                sources = list(result["flashinfer_modules"].values())
+                print(f"flashinfer {flashinfer.__version__}: kernel modules "
+                      f"ready in {time.perf_counter() - t0:.1f} s (" + ", ".join(
+                          f"{sources.count(s)} {s}"
+                          for s in dict.fromkeys(sources)) + ")", flush=True)
     read_bw = attempt("read bandwidth", read_bandwidth)
     copy_bw = attempt("copy bandwidth", copy_bandwidth)
     result["read_bw_TBps"] = read_bw / 1e12 if read_bw else None
@@ -514,7 +821,7 @@ def main():
             for v in ours:
                 row[v] = attempt(v, lambda: run_fusion(v, dtype, batch,
                                                        length, args))
-            baselines = [v for v in args.variants if v not in STRATEGIES]
+            baselines = [v for v in args.variants if v in TORCH_VARIANTS]
             if baselines:
                 layers = attempt("make layers", lambda: make_layers(
                     batch, length, DTYPES[dtype], args.layers))
@@ -525,6 +832,10 @@ def main():
                 for v in baselines:
                     row[v] = attempt(v, runs[v]) if layers else None
                 del layers
+                torch.cuda.empty_cache()
+            if "flashinfer" in args.variants:
+                row["flashinfer"] = attempt("flashinfer", lambda: run_flashinfer(
+                    DTYPES[dtype], batch, length, args)) if fi_ready else None
                 torch.cuda.empty_cache()
             derive(row)
             row["wall_s"] = time.perf_counter() - t0
