@@ -345,8 +345,8 @@ def flashinfer_modules(dtypes):
             try:
                 spec.load(spec.aot_path)
             except Exception as e:
-                print(f"  flashinfer module {spec.name}: the prebuilt one does "
-                      f"not load ({type(e).__name__}: {str(e)[:300]}); "
+                print(f"  flashinfer module {spec.name}: the prebuilt one "
+                      f"does not load ({type(e).__name__}: {str(e)[:300]}); "
                       "compiling it", flush=True)
                 shutil.rmtree(spec.aot_path.parent)
         report[spec.name] = ("prebuilt" if spec.is_aot else "compiled before"
@@ -793,15 +793,16 @@ def main():
                 result["flashinfer_modules"] = flashinfer_modules(args.dtypes)
                 fi_ready = True
             except Exception as e:
-                print(f"flashinfer {flashinfer.__version__}: its kernel modules "
-                      f"did not build or load ({type(e).__name__}: "
+                print(f"flashinfer {flashinfer.__version__}: its kernel "
+                      f"modules did not build or load ({type(e).__name__}: "
                       f"{str(e)[-3000:]}); its column is skipped", flush=True)
             else:
                 sources = list(result["flashinfer_modules"].values())
+                counts = ", ".join(f"{sources.count(s)} {s}"
+                                   for s in dict.fromkeys(sources))
                 print(f"flashinfer {flashinfer.__version__}: kernel modules "
-                      f"ready in {time.perf_counter() - t0:.1f} s (" + ", ".join(
-                          f"{sources.count(s)} {s}"
-                          for s in dict.fromkeys(sources)) + ")", flush=True)
+                      f"ready in {time.perf_counter() - t0:.1f} s ({counts})",
+                      flush=True)
     read_bw = attempt("read bandwidth", read_bandwidth)
     copy_bw = attempt("copy bandwidth", copy_bandwidth)
     result["read_bw_TBps"] = read_bw / 1e12 if read_bw else None
@@ -834,9 +835,11 @@ def main():
                 del layers
                 torch.cuda.empty_cache()
             if "flashinfer" in args.variants:
-                row["flashinfer"] = attempt("flashinfer", lambda: run_flashinfer(
-                    DTYPES[dtype], batch, length, args)) if fi_ready else None
-                torch.cuda.empty_cache()
+                row["flashinfer"] = None  # not importable: skipped
+                if fi_ready:
+                    row["flashinfer"] = attempt("flashinfer", lambda: (
+                        run_flashinfer(DTYPES[dtype], batch, length, args)))
+                    torch.cuda.empty_cache()
             derive(row)
             row["wall_s"] = time.perf_counter() - t0
             result["rows"].append(row)

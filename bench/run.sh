@@ -62,9 +62,13 @@ if [ -n "${BENCH_WHEELS:-}" ]; then
   # Reinstalling would renew the sources' times and make ninja recompile
   # every JIT module: install only what is not there yet.
   if [ "$(cat "$site/.bench-wheels" 2>/dev/null)" != "$wheels" ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile \
-      --no-cache-dir --upgrade --target "$site" "$BENCH_WHEELS"/*.whl
-    echo "$wheels" >"$site/.bench-wheels"
+    if python3 -m pip install -q --no-index --no-deps --no-compile \
+        --no-cache-dir --upgrade --target "$site" "$BENCH_WHEELS"/*.whl; then
+      echo "$wheels" >"$site/.bench-wheels"
+    else
+      echo "bench/run.sh: could not install $BENCH_WHEELS/*.whl; bench.py" \
+           "skips the flashinfer column if it cannot import it" >&2
+    fi
   fi
   export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
   export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer-bench}
