@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(Gemm<NT, CS, KC, ST, BT>::kThreads)
   int rank = blockIdx.x % CS, n0 = blockIdx.x / CS * NT;
   int kBegin = K / KC * rank / CS * KC, kEnd = K / KC * (rank + 1) / CS * KC;
   int steps = (kEnd - kBegin) / KC;
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int warp = threadIdx.x >> 5;
   if (threadIdx.x == 0) {
     for (int s = 0; s < ST; ++s) {
       mbarInit(&full[s], 1);
