@@ -184,3 +184,26 @@ func.func @group16(%q: tensor<?x32x128xf16>, %kc: memref<?x16x2x128xf16>, %vc: m
   }
   return %o : tensor<?x32x128xf16>
 }
+
+// -----
+
+// A kernel that carries a schedule is compiled with its choices and keeps it:
+// 2 of the 4 heads of a group per CTA (head_blocks 4 / 2 = 2, grid y 8 x 2),
+// 128 threads in row groups of 16 lanes (128 / 8 vectors of D = 128), 2
+// tokens each: chunks of 128 / 16 x 2 = 16 tokens; max_splits 16 sizes the
+// workspaces.
+// CHECK-LABEL: func.func @carried
+// CHECK:       grid = [num_splits, 16, batch], block = 128,
+// CHECK-SAME:    role = "partial_out", dtype = f32, shape = [batch, 32, 16, 128]
+// CHECK-SAME:    schedule = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 16, heads_per_cta = 2, head_blocks = 2, vector_width = 8, lanes_per_row = 16, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64>
+func.func @carried(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
+  %o = fusion.kernel @attn_carried (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x32x128xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 16, heads_per_cta = 2, head_blocks = 2, vector_width = 8, lanes_per_row = 16, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64>} {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x32x128xf16>
+  }
+  return %o : tensor<?x32x128xf16>
+}
