@@ -419,6 +419,15 @@ private:
     out["static_shared_bytes"] = staticSmem;
   }
 
+  /// A kernel's `schedule` object: its #fusion.*_schedule and its strategy
+  /// (getCompiledFor checks that every kernel has one).
+  static json::Object kernelScheduleToJSON(KernelOp kernel) {
+    json::Object schedule = scheduleToJSON(kernel.getScheduleAttr());
+    if (std::optional<FusionStrategy> strategy = kernel.getStrategy())
+      schedule["strategy"] = stringifyFusionStrategy(*strategy).str();
+    return schedule;
+  }
+
   json::Object kernelToJSON(KernelOp kernel, LaunchAttr launch, unsigned index,
                             StringRef function,
                             const DenseMap<Operation *, unsigned> &kernels,
@@ -429,12 +438,7 @@ private:
     k["name"] = kernel.getSymName().str();
     launchToJSON(launch.getEntry(), launch.getGrid(), launch.getBlock(),
                  launch.getSmem(), launch.getStaticSmem(), k);
-    if (kernel.getStrategy() || kernel.getScheduleAttr()) {
-      json::Object schedule = scheduleToJSON(kernel.getScheduleAttr());
-      if (std::optional<FusionStrategy> strategy = kernel.getStrategy())
-        schedule["strategy"] = stringifyFusionStrategy(*strategy).str();
-      k["schedule"] = std::move(schedule);
-    }
+    k["schedule"] = kernelScheduleToJSON(kernel);
     if (ArrayAttr variants = launch.getVariants()) {
       json::Array out;
       for (auto variant : variants.getAsRange<KernelVariantAttr>()) {
