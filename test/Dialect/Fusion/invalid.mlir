@@ -1,8 +1,8 @@
 // RUN: fusion-opt %s -split-input-file -verify-diagnostics
 
 // One case per diagnostic of the fusion dialect (FusionOps.cpp,
-// FusionDialect.cpp, the fusion.kernel parser) and a few of the ODS
-// constraint errors. Each case is valid except for the one thing it names.
+// FusionDialect.cpp, LaunchAttrs.cpp, ScheduleAttrs.cpp, the fusion.kernel
+// parser) and a few of the ODS constraint errors. Each case is valid except for the one thing it names.
 
 //===----------------------------------------------------------------------===//
 // fusion.rmsnorm

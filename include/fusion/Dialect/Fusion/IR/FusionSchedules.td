@@ -64,15 +64,16 @@ def Fusion_ProjectionMmaScheduleAttr
   let summary = "schedule of the tensor-core projection variant";
   let description = [{
     Kind `projection_mma` (the schedule of a #fusion.variant, launched from
-    its `min_batch`): `warps` warps per CTA (`threads` = 32 x `warps`) over `grid`
-    CTAs, each warp computing blocks of `rows_per_warp` rows for tiles of
-    `tile_tokens` tokens (a multiple of 8), reading `k_vectors` 16-byte
-    weight vectors per lane and loop step; `k_split` warps (a divisor of
-    `warps`) share one row block, each taking 1/`k_split` of the reduction.
+    its `min_batch`): `warps` warps per CTA (`threads` = 32 x `warps`) over
+    `grid` CTAs, each warp computing blocks of `rows_per_warp` rows for
+    tiles of `tile_tokens` tokens (a multiple of 8), reading `k_vectors`
+    16-byte weight vectors per lane and loop step; `k_split` warps (a
+    divisor of `warps`) share one row block, each taking 1/`k_split` of the
+    reduction.
 
     ```mlir
-    #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 132, rows_per_warp = 16, tile_tokens = 24, k_vectors = 8,
-        k_split = 2>
+    #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 132,
+        rows_per_warp = 16, tile_tokens = 24, k_vectors = 8, k_split = 2>
     ```
   }];
   let parameters = (ins "int64_t":$threads, "int64_t":$warps, "int64_t":$grid,
