@@ -214,10 +214,8 @@ private:
     auto kernel = KernelOp::create(
         builder, front->getLoc(), ValueRange(outputs).getTypes(),
         inputs.getArrayRef(), builder.getStringAttr(name),
-        builder.getDictionaryAttr(builder.getNamedAttr(
-            "strategy",
-            builder.getStringAttr(stringifyFusionStrategy(strategy)))),
-        /*launch=*/LaunchAttr());
+        FusionStrategyAttr::get(builder.getContext(), strategy),
+        /*schedule=*/ScheduleAttrInterface(), /*launch=*/LaunchAttr());
     Block *body = builder.createBlock(&kernel.getBody());
     IRMapping mapping;
     for (Value input : inputs)

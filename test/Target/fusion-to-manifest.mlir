@@ -12,7 +12,8 @@
 // RUN: fusion-translate --fusion-to-manifest --fusion-ptx-name=norm.ptx %s -split-input-file -verify-diagnostics | FileCheck %s
 
 // The chip and features come from the gpu.binary's #nvvm.target, the strategy
-// from the kernels' schedules, argument names from the source's SSA names
+// recorded on the kernels (also written into each kernel's schedule, with
+// `kind` and the members of its #fusion.*_schedule), argument names from the source's SSA names
 // (%hidden) or a NameLoc (weight), and ptx_fnv1a64 is the FNV-1a hash of the
 // assembly (computed independently: a72cd7aebfe84229).
 // CHECK-LABEL: "chip": "sm_80",
@@ -23,12 +24,19 @@
 //       CHECK:   "name": "weight",
 //  CHECK-NEXT:   "role": "norm_weight",
 //       CHECK: "name": "norm",
+//       CHECK: "schedule": {
+//  CHECK-NEXT:   "kind": "norm_row",
+//  CHECK-NEXT:   "strategy": "none",
+//  CHECK-NEXT:   "threads": 32,
+//  CHECK-NEXT:   "tokens_per_cta": 1,
+//  CHECK-NEXT:   "vector_width": 8
+//  CHECK-NEXT: },
 //       CHECK: "ptx": "norm.ptx",
 //  CHECK-NEXT: "ptx_fnv1a64": "a72cd7aebfe84229",
 //  CHECK-NEXT: "strategy": "none",
 module attributes {gpu.container_module} {
   func.func @norm(%hidden: tensor<?x64xf16>, %arg1: tensor<64xf16> loc("weight")) -> tensor<?x64xf16> {
-    %0 = fusion.kernel @norm_k0_rmsnorm (%h = %hidden, %w = %arg1) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {launch = #fusion.launch<entry = "norm_k0_rmsnorm", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = input, role = "norm_weight", dtype = f16, shape = [64]>, #fusion.param<kind = output, role = "normed", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = scalar, role = "batch", dtype = i32>]>, schedule = {kind = "norm_row", strategy = "none"}} {
+    %0 = fusion.kernel @norm_k0_rmsnorm (%h = %hidden, %w = %arg1) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {launch = #fusion.launch<entry = "norm_k0_rmsnorm", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = input, role = "norm_weight", dtype = f16, shape = [64]>, #fusion.param<kind = output, role = "normed", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = scalar, role = "batch", dtype = i32>]>, schedule = #fusion.norm_row_schedule<threads = 32, vector_width = 8, tokens_per_cta = 1>, strategy = #fusion.strategy<none>} {
       %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
       fusion.yield %r : tensor<?x64xf16>
     }
@@ -58,7 +66,7 @@ module attributes {gpu.container_module} {
 module attributes {gpu.container_module} {
   func.func @norm(%hidden: tensor<?x64xf16>, %weight: tensor<64xf16>) -> tensor<?x64xf16> {
     // expected-error @below {{has no launch (not compiled)}}
-    %0 = fusion.kernel @norm_k0_rmsnorm (%h = %hidden, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {schedule = {strategy = "none"}} {
+    %0 = fusion.kernel @norm_k0_rmsnorm (%h = %hidden, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {strategy = #fusion.strategy<none>} {
       %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
       fusion.yield %r : tensor<?x64xf16>
     }
@@ -69,14 +77,14 @@ module attributes {gpu.container_module} {
 
 // -----
 
-// expected-error @below {{the manifest needs every fusion.kernel's schedule to record the same strategy}}
+// expected-error @below {{the manifest needs every fusion.kernel to record the same strategy}}
 module attributes {gpu.container_module} {
   func.func @norm(%hidden: tensor<?x64xf16>, %weight: tensor<64xf16>) -> tensor<?x64xf16> {
-    %0 = fusion.kernel @a (%h = %hidden, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {launch = #fusion.launch<entry = "a", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = input, role = "norm_weight", dtype = f16, shape = [64]>, #fusion.param<kind = output, role = "normed", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = scalar, role = "batch", dtype = i32>]>, schedule = {strategy = "none"}} {
+    %0 = fusion.kernel @a (%h = %hidden, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {launch = #fusion.launch<entry = "a", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = input, role = "norm_weight", dtype = f16, shape = [64]>, #fusion.param<kind = output, role = "normed", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = scalar, role = "batch", dtype = i32>]>, strategy = #fusion.strategy<none>} {
       %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
       fusion.yield %r : tensor<?x64xf16>
     }
-    %1 = fusion.kernel @b (%h = %0, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {launch = #fusion.launch<entry = "b", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = input, role = "norm_weight", dtype = f16, shape = [64]>, #fusion.param<kind = output, role = "normed", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = scalar, role = "batch", dtype = i32>]>, schedule = {strategy = "decode"}} {
+    %1 = fusion.kernel @b (%h = %0, %w = %weight) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> attributes {launch = #fusion.launch<entry = "b", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = input, role = "norm_weight", dtype = f16, shape = [64]>, #fusion.param<kind = output, role = "normed", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = scalar, role = "batch", dtype = i32>]>, strategy = #fusion.strategy<decode>} {
       %r = fusion.rmsnorm %h, %w {epsilon = 1.000000e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
       fusion.yield %r : tensor<?x64xf16>
     }

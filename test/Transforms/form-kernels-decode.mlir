@@ -13,7 +13,7 @@
 //       CHECK:   %[[FRONT:.+]]:2 = fusion.kernel @layer_k0_fused
 //  CHECK-SAME:     = %[[X]], {{.*}} = %[[NW]], {{.*}} = %[[R]], {{.*}} = %[[W]], {{.*}} = %[[POS]], {{.*}} = %[[KC]], {{.*}} = %[[VC]], {{.*}} = %[[BT]])
 //  CHECK-SAME:     -> (tensor<?x64xf16>, tensor<?x4x16xf16>)
-//  CHECK-SAME:     attributes {schedule = {strategy = "decode"}}
+//  CHECK-SAME:     attributes {strategy = #fusion.strategy<decode>}
 //  CHECK-NEXT:     fusion.rmsnorm
 //  CHECK-NEXT:     fusion.qkv_proj
 //  CHECK-NEXT:     fusion.rope

@@ -5,7 +5,7 @@
 
 // CHECK-LABEL: func.func @layer(
 //       CHECK:   %[[N:.+]]:2 = fusion.kernel @layer_k0_rmsnorm
-//  CHECK-SAME:     attributes {schedule = {strategy = "none"}}
+//  CHECK-SAME:     attributes {strategy = #fusion.strategy<none>}
 //  CHECK-NEXT:     fusion.rmsnorm
 //  CHECK-NEXT:     fusion.yield
 //       CHECK:   %[[P:.+]]:3 = fusion.kernel @layer_k1_qkv_proj ({{.*}} = %[[N]]#0,

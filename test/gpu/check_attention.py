@@ -121,17 +121,33 @@ def emit(out_dir, fusion_compile, ptxas):
     return ok
 
 
+def sweep_schedule(cfg, overrides):
+    """The #fusion.split_kv_attention_schedule a --sweep variant carries: the
+    overrides (threads, kv_unroll, max_splits) on the defaults, with the
+    members they imply for the sweep's configs (G <= 8: all heads of a group
+    in one CTA; D = 128: 16 lanes per row). The compiler rejects a schedule
+    whose implied members are not these, naming the right ones."""
+    _, hq, hkv, d, _, _ = cfg
+    m = dict(threads=256, max_splits=64, heads_per_cta=hq // hkv, head_blocks=1,
+             vector_width=8, lanes_per_row=d // 8, kv_unroll=4,
+             chunk_multiple=0, target_ctas=264, min_chunk_tokens=64)
+    m.update(overrides)
+    m["chunk_multiple"] = m["threads"] // m["lanes_per_row"] * m["kv_unroll"]
+    members = ", ".join(f"{k} = {v}" for k, v in m.items())
+    return f"#fusion.split_kv_attention_schedule<{members}>"
+
+
 def kernel_mlir_for(name, cfg, overrides):
     """A pre-formed fusion.kernel with schedule overrides (for --sweep)."""
     _, hq, hkv, d, t, p = cfg
     q = f"tensor<?x{hq}x{d}x{t}>"
     c = f"memref<?x{p}x{hkv}x{d}x{t}>"
-    sched = ", ".join(f"{k} = {v} : i64" for k, v in overrides.items())
+    sched = sweep_schedule(cfg, overrides)
     return f"""func.func @{name}(%q: {q}, %kc: {c}, %vc: {c},
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> {q} {{
   %o = fusion.kernel @{name}_k0_decode_attention (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
       : ({q}, {c}, {c}, tensor<?x?xi32>, tensor<?xi32>) -> {q}
-      attributes {{schedule = {{{sched}}}}} {{
+      attributes {{strategy = #fusion.strategy<decode>, schedule = {sched}}} {{
     %0 = fusion.decode_attention %a, %b, %c[%d, %e]
         : {q}, {c}, tensor<?x?xi32>, tensor<?xi32>
     fusion.yield %0 : {q}

@@ -28,8 +28,11 @@ def ConvertFusionToGPUPass
     `OperationEquivalence`) share one `gpu.func`.
 
     The `fusion.kernel` ops stay in the host function: each gets its chosen
-    schedule merged into `schedule` (the `strategy` entry is kept) and how to
-    launch it as its typed `launch` attribute (`#fusion.launch`, verified
+    schedule as its typed `schedule` (a `#fusion.*_schedule`; a kernel that
+    already carries one keeps it, and it must be the one chosen: the
+    attention emitter takes its `threads`, `max_splits`, `kv_unroll` and
+    `heads_per_cta` from it) and how to launch it as its typed `launch`
+    attribute (`#fusion.launch`, verified
     against the contract header's roles, dimension names and limits):
 
     ```mlir
@@ -43,7 +46,7 @@ def ConvertFusionToGPUPass
     An emitter may add batch-specialised gpu.funcs with the same parameters:
     they are listed, by strictly ascending `min_batch` (>= 2), as
     `variants = [#fusion.variant<min_batch = 2, entry = ..., grid = [...],
-    block = ..., smem = ..., static_smem = ..., schedule = {...}>]`, and a
+    block = ..., smem = ..., static_smem = ..., schedule = #fusion...>]`, and a
     runtime launches the last one whose `min_batch` <= batch instead of
     `entry`. Two different kernels with the same name are an error.
 

@@ -48,16 +48,17 @@ static gpu::GPUModuleOp getOrCreateKernelModule(ModuleOp module) {
   return gpu::GPUModuleOp::create(builder, module.getLoc(), kKernelModuleName);
 }
 
-/// Merges the emitter's schedule into the kernel's, keeping `strategy`.
-static void recordSchedule(KernelOp kernel, DictionaryAttr chosen) {
-  NamedAttrList merged;
-  if (DictionaryAttr old = kernel.getScheduleAttr())
-    merged.append(old.getValue());
-  if (chosen)
-    for (NamedAttribute entry : chosen)
-      if (entry.getName() != "strategy")
-        merged.set(entry.getName(), entry.getValue());
-  kernel.setScheduleAttr(merged.getDictionary(kernel.getContext()));
+/// Records the emitter's schedule on `kernel`. A schedule the kernel
+/// already carries is kept: it must be the one the emitter chose (the
+/// attention emitter takes its choices from it).
+static LogicalResult recordSchedule(KernelOp kernel,
+                                    ScheduleAttrInterface chosen) {
+  ScheduleAttrInterface carried = kernel.getScheduleAttr();
+  if (carried && carried != chosen)
+    return kernel.emitOpError("carries the schedule ")
+           << carried << ", but the kernel it describes has " << chosen;
+  kernel.setScheduleAttr(chosen);
+  return success();
 }
 
 /// A kernel as the deduplication compares it: its attributes but its name
@@ -105,7 +106,7 @@ struct KernelKey {
 /// A kernel already emitted, and what its duplicates get.
 struct EmittedKernel {
   KernelKey key;
-  DictionaryAttr schedule;
+  ScheduleAttrInterface schedule;
   LaunchAttr launchAttr;
 };
 
@@ -143,7 +144,8 @@ struct ConvertFusionToGPUPass
         return e.key.isEquivalentTo(key);
       });
       if (same != bucket.end()) {
-        recordSchedule(kernel, same->schedule);
+        // Equal attributes: a carried schedule is the one recorded.
+        kernel.setScheduleAttr(same->schedule);
         kernel.setLaunchAttr(same->launchAttr);
         continue;
       }
@@ -172,9 +174,9 @@ private:
       return false;
     FailureOr<LaunchAttr> launchAttr =
         getLaunchAttr(kernel, *launch, gpuModule);
-    if (llvm::failed(launchAttr))
+    if (llvm::failed(launchAttr) ||
+        llvm::failed(recordSchedule(kernel, launch->schedule)))
       return false;
-    recordSchedule(kernel, launch->schedule);
     kernel.setLaunchAttr(*launchAttr);
     bucket.push_back({key, launch->schedule, *launchAttr});
     return true;

@@ -22,6 +22,7 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -38,7 +39,7 @@ struct CompiledFor {
 };
 
 /// The chip and features of the gpu.binary objects' #nvvm.target and the
-/// strategy recorded in the kernels' schedules; fails with a diagnostic if
+/// strategy recorded on the kernels; fails with a diagnostic if
 /// either is missing or they disagree within the module.
 FailureOr<CompiledFor> getCompiledFor(ModuleOp module) {
   std::optional<CompiledFor> out;
@@ -60,21 +61,22 @@ FailureOr<CompiledFor> getCompiledFor(ModuleOp module) {
         "the manifest needs a gpu.binary whose objects all have the same "
         "#nvvm.target (chip and features)");
   module.walk([&](KernelOp kernel) {
-    DictionaryAttr schedule = kernel.getScheduleAttr();
-    auto strategy = schedule ? schedule.getAs<StringAttr>("strategy") : nullptr;
-    if (!strategy || (!out->strategy.empty() && out->strategy != strategy))
+    std::optional<FusionStrategy> strategy = kernel.getStrategy();
+    std::string name =
+        strategy ? stringifyFusionStrategy(*strategy).str() : std::string();
+    if (!strategy || (!out->strategy.empty() && out->strategy != name))
       consistent = false;
     else
-      out->strategy = strategy.str();
+      out->strategy = name;
   });
   if (!consistent || out->strategy.empty())
-    return module.emitError("the manifest needs every fusion.kernel's schedule "
-                            "to record the same strategy (set by "
+    return module.emitError("the manifest needs every fusion.kernel to record "
+                            "the same strategy (set by "
                             "--fusion-form-kernels)");
   return *out;
 }
 
-/// A JSON value for an attribute of a schedule / launch dictionary.
+/// A JSON value for an attribute of an op.
 json::Value toJSON(Attribute attr) {
   if (auto pairing = dyn_cast<RopePairingAttr>(attr))
     return stringifyRopePairing(pairing.getValue()).str();
@@ -101,16 +103,65 @@ json::Value toJSON(Attribute attr) {
       out.push_back(toJSON(e));
     return out;
   }
-  if (auto d = dyn_cast<DictionaryAttr>(attr)) {
-    json::Object out;
-    for (NamedAttribute e : d)
-      out[e.getName().getValue()] = toJSON(e.getValue());
-    return out;
-  }
   std::string str;
   llvm::raw_string_ostream os(str);
   attr.print(os);
   return str;
+}
+
+/// The manifest's `schedule` object of `schedule` (empty if null): `kind`
+/// and the members of the #fusion.*_schedule under their names in the IR;
+/// for attention also the num_splits and chunk policies (the contract
+/// header's formulas) and how the partials are left (docs/abi.md 3.4).
+json::Object scheduleToJSON(ScheduleAttrInterface schedule) {
+  if (!schedule)
+    return {};
+  json::Object o{{"kind", schedule.getKindName().str()},
+                 {"threads", schedule.getThreads()}};
+  TypeSwitch<Attribute>(schedule)
+      .Case([&](ProjectionScheduleAttr s) {
+        o["warps"] = s.getWarps();
+        o["grid"] = s.getGrid();
+        o["rows_per_warp"] = s.getRowsPerWarp();
+        o["pairs_per_warp"] = s.getPairsPerWarp();
+        o["vector_width"] = s.getVectorWidth();
+        o["k_unroll"] = s.getKUnroll();
+        o["batch_tile"] = s.getBatchTile();
+        o["min_ctas_per_sm"] = s.getMinCtasPerSm();
+      })
+      .Case([&](ProjectionMmaScheduleAttr s) {
+        o["warps"] = s.getWarps();
+        o["grid"] = s.getGrid();
+        o["rows_per_warp"] = s.getRowsPerWarp();
+        o["tile_tokens"] = s.getTileTokens();
+        o["k_vectors"] = s.getKVectors();
+        o["k_split"] = s.getKSplit();
+      })
+      .Case([&](SplitKvAttentionScheduleAttr s) {
+        o[StringRef(contract::schedule::kMaxSplits)] = s.getMaxSplits();
+        o["heads_per_cta"] = s.getHeadsPerCta();
+        o["head_blocks"] = s.getHeadBlocks();
+        o["vector_width"] = s.getVectorWidth();
+        o["lanes_per_row"] = s.getLanesPerRow();
+        o["kv_unroll"] = s.getKvUnroll();
+        o["chunk_multiple"] = s.getChunkMultiple();
+        o["chunk_policy"] = StringRef(contract::kChunkPolicyFormula);
+        o[StringRef(contract::schedule::kTargetCtas)] = s.getTargetCtas();
+        o[StringRef(contract::schedule::kMinChunkTokens)] =
+            s.getMinChunkTokens();
+        o[StringRef(contract::schedule::kNumSplitsPolicy)] =
+            StringRef(contract::kNumSplitsPolicyFormula);
+        o["partials"] = "unnormalized";
+      })
+      .Case([&](NormRowScheduleAttr s) {
+        o["vector_width"] = s.getVectorWidth();
+        o["tokens_per_cta"] = s.getTokensPerCta();
+      })
+      .Case([&](HeadScheduleAttr s) {
+        o["head_slots"] = s.getHeadSlots();
+        o["elements_per_thread"] = s.getElementsPerThread();
+      });
+  return o;
 }
 
 /// The manifest's dtype spelling of `type`: f16, bf16, f32, i32, or the
@@ -357,17 +408,24 @@ private:
   }
 
   /// Writes a launch geometry into `out`: entry, grid, block,
-  /// dynamic_shared_bytes, static_shared_bytes and `schedule` (if non-null).
+  /// dynamic_shared_bytes, static_shared_bytes.
   static void launchToJSON(StringRef entry, ArrayAttr grid, int64_t block,
                            int64_t smem, int64_t staticSmem,
-                           DictionaryAttr schedule, json::Object &out) {
+                           json::Object &out) {
     out["entry"] = entry.str();
     out["grid"] = dimsToJSON(grid);
     out["block"] = json::Array{block, 1, 1};
     out["dynamic_shared_bytes"] = smem;
     out["static_shared_bytes"] = staticSmem;
-    if (schedule)
-      out["schedule"] = toJSON(schedule);
+  }
+
+  /// A kernel's `schedule` object: its #fusion.*_schedule and its strategy
+  /// (getCompiledFor checks that every kernel has one).
+  static json::Object kernelScheduleToJSON(KernelOp kernel) {
+    json::Object schedule = scheduleToJSON(kernel.getScheduleAttr());
+    if (std::optional<FusionStrategy> strategy = kernel.getStrategy())
+      schedule["strategy"] = stringifyFusionStrategy(*strategy).str();
+    return schedule;
   }
 
   json::Object kernelToJSON(KernelOp kernel, LaunchAttr launch, unsigned index,
@@ -379,15 +437,17 @@ private:
     k["function"] = function.str();
     k["name"] = kernel.getSymName().str();
     launchToJSON(launch.getEntry(), launch.getGrid(), launch.getBlock(),
-                 launch.getSmem(), launch.getStaticSmem(),
-                 kernel.getScheduleAttr(), k);
+                 launch.getSmem(), launch.getStaticSmem(), k);
+    k["schedule"] = kernelScheduleToJSON(kernel);
     if (ArrayAttr variants = launch.getVariants()) {
       json::Array out;
       for (auto variant : variants.getAsRange<KernelVariantAttr>()) {
         json::Object v{{"min_batch", variant.getMinBatch()}};
         launchToJSON(variant.getEntry(), variant.getGrid(), variant.getBlock(),
-                     variant.getSmem(), variant.getStaticSmem(),
-                     variant.getSchedule(), v);
+                     variant.getSmem(), variant.getStaticSmem(), v);
+        json::Object schedule = scheduleToJSON(variant.getSchedule());
+        schedule["min_batch"] = variant.getMinBatch();
+        v["schedule"] = std::move(schedule);
         out.push_back(std::move(v));
       }
       k["variants"] = std::move(out);

@@ -54,13 +54,15 @@ func.func @rope_and_attention(%q: tensor<?x4x16xf16>, %k: tensor<?x2x16xf16>, %p
 
 // -----
 
-// Schedule overrides are checked: threads must be a multiple of 32.
-func.func @bad_threads(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
+// A schedule the kernel carries is kept, so it must be the one its
+// threads, max_splits, kv_unroll and heads_per_cta give (chunk_multiple is 64
+// here).
+func.func @inconsistent_schedule(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
-  // expected-error @+1 {{'fusion.kernel' op attention schedule: threads must be a multiple of 32 in [32, 1024], got 100}}
+  // expected-error @+1 {{'fusion.kernel' op carries the schedule #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 32, target_ctas = 264, min_chunk_tokens = 64>, but the kernel it describes has #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64>}}
   %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
       : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
-      -> tensor<?x32x128xf16> attributes {schedule = {threads = 100 : i64}} {
+      -> tensor<?x32x128xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 32, target_ctas = 264, min_chunk_tokens = 64>} {
     %0 = fusion.decode_attention %a, %b, %c[%d, %e]
         : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
     fusion.yield %0 : tensor<?x32x128xf16>
@@ -70,13 +72,30 @@ func.func @bad_threads(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %v
 
 // -----
 
-// heads_per_cta must divide the group size (4 here).
+// A schedule of another kind is not the attention kernel's.
+func.func @wrong_schedule_kind(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
+  // expected-error @+1 {{'fusion.kernel' op carries the schedule #fusion.norm_row_schedule<threads = 256, vector_width = 8, tokens_per_cta = 1>, but the kernel it describes has #fusion.split_kv_attention_schedule<threads = 256,}}
+  %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x32x128xf16> attributes {schedule = #fusion.norm_row_schedule<threads = 256, vector_width = 8, tokens_per_cta = 1>} {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x32x128xf16>
+  }
+  return %o : tensor<?x32x128xf16>
+}
+
+// -----
+
+// The carried schedule's choices are checked: heads_per_cta must divide the
+// group size (4 here).
 func.func @bad_heads_per_cta(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
   // expected-error @+1 {{'fusion.kernel' op attention schedule: heads_per_cta (3) must divide the group size 4 and be at most 16}}
   %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
       : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
-      -> tensor<?x32x128xf16> attributes {schedule = {heads_per_cta = 3 : i64}} {
+      -> tensor<?x32x128xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 3, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64>} {
     %0 = fusion.decode_attention %a, %b, %c[%d, %e]
         : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
     fusion.yield %0 : tensor<?x32x128xf16>
@@ -92,7 +111,7 @@ func.func @too_much_smem(%q: tensor<?x8x256xf16>, %kc: memref<?x16x1x256xf16>, %
   // expected-error @+1 {{'fusion.kernel' op attention schedule needs 66052 bytes of shared memory (threads 256, heads_per_cta 8, head_dim 256), more than 49152}}
   %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
       : (tensor<?x8x256xf16>, memref<?x16x1x256xf16>, memref<?x16x1x256xf16>, tensor<?x?xi32>, tensor<?xi32>)
-      -> tensor<?x8x256xf16> attributes {schedule = {threads = 256 : i64}} {
+      -> tensor<?x8x256xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 8, head_blocks = 1, vector_width = 8, lanes_per_row = 32, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64>} {
     %0 = fusion.decode_attention %a, %b, %c[%d, %e]
         : tensor<?x8x256xf16>, memref<?x16x1x256xf16>, tensor<?x?xi32>, tensor<?xi32>
     fusion.yield %0 : tensor<?x8x256xf16>

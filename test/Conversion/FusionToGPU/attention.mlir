@@ -19,10 +19,9 @@
 // CHECK-SAME:    #fusion.param<kind = workspace, role = "partial_stats", dtype = f32, shape = [batch, 32, 64, 2]>
 // CHECK-SAME:    #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 8], zero_init = true>
 // CHECK-SAME:    #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>, #fusion.param<kind = scalar, role = "num_splits", dtype = i32>]
-// CHECK-SAME:    schedule = {chunk_multiple = 64 : i64
-// CHECK-SAME:    head_blocks = 1 : i64, heads_per_cta = 4 : i64, kind = "split_kv_attention", kv_unroll = 4 : i64, lanes_per_row = 16 : i64, max_splits = 64 : i64
-// CHECK-SAME:    num_splits_policy = "num_splits = max(1, min(max_splits, floor(target_ctas / (batch * grid_y)), ceil(max_seq_len / min_chunk_tokens)))"
-// CHECK-SAME:    partials = "unnormalized", strategy = "decode", target_ctas = 264 : i64, threads = 256 : i64, vector_width = 8 : i64}
+// CHECK-SAME:    schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4,
+// CHECK-SAME:    head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64,
+// CHECK-SAME:    target_ctas = 264, min_chunk_tokens = 64>, strategy = #fusion.strategy<decode>
 
 // The kernel: bare flat buffers, then the i32 scalars; aligned shared memory
 // for the cross-warp merge.
@@ -77,7 +76,7 @@ func.func @llama(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: mem
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
   %o = fusion.kernel @attn_g4 (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
       : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
-      -> tensor<?x32x128xf16> attributes {schedule = {strategy = "decode"}} {
+      -> tensor<?x32x128xf16> attributes {strategy = #fusion.strategy<decode>} {
     %0 = fusion.decode_attention %a, %b, %c[%d, %e]
         : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
     fusion.yield %0 : tensor<?x32x128xf16>
@@ -92,7 +91,8 @@ func.func @llama(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: mem
 // CHECK-LABEL: func.func @group7_bf16
 // CHECK:       grid = [num_splits, 4, batch]
 // CHECK-SAME:    #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true>
-// CHECK-SAME:    heads_per_cta = 7 : i64, kind = "split_kv_attention", kv_unroll = 2 : i64
+// CHECK-SAME:    schedule = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 64, heads_per_cta = 7,
+// CHECK-SAME:    kv_unroll = 2,
 // CHECK:       gpu.func @attn_g7
 // CHECK-COUNT-7: vector.load %{{.*}} {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
 // CHECK:       scf.for
@@ -117,7 +117,8 @@ func.func @group7_bf16(%q: tensor<?x28x128xbf16>, %kc: memref<?x16x4x128xbf16>, 
 // D = 64, G = 8 (32/4): 8 lanes per row, 4 rows per warp; the row groups of a
 // warp are merged with shuffles at distances 8 and 16.
 // CHECK-LABEL: func.func @d64
-// CHECK:       heads_per_cta = 8 : i64, kind = "split_kv_attention", kv_unroll = 2 : i64, lanes_per_row = 8 : i64
+// CHECK:       #fusion.split_kv_attention_schedule<threads = 128, max_splits = 64, heads_per_cta = 8, head_blocks = 1,
+// CHECK-SAME:    vector_width = 8, lanes_per_row = 8, kv_unroll = 2,
 // CHECK:       gpu.func @attn_d64
 // CHECK:       scf.for
 // CHECK:       gpu.shuffle  xor %{{.*}}, %c4_i32{{[_0-9]*}},
@@ -144,8 +145,7 @@ func.func @d64(%q: tensor<?x32x64xf16>, %kc: memref<?x16x4x64xf16>, %vc: memref<
 // last vector with a zero query), page size 12 (not a power of two), and an
 // explicit scale.
 // CHECK-LABEL: func.func @d80
-// CHECK:       heads_per_cta = 3 : i64
-// CHECK-SAME:  lanes_per_row = 16 : i64
+// CHECK:       heads_per_cta = 3, head_blocks = 1, vector_width = 8, lanes_per_row = 16,
 // CHECK:       gpu.func @attn_d80
 // CHECK:       %[[LANE:.*]] = arith.remui %{{.*}}, %c16 : index
 // CHECK:       arith.minui %[[LANE]], %c9 : index
@@ -172,7 +172,7 @@ func.func @d80(%q: tensor<?x12x80xf16>, %kc: memref<?x12x4x80xf16>, %vc: memref<
 // CHECK-LABEL: func.func @group16
 // CHECK:       grid = [num_splits, 4, batch]
 // CHECK-SAME:    role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true
-// CHECK-SAME:    head_blocks = 2 : i64, heads_per_cta = 8 : i64
+// CHECK-SAME:    heads_per_cta = 8, head_blocks = 2,
 func.func @group16(%q: tensor<?x32x128xf16>, %kc: memref<?x16x2x128xf16>, %vc: memref<?x16x2x128xf16>,
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
   %o = fusion.kernel @attn_g16 (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
@@ -180,6 +180,29 @@ func.func @group16(%q: tensor<?x32x128xf16>, %kc: memref<?x16x2x128xf16>, %vc: m
       -> tensor<?x32x128xf16> {
     %0 = fusion.decode_attention %a, %b, %c[%d, %e]
         : tensor<?x32x128xf16>, memref<?x16x2x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x32x128xf16>
+  }
+  return %o : tensor<?x32x128xf16>
+}
+
+// -----
+
+// A kernel that carries a schedule is compiled with its choices and keeps it:
+// 2 of the 4 heads of a group per CTA (head_blocks 4 / 2 = 2, grid y 8 x 2),
+// 128 threads in row groups of 16 lanes (128 / 8 vectors of D = 128), 2
+// tokens each: chunks of 128 / 16 x 2 = 16 tokens; max_splits 16 sizes the
+// workspaces.
+// CHECK-LABEL: func.func @carried
+// CHECK:       grid = [num_splits, 16, batch], block = 128,
+// CHECK-SAME:    role = "partial_out", dtype = f32, shape = [batch, 32, 16, 128]
+// CHECK-SAME:    schedule = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 16, heads_per_cta = 2, head_blocks = 2, vector_width = 8, lanes_per_row = 16, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64>
+func.func @carried(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
+  %o = fusion.kernel @attn_carried (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x32x128xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 16, heads_per_cta = 2, head_blocks = 2, vector_width = 8, lanes_per_row = 16, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64>} {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
     fusion.yield %0 : tensor<?x32x128xf16>
   }
   return %o : tensor<?x32x128xf16>

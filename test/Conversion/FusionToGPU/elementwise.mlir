@@ -10,17 +10,17 @@
 // CHECK-SAME: launch = #fusion.launch<entry = "layer_k0_rmsnorm", grid = [batch, 1, 1], block = 64,
 // CHECK-SAME: role = "normed"
 // CHECK-SAME: role = "residual_out"
-// CHECK-SAME: schedule = {kind = "norm_row", strategy = "none", threads = 64 : i64, tokens_per_cta = 1 : i64, vector_width = 8 : i64}
+// CHECK-SAME: schedule = #fusion.norm_row_schedule<threads = 64, vector_width = 8, tokens_per_cta = 1>, strategy = #fusion.strategy<none>
 // CHECK: fusion.kernel @layer_k1_qkv_proj
-// CHECK-SAME: kind = "projection"
+// CHECK-SAME: schedule = #fusion.projection_schedule<
 // CHECK: fusion.kernel @layer_k2_rope
 // CHECK-SAME: launch = #fusion.launch<entry = "layer_k2_rope", grid = [6, batch, 1], block = 32,
-// CHECK-SAME: schedule = {elements_per_thread = 2 : i64, head_slots = 6 : i64, kind = "rope", strategy = "none", threads = 32 : i64}
+// CHECK-SAME: schedule = #fusion.head_schedule<kind = rope, threads = 32, head_slots = 6, elements_per_thread = 2>, strategy = #fusion.strategy<none>
 // CHECK: fusion.kernel @layer_k3_kv_append
 // CHECK-SAME: launch = #fusion.launch<entry = "layer_k3_kv_append", grid = [4, batch, 1], block = 32,
 // CHECK-SAME: role = "key_cache"
 // CHECK-SAME: #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>]
-// CHECK-SAME: kind = "kv_append"
+// CHECK-SAME: schedule = #fusion.head_schedule<kind = kv_append,
 
 // CHECK: gpu.module @fusion_kernels
 // CHECK: memref.global "private" constant @layer_k2_rope_inv_freq : memref<32xf32>

@@ -24,9 +24,9 @@
 // CHECK-SAME: #fusion.param<kind = output, role = "residual_out", dtype = f16, shape = [batch, 512]>,
 // CHECK-SAME: #fusion.param<kind = output, role = "query", dtype = f16, shape = [batch, 4, 64]>,
 // CHECK-SAME: #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>]>
-// CHECK-SAME: schedule = {batch_tile = 4 : i64, grid = 128 : i64, k_unroll = 2 : i64, kind = "projection",
-// CHECK-SAME: min_ctas_per_sm = 3 : i64, pairs_per_warp = 1 : i64, rows_per_warp = 2 : i64,
-// CHECK-SAME: strategy = "decode", threads = 64 : i64, vector_width = 8 : i64, warps = 2 : i64}
+// CHECK-SAME: schedule = #fusion.projection_schedule<threads = 64, warps = 2, grid = 128, rows_per_warp = 2,
+// CHECK-SAME: pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 4, min_ctas_per_sm = 3>,
+// CHECK-SAME: strategy = #fusion.strategy<decode>
 
 // CHECK: gpu.module @fusion_kernels
 // CHECK: memref.global "private" constant @layer_k0_fused_inv_freq : memref<32xf32> = dense<[1.000000e+00, 0.749894201,
@@ -77,9 +77,10 @@
 // 16-byte vectors per lane); 32 token rows of 512 + 32 f16 in dynamic shared
 // memory; 7 parts x 32 lanes x 16 registers of f32 partial sums.
 // MMA-SAME: variants = [#fusion.variant<min_batch = 2, entry = "layer_k0_fused_mma", grid = [32, 1, 1], block = 256, smem = 34816, static_smem = 14336,
-// MMA-SAME: schedule = {grid = 32 : i64, k_split = 8 : i64, k_vectors = 2 : i64, kind = "projection_mma", min_batch = 2 : i64, rows_per_warp = 16 : i64,
-// MMA-SAME: threads = 256 : i64, tile_tokens = 32 : i64, warps = 8 : i64}>]
-// MMA-SAME: schedule = {batch_tile = 1 : i64,
+// MMA-SAME: schedule = #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 32, rows_per_warp = 16,
+// MMA-SAME: tile_tokens = 32, k_vectors = 2, k_split = 8>>]
+// MMA-SAME: schedule = #fusion.projection_schedule<threads = 64, warps = 2, grid = 128, rows_per_warp = 2,
+// MMA-SAME: pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1,
 // MMA: gpu.func @layer_k0_fused(
 // MMA-SAME: workgroup(%{{.*}} : memref<512xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64},
 // The tensor-core variant (batch >= 2): the tile's normalised rows in
@@ -133,7 +134,7 @@ func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor
 // CHECK: fusion.kernel @bf16_layernorm_k0_fused
 // CHECK-SAME: role = "norm_bias"
 // CHECK-SAME: role = "qkv_bias", dtype = bf16, shape = [1280]
-// CHECK-SAME: kind = "projection"
+// CHECK-SAME: schedule = #fusion.projection_schedule<
 // CHECK: gpu.func @bf16_layernorm_k0_fused(
 // CHECK-SAME: memref<1099511627776xbf16>
 // CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>

@@ -1,8 +1,8 @@
 // RUN: fusion-opt %s -split-input-file -verify-diagnostics
 
 // One case per diagnostic of the fusion dialect (FusionOps.cpp,
-// FusionDialect.cpp, the fusion.kernel parser) and a few of the ODS
-// constraint errors. Each case is valid except for the one thing it names.
+// FusionDialect.cpp, LaunchAttrs.cpp, ScheduleAttrs.cpp, the fusion.kernel
+// parser) and a few of the ODS constraint errors. Each case is valid except for the one thing it names.
 
 //===----------------------------------------------------------------------===//
 // fusion.rmsnorm
@@ -1344,9 +1344,71 @@ func.func private @launch_grid() attributes {l = #fusion.launch<entry = "k", gri
 // -----
 
 // expected-error @+1 {{min_batch 1; a variant replaces its kernel from batch 2 on}}
-func.func private @variant_batch() attributes {v = #fusion.variant<min_batch = 1, entry = "k_mma", grid = [8, 1, 1], block = 256, smem = 0, static_smem = 0, schedule = {}>}
+func.func private @variant_batch() attributes {v = #fusion.variant<min_batch = 1, entry = "k_mma", grid = [8, 1, 1], block = 256, smem = 0, static_smem = 0, schedule = #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 8, rows_per_warp = 16, tile_tokens = 32, k_vectors = 2, k_split = 8>>}
 
 // -----
 
 // expected-error @+1 {{variants must have ascending min_batch}}
-func.func private @variant_order() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [], variants = [#fusion.variant<min_batch = 4, entry = "a", grid = [8, 1, 1], block = 256, smem = 0, static_smem = 0, schedule = {}>, #fusion.variant<min_batch = 2, entry = "b", grid = [8, 1, 1], block = 256, smem = 0, static_smem = 0, schedule = {}>]>}
+func.func private @variant_order() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [], variants = [#fusion.variant<min_batch = 4, entry = "a", grid = [8, 1, 1], block = 256, smem = 0, static_smem = 0, schedule = #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 8, rows_per_warp = 16, tile_tokens = 32, k_vectors = 2, k_split = 8>>, #fusion.variant<min_batch = 2, entry = "b", grid = [8, 1, 1], block = 256, smem = 0, static_smem = 0, schedule = #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 8, rows_per_warp = 16, tile_tokens = 32, k_vectors = 2, k_split = 8>>]>}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Kernel schedules (#fusion.*_schedule, ScheduleAttrs.cpp)
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{projection_schedule threads must be a multiple of 32 in [32, 1024], got 100}}
+func.func private @schedule_threads_warp() attributes {s = #fusion.projection_schedule<threads = 100, warps = 2, grid = 8, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 1>}
+
+// -----
+
+// expected-error @+1 {{norm_row_schedule threads must be a multiple of 32 in [32, 1024], got 2048}}
+func.func private @schedule_threads_max() attributes {s = #fusion.norm_row_schedule<threads = 2048, vector_width = 8, tokens_per_cta = 1>}
+
+// -----
+
+// expected-error @+1 {{projection_schedule threads (256) must be 32 x warps (4)}}
+func.func private @schedule_warps() attributes {s = #fusion.projection_schedule<threads = 256, warps = 4, grid = 8, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 1>}
+
+// -----
+
+// expected-error @+1 {{projection_mma_schedule threads (128) must be 32 x warps (8)}}
+func.func private @schedule_mma_warps() attributes {s = #fusion.projection_mma_schedule<threads = 128, warps = 8, grid = 8, rows_per_warp = 16, tile_tokens = 32, k_vectors = 2, k_split = 8>}
+
+// -----
+
+// expected-error @+1 {{projection_mma_schedule tile_tokens (12) must be a multiple of 8 (the mma n-tile)}}
+func.func private @schedule_tile_tokens() attributes {s = #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 8, rows_per_warp = 16, tile_tokens = 12, k_vectors = 2, k_split = 8>}
+
+// -----
+
+// expected-error @+1 {{projection_mma_schedule k_split (3) must divide warps (8)}}
+func.func private @schedule_k_split() attributes {s = #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 8, rows_per_warp = 16, tile_tokens = 32, k_vectors = 2, k_split = 3>}
+
+// -----
+
+// expected-error @+1 {{split_kv_attention_schedule max_splits must be positive, got 0}}
+func.func private @schedule_max_splits() attributes {s = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 0, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64>}
+
+// -----
+
+// expected-error @+1 {{split_kv_attention_schedule lanes_per_row (12) must be a power of two up to 32}}
+func.func private @schedule_lanes() attributes {s = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 12, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64>}
+
+// -----
+
+// expected-error @+1 {{head_schedule head_slots must be positive, got -1}}
+func.func private @schedule_head_slots() attributes {s = #fusion.head_schedule<kind = rope_kv_append, threads = 64, head_slots = -1, elements_per_thread = 2>}
+
+// -----
+
+// A kernel's schedule is a #fusion.*_schedule, not a dictionary.
+func.func @schedule_dictionary(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> tensor<?x64xf16> {
+  // expected-error @+2 {{'fusion.kernel' op attribute 'schedule' failed to satisfy constraint: ScheduleAttrInterface instance}}
+  %y = fusion.kernel @k (%a = %x, %b = %w) : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
+      attributes {schedule = {threads = 32 : i64}} {
+    %0 = fusion.rmsnorm %a, %b {epsilon = 1.0e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+    fusion.yield %0 : tensor<?x64xf16>
+  }
+  return %y : tensor<?x64xf16>
+}

@@ -253,7 +253,7 @@ func.func @decode_attention_scale(%q: tensor<1x16x256xbf16>,
 // CHECK-SAME:    (%[[X:.*]]: tensor<?x4096xf16>, %[[W:.*]]: tensor<4096xf16>, %[[R:.*]]: tensor<?x4096xf16>)
 // CHECK:         %[[RES:.*]]:2 = fusion.kernel @layer0_norm (%[[A:.*]] = %[[X]], %[[B:.*]] = %[[W]], %[[C:.*]] = %[[R]])
 // CHECK-SAME:      : (tensor<?x4096xf16>, tensor<4096xf16>, tensor<?x4096xf16>) -> (tensor<?x4096xf16>, tensor<?x4096xf16>)
-// CHECK-SAME:      attributes {schedule = {rows_per_cta = 1 : i64, threads_per_block = 256 : i64, vector_width = 8 : i64}} {
+// CHECK-SAME:      attributes {schedule = #fusion.norm_row_schedule<threads = 256, vector_width = 8, tokens_per_cta = 1>} {
 // CHECK:           %[[Y:.*]], %[[H:.*]] = fusion.rmsnorm %[[A]], %[[B]] residual(%[[C]] : tensor<?x4096xf16>)
 // CHECK:           fusion.yield %[[Y]], %[[H]] : tensor<?x4096xf16>, tensor<?x4096xf16>
 // CHECK-NEXT:    }
@@ -262,7 +262,7 @@ func.func @kernel_results(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>, %r: tens
     -> (tensor<?x4096xf16>, tensor<?x4096xf16>) {
   %y, %h = fusion.kernel @layer0_norm (%a = %x, %b = %w, %c = %r)
       : (tensor<?x4096xf16>, tensor<4096xf16>, tensor<?x4096xf16>) -> (tensor<?x4096xf16>, tensor<?x4096xf16>)
-      attributes {schedule = {threads_per_block = 256 : i64, rows_per_cta = 1 : i64, vector_width = 8 : i64}} {
+      attributes {schedule = #fusion.norm_row_schedule<threads = 256, vector_width = 8, tokens_per_cta = 1>} {
     %0, %1 = fusion.rmsnorm %a, %b residual(%c : tensor<?x4096xf16>) {epsilon = 1.0e-05 : f64}
         : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>, tensor<?x4096xf16>
     fusion.yield %0, %1 : tensor<?x4096xf16>, tensor<?x4096xf16>
@@ -292,7 +292,7 @@ func.func @kernel_one_result(%q: tensor<?x32x128xf16>,
 }
 
 // A kernel with no results (only the cache write) ends with an empty yield;
-// one with a schedule but no inputs at all.
+// one with a strategy but no inputs at all.
 // CHECK-LABEL: func.func @kernel_no_results
 // CHECK-SAME:    (%[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[KC:[^:]*]]: {{.*}}, %[[VC:[^:]*]]: {{.*}}, %[[BT:[^:]*]]: {{.*}}, %[[P:[^:]*]]: {{.*}})
 // CHECK:         fusion.kernel @layer0_append (%[[K0:[^ ]*]] = %[[K]], %[[V0:[^ ]*]] = %[[V]], %[[KC0:[^ ]*]] = %[[KC]], %[[VC0:[^ ]*]] = %[[VC]], %[[BT0:[^ ]*]] = %[[BT]], %[[P0:[^ ]*]] = %[[P]])
@@ -300,7 +300,7 @@ func.func @kernel_one_result(%q: tensor<?x32x128xf16>,
 // CHECK:           fusion.kv_append %[[K0]], %[[V0]] into %[[KC0]], %[[VC0]][%[[BT0]], %[[P0]]]
 // CHECK-NEXT:      fusion.yield{{$}}
 // CHECK-NEXT:    }
-// CHECK:         fusion.kernel @empty () : () -> () attributes {schedule = {strategy = "none"}} {
+// CHECK:         fusion.kernel @empty () : () -> () attributes {strategy = #fusion.strategy<none>} {
 // CHECK-NEXT:      fusion.yield{{$}}
 // CHECK-NEXT:    }
 func.func @kernel_no_results(%k: tensor<?x8x128xbf16>, %v: tensor<?x8x128xbf16>,
@@ -313,7 +313,7 @@ func.func @kernel_no_results(%k: tensor<?x8x128xbf16>, %v: tensor<?x8x128xbf16>,
         : tensor<?x8x128xbf16> into memref<?x16x8x128xbf16>, tensor<?x?xi32>, tensor<?xi32>
     fusion.yield
   }
-  fusion.kernel @empty () : () -> () attributes {schedule = {strategy = "none"}} {
+  fusion.kernel @empty () : () -> () attributes {strategy = #fusion.strategy<none>} {
     fusion.yield
   }
   return

@@ -76,7 +76,7 @@ struct KernelVariant {
   /// Dynamic shared memory in bytes.
   int64_t dynamicSharedBytes = 0;
   /// The schedule the emitter chose for this variant.
-  DictionaryAttr schedule;
+  ScheduleAttrInterface schedule;
 };
 
 /// How to launch one emitted kernel.
@@ -93,7 +93,7 @@ struct KernelLaunch {
   SmallVector<KernelParam> params;
   /// The schedule the emitter chose (threads, rows per CTA, vector width,
   /// KV splits, ...), also recorded on the fusion.kernel as `schedule`.
-  DictionaryAttr schedule;
+  ScheduleAttrInterface schedule;
   /// Batch-specialised replacements, by ascending minBatch: the runtime
   /// launches the last one whose minBatch <= batch, else this kernel.
   SmallVector<KernelVariant> variants;

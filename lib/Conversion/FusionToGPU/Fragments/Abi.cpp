@@ -379,8 +379,7 @@ FailureOr<LaunchAttr> mlir::fusion::getLaunchAttr(KernelOp kernel,
     auto attr = KernelVariantAttr::getChecked(
         emitError, b.getContext(), v.minBatch, StringRef(v.entry),
         getLaunchDims(b, v.grid), v.blockSize, v.dynamicSharedBytes,
-        getStaticSharedBytes(module, v.entry),
-        v.schedule ? v.schedule : b.getDictionaryAttr({}));
+        getStaticSharedBytes(module, v.entry), v.schedule);
     if (!attr)
       return failure();
     variants.push_back(attr);

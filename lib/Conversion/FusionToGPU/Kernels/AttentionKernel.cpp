@@ -127,71 +127,39 @@ void mergeStates(ImplicitLocOpBuilder &b, SoftmaxState &s,
 // Schedule
 //===----------------------------------------------------------------------===//
 
-/// Reads the integer entry `name` of the kernel's `schedule` dictionary
-/// (nullopt if absent); fails on a non-integer.
-FailureOr<std::optional<int64_t>> getScheduleInt(KernelOp kernel,
-                                                 StringRef name) {
-  DictionaryAttr schedule = kernel.getScheduleAttr();
-  Attribute attr = schedule ? schedule.get(name) : Attribute();
-  if (!attr)
-    return std::optional<int64_t>();
-  auto intAttr = dyn_cast<IntegerAttr>(attr);
-  if (!intAttr) {
-    kernel.emitOpError() << "schedule entry '" << name
-                         << "' must be an integer, got " << attr;
-    return failure();
-  }
-  return std::optional<int64_t>(intAttr.getInt());
+/// The overrides `kernel` carries: the threads, max_splits, kv_unroll and
+/// heads_per_cta of its #fusion.split_kv_attention_schedule, if it has one
+/// (--convert-fusion-to-gpu then checks that the schedule chosen with them
+/// is the one it carries).
+AttentionScheduleOverrides getOverrides(KernelOp kernel) {
+  auto carried =
+      dyn_cast_or_null<SplitKvAttentionScheduleAttr>(kernel.getScheduleAttr());
+  if (!carried)
+    return {};
+  return {carried.getThreads(), carried.getMaxSplits(), carried.getKvUnroll(),
+          carried.getHeadsPerCta()};
 }
 
 /// The schedule of `kernel`: chooseAttentionSchedule with the overrides of
-/// its `schedule` dictionary.
+/// the schedule it carries.
 FailureOr<AttentionSchedule> getSchedule(KernelOp kernel,
                                          const AttentionShape &shape,
                                          const TargetInfo &target) {
-  auto threads = getScheduleInt(kernel, "threads");
-  auto maxSplits = getScheduleInt(kernel, contract::schedule::kMaxSplits);
-  auto unroll = getScheduleInt(kernel, "kv_unroll");
-  auto headsPerCta = getScheduleInt(kernel, "heads_per_cta");
-  if (failed(threads) || failed(maxSplits) || failed(unroll) ||
-      failed(headsPerCta))
-    return failure();
-  AttentionScheduleOverrides overrides{*threads, *maxSplits, *unroll,
-                                       *headsPerCta};
   std::string error;
   std::optional<AttentionSchedule> s =
-      chooseAttentionSchedule(shape, overrides, target, error);
+      chooseAttentionSchedule(shape, getOverrides(kernel), target, error);
   if (!s)
     return kernel.emitOpError() << error;
   return *s;
 }
 
-DictionaryAttr getScheduleAttr(MLIRContext *context,
-                               const AttentionSchedule &s) {
-  Builder b(context);
-  auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
-  return b.getDictionaryAttr({
-      b.getNamedAttr("kind", b.getStringAttr("split_kv_attention")),
-      b.getNamedAttr("threads", i64(s.threads)),
-      b.getNamedAttr(contract::schedule::kMaxSplits, i64(s.maxSplits)),
-      b.getNamedAttr("heads_per_cta", i64(s.headsPerCta)),
-      b.getNamedAttr("head_blocks", i64(s.headBlocks)),
-      b.getNamedAttr("vector_width", i64(AttentionSchedule::vectorWidth)),
-      b.getNamedAttr("lanes_per_row", i64(s.lanesPerRow)),
-      b.getNamedAttr("kv_unroll", i64(s.unroll)),
-      b.getNamedAttr("chunk_multiple", i64(s.tokensPerIter)),
-      b.getNamedAttr("chunk_policy",
-                     b.getStringAttr("chunk = roundUp(ceil(len / num_splits), "
-                                     "chunk_multiple); split s reads tokens "
-                                     "[s*chunk, min(len, (s+1)*chunk))")),
-      b.getNamedAttr(contract::schedule::kTargetCtas,
-                     i64(s.splitPolicy.targetCtas)),
-      b.getNamedAttr(contract::schedule::kMinChunkTokens,
-                     i64(s.splitPolicy.minChunkTokens)),
-      b.getNamedAttr(contract::schedule::kNumSplitsPolicy,
-                     b.getStringAttr(contract::kNumSplitsPolicyFormula)),
-      b.getNamedAttr("partials", b.getStringAttr("unnormalized")),
-  });
+/// The #fusion.split_kv_attention_schedule of `s`.
+SplitKvAttentionScheduleAttr getScheduleAttr(MLIRContext *context,
+                                             const AttentionSchedule &s) {
+  return SplitKvAttentionScheduleAttr::get(
+      context, s.threads, s.maxSplits, s.headsPerCta, s.headBlocks,
+      AttentionSchedule::vectorWidth, s.lanesPerRow, s.unroll, s.tokensPerIter,
+      s.splitPolicy.targetCtas, s.splitPolicy.minChunkTokens);
 }
 
 //===----------------------------------------------------------------------===//

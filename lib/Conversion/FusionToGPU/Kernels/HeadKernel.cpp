@@ -233,15 +233,11 @@ FailureOr<KernelLaunch> mlir::fusion::emitHeadKernel(KernelOp kernel,
         getRopeInvFreqTable(b, module, k.rope, launch.entry + "_inv_freq");
   k.emitBody(b);
 
-  StringRef kind = k.rope && k.append ? "rope_kv_append"
-                   : k.rope           ? "rope"
-                                      : "kv_append";
-  Builder attrs(kernel.getContext());
-  launch.schedule = attrs.getDictionaryAttr({
-      attrs.getNamedAttr("kind", attrs.getStringAttr(kind)),
-      attrs.getNamedAttr("threads", attrs.getI64IntegerAttr(blockSize)),
-      attrs.getNamedAttr("head_slots", attrs.getI64IntegerAttr(slots)),
-      attrs.getNamedAttr("elements_per_thread", attrs.getI64IntegerAttr(2)),
-  });
+  HeadKind kind = k.rope && k.append ? HeadKind::rope_kv_append
+                  : k.rope           ? HeadKind::rope
+                                     : HeadKind::kv_append;
+  launch.schedule =
+      HeadScheduleAttr::get(kernel.getContext(), kind, blockSize, slots,
+                            /*elementsPerThread=*/2);
   return launch;
 }

@@ -60,12 +60,7 @@ FailureOr<KernelLaunch> mlir::fusion::emitNormKernel(KernelOp kernel,
   Value token = blockIdX(b);
   emitNormalizeToken(b, spec, token, row, constIndex(b, 0), constBool(b, true),
                      scratch, blockSize);
-  Builder attrs(kernel.getContext());
-  launch.schedule = attrs.getDictionaryAttr({
-      attrs.getNamedAttr("kind", attrs.getStringAttr("norm_row")),
-      attrs.getNamedAttr("threads", attrs.getI64IntegerAttr(blockSize)),
-      attrs.getNamedAttr("vector_width", attrs.getI64IntegerAttr(8)),
-      attrs.getNamedAttr("tokens_per_cta", attrs.getI64IntegerAttr(1)),
-  });
+  launch.schedule = NormRowScheduleAttr::get(kernel.getContext(), blockSize,
+                                             kVectorWidth, /*tokensPerCta=*/1);
   return launch;
 }

@@ -240,23 +240,12 @@ void CudaCoreKernel::emitBody(ImplicitLocOpBuilder &b) {
                    });
 }
 
-static DictionaryAttr getScheduleAttr(MLIRContext *context,
-                                      const ProjectionSchedule &s) {
-  Builder attrs(context);
-  return attrs.getDictionaryAttr({
-      attrs.getNamedAttr("kind", attrs.getStringAttr("projection")),
-      attrs.getNamedAttr("threads", attrs.getI64IntegerAttr(s.blockSize)),
-      attrs.getNamedAttr("warps", attrs.getI64IntegerAttr(s.warps)),
-      attrs.getNamedAttr("grid", attrs.getI64IntegerAttr(s.grid)),
-      attrs.getNamedAttr("rows_per_warp", attrs.getI64IntegerAttr(2)),
-      attrs.getNamedAttr("pairs_per_warp",
-                         attrs.getI64IntegerAttr(s.pairsPerWarp)),
-      attrs.getNamedAttr("vector_width", attrs.getI64IntegerAttr(8)),
-      attrs.getNamedAttr("k_unroll", attrs.getI64IntegerAttr(s.unroll)),
-      attrs.getNamedAttr("batch_tile", attrs.getI64IntegerAttr(s.batchTile)),
-      attrs.getNamedAttr("min_ctas_per_sm",
-                         attrs.getI64IntegerAttr(s.minCtasPerSM)),
-  });
+/// The #fusion.projection_schedule of `s` (each warp computes row pairs).
+static ProjectionScheduleAttr getScheduleAttr(MLIRContext *context,
+                                              const ProjectionSchedule &s) {
+  return ProjectionScheduleAttr::get(
+      context, s.blockSize, s.warps, s.grid, /*rowsPerWarp=*/2, s.pairsPerWarp,
+      kVectorWidth, s.unroll, s.batchTile, s.minCtasPerSM);
 }
 
 FailureOr<KernelLaunch>

@@ -231,6 +231,15 @@ void MmaKernel::emitRowBlock(ImplicitLocOpBuilder &b, Value roundBase,
   });
 }
 
+/// The #fusion.projection_mma_schedule of `s` (each warp computes blocks of
+/// 16 rows: the mma m-tile).
+static ProjectionMmaScheduleAttr
+getScheduleAttr(MLIRContext *context, const ProjectionMmaSchedule &s) {
+  return ProjectionMmaScheduleAttr::get(context, s.blockSize(), s.warps, s.grid,
+                                        /*rowsPerWarp=*/16, s.tileTokens,
+                                        s.vectors, s.kSplit);
+}
+
 LogicalResult mlir::fusion::emitProjectionMmaVariant(
     KernelOp kernel, gpu::GPUModuleOp module, ProjectionPlan p,
     const ProjectionMmaSchedule &s, KernelLaunch &launch,
@@ -253,19 +262,7 @@ LogicalResult mlir::fusion::emitProjectionMmaVariant(
         *func, b.getF32Type(), s.partialFloats(s.kSplit, s.tileTokens / 8));
   k.emitBody(b);
 
-  Builder attrs(kernel.getContext());
-  auto i64 = [&](int64_t v) { return attrs.getI64IntegerAttr(v); };
-  variant.schedule = attrs.getDictionaryAttr({
-      attrs.getNamedAttr("kind", attrs.getStringAttr("projection_mma")),
-      attrs.getNamedAttr("min_batch", i64(kProjectionMmaMinBatch)),
-      attrs.getNamedAttr("threads", i64(s.blockSize())),
-      attrs.getNamedAttr("warps", i64(s.warps)),
-      attrs.getNamedAttr("grid", i64(s.grid)),
-      attrs.getNamedAttr("rows_per_warp", i64(16)),
-      attrs.getNamedAttr("tile_tokens", i64(s.tileTokens)),
-      attrs.getNamedAttr("k_vectors", i64(s.vectors)),
-      attrs.getNamedAttr("k_split", i64(s.kSplit)),
-  });
+  variant.schedule = getScheduleAttr(kernel.getContext(), s);
   launch.variants.push_back(std::move(variant));
   return success();
 }

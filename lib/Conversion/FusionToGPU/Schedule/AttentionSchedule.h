@@ -1,8 +1,9 @@
 //===- AttentionSchedule.h - split-KV attention schedule --------*- C++ -*-===//
 //
 // A pure function from the shape of a fusion.decode_attention, the
-// overrides in its kernel's `schedule` dictionary and the target to the
-// attention kernel's schedule (Kernels/AttentionKernel.cpp). No IR is built.
+// overrides in its kernel's #fusion.split_kv_attention_schedule and the
+// target to the attention kernel's schedule (Kernels/AttentionKernel.cpp).
+// No IR is built.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,8 +26,8 @@ struct AttentionShape {
   int64_t numHeads = 0, numKvHeads = 0, headDim = 0, pageSize = 0, group = 0;
 };
 
-/// Entries of the kernel's `schedule` dictionary that override the defaults
-/// (`threads`, `max_splits`, `kv_unroll`, `heads_per_cta`).
+/// Members of the kernel's #fusion.split_kv_attention_schedule that override
+/// the defaults (`threads`, `max_splits`, `kv_unroll`, `heads_per_cta`).
 struct AttentionScheduleOverrides {
   std::optional<int64_t> threads, maxSplits, unroll, headsPerCta;
 };

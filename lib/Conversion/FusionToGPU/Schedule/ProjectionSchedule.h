@@ -4,7 +4,8 @@
 // kv_append) and the target to the schedules of its two kernels: the
 // CUDA-core kernel (Kernels/ProjectionKernel.cpp) and its tensor-core batch
 // variant (Kernels/ProjectionMmaKernel.cpp). No IR is built here; the
-// kernels record the chosen values in their `schedule` dictionaries.
+// kernels record the chosen values as their #fusion.projection_schedule and
+// #fusion.projection_mma_schedule.
 //
 //===----------------------------------------------------------------------===//
 

@@ -498,7 +498,13 @@ ParseResult KernelOp::parse(OpAsmParser &parser, OperationState &result) {
     return failure();
   result.addTypes(type.getResults());
 
-  if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
+  // Checked here: an inherent attribute of the wrong kind (a dictionary as
+  // `schedule`) would otherwise be dropped when the op is created.
+  SMLoc attrLoc = parser.getCurrentLocation();
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes) ||
+      failed(verifyInherentAttrs(result.name, result.attributes, [&] {
+        return parser.emitError(attrLoc) << "'" << result.name << "' op ";
+      })))
     return failure();
   Region *body = result.addRegion();
   return parser.parseRegion(*body, args);

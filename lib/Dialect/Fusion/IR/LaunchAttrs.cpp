@@ -133,7 +133,7 @@ LogicalResult
 KernelVariantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           int64_t minBatch, StringRef entry, ArrayAttr grid,
                           int64_t block, int64_t smem, int64_t staticSmem,
-                          DictionaryAttr schedule) {
+                          ScheduleAttrInterface schedule) {
   if (minBatch < 2)
     return emitError() << "min_batch " << minBatch
                        << "; a variant replaces its kernel from batch 2 on";

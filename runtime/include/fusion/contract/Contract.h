@@ -243,6 +243,13 @@ inline constexpr std::string_view kNumSplitsPolicyFormula =
     "num_splits = max(1, min(max_splits, floor(target_ctas / (batch * "
     "grid_y)), ceil(max_seq_len / min_chunk_tokens)))";
 
+/// How a split-KV attention kernel divides a sequence of `len` tokens among
+/// its splits, as the manifest states it (informative only: the kernel
+/// computes it; `chunk_multiple` is a member of its schedule).
+inline constexpr std::string_view kChunkPolicyFormula =
+    "chunk = roundUp(ceil(len / num_splits), chunk_multiple); split s reads "
+    "tokens [s*chunk, min(len, (s+1)*chunk))";
+
 /// The num_splits to launch an attention kernel with: as many splits as keep
 /// the grid within about one wave (`policy.targetCtas` CTAs over `batch` x
 /// `gridY` CTAs per split), at most one per `policy.minChunkTokens` tokens of

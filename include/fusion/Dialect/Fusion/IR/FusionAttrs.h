@@ -45,6 +45,8 @@ LogicalResult verifyLaunchDims(function_ref<InFlightDiagnostic()> emitError,
 
 #include "fusion/Dialect/Fusion/IR/FusionEnums.h.inc"
 
+#include "fusion/Dialect/Fusion/IR/FusionAttrInterfaces.h.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "fusion/Dialect/Fusion/IR/FusionAttrs.h.inc"
 

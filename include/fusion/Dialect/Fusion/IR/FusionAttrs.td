@@ -4,6 +4,7 @@
 #define FUSION_ATTRS
 
 include "fusion/Dialect/Fusion/IR/FusionDialect.td"
+include "fusion/Dialect/Fusion/IR/FusionSchedules.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
 
@@ -17,7 +18,7 @@ def Fusion_RopePairing : I32EnumAttr<"RopePairing",
 }
 
 /// How --fusion-form-kernels groups ops into kernels (its `strategy` option;
-/// recorded as the `strategy` of each kernel's schedule and of the manifest).
+/// recorded as the `strategy` of each kernel and of the manifest).
 /// `none`: one kernel per op. `decode`: the front half of a decoder layer in
 /// one kernel, attention in the next.
 def Fusion_StrategyNone : I32EnumAttrCase<"none", 0>;
@@ -27,6 +28,12 @@ def Fusion_Strategy : I32EnumAttr<"FusionStrategy",
     [Fusion_StrategyNone, Fusion_StrategyDecode]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::fusion";
+}
+
+/// The strategy a fusion.kernel was formed by: `#fusion.strategy<decode>`.
+def Fusion_StrategyAttr
+    : EnumAttr<Fusion_Dialect, Fusion_Strategy, "strategy"> {
+  let assemblyFormat = "`<` $value `>`";
 }
 
 /// `neox`: x[i] with x[i + rotary_dim/2] (GPT-NeoX, Hugging Face
@@ -127,14 +134,15 @@ def Fusion_KernelVariantAttr : AttrDef<Fusion_Dialect, "KernelVariant"> {
     Same parameters and results as the kernel it belongs to, launched instead
     of it when the run-time batch is at least `min_batch` (>= 2); `entry` is
     its PTX entry, `grid`/`block`/`smem`/`static_smem` its launch geometry
-    (as in `#fusion.launch`), `schedule` the schedule chosen for it.
+    (as in `#fusion.launch`), `schedule` the schedule chosen for it (a
+    `#fusion.*_schedule`).
   }];
   let parameters = (ins "int64_t":$min_batch,
                         StringRefParameter<"PTX entry name">:$entry,
                         Fusion_LaunchDimsParameter:$grid,
                         "int64_t":$block, "int64_t":$smem,
                         "int64_t":$static_smem,
-                        "::mlir::DictionaryAttr":$schedule);
+                        "::mlir::fusion::ScheduleAttrInterface":$schedule);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -268,10 +268,14 @@ def Fusion_KernelOp : Fusion_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     kernel. It is isolated from above: every value the body uses enters as
     an operand, bound to the block argument of the same position, and every
     value used after it leaves through `fusion.yield`. `sym_name` is the
-    kernel's entry name; `schedule`, when present, records the schedule the
-    region was formed or compiled for, and `launch` (a `#fusion.launch`,
-    written by `--convert-fusion-to-gpu`) how to launch the kernel it was
-    compiled to.
+    kernel's entry name; `strategy` (written by `--fusion-form-kernels`)
+    the strategy the region was formed by; `schedule` (a
+    `#fusion.*_schedule`, written by `--convert-fusion-to-gpu`) the schedule
+    it was compiled with, and `launch` (a `#fusion.launch`, written by the
+    same pass) how to launch the kernel it was compiled to. The strategy is
+    an attribute of its own rather than a member of the schedule: it is set
+    when the region is formed, before any schedule is chosen, and it is the
+    same for every kind of kernel.
 
     ```mlir
     %y = fusion.kernel @layer0_norm (%a = %x, %b = %w)
@@ -283,7 +287,8 @@ def Fusion_KernelOp : Fusion_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     ```
   }];
   let arguments = (ins Variadic<AnyType>:$inputs, SymbolNameAttr:$sym_name,
-                       OptionalAttr<DictionaryAttr>:$schedule,
+                       OptionalAttr<Fusion_StrategyAttr>:$strategy,
+                       OptionalAttr<Fusion_ScheduleAttrInterface>:$schedule,
                        OptionalAttr<Fusion_LaunchAttr>:$launch);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);

@@ -1,0 +1,162 @@
+//===- FusionSchedules.td - typed kernel schedules ---------*- tablegen -*-===//
+//
+// The schedule a fusion.kernel (or a #fusion.variant) was compiled with: one
+// attribute per kernel kind, written by --convert-fusion-to-gpu from the
+// choosers of lib/Conversion/FusionToGPU/Schedule/ and exported to the
+// manifest's `schedule` objects (docs/abi.md section 3.2).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_SCHEDULES
+#define FUSION_SCHEDULES
+
+include "fusion/Dialect/Fusion/IR/FusionDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Fusion_ScheduleAttrInterface : AttrInterface<"ScheduleAttrInterface"> {
+  let cppNamespace = "::mlir::fusion";
+  let description = [{
+    A kernel schedule: the typed `schedule` of a fusion.kernel or of a
+    #fusion.variant, one attribute per kernel kind; each has `threads`.
+  }];
+  let methods = [
+    InterfaceMethod<"The kind as the manifest names it (`projection`, ...).",
+                    "::llvm::StringRef", "getKindName">,
+    InterfaceMethod<"Threads of the kernel's 1-D block.", "int64_t",
+                    "getThreads">,
+  ];
+}
+
+class Fusion_ScheduleAttr<string name, string attrMnemonic>
+    : AttrDef<Fusion_Dialect, name,
+              [DeclareAttrInterfaceMethods<Fusion_ScheduleAttrInterface>]> {
+  let mnemonic = attrMnemonic;
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Fusion_ProjectionScheduleAttr
+    : Fusion_ScheduleAttr<"ProjectionSchedule", "projection_schedule"> {
+  let summary = "schedule of the CUDA-core projection kernel";
+  let description = [{
+    Kind `projection`: `warps` warps per CTA (`threads` = 32 x `warps`), each
+    computing `pairs_per_warp` pairs of `rows_per_warp` output rows per grid
+    step over `grid` CTAs; activations read in vectors of `vector_width`
+    elements, `k_unroll` chunks per loop step, `batch_tile` tokens normalised
+    into shared memory per tile; `min_ctas_per_sm` is the `.minnctapersm`
+    hint.
+
+    ```mlir
+    #fusion.projection_schedule<threads = 256, warps = 8, grid = 384,
+        rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2,
+        batch_tile = 1, min_ctas_per_sm = 3>
+    ```
+  }];
+  let parameters = (ins "int64_t":$threads, "int64_t":$warps, "int64_t":$grid,
+                        "int64_t":$rows_per_warp, "int64_t":$pairs_per_warp,
+                        "int64_t":$vector_width, "int64_t":$k_unroll,
+                        "int64_t":$batch_tile, "int64_t":$min_ctas_per_sm);
+}
+
+def Fusion_ProjectionMmaScheduleAttr
+    : Fusion_ScheduleAttr<"ProjectionMmaSchedule", "projection_mma_schedule"> {
+  let summary = "schedule of the tensor-core projection variant";
+  let description = [{
+    Kind `projection_mma` (the schedule of a #fusion.variant, launched from
+    its `min_batch`): `warps` warps per CTA (`threads` = 32 x `warps`) over
+    `grid` CTAs, each warp computing blocks of `rows_per_warp` rows for
+    tiles of `tile_tokens` tokens (a multiple of 8), reading `k_vectors`
+    16-byte weight vectors per lane and loop step; `k_split` warps (a
+    divisor of `warps`) share one row block, each taking 1/`k_split` of the
+    reduction.
+
+    ```mlir
+    #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 132,
+        rows_per_warp = 16, tile_tokens = 24, k_vectors = 8, k_split = 2>
+    ```
+  }];
+  let parameters = (ins "int64_t":$threads, "int64_t":$warps, "int64_t":$grid,
+                        "int64_t":$rows_per_warp, "int64_t":$tile_tokens,
+                        "int64_t":$k_vectors, "int64_t":$k_split);
+}
+
+def Fusion_SplitKvAttentionScheduleAttr
+    : Fusion_ScheduleAttr<"SplitKvAttentionSchedule",
+                          "split_kv_attention_schedule"> {
+  let summary = "schedule of the split-KV decode attention kernel";
+  let description = [{
+    Kind `split_kv_attention`: `threads` threads per CTA, each CTA holding
+    `heads_per_cta` query heads of one KV head (`head_blocks` CTAs per KV
+    head) and one split of the sequence; row groups of `lanes_per_row` lanes
+    (a power of two up to 32) read a head in vectors of `vector_width`
+    elements, `kv_unroll` tokens per iteration; split chunks are multiples of
+    `chunk_multiple` tokens. `max_splits`, `target_ctas` and
+    `min_chunk_tokens` parameterise the launcher's num_splits policy
+    (docs/abi.md section 3.4).
+
+    A kernel that carries this schedule before --convert-fusion-to-gpu is
+    compiled with its `threads`, `max_splits`, `kv_unroll` and
+    `heads_per_cta`; the other members must be those these imply.
+
+    ```mlir
+    #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64,
+        heads_per_cta = 4, head_blocks = 1, vector_width = 8,
+        lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64,
+        target_ctas = 264, min_chunk_tokens = 64>
+    ```
+  }];
+  let parameters = (ins "int64_t":$threads, "int64_t":$max_splits,
+                        "int64_t":$heads_per_cta, "int64_t":$head_blocks,
+                        "int64_t":$vector_width, "int64_t":$lanes_per_row,
+                        "int64_t":$kv_unroll, "int64_t":$chunk_multiple,
+                        "int64_t":$target_ctas, "int64_t":$min_chunk_tokens);
+}
+
+def Fusion_NormRowScheduleAttr
+    : Fusion_ScheduleAttr<"NormRowSchedule", "norm_row_schedule"> {
+  let summary = "schedule of the standalone norm kernel";
+  let description = [{
+    Kind `norm_row`: `tokens_per_cta` token rows per CTA of `threads`
+    threads, read in vectors of `vector_width` elements.
+
+    ```mlir
+    #fusion.norm_row_schedule<threads = 256, vector_width = 8,
+        tokens_per_cta = 1>
+    ```
+  }];
+  let parameters = (ins "int64_t":$threads, "int64_t":$vector_width,
+                        "int64_t":$tokens_per_cta);
+}
+
+def Fusion_HeadKindRope : I32EnumAttrCase<"rope", 0>;
+def Fusion_HeadKindKvAppend : I32EnumAttrCase<"kv_append", 1>;
+def Fusion_HeadKindRopeKvAppend : I32EnumAttrCase<"rope_kv_append", 2>;
+def Fusion_HeadKind : I32EnumAttr<"HeadKind",
+    "what a per-head kernel computes",
+    [Fusion_HeadKindRope, Fusion_HeadKindKvAppend,
+     Fusion_HeadKindRopeKvAppend]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::fusion";
+}
+
+def Fusion_HeadScheduleAttr
+    : Fusion_ScheduleAttr<"HeadSchedule", "head_schedule"> {
+  let summary = "schedule of the per-head RoPE / KV-append kernel";
+  let description = [{
+    Kind `rope`, `kv_append` or `rope_kv_append` (`kind`: what the kernel
+    computes): one CTA of `threads` threads per head slot (`head_slots`
+    slots over the query and key heads it rotates and the value heads it
+    appends) and token, `elements_per_thread` elements of a head per thread.
+
+    ```mlir
+    #fusion.head_schedule<kind = rope, threads = 64, head_slots = 40,
+        elements_per_thread = 2>
+    ```
+  }];
+  let parameters = (ins EnumParameter<Fusion_HeadKind>:$kind,
+                        "int64_t":$threads, "int64_t":$head_slots,
+                        "int64_t":$elements_per_thread);
+}
+
+#endif // FUSION_SCHEDULES

@@ -1,0 +1,150 @@
+//===- ScheduleAttrs.cpp - the #fusion.*_schedule attributes --------------===//
+//
+// Verification and kind names of the typed kernel schedules
+// (FusionSchedules.td).
+//
+//===----------------------------------------------------------------------===//
+
+#include "fusion/Dialect/Fusion/IR/FusionAttrs.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::fusion;
+namespace contract = ::fusion::contract;
+
+#include "fusion/Dialect/Fusion/IR/FusionAttrInterfaces.cpp.inc"
+
+namespace {
+/// A named member of a schedule, for the messages.
+using Member = std::pair<StringRef, int64_t>;
+} // namespace
+
+/// Checks the members every schedule has: `threads` whole warps, at most
+/// contract::kMaxThreadsPerBlock, and each of `counts` at least 1. `kind`
+/// names the attribute in the messages.
+static LogicalResult
+verifySchedule(function_ref<InFlightDiagnostic()> emitError, StringRef kind,
+               int64_t threads, ArrayRef<Member> counts) {
+  if (threads < 32 || threads > contract::kMaxThreadsPerBlock ||
+      threads % 32 != 0)
+    return emitError() << kind << " threads must be a multiple of 32 in [32, "
+                       << contract::kMaxThreadsPerBlock << "], got " << threads;
+  for (auto [name, value] : counts)
+    if (value < 1)
+      return emitError() << kind << " " << name << " must be positive, got "
+                         << value;
+  return success();
+}
+
+/// Checks that `threads` is 32 x `warps`.
+static LogicalResult verifyWarps(function_ref<InFlightDiagnostic()> emitError,
+                                 StringRef kind, int64_t threads,
+                                 int64_t warps) {
+  if (threads != 32 * warps)
+    return emitError() << kind << " threads (" << threads
+                       << ") must be 32 x warps (" << warps << ")";
+  return success();
+}
+
+LogicalResult
+ProjectionScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t threads, int64_t warps, int64_t grid,
+                               int64_t rowsPerWarp, int64_t pairsPerWarp,
+                               int64_t vectorWidth, int64_t kUnroll,
+                               int64_t batchTile, int64_t minCtasPerSm) {
+  StringRef kind = getMnemonic();
+  if (failed(verifySchedule(emitError, kind, threads,
+                            {{"warps", warps},
+                             {"grid", grid},
+                             {"rows_per_warp", rowsPerWarp},
+                             {"pairs_per_warp", pairsPerWarp},
+                             {"vector_width", vectorWidth},
+                             {"k_unroll", kUnroll},
+                             {"batch_tile", batchTile},
+                             {"min_ctas_per_sm", minCtasPerSm}})))
+    return failure();
+  return verifyWarps(emitError, kind, threads, warps);
+}
+
+StringRef ProjectionScheduleAttr::getKindName() const { return "projection"; }
+
+LogicalResult
+ProjectionMmaScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  int64_t threads, int64_t warps, int64_t grid,
+                                  int64_t rowsPerWarp, int64_t tileTokens,
+                                  int64_t kVectors, int64_t kSplit) {
+  StringRef kind = getMnemonic();
+  if (failed(verifySchedule(emitError, kind, threads,
+                            {{"warps", warps},
+                             {"grid", grid},
+                             {"rows_per_warp", rowsPerWarp},
+                             {"tile_tokens", tileTokens},
+                             {"k_vectors", kVectors},
+                             {"k_split", kSplit}})) ||
+      failed(verifyWarps(emitError, kind, threads, warps)))
+    return failure();
+  if (tileTokens % 8 != 0)
+    return emitError() << kind << " tile_tokens (" << tileTokens
+                       << ") must be a multiple of 8 (the mma n-tile)";
+  if (warps % kSplit != 0)
+    return emitError() << kind << " k_split (" << kSplit
+                       << ") must divide warps (" << warps << ")";
+  return success();
+}
+
+StringRef ProjectionMmaScheduleAttr::getKindName() const {
+  return "projection_mma";
+}
+
+LogicalResult SplitKvAttentionScheduleAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t threads,
+    int64_t maxSplits, int64_t headsPerCta, int64_t headBlocks,
+    int64_t vectorWidth, int64_t lanesPerRow, int64_t kvUnroll,
+    int64_t chunkMultiple, int64_t targetCtas, int64_t minChunkTokens) {
+  StringRef kind = getMnemonic();
+  if (failed(verifySchedule(emitError, kind, threads,
+                            {{"max_splits", maxSplits},
+                             {"heads_per_cta", headsPerCta},
+                             {"head_blocks", headBlocks},
+                             {"vector_width", vectorWidth},
+                             {"lanes_per_row", lanesPerRow},
+                             {"kv_unroll", kvUnroll},
+                             {"chunk_multiple", chunkMultiple},
+                             {"target_ctas", targetCtas},
+                             {"min_chunk_tokens", minChunkTokens}})))
+    return failure();
+  if (!llvm::isPowerOf2_64(lanesPerRow) || lanesPerRow > 32)
+    return emitError() << kind << " lanes_per_row (" << lanesPerRow
+                       << ") must be a power of two up to 32";
+  return success();
+}
+
+StringRef SplitKvAttentionScheduleAttr::getKindName() const {
+  return "split_kv_attention";
+}
+
+LogicalResult
+NormRowScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                            int64_t threads, int64_t vectorWidth,
+                            int64_t tokensPerCta) {
+  return verifySchedule(
+      emitError, getMnemonic(), threads,
+      {{"vector_width", vectorWidth}, {"tokens_per_cta", tokensPerCta}});
+}
+
+StringRef NormRowScheduleAttr::getKindName() const { return "norm_row"; }
+
+LogicalResult
+HeadScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                         HeadKind kind, int64_t threads, int64_t headSlots,
+                         int64_t elementsPerThread) {
+  return verifySchedule(
+      emitError, getMnemonic(), threads,
+      {{"head_slots", headSlots}, {"elements_per_thread", elementsPerThread}});
+}
+
+StringRef HeadScheduleAttr::getKindName() const {
+  return stringifyHeadKind(getKind());
+}
