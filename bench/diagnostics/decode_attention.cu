@@ -14,6 +14,7 @@
 // before it is emitted; it is not our kernel.
 //   nvcc -O3 -arch=sm_90 -std=c++17 decode_attention.cu -o decode_attention &&
 //   ./decode_attention
+#include "graph_timing.cuh"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,14 +23,6 @@
 #include <numeric>
 #include <random>
 #include <vector>
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e) {                                                                   \
-      printf("err %s line %d\n", cudaGetErrorString(e), __LINE__);             \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
 constexpr int HQ = 32, HKV = 8, G = HQ / HKV, D = 128, P = 16, kCopies = 8;
 constexpr int kRowBytes = D * 2, kPageBytes = P * kRowBytes;
 
@@ -266,40 +259,6 @@ __global__ void readAll(const uint4 *k, const uint4 *v, size_t n, uint4 *sink) {
     *sink = acc;
 }
 
-template <class Launch>
-float timeGraph(Launch launch) {
-  cudaStream_t s;
-  CK(cudaStreamCreate(&s));
-  cudaGraph_t gr;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int c = 0; c < kCopies; ++c)
-    launch(c, s);
-  CK(cudaStreamEndCapture(s, &gr));
-  CK(cudaGraphInstantiate(&ge, gr, 0));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  for (int i = 0; i < 10; ++i)
-    cudaGraphLaunch(ge, s);
-  std::vector<float> t;
-  for (int i = 0; i < 100; ++i) {
-    cudaEventRecord(e0, s);
-    cudaGraphLaunch(ge, s);
-    cudaEventRecord(e1, s);
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    t.push_back(ms * 1000 / kCopies);
-  }
-  CK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(gr);
-  cudaStreamDestroy(s);
-  return t[50];
-}
-
 /// The largest |ours - ref| over copy 0 (splits combined on the host).
 double check(const Args &a, int B, int len, int splits) {
   float *ref;
@@ -377,14 +336,16 @@ void run(int B, int len, int splits) {
   };
   launch(0, 0);
   double err = check(args[0], B, maxPages * P, splits);
-  float us = timeGraph(launch);
+  float us = timeGraph(launch, kCopies);
   uint4 *sink;
   CK(cudaMalloc(&sink, 16));
-  float floorUs = timeGraph([&](int c, cudaStream_t s) {
-    readAll<<<132 * 4, 512, 0, s>>>((const uint4 *)args[c].k,
-                                    (const uint4 *)args[c].v,
-                                    cacheElems * 2 / 16, sink);
-  });
+  float floorUs = timeGraph(
+      [&](int c, cudaStream_t s) {
+        readAll<<<132 * 4, 512, 0, s>>>((const uint4 *)args[c].k,
+                                        (const uint4 *)args[c].v,
+                                        cacheElems * 2 / 16, sink);
+      },
+      kCopies);
   int occ;
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kWarps * 32,
                                                 smemBytes);

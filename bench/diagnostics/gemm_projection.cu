@@ -14,6 +14,7 @@
 // the design before it is written as an emitter; it is not our kernel.
 //   nvcc -O3 -arch=sm_90 -std=c++17 gemm_projection.cu -lcublas \
 //     -o gemm_projection && ./gemm_projection
+#include "graph_timing.cuh"
 #include <algorithm>
 #include <cmath>
 #include <cooperative_groups.h>
@@ -22,14 +23,6 @@
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <vector>
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e) {                                                                   \
-      printf("err %s line %d\n", cudaGetErrorString(e), __LINE__);             \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
 namespace cg = cooperative_groups;
 constexpr int K = 4096, N = 6144, kCopies = 8;
 
@@ -447,40 +440,6 @@ struct Data {
   cublasHandle_t blas;
 };
 
-template <class Launch>
-float timeGraph(Launch launch) {
-  cudaStream_t s;
-  CK(cudaStreamCreate(&s));
-  cudaGraph_t gr;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int c = 0; c < kCopies; ++c)
-    launch(c, s);
-  CK(cudaStreamEndCapture(s, &gr));
-  CK(cudaGraphInstantiate(&ge, gr, 0));
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 10; ++i)
-    cudaGraphLaunch(ge, s);
-  std::vector<float> t;
-  for (int i = 0; i < 100; ++i) {
-    cudaEventRecord(a, s);
-    cudaGraphLaunch(ge, s);
-    cudaEventRecord(b, s);
-    CK(cudaEventSynchronize(b));
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms * 1000 / kCopies);
-  }
-  CK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(gr);
-  cudaStreamDestroy(s);
-  return t[50];
-}
-
 /// Largest |Y - ref| / (|ref| + 1) over the first copy's outputs.
 double maxError(const Data &d, int B, bool norm = false) {
   const __half *x = d.X[0];
@@ -527,7 +486,7 @@ void run(const char *name, Data &d, int B) {
   CK(cudaMemset(d.Y, 0xff, (size_t)BT * N * 2));
   launch(0, 0);
   double err = maxError(d, B);
-  float us = timeGraph(launch);
+  float us = timeGraph(launch, kCopies);
   cudaFuncAttributes fa;
   cudaFuncGetAttributes(&fa, k);
   int clusters = 0;
@@ -554,7 +513,7 @@ void runCublas(Data &d, int B) {
   };
   launch(0, 0);
   double err = maxError(d, B);
-  float us = timeGraph(launch);
+  float us = timeGraph(launch, kCopies);
   printf("B=%2d %-30s %53.2f us  %5.2f TB/s  err %.1e\n", B, "cuBLAS", us,
          (double)N * K * 2 / us / 1e6, err);
 }
@@ -585,7 +544,7 @@ void runNorm(const char *name, Data &d, int B) {
   CK(cudaMemset(d.Y, 0xff, (size_t)BT * N * 2));
   launch(0, 0);
   double err = maxError(d, B, true);
-  float us = timeGraph(launch);
+  float us = timeGraph(launch, kCopies);
   cudaFuncAttributes fa;
   cudaFuncGetAttributes(&fa, k);
   printf("B=%2d %-30s grid %4d smem %6d regs %3d %17s %7.2f us  %5.2f TB/s  "
@@ -653,10 +612,12 @@ int main() {
   CK(cudaMalloc(&d.G, K * 2));
   CK(cudaMemcpy(d.G, g.data(), K * 2, cudaMemcpyHostToDevice));
   cublasCreate(&d.blas);
-  float us = timeGraph([&](int c, cudaStream_t s) {
-    readAll<<<132 * 4, 512, 0, s>>>((const uint4 *)d.W[c],
-                                    (size_t)N * K * 2 / 16, d.sink);
-  });
+  float us = timeGraph(
+      [&](int c, cudaStream_t s) {
+        readAll<<<132 * 4, 512, 0, s>>>((const uint4 *)d.W[c],
+                                        (size_t)N * K * 2 / 16, d.sink);
+      },
+      kCopies);
   printf("plain 16-byte read of the weights: %.2f us  %.2f TB/s\n", us,
          (double)N * K * 2 / us / 1e6);
   runAll<8>(d);

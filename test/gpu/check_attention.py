@@ -295,16 +295,25 @@ def upload_cache(cp, prob, cfg, pages):
 
 
 class Kernel:
-    def __init__(self, cp, ptx_dir, cfg, name=None):
+    """The attention kernel of a config's manifest: its own entry, or with
+    `variant` = i the entry of its i-th batch variant (the tensor-core loop,
+    docs/abi.md 3.2), which takes the same arguments on the same grid."""
+
+    def __init__(self, cp, ptx_dir, cfg, name=None, variant=None):
         self.cp = cp
         self.cfg = cfg
         name = name or cfg[0]
         with open(os.path.join(ptx_dir, name + ".manifest.json")) as f:
             manifest = json.load(f)
         (kernel,) = manifest["kernels"]
+        launch = kernel if variant is None else kernel["variants"][variant]
+        self.label = cfg[0] + ("" if variant is None else "/" + launch["entry"].rsplit("_", 1)[1])
         self.module = cp.RawModule(path=os.path.join(ptx_dir, name + ".ptx"))
-        self.fn = self.module.get_function(kernel["entry"])
-        self.threads = int(kernel["block"][0])
+        self.fn = self.module.get_function(launch["entry"])
+        self.threads = int(launch["block"][0])
+        self.smem = int(launch.get("dynamic_shared_bytes", 0))
+        if self.smem:
+            self.fn.max_dynamic_shared_size_bytes = self.smem
         self.max_splits = int(kernel["schedule"]["max_splits"])
         self.grid_y = int(kernel["grid"][1])
         self.target_ctas = int(kernel["schedule"]["target_ctas"])
@@ -315,11 +324,17 @@ class Kernel:
                     "split_counters", "batch", "max_pages", "num_splits"]
         assert roles == expected, f"unexpected ABI {roles}"
         assert kernel["grid"][0] == "num_splits" and kernel["grid"][2] == "batch"
-        # The attention emitter makes no batch variants (docs/abi.md 3.2);
-        # this script launches the kernel's own entry.
-        assert "variants" not in kernel, "attention kernel with batch variants"
-        assert kernel["dynamic_shared_bytes"] == 0
+        assert launch["grid"] == kernel["grid"]
         self.counters = None
+
+    @staticmethod
+    def all_of(cp, ptx_dir, cfg, name=None):
+        """The kernel and each of its batch variants."""
+        with open(os.path.join(ptx_dir, (name or cfg[0]) + ".manifest.json")) as f:
+            (kernel,) = json.load(f)["kernels"]
+        return [Kernel(cp, ptx_dir, cfg, name)] + [
+            Kernel(cp, ptx_dir, cfg, name, v)
+            for v in range(len(kernel.get("variants", [])))]
 
     def run(self, prob, kc, vc, num_splits, out=None):
         cp = self.cp
@@ -338,7 +353,8 @@ class Kernel:
             self.counters = cp.zeros((max(b, 8), self.grid_y), dtype=cp.int32)
         args = (q, kc, vc, bt, sl, out, part_o, part_s, self.counters,
                 np.int32(b), np.int32(prob["max_pages"]), np.int32(num_splits))
-        self.fn((num_splits, self.grid_y, b), (self.threads, 1, 1), args)
+        self.fn((num_splits, self.grid_y, b), (self.threads, 1, 1), args,
+                shared_mem=self.smem)
         self.last_stats = part_s
         return out
 
@@ -412,8 +428,8 @@ def main():
         configs = [c for c in CONFIGS if c[0] in ("g7_d128_bf16", "g3_d80_f16_p12")]
         length_sets = [[0, 1, 17, 100, 33]]
         splits = [1, 3, 64]
-    for cfg in configs:
-        kern = Kernel(cp, args.ptx_dir, cfg)
+    for cfg, kern in [(c, k) for c in configs
+                      for k in Kernel.all_of(cp, args.ptx_dir, c)]:
         for lens in length_sets:
             prob = build_problem(rng, cfg, lens)
             kc = upload_cache(cp, prob, cfg, prob["k_pages"])
@@ -428,11 +444,11 @@ def main():
                 pw = kern.partials_written(ns)
                 ok = ok and cz and pw
                 all_ok &= ok
-                row = dict(config=cfg[0], lens=lens, splits=ns, max_abs=max_abs,
+                row = dict(config=kern.label, lens=lens, splits=ns, max_abs=max_abs,
                            rel=rel, finite=finite, zero_rows=zr, counters=cz,
                            ok=ok)
                 results.append(row)
-                print(f"{'ok  ' if ok else 'FAIL'} {cfg[0]:16s} lens={str(lens):24s} "
+                print(f"{'ok  ' if ok else 'FAIL'} {kern.label:20s} lens={str(lens):24s} "
                       f"splits={ns:2d} max_abs={max_abs:.3e} rel={rel:.3e}"
                       f"{'' if finite else ' NONFINITE'}{'' if zr else ' ZERO-ROWS'}"
                       f"{'' if cz else ' COUNTERS'}{'' if pw else ' PARTIALS'}", flush=True)
@@ -440,18 +456,18 @@ def main():
     if not args.sanitize:
         # 64-bit page offsets: the used pages live past 2^31 elements.
         cfg = CONFIGS[1]
-        kern = Kernel(cp, args.ptx_dir, cfg)
         prob = build_problem(rng, cfg, [300, 4097], big_cache=True)
         kc = upload_cache(cp, prob, cfg, prob["k_pages"])
         vc = upload_cache(cp, prob, cfg, prob["v_pages"])
-        for ns in (1, 7):
+        for kern, ns in [(k, n) for k in Kernel.all_of(cp, args.ptx_dir, cfg)
+                         for n in (1, 7)]:
             out = kern.run(prob, kc, vc, ns)
             cp.cuda.runtime.deviceSynchronize()
             ok, max_abs, rel, finite, zr = compare(prob, out)
             all_ok &= ok
-            results.append(dict(config=cfg[0] + "_bigcache", lens=[300, 4097],
+            results.append(dict(config=kern.label + "_bigcache", lens=[300, 4097],
                                 splits=ns, max_abs=max_abs, rel=rel, ok=ok))
-            print(f"{'ok  ' if ok else 'FAIL'} {cfg[0] + '_bigcache':16s} "
+            print(f"{'ok  ' if ok else 'FAIL'} {kern.label + '_bigcache':20s} "
                   f"pages>2^31 elems splits={ns:2d} max_abs={max_abs:.3e} rel={rel:.3e}",
                   flush=True)
         del kc, vc

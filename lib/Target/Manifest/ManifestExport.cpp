@@ -153,6 +153,20 @@ json::Object scheduleToJSON(ScheduleAttrInterface schedule) {
             StringRef(contract::kNumSplitsPolicyFormula);
         o["partials"] = "unnormalized";
       })
+      .Case([&](SplitKvAttentionMmaScheduleAttr s) {
+        o[StringRef(contract::schedule::kMaxSplits)] = s.getMaxSplits();
+        o["heads_per_cta"] = s.getHeadsPerCta();
+        o["head_blocks"] = s.getHeadBlocks();
+        o["chunk_multiple"] = s.getChunkMultiple();
+        o["chunk_policy"] = StringRef(contract::kChunkPolicyFormula);
+        o["stages"] = s.getStages();
+        o[StringRef(contract::schedule::kTargetCtas)] = s.getTargetCtas();
+        o[StringRef(contract::schedule::kMinChunkTokens)] =
+            s.getMinChunkTokens();
+        o[StringRef(contract::schedule::kNumSplitsPolicy)] =
+            StringRef(contract::kNumSplitsPolicyFormula);
+        o["partials"] = "unnormalized";
+      })
       .Case([&](NormRowScheduleAttr s) {
         o["vector_width"] = s.getVectorWidth();
         o["tokens_per_cta"] = s.getTokensPerCta();

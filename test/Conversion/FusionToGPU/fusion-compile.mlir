@@ -7,7 +7,7 @@
 // A temporary a killed run left behind is removed by the next run.
 // RUN: touch %t/layer.ptx.tmp %t/layer.manifest.json.tmp
 // RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-compile %s -o %t/layer | FileCheck %s --check-prefix=WROTE
-// WROTE: fusion-compile: wrote {{.*}}layer.ptx (2 kernels, 3 entries) and {{.*}}layer.manifest.json
+// WROTE: fusion-compile: wrote {{.*}}layer.ptx (2 kernels, 4 entries) and {{.*}}layer.manifest.json
 // RUN: not ls %t/layer.ptx.tmp
 // RUN: not ls %t/layer.manifest.json.tmp
 // RUN: FileCheck %s --input-file=%t/layer.manifest.json
@@ -28,6 +28,13 @@
 // SMEM80-NEXT: "entry": "decode_layer_k0_fused_mma",
 // SMEM86: "dynamic_shared_bytes": 66048,
 // SMEM86-NEXT: "entry": "decode_layer_k0_fused_mma",
+// The tensor-core attention variant: 4 warps x 3 stages x K and V x 16 rows
+// x (128 + 8) f16 of staging ring; sm_86's 99 KiB cannot hold it.
+// SMEM90: "dynamic_shared_bytes": 104448,
+// SMEM90-NEXT: "entry": "decode_layer_k1_decode_attention_mma",
+// SMEM80: "dynamic_shared_bytes": 104448,
+// SMEM80-NEXT: "entry": "decode_layer_k1_decode_attention_mma",
+// SMEM86-NOT: decode_attention_mma
 // RUN: not fusion-compile %S/invalid.mlir --strategy=none -o %t/bad 2>&1 | FileCheck %s --check-prefix=ERR
 // RUN: not ls %t/bad.ptx
 // RUN: not ls %t/bad.manifest.json
@@ -76,9 +83,9 @@
 // RUN: not ls %t/same.ptx
 // RUN: fusion-compile %s -o %t/dumped --dump-mlir=- | FileCheck %s --check-prefix=DUMPSTDOUT
 // DUMPSTDOUT: gpu.binary
-// DUMPSTDOUT: fusion-compile: wrote {{.*}}dumped.ptx (2 kernels, 3 entries) and {{.*}}dumped.manifest.json{{$}}
+// DUMPSTDOUT: fusion-compile: wrote {{.*}}dumped.ptx (2 kernels, 4 entries) and {{.*}}dumped.manifest.json{{$}}
 // RUN: fusion-compile %s -o %t/dumped --dump-mlir=%t/dumped.mlir | FileCheck %s --check-prefix=DUMPFILE
-// DUMPFILE: fusion-compile: wrote {{.*}}dumped.ptx (2 kernels, 3 entries) and {{.*}}dumped.manifest.json, and the compiled module to {{.*}}dumped.mlir
+// DUMPFILE: fusion-compile: wrote {{.*}}dumped.ptx (2 kernels, 4 entries) and {{.*}}dumped.manifest.json, and the compiled module to {{.*}}dumped.mlir
 
 // Inputs: a regular file holding functions only, each result of which
 // comes from a kernel or an argument.

@@ -1397,6 +1397,11 @@ func.func private @schedule_lanes() attributes {s = #fusion.split_kv_attention_s
 
 // -----
 
+// expected-error @+1 {{split_kv_attention_mma_schedule stages (1) must be at least 2}}
+func.func private @schedule_mma_stages() attributes {s = #fusion.split_kv_attention_mma_schedule<threads = 128, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 1, target_ctas = 264, min_chunk_tokens = 64>}
+
+// -----
+
 // expected-error @+1 {{head_schedule head_slots must be positive, got -1}}
 func.func private @schedule_head_slots() attributes {s = #fusion.head_schedule<kind = rope_kv_append, threads = 64, head_slots = -1, elements_per_thread = 2>}
 

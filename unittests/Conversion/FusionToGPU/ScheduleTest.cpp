@@ -182,6 +182,43 @@ TEST(AttentionSchedule, Overrides) {
   EXPECT_NE(error.find("threads must be a multiple of 32"), std::string::npos);
 }
 
+TEST(AttentionSchedule, TensorCoreVariant) {
+  auto primary = choose(attention(32, 8, 128));
+  ASSERT_TRUE(primary);
+  auto s = chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, kH100);
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->tensorCores);
+  EXPECT_EQ(s->threads, 128);
+  EXPECT_EQ(s->stages, 3);
+  EXPECT_EQ(s->tokensPerIter, 64); // 4 warps x 16-token tiles
+  // 4 warps x 3 stages x K and V x 16 rows x (128 + 8) x 2 bytes.
+  EXPECT_EQ(s->ringBytes, 104448);
+  EXPECT_EQ(s->sharedFloats, 4 * 4 * 130);
+  // The same workspaces and split policy as the kernel it varies.
+  EXPECT_EQ(s->headsPerCta, primary->headsPerCta);
+  EXPECT_EQ(s->headBlocks, primary->headBlocks);
+  EXPECT_EQ(s->maxSplits, primary->maxSplits);
+  EXPECT_EQ(s->splitPolicy.targetCtas, primary->splitPolicy.targetCtas);
+}
+
+TEST(AttentionSchedule, TensorCoreVariantOnlyWhereItApplies) {
+  auto mma = [](const AttentionShape &shape, const TargetInfo &target) {
+    auto primary = choose(shape);
+    return primary && chooseAttentionMmaSchedule(shape, *primary, target);
+  };
+  EXPECT_TRUE(mma(attention(32, 4, 64), kH100));     // D = 64, G = 8
+  EXPECT_TRUE(mma(attention(32, 2, 128), kH100));    // G = 16: 2 blocks of 8
+  EXPECT_FALSE(mma(attention(32, 8, 128), kTuring)); // no mma.sync
+  EXPECT_FALSE(mma(attention(8, 2, 256), kH100));    // D > 128
+  EXPECT_FALSE(mma(attention(12, 4, 72), kH100));    // D not a multiple of 16
+  EXPECT_TRUE(mma(attention(12, 4, 80), kH100));     // D = 80 = 5 x 16
+  AttentionShape pages12 = attention(32, 8, 128);
+  pages12.pageSize = 12; // a tile would span pages
+  EXPECT_FALSE(mma(pages12, kH100));
+  // sm_86: 99 KiB per CTA cannot hold the 104448-byte ring.
+  EXPECT_FALSE(mma(attention(32, 8, 128), TargetInfo(86, 84)));
+}
+
 TEST(ElementwiseSchedule, BlockSizes) {
   EXPECT_EQ(chooseNormBlockSize(4096), 256); // 512 vectors, capped
   EXPECT_EQ(chooseNormBlockSize(1000), 128); // 125 vectors -> 4 warps

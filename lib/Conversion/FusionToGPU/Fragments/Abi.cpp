@@ -261,22 +261,27 @@ Value mlir::fusion::addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType,
   return buffer;
 }
 
+/// The module's extern, zero-sized, 16-byte aligned `.shared` array (created
+/// on first use): convert-gpu-to-nvvm reuses it for gpu.dynamic_shared_memory.
+static constexpr StringLiteral kDynamicSharedSymbol = "__fusion_dynamic_shared";
+static void declareDynamicShared(Location loc, gpu::GPUModuleOp module) {
+  if (module.lookupSymbol(kDynamicSharedSymbol))
+    return;
+  MLIRContext *context = module.getContext();
+  OpBuilder mb(context);
+  mb.setInsertionPointToStart(module.getBody());
+  auto arrayType = LLVM::LLVMArrayType::get(IntegerType::get(context, 8), 0);
+  LLVM::GlobalOp::create(mb, loc, arrayType, /*isConstant=*/false,
+                         LLVM::Linkage::External, kDynamicSharedSymbol,
+                         Attribute(), /*alignment=*/16,
+                         static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared));
+}
+
 Value mlir::fusion::getDynamicSharedBuffer(ImplicitLocOpBuilder &b,
                                            gpu::GPUModuleOp module,
                                            Type elementType, int64_t count) {
   MLIRContext *context = b.getContext();
-  constexpr StringLiteral kSymbol = "__fusion_dynamic_shared";
-  if (!module.lookupSymbol(kSymbol)) {
-    // convert-gpu-to-nvvm reuses a zero-sized workgroup array global of the
-    // module for gpu.dynamic_shared_memory.
-    OpBuilder mb(context);
-    mb.setInsertionPointToStart(module.getBody());
-    auto arrayType = LLVM::LLVMArrayType::get(IntegerType::get(context, 8), 0);
-    LLVM::GlobalOp::create(
-        mb, b.getLoc(), arrayType, /*isConstant=*/false,
-        LLVM::Linkage::External, kSymbol, Attribute(), /*alignment=*/16,
-        static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared));
-  }
+  declareDynamicShared(b.getLoc(), module);
   auto space =
       gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
   Value bytes = gpu::DynamicSharedMemoryOp::create(
@@ -286,6 +291,16 @@ Value mlir::fusion::getDynamicSharedBuffer(ImplicitLocOpBuilder &b,
       b,
       MemRefType::get({count}, elementType, MemRefLayoutAttrInterface(), space),
       bytes, constIndex(b, 0), ValueRange{});
+}
+
+Value mlir::fusion::getDynamicSharedPointer(ImplicitLocOpBuilder &b,
+                                            gpu::GPUModuleOp module) {
+  declareDynamicShared(b.getLoc(), module);
+  return LLVM::AddressOfOp::create(
+      b,
+      LLVM::LLVMPointerType::get(
+          b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared)),
+      kDynamicSharedSymbol);
 }
 
 /// Bytes of the workgroup attributions of the gpu.func `entry` of `module`.

@@ -112,6 +112,11 @@ Value addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType, int64_t count,
 Value getDynamicSharedBuffer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
                              Type elementType, int64_t count);
 
+/// The address (`!llvm.ptr<3>`) of the kernel's dynamic shared memory, for
+/// NVVM ops that take pointers (cp.async, ldmatrix); declares the same
+/// extern `.shared` array as getDynamicSharedBuffer.
+Value getDynamicSharedPointer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module);
+
 /// Checks `launch` (and its variants) against what CUDA can launch: entry
 /// names that are PTX identifiers (isValidKernelName), 1 to
 /// contract::kMaxThreadsPerBlock threads, and numeric grid dimensions in

@@ -57,6 +57,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionMma.h"
+
 #include "../Fragments/Abi.h"
 #include "../Fragments/PagedKV.h"
 #include "../Fragments/Reduce.h"
@@ -162,6 +164,15 @@ SplitKvAttentionScheduleAttr getScheduleAttr(MLIRContext *context,
       s.splitPolicy.targetCtas, s.splitPolicy.minChunkTokens);
 }
 
+/// The #fusion.split_kv_attention_mma_schedule of the tensor-core variant.
+SplitKvAttentionMmaScheduleAttr getMmaScheduleAttr(MLIRContext *context,
+                                                   const AttentionSchedule &s) {
+  return SplitKvAttentionMmaScheduleAttr::get(
+      context, s.threads, s.maxSplits, s.headsPerCta, s.headBlocks,
+      s.tokensPerIter, s.stages, s.splitPolicy.targetCtas,
+      s.splitPolicy.minChunkTokens);
+}
+
 //===----------------------------------------------------------------------===//
 // The kernel body
 //===----------------------------------------------------------------------===//
@@ -177,6 +188,7 @@ struct AttentionKernel {
   Type elementType;
   double scale = 0.0;
   AttentionSchedule sched;
+  gpu::GPUModuleOp module;
 
   // Kernel arguments.
   Value query, keyCache, valueCache, blockTable, seqLens, output;
@@ -621,10 +633,19 @@ void AttentionKernel::emitCta(ImplicitLocOpBuilder &b) {
   Value iters =
       divUI(b, addI(b, count, constI32(b, tpi - 1)), constI32(b, tpi));
 
-  SmallVector<SmallVector<Value>> q = loadQueries(b);
-  SoftmaxState st = emitMainLoop(b, q, start, end, iters);
-  mergeRowGroups(b, st);
-  writeWarpState(b, st);
+  if (sched.tensorCores) {
+    MmaAttentionInputs in{
+        shape,        elementType, scale,    gc(),          numWarps(),
+        sched.stages, query,       keyCache, valueCache,    blockTable,
+        maxPagesArg,  seq,         kvHead,   head0,         tid,
+        start,        end,         smem,     smemMaxBase(), smemSumBase()};
+    emitMmaAttentionWarps(b, module, in);
+  } else {
+    SmallVector<SmallVector<Value>> q = loadQueries(b);
+    SoftmaxState st = emitMainLoop(b, q, start, end, iters);
+    mergeRowGroups(b, st);
+    writeWarpState(b, st);
+  }
 
   Value single = cmpI(b, CmpIPredicate::eq, numSplits, one);
   ifThenElse(
@@ -794,6 +815,31 @@ void bindArguments(AttentionKernel &k, const AttentionOperands &found,
       addWorkgroupBuffer(args.getFunc(), IntegerType::get(context, 32), 1);
 }
 
+/// Emits `<entry>_mma`, the tensor-core variant of the kernel `primary`
+/// was emitted for, and records it in `launch` (same parameters and grid).
+void emitMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
+                    const AttentionOperands &found,
+                    const AttentionKernel &primary,
+                    const AttentionSchedule &sched, KernelLaunch &launch,
+                    const TargetInfo &target) {
+  AttentionKernel k = primary;
+  k.sched = sched;
+  KernelVariant variant;
+  variant.minBatch = kAttentionMmaMinBatch;
+  variant.entry = launch.entry + "_mma";
+  variant.grid = launch.grid;
+  variant.blockSize = sched.threads;
+  variant.dynamicSharedBytes = sched.ringBytes;
+  ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
+  gpu::GPUFuncOp func =
+      createKernelFunc(b, kernel.getLoc(), module, variant.entry, launch.params,
+                       sched.threads, target);
+  bindArguments(k, found, KernelArgs(kernel, func, launch.params));
+  k.emitBody(b);
+  variant.schedule = getMmaScheduleAttr(kernel.getContext(), sched);
+  launch.variants.push_back(std::move(variant));
+}
+
 } // namespace
 
 FailureOr<KernelLaunch>
@@ -803,6 +849,7 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, const TargetInfo &target,
   if (failed(found))
     return failure();
   AttentionKernel k;
+  k.module = module;
   if (failed(getShape(kernel, found->op, k.shape, k.elementType)))
     return failure();
   k.scale = found->op.getEffectiveScale();
@@ -827,5 +874,8 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, const TargetInfo &target,
   launch.blockSize = k.sched.threads;
   launch.dynamicSharedBytes = 0;
   launch.schedule = getScheduleAttr(kernel.getContext(), k.sched);
+  if (std::optional<AttentionSchedule> mma =
+          chooseAttentionMmaSchedule(k.shape, k.sched, target))
+    emitMmaVariant(kernel, module, *found, k, *mma, launch, target);
   return launch;
 }

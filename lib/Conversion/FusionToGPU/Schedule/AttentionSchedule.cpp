@@ -82,3 +82,26 @@ std::optional<AttentionSchedule> mlir::fusion::chooseAttentionSchedule(
   s.splitPolicy.targetCtas = contract::kTargetCtasPerSM * target.getSMCount();
   return s;
 }
+
+std::optional<AttentionSchedule>
+mlir::fusion::chooseAttentionMmaSchedule(const AttentionShape &shape,
+                                         const AttentionSchedule &primary,
+                                         const TargetInfo &target) {
+  constexpr int64_t kWarps = 4, kStages = 3, kTile = kAttentionMmaTileTokens;
+  if (!target.hasTensorCores() || shape.headDim % 16 != 0 ||
+      shape.headDim > 128 || shape.pageSize % kTile != 0 ||
+      primary.headsPerCta > 8)
+    return std::nullopt;
+  AttentionSchedule s = primary;
+  s.tensorCores = true;
+  s.stages = kStages;
+  s.threads = kWarps * TargetInfo::kWarpSize;
+  s.tokensPerIter = kWarps * kTile;
+  s.sharedFloats = kWarps * s.headsPerCta * (shape.headDim + 2);
+  // K and V tiles of 16 rows per stage and warp, rows padded by 16 bytes.
+  s.ringBytes =
+      kWarps * kStages * 2 * kTile * (shape.headDim + kAttentionMmaRowPad) * 2;
+  if (s.ringBytes + s.sharedFloats * 4 + 4 > target.getMaxSharedBytesPerCTA())
+    return std::nullopt;
+  return s;
+}

@@ -59,7 +59,19 @@ struct AttentionSchedule {
   /// The recommended num_splits policy (contract::chooseNumSplits), with
   /// targetCtas = contract::kTargetCtasPerSM x the SM count.
   ::fusion::contract::SplitPolicy splitPolicy;
+  /// The tensor-core loop (Kernels/AttentionMma.h) with `stages` ring
+  /// stages per warp in `ringBytes` of dynamic shared memory.
+  bool tensorCores = false;
+  int64_t stages = 0;
+  int64_t ringBytes = 0;
 };
+
+/// Batches from which the runtime launches the tensor-core variant.
+inline constexpr int64_t kAttentionMmaMinBatch = 4;
+/// Tokens per tile of the tensor-core loop, and the elements its
+/// shared-memory rows are padded by (16 bytes).
+inline constexpr int64_t kAttentionMmaTileTokens = 16;
+inline constexpr int64_t kAttentionMmaRowPad = 8;
 
 /// The schedule for `shape` on `target`, or nullopt with `error` set when an
 /// override is out of range or the merge buffer exceeds the static shared
@@ -70,6 +82,20 @@ std::optional<AttentionSchedule>
 chooseAttentionSchedule(const AttentionShape &shape,
                         const AttentionScheduleOverrides &overrides,
                         const TargetInfo &target, std::string &error);
+
+/// The schedule of the tensor-core variant of the kernel `primary` was
+/// chosen for (same heads per CTA, head blocks, max_splits and split
+/// policy, so the same parameters and workspaces), or nullopt where it does
+/// not apply: a target without tensor cores, head_dim not a multiple of 16
+/// or above 128 (the accumulators live in registers), pages not a multiple
+/// of 16 tokens, more than 8 heads per CTA, or a ring larger than the
+/// target's shared memory. 4 warps of 16-token tiles, 3 stages: the best
+/// design of bench/diagnostics/decode_attention.cu at 2 CTAs per SM
+/// (docs/performance.md entry 16).
+std::optional<AttentionSchedule>
+chooseAttentionMmaSchedule(const AttentionShape &shape,
+                           const AttentionSchedule &primary,
+                           const TargetInfo &target);
 
 } // namespace mlir::fusion
 

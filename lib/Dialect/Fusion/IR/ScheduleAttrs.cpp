@@ -125,6 +125,32 @@ StringRef SplitKvAttentionScheduleAttr::getKindName() const {
   return "split_kv_attention";
 }
 
+LogicalResult SplitKvAttentionMmaScheduleAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t threads,
+    int64_t maxSplits, int64_t headsPerCta, int64_t headBlocks,
+    int64_t chunkMultiple, int64_t stages, int64_t targetCtas,
+    int64_t minChunkTokens) {
+  StringRef kind = getMnemonic();
+  if (failed(verifySchedule(emitError, kind, threads,
+                            {{"max_splits", maxSplits},
+                             {"heads_per_cta", headsPerCta},
+                             {"head_blocks", headBlocks},
+                             {"chunk_multiple", chunkMultiple},
+                             {"stages", stages},
+                             {"target_ctas", targetCtas},
+                             {"min_chunk_tokens", minChunkTokens}})))
+    return failure();
+  if (stages < 2)
+    return emitError() << kind << " stages (" << stages
+                       << ") must be at least 2 (one tile in flight while "
+                          "one is computed)";
+  return success();
+}
+
+StringRef SplitKvAttentionMmaScheduleAttr::getKindName() const {
+  return "split_kv_attention_mma";
+}
+
 LogicalResult
 NormRowScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                             int64_t threads, int64_t vectorWidth,

@@ -113,6 +113,31 @@ def Fusion_SplitKvAttentionScheduleAttr
                         "int64_t":$target_ctas, "int64_t":$min_chunk_tokens);
 }
 
+def Fusion_SplitKvAttentionMmaScheduleAttr
+    : Fusion_ScheduleAttr<"SplitKvAttentionMmaSchedule",
+                          "split_kv_attention_mma_schedule"> {
+  let summary = "schedule of the tensor-core split-KV attention variant";
+  let description = [{
+    Kind `split_kv_attention_mma` (the schedule of a #fusion.variant of a
+    split-KV attention kernel): `threads` / 32 warps per CTA, each streaming
+    every warp-th 16-token tile of its split through its own `stages`-deep
+    cp.async ring and running Q K^T and P V on mma.sync; the CTA's heads,
+    head blocks, workspaces and num_splits policy (`max_splits`,
+    `target_ctas`, `min_chunk_tokens`) are those of the kernel it varies;
+    split chunks are multiples of `chunk_multiple` tokens.
+
+    ```mlir
+    #fusion.split_kv_attention_mma_schedule<threads = 128, max_splits = 64,
+        heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 3,
+        target_ctas = 264, min_chunk_tokens = 64>
+    ```
+  }];
+  let parameters = (ins "int64_t":$threads, "int64_t":$max_splits,
+                        "int64_t":$heads_per_cta, "int64_t":$head_blocks,
+                        "int64_t":$chunk_multiple, "int64_t":$stages,
+                        "int64_t":$target_ctas, "int64_t":$min_chunk_tokens);
+}
+
 def Fusion_NormRowScheduleAttr
     : Fusion_ScheduleAttr<"NormRowSchedule", "norm_row_schedule"> {
   let summary = "schedule of the standalone norm kernel";

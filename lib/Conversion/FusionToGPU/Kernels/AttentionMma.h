@@ -1,0 +1,63 @@
+//===- AttentionMma.h - tensor-core main loop of decode attention -*- C++
+//-*-===//
+//
+// The main loop of the attention kernel's tensor-core variant
+// (AttentionKernel.cpp emits it as `<entry>_mma` for batches from
+// kAttentionMmaMinBatch): the FlashAttention-2 decode structure measured in
+// bench/diagnostics/decode_attention.cu (docs/performance.md entry 16).
+//
+// Each warp of the CTA takes every `warps`-th 16-token tile of the CTA's
+// split [start, end) (a tile lies in one page: P % 16 == 0 and tiles start
+// at multiples of 16) and streams its K and V rows through its own
+// `stages`-deep ring in dynamic shared memory with 16-byte `cp.async`
+// (rows padded by 16 bytes, so the 8 rows an ldmatrix reads hit 8 bank
+// groups); tokens at or past `end` are zero-filled, never read. Per tile:
+//   S = Q K^T   mma.m16n8k16, A = the CTA's Gc query heads as rows 0..Gc-1
+//               (rows Gc..15 zero), B = K rows via ldmatrix;
+//   p = 2^(S * scale * log2(e) - m)  online softmax per head in fp32, tokens
+//               at or past `end` masked to -inf;
+//   O += P V    A = p rounded to the element type (the S accumulators in
+//               the A layout), B = V rows via ldmatrix.trans.
+// The warp's (m, l, O) per head then go to the CTA's merge buffer in the
+// layout the CUDA-core loop writes (AttentionKernel::writeWarpState), so
+// the merge, split partials and combine are shared.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_LIB_CONVERSION_FUSIONTOGPU_KERNELS_ATTENTIONMMA_H
+#define FUSION_LIB_CONVERSION_FUSIONTOGPU_KERNELS_ATTENTIONMMA_H
+
+#include "../KernelBuilder.h"
+#include "../Schedule/AttentionSchedule.h"
+
+namespace mlir::fusion {
+
+/// What the tensor-core loop reads and where it leaves its state.
+struct MmaAttentionInputs {
+  AttentionShape shape;
+  /// f16 or bf16; `scale` is the op's softmax scale.
+  Type elementType;
+  double scale = 0.0;
+  /// Query heads per CTA (Gc <= 8), warps per CTA and ring stages per warp.
+  int64_t headsPerCta = 0, warps = 0, stages = 0;
+  /// Kernel arguments: q [B, Hq, D], the caches [pages, P, Hkv, D], the
+  /// block table [B, max_pages] (i32) and max_pages (i32).
+  Value query, keyCache, valueCache, blockTable, maxPages;
+  /// This CTA's sequence, KV head, first query head and thread (index), and
+  /// its split's tokens [start, end) (i32).
+  Value seq, kvHead, head0, tid, start, end;
+  /// The merge buffer (f32, workgroup): [warps][Gc][D] accumulators, then
+  /// [warps][Gc] maxima at `maxBase`, then [warps][Gc] sums at `sumBase`.
+  Value merge;
+  int64_t maxBase = 0, sumBase = 0;
+};
+
+/// Emits the loop of every warp and its state written to `in.merge`,
+/// followed by a CTA barrier. The ring takes the dynamic shared memory
+/// chooseAttentionMmaSchedule sized (declared in `module`).
+void emitMmaAttentionWarps(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
+                           const MmaAttentionInputs &in);
+
+} // namespace mlir::fusion
+
+#endif // FUSION_LIB_CONVERSION_FUSIONTOGPU_KERNELS_ATTENTIONMMA_H
