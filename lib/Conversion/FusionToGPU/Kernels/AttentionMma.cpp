@@ -195,11 +195,13 @@ SmallVector<Value, 4> MmaLoop::emitScores(ImplicitLocOpBuilder &b,
   Value scale = constF32(b, in.scale * M_LOG2E);
   Value token0 = addI(b, tileBase, indexToI32(b, mulI(b, q4, 2)));
   SmallVector<Value, 4> scores;
-  for (auto [n, acc] : llvm::enumerate(ArrayRef<SmallVector<Value, 4>>{s0, s1}))
+  const SmallVector<Value, 4> *blocks[] = {&s0, &s1};
+  for (int64_t n = 0; n < 2; ++n)
     for (int64_t e = 0; e < 2; ++e) {
       Value token = addI(b, token0, constI32(b, 8 * n + e));
       Value valid = cmpI(b, CmpIPredicate::slt, token, in.end);
-      scores.push_back(select(b, valid, mulF(b, acc[e], scale), negInfF32(b)));
+      scores.push_back(
+          select(b, valid, mulF(b, (*blocks[n])[e], scale), negInfF32(b)));
     }
   return scores;
 }
