@@ -109,6 +109,23 @@ json::Value toJSON(Attribute attr) {
   return str;
 }
 
+/// The members both split-KV attention schedules (CUDA-core and tensor-core)
+/// share: heads, workspaces, the chunk and num_splits policies (the contract
+/// header's formulas) and how the partials are left (docs/abi.md 3.4).
+template <typename SplitKVSchedule>
+void writeSplitKV(json::Object &o, SplitKVSchedule s) {
+  o[StringRef(contract::schedule::kMaxSplits)] = s.getMaxSplits();
+  o["heads_per_cta"] = s.getHeadsPerCta();
+  o["head_blocks"] = s.getHeadBlocks();
+  o["chunk_multiple"] = s.getChunkMultiple();
+  o["chunk_policy"] = StringRef(contract::kChunkPolicyFormula);
+  o[StringRef(contract::schedule::kTargetCtas)] = s.getTargetCtas();
+  o[StringRef(contract::schedule::kMinChunkTokens)] = s.getMinChunkTokens();
+  o[StringRef(contract::schedule::kNumSplitsPolicy)] =
+      StringRef(contract::kNumSplitsPolicyFormula);
+  o["partials"] = "unnormalized";
+}
+
 /// The manifest's `schedule` object of `schedule` (empty if null): `kind`
 /// and the members of the #fusion.*_schedule under their names in the IR;
 /// for attention also the num_splits and chunk policies (the contract
@@ -138,34 +155,14 @@ json::Object scheduleToJSON(ScheduleAttrInterface schedule) {
         o["k_split"] = s.getKSplit();
       })
       .Case([&](SplitKvAttentionScheduleAttr s) {
-        o[StringRef(contract::schedule::kMaxSplits)] = s.getMaxSplits();
-        o["heads_per_cta"] = s.getHeadsPerCta();
-        o["head_blocks"] = s.getHeadBlocks();
+        writeSplitKV(o, s);
         o["vector_width"] = s.getVectorWidth();
         o["lanes_per_row"] = s.getLanesPerRow();
         o["kv_unroll"] = s.getKvUnroll();
-        o["chunk_multiple"] = s.getChunkMultiple();
-        o["chunk_policy"] = StringRef(contract::kChunkPolicyFormula);
-        o[StringRef(contract::schedule::kTargetCtas)] = s.getTargetCtas();
-        o[StringRef(contract::schedule::kMinChunkTokens)] =
-            s.getMinChunkTokens();
-        o[StringRef(contract::schedule::kNumSplitsPolicy)] =
-            StringRef(contract::kNumSplitsPolicyFormula);
-        o["partials"] = "unnormalized";
       })
       .Case([&](SplitKvAttentionMmaScheduleAttr s) {
-        o[StringRef(contract::schedule::kMaxSplits)] = s.getMaxSplits();
-        o["heads_per_cta"] = s.getHeadsPerCta();
-        o["head_blocks"] = s.getHeadBlocks();
-        o["chunk_multiple"] = s.getChunkMultiple();
-        o["chunk_policy"] = StringRef(contract::kChunkPolicyFormula);
+        writeSplitKV(o, s);
         o["stages"] = s.getStages();
-        o[StringRef(contract::schedule::kTargetCtas)] = s.getTargetCtas();
-        o[StringRef(contract::schedule::kMinChunkTokens)] =
-            s.getMinChunkTokens();
-        o[StringRef(contract::schedule::kNumSplitsPolicy)] =
-            StringRef(contract::kNumSplitsPolicyFormula);
-        o["partials"] = "unnormalized";
       })
       .Case([&](NormRowScheduleAttr s) {
         o["vector_width"] = s.getVectorWidth();

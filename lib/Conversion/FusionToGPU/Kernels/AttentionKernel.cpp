@@ -77,13 +77,6 @@ namespace {
 
 constexpr int64_t kMaxHeadDim = 256;
 
-/// The max to subtract: `m`, or 0 when m = -inf (nothing seen yet), so that
-/// 2^(-inf - safe) = 0 and never 2^(-inf + inf) = NaN.
-Value safeMax(ImplicitLocOpBuilder &b, Value m) {
-  Value isNegInf = cmpF(b, CmpFPredicate::OEQ, m, negInfF32(b));
-  return select(b, isNegInf, constF32(b, 0.0), m);
-}
-
 /// Online-softmax state of one row group (or lane) for Gc heads: the running
 /// max m (log2 domain), sum l and the 8 accumulated output elements per head.
 struct SoftmaxState {

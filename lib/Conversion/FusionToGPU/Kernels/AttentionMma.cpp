@@ -230,8 +230,7 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
   for (int32_t off : {1, 2})
     mx = maxF32(b, mx, shuffleXor(b, mx, off));
   Value m = maxF32(b, state[0], mx);
-  Value isNegInf = cmpF(b, CmpFPredicate::OEQ, m, negInfF32(b));
-  Value ms = select(b, isNegInf, constF32(b, 0.0), m);
+  Value ms = safeMax(b, m);
   Value corr = exp2F32(b, subF(b, state[0], ms));
   SmallVector<Value, 4> p;
   for (Value x : s)
@@ -316,6 +315,11 @@ void MmaLoop::emit(ImplicitLocOpBuilder &b) {
 }
 
 } // namespace
+
+Value mlir::fusion::safeMax(ImplicitLocOpBuilder &b, Value m) {
+  Value isNegInf = cmpF(b, CmpFPredicate::OEQ, m, negInfF32(b));
+  return select(b, isNegInf, constF32(b, 0.0), m);
+}
 
 void mlir::fusion::emitMmaAttentionWarps(ImplicitLocOpBuilder &b,
                                          gpu::GPUModuleOp module,

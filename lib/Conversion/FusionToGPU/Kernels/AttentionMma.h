@@ -52,6 +52,11 @@ struct MmaAttentionInputs {
   int64_t maxBase = 0, sumBase = 0;
 };
 
+/// The max an online softmax subtracts: `m`, or 0 when m = -inf (nothing
+/// seen yet), so that 2^(-inf - safe) = 0 and never 2^(-inf + inf) = NaN.
+/// Both attention loops and the split combine use it.
+Value safeMax(ImplicitLocOpBuilder &b, Value m);
+
 /// Emits the loop of every warp and its state written to `in.merge`,
 /// followed by a CTA barrier. The ring takes the dynamic shared memory
 /// chooseAttentionMmaSchedule sized (declared in `module`).
