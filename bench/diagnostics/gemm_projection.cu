@@ -15,6 +15,7 @@
 //   nvcc -O3 -arch=sm_90 -std=c++17 gemm_projection.cu -lcublas \
 //     -o gemm_projection && ./gemm_projection
 #include "graph_timing.cuh"
+#include "ptx_ops.cuh"
 #include <algorithm>
 #include <cmath>
 #include <cooperative_groups.h>
@@ -26,9 +27,6 @@
 namespace cg = cooperative_groups;
 constexpr int K = 4096, N = 6144, kCopies = 8;
 
-__device__ __forceinline__ uint32_t smemAddr(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void mbarInit(uint64_t *bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smemAddr(bar)),
                "r"(count));
@@ -57,22 +55,10 @@ __device__ __forceinline__ void bulkCopy(void *dst, const void *src, int bytes,
                "l"(src), "r"(bytes), "r"(smemAddr(bar))
                : "memory");
 }
-__device__ __forceinline__ void ldmatrix4(uint32_t (&r)[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smemAddr(p)));
-}
 __device__ __forceinline__ void ldmatrix2(uint32_t (&r)[2], const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
                : "=r"(r[0]), "=r"(r[1])
                : "r"(smemAddr(p)));
-}
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4],
-                                    uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 /// The design. NT weight rows per CTA (NT / 16 consumer warps, 16 rows each,
@@ -220,12 +206,6 @@ __global__ void __launch_bounds__(Gemm<NT, CS, KC, ST, BT>::kThreads)
   else
     consume<NT, CS, KC, ST, BT>(smem, full, empty, steps, acc);
   store<NT, CS, KC, ST, BT>(smem, acc, Y, rank, n0, warp < G::kConsumers);
-}
-
-__device__ __forceinline__ void cpAsync16(void *dst, const void *src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smemAddr(dst)),
-               "l"(src)
-               : "memory");
 }
 
 /// Issues stage `stage`'s copies (W rows n0.., then the BT token rows, k..k+KC)
@@ -460,6 +440,24 @@ double maxError(const Data &d, int B, bool norm = false) {
   return e;
 }
 
+/// A launch of `grid` CTAs of `threads` threads in clusters of `cs` along x
+/// with `smem` bytes of dynamic shared memory; `attr` must outlive it.
+cudaLaunchConfig_t clusterLaunch(cudaLaunchAttribute &attr, int grid,
+                                 int threads, int smem, int cs,
+                                 cudaStream_t stream) {
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cs;
+  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 template <int NT, int CS, int KC, int ST, int BT, bool ASYNC = false>
 void run(const char *name, Data &d, int B) {
   using G = Gemm<NT, CS, KC, ST, BT>;
@@ -469,17 +467,9 @@ void run(const char *name, Data &d, int B) {
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           smemBytes));
   cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = CS;
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
   auto launch = [&](int c, cudaStream_t s) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(G::kGrid);
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = smemBytes;
-    cfg.stream = s;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cudaLaunchConfig_t cfg =
+        clusterLaunch(attr, G::kGrid, threads, smemBytes, CS, s);
     CK(cudaLaunchKernelEx(&cfg, k, (const __half *)d.W[c],
                           (const __half *)d.X[c], d.Y));
   };
@@ -490,12 +480,8 @@ void run(const char *name, Data &d, int B) {
   cudaFuncAttributes fa;
   cudaFuncGetAttributes(&fa, k);
   int clusters = 0;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(G::kGrid);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smemBytes;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cudaLaunchConfig_t cfg =
+      clusterLaunch(attr, G::kGrid, threads, smemBytes, CS, 0);
   cudaOccupancyMaxActiveClusters(&clusters, k, &cfg);
   printf("B=%2d %-30s grid %4d smem %6d regs %3d clusters/GPU %3d  %7.2f us  "
          "%5.2f TB/s  err %.1e\n",
@@ -526,17 +512,9 @@ void runNorm(const char *name, Data &d, int B) {
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           smemBytes));
   cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = CS;
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
   auto launch = [&](int c, cudaStream_t s) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(N / NT * CS);
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = smemBytes;
-    cfg.stream = s;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cudaLaunchConfig_t cfg =
+        clusterLaunch(attr, N / NT * CS, threads, smemBytes, CS, s);
     CK(cudaLaunchKernelEx(&cfg, k, (const __half *)d.W[c],
                           (const __half *)d.X[c], (const __half *)d.R[c],
                           (const __half *)d.G, d.Y, d.Rout));

@@ -6,18 +6,11 @@
 // the ceiling of the emitter's structure, not our kernel.
 //   nvcc -O3 -arch=sm_90 -std=c++17 gemv_patterns.cu -o gemv_patterns &&
 //   ./gemv_patterns
+#include "graph_timing.cuh"
 #include <algorithm>
 #include <cstdio>
 #include <cuda_fp16.h>
 #include <vector>
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e) {                                                                   \
-      printf("err %s line %d\n", cudaGetErrorString(e), __LINE__);             \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
 constexpr int H = 4096, R = 6144;
 __device__ __forceinline__ void fma8(float &acc, uint4 w, uint4 x) {
   const __half2 *wh = reinterpret_cast<const __half2 *>(&w);
