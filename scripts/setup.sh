@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ ccache python3 libgtest-dev nlohmann-json3-dev
+packages=(cmake ninja-build g++ ccache python3 python3-pip libgtest-dev nlohmann-json3-dev
           llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools)
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo
@@ -20,11 +20,14 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
 fi
 
-# numpy for the golden-data cross-check (test/golden/check_goldens.py).
-# (pip where python3 is a user install; Debian's package for the system one.)
-if ! python3 -c "import numpy" 2>/dev/null; then
-  python3 -m pip install -q numpy 2>/dev/null ||
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q python3-numpy
+# Python packages of the tests and tools: numpy for the golden-data
+# cross-check (test/golden/check_goldens.py); gguf, safetensors and tokenizers
+# for the checkpoint converter (tools/convert-gguf, scripts/get-smollm2.sh).
+# pip where python3 is a user install; on Debian's system python3 (which
+# refuses pip without --break-system-packages) a --user install.
+if ! python3 -c "import numpy, gguf, safetensors, tokenizers" 2>/dev/null; then
+  python3 -m pip install -q numpy gguf safetensors tokenizers 2>/dev/null ||
+    python3 -m pip install -q --user --break-system-packages numpy gguf safetensors tokenizers
 fi
 
 configure() {  # configure <dir> [cmake options]: only when not yet configured
@@ -38,9 +41,10 @@ configure() {  # configure <dir> [cmake options]: only when not yet configured
 configure build -DCMAKE_BUILD_TYPE=Release
 # The sanitizer build (ASan + UBSan) that scripts/test.sh also runs; -O1
 # keeps its compile time and its slowdown small. The fuzz smoke test runs
-# half of its cases there.
+# half of its cases there. It shares build/'s real checkpoints
+# (scripts/get-smollm2.sh) instead of fetching them again.
 if [ "${1:-}" = "--with-sanitizers" ]; then
   configure build-asan -DCMAKE_BUILD_TYPE=Release -DFUSION_SANITIZE=ON \
     -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_C_FLAGS_RELEASE="-O1 -DNDEBUG" \
-    -DFUSION_FUZZ_SCALE=0.5
+    -DFUSION_FUZZ_SCALE=0.5 -DFUSION_MODELS_DIR="$PWD/build/models"
 fi

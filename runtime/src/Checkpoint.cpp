@@ -29,6 +29,11 @@ HFLayerNames hfLayerNames(int64_t layer, std::string_view prefix) {
   n.qBias = p + "self_attn.q_proj.bias";
   n.kBias = p + "self_attn.k_proj.bias";
   n.vBias = p + "self_attn.v_proj.bias";
+  n.oWeight = p + "self_attn.o_proj.weight";
+  n.postAttentionLayernorm = p + "post_attention_layernorm.weight";
+  n.gateWeight = p + "mlp.gate_proj.weight";
+  n.upWeight = p + "mlp.up_proj.weight";
+  n.downWeight = p + "mlp.down_proj.weight";
   return n;
 }
 
@@ -231,27 +236,27 @@ std::vector<uint16_t> readTensor(const TensorStore &store,
                      store.path() + ": " + name);
 }
 
+/// The names of layer `layer` under the first known prefix that has it.
+HFLayerNames findLayer(const TensorStore &store, int64_t layer) {
+  static const char *const prefixes[] = {"model.layers.", "layers.",
+                                         "model.language_model.layers."};
+  for (const char *prefix : prefixes) {
+    HFLayerNames names = hfLayerNames(layer, prefix);
+    if (store.find(names.qWeight))
+      return names;
+  }
+  throwFormat(store.path(), ": no layer ", layer, " (looked for ",
+              hfLayerNames(layer).qWeight, ", layers.", layer,
+              ".self_attn.q_proj.weight, model.language_model.layers.", layer,
+              ".self_attn.q_proj.weight)");
+}
+
 } // namespace
 
 FrontHalfWeights loadFrontHalfWeights(const TensorStore &store,
                                       const ModelConfig &config, int64_t layer,
                                       DType dtype) {
-  static const char *const prefixes[] = {"model.layers.", "layers.",
-                                         "model.language_model.layers."};
-  HFLayerNames names;
-  bool found = false;
-  for (const char *prefix : prefixes) {
-    names = hfLayerNames(layer, prefix);
-    if (store.find(names.qWeight)) {
-      found = true;
-      break;
-    }
-  }
-  if (!found)
-    throwFormat(store.path(), ": no layer ", layer, " (looked for ",
-                hfLayerNames(layer).qWeight, ", layers.", layer,
-                ".self_attn.q_proj.weight, model.language_model.layers.", layer,
-                ".self_attn.q_proj.weight)");
+  HFLayerNames names = findLayer(store, layer);
   FrontHalfWeights w;
   w.dtype = dtype;
   w.hidden = config.hiddenSize;
@@ -274,6 +279,48 @@ FrontHalfWeights loadFrontHalfWeights(const TensorStore &store,
     auto vb = readTensor(store, names.vBias, {hkv * D}, kvWhy, dtype);
     w.qkvBias = packQKV(w.dims, 1, qb, kb, vb);
   }
+  return w;
+}
+
+DecoderLayerWeights loadDecoderLayerWeights(const TensorStore &store,
+                                            const ModelConfig &config,
+                                            int64_t layer, DType dtype) {
+  DecoderLayerWeights w;
+  w.front = loadFrontHalfWeights(store, config, layer, dtype);
+  HFLayerNames names = findLayer(store, layer);
+  const int64_t H = config.hiddenSize, I = config.intermediateSize;
+  const int64_t qWidth = config.numAttentionHeads * config.headDim;
+  std::string hWhy = "for hidden " + std::to_string(H);
+  std::string oWhy = hWhy + " and " + std::to_string(config.numAttentionHeads) +
+                     " heads of " + std::to_string(config.headDim);
+  std::string mlpWhy = hWhy + " and intermediate_size " + std::to_string(I);
+  w.oProj = readTensor(store, names.oWeight, {H, qWidth}, oWhy, dtype);
+  w.postNorm =
+      readTensor(store, names.postAttentionLayernorm, {H}, hWhy, dtype);
+  w.gateUp = readTensor(store, names.gateWeight, {I, H}, mlpWhy, dtype);
+  std::vector<uint16_t> up =
+      readTensor(store, names.upWeight, {I, H}, mlpWhy, dtype);
+  w.gateUp.insert(w.gateUp.end(), up.begin(), up.end());
+  w.down = readTensor(store, names.downWeight, {H, I}, mlpWhy, dtype);
+  return w;
+}
+
+ModelWeights loadModelWeights(const TensorStore &store,
+                              const ModelConfig &config, DType dtype) {
+  config.checkWholeModel();
+  ModelWeights w;
+  w.dtype = dtype;
+  const int64_t H = config.hiddenSize, V = config.vocabSize;
+  std::string vWhy = "for vocab_size " + std::to_string(V) + " and hidden " +
+                     std::to_string(H);
+  w.embedTokens =
+      readTensor(store, "model.embed_tokens.weight", {V, H}, vWhy, dtype);
+  for (int64_t l = 0; l < config.numHiddenLayers; ++l)
+    w.layers.push_back(loadDecoderLayerWeights(store, config, l, dtype));
+  w.finalNorm = readTensor(store, "model.norm.weight", {H},
+                           "for hidden " + std::to_string(H), dtype);
+  if (!config.tieWordEmbeddings)
+    w.lmHead = readTensor(store, "lm_head.weight", {V, H}, vWhy, dtype);
   return w;
 }
 

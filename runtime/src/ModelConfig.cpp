@@ -374,6 +374,15 @@ void parseSlidingWindow(const Fields &root, ModelConfig &c) {
   }
 }
 
+/// The fields of the rest of the decoder (MLP, vocabulary, LM head).
+void parseDecoderBody(const Fields &root, ModelConfig &c) {
+  c.intermediateSize = root.getInt("intermediate_size", 0, 1);
+  c.vocabSize = root.getInt("vocab_size", 0, 1);
+  c.tieWordEmbeddings = root.getBool("tie_word_embeddings").value_or(false);
+  c.hiddenAct = root.getString("hidden_act").value_or("silu");
+  c.mlpBias = root.getBool("mlp_bias").value_or(false);
+}
+
 } // namespace
 
 const std::vector<std::string> &ModelConfig::supportedModelTypes() {
@@ -400,6 +409,7 @@ ModelConfig ModelConfig::parse(std::string_view text,
   parseBias(root, c);
   parseDtype(root, c);
   parseSlidingWindow(root, c);
+  parseDecoderBody(root, c);
   return c;
 }
 
@@ -419,6 +429,26 @@ ModelConfigResult ModelConfig::tryParse(std::string_view text,
 
 ModelConfig ModelConfig::load(const std::string &path) {
   return parse(readFile(path, "config", kMaxJsonFileBytes), path);
+}
+
+void ModelConfig::checkWholeModel() const {
+  auto fail = [&](const std::string &field, const std::string &problem) {
+    throwUnsupported(source, ": field \"", field, "\": ", problem,
+                     " (the whole-model runtime implements Llama-style "
+                     "decoders with a SwiGLU MLP)");
+  };
+  if (modelType == "mixtral" || modelType == "qwen2_moe")
+    fail("model_type", modelType + " has a mixture-of-experts MLP");
+  if (hiddenAct != "silu")
+    fail("hidden_act", "\"" + hiddenAct + "\" is not silu");
+  if (mlpBias)
+    fail("mlp_bias", "MLP biases are not supported");
+  if (intermediateSize == 0)
+    fail("intermediate_size", "missing");
+  if (vocabSize == 0)
+    fail("vocab_size", "missing");
+  if (numHiddenLayers == 0)
+    fail("num_hidden_layers", "missing or 0");
 }
 
 ref::FrontHalfConfig ModelConfig::frontHalf(DType dtype) const {

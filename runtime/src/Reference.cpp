@@ -229,37 +229,59 @@ void layernormImpl(DType dtype, int64_t batch, int64_t hidden,
 
 //===-- QKV projection ----------------------------------------------------===//
 
+/// y[b, n] = round(sum_k x[b, k] * W[n, k] + bias[n]) in T, in order of k.
+template <typename T>
+void linearImpl(DType dtype, int64_t batch, int64_t in, int64_t out,
+                const uint16_t *x, const uint16_t *weight, const uint16_t *bias,
+                uint16_t *y) {
+  std::vector<T> xs(static_cast<size_t>(batch * in));
+  for (int64_t i = 0; i < batch * in; ++i)
+    xs[i] = load<T>(dtype, x[i]);
+  std::vector<T> w(static_cast<size_t>(in));
+  for (int64_t n = 0; n < out; ++n) {
+    const uint16_t *wRow = weight + n * in;
+    for (int64_t i = 0; i < in; ++i)
+      w[i] = load<T>(dtype, wRow[i]);
+    const T bn = bias ? load<T>(dtype, bias[n]) : T(0);
+    for (int64_t b = 0; b < batch; ++b) {
+      const T *xRow = xs.data() + b * in;
+      T acc = 0;
+      for (int64_t i = 0; i < in; ++i)
+        acc += xRow[i] * w[i];
+      y[b * out + n] = store(dtype, acc + bn);
+    }
+  }
+}
+
+/// The packed projection, then its rows split into q, k and v.
 template <typename T>
 void qkvProjImpl(DType dtype, int64_t batch, int64_t hidden,
                  const AttentionDims &dims, const uint16_t *x,
                  const uint16_t *weight, const uint16_t *bias, uint16_t *q,
                  uint16_t *k, uint16_t *v) {
-  const int64_t D = dims.headDim;
-  const int64_t qRows = dims.numQHeads * D;
-  const int64_t kvRows = dims.numKVHeads * D;
-  std::vector<T> xs(static_cast<size_t>(batch * hidden));
-  for (int64_t i = 0; i < batch * hidden; ++i)
-    xs[i] = load<T>(dtype, x[i]);
-  std::vector<T> w(static_cast<size_t>(hidden));
-  for (int64_t n = 0; n < dims.qkvRows(); ++n) {
-    const uint16_t *wRow = weight + n * hidden;
-    for (int64_t i = 0; i < hidden; ++i)
-      w[i] = load<T>(dtype, wRow[i]);
-    const T bn = bias ? load<T>(dtype, bias[n]) : T(0);
-    for (int64_t b = 0; b < batch; ++b) {
-      const T *xRow = xs.data() + b * hidden;
-      T acc = 0;
-      for (int64_t i = 0; i < hidden; ++i)
-        acc += xRow[i] * w[i];
-      const uint16_t result = store(dtype, acc + bn);
-      if (n < qRows)
-        q[b * qRows + n] = result;
-      else if (n < qRows + kvRows)
-        k[b * kvRows + (n - qRows)] = result;
-      else
-        v[b * kvRows + (n - qRows - kvRows)] = result;
-    }
+  const int64_t rows = dims.qkvRows();
+  const int64_t qRows = dims.numQHeads * dims.headDim;
+  const int64_t kvRows = dims.numKVHeads * dims.headDim;
+  std::vector<uint16_t> all(static_cast<size_t>(batch * rows));
+  linearImpl<T>(dtype, batch, hidden, rows, x, weight, bias, all.data());
+  for (int64_t b = 0; b < batch; ++b) {
+    const uint16_t *row = all.data() + b * rows;
+    std::copy(row, row + qRows, q + b * qRows);
+    std::copy(row + qRows, row + qRows + kvRows, k + b * kvRows);
+    std::copy(row + qRows + kvRows, row + rows, v + b * kvRows);
   }
+}
+
+template <typename T>
+void siluMulImpl(DType dtype, int64_t batch, int64_t inter,
+                 const uint16_t *gateUp, uint16_t *y) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < inter; ++i) {
+      const T g = load<T>(dtype, gateUp[b * 2 * inter + i]);
+      const T u = load<T>(dtype, gateUp[b * 2 * inter + inter + i]);
+      const T silu = g / (T(1) + std::exp(-g));
+      y[b * inter + i] = store(dtype, silu * u);
+    }
 }
 
 //===-- RoPE --------------------------------------------------------------===//
@@ -449,6 +471,53 @@ void qkvProj(DType dtype, int64_t batch, int64_t hidden,
     qkvProjImpl<double>(dtype, batch, hidden, dims, x, weight, bias, q, k, v);
 }
 
+void linear(DType dtype, int64_t batch, int64_t in, int64_t out,
+            const uint16_t *x, const uint16_t *weight, uint16_t *y,
+            Precision precision) {
+  const char *op = "linear";
+  checkPositive(op, "batch", batch);
+  checkPositive(op, "in", in);
+  checkPositive(op, "out", out);
+  checkNotNull(op, "x", x);
+  checkNotNull(op, "weight", weight);
+  checkNotNull(op, "y", y);
+  if (precision == Precision::F32)
+    linearImpl<float>(dtype, batch, in, out, x, weight, nullptr, y);
+  else
+    linearImpl<double>(dtype, batch, in, out, x, weight, nullptr, y);
+}
+
+void siluMul(DType dtype, int64_t batch, int64_t inter, const uint16_t *gateUp,
+             uint16_t *y, Precision precision) {
+  const char *op = "silu_mul";
+  checkPositive(op, "batch", batch);
+  checkPositive(op, "inter", inter);
+  checkNotNull(op, "gate_up", gateUp);
+  checkNotNull(op, "y", y);
+  if (precision == Precision::F32)
+    siluMulImpl<float>(dtype, batch, inter, gateUp, y);
+  else
+    siluMulImpl<double>(dtype, batch, inter, gateUp, y);
+}
+
+void embedding(int64_t batch, int64_t vocab, int64_t hidden,
+               const uint16_t *table, const int32_t *tokens, uint16_t *y) {
+  const char *op = "embedding";
+  checkPositive(op, "batch", batch);
+  checkPositive(op, "vocab", vocab);
+  checkPositive(op, "hidden", hidden);
+  checkNotNull(op, "table", table);
+  checkNotNull(op, "tokens", tokens);
+  checkNotNull(op, "y", y);
+  for (int64_t b = 0; b < batch; ++b)
+    if (tokens[b] < 0 || tokens[b] >= vocab)
+      throwInvalidArgument(op, ": row ", b, ": token ", tokens[b],
+                           " is outside [0, ", vocab, ")");
+  for (int64_t b = 0; b < batch; ++b)
+    std::copy(table + tokens[b] * hidden, table + (tokens[b] + 1) * hidden,
+              y + b * hidden);
+}
+
 std::vector<double> ropeInvFreq(const RopeOptions &opts, int64_t headDim,
                                 Precision precision) {
   checkRopeOptions("rope", opts, headDim);
@@ -611,6 +680,49 @@ void decodeLayerFrontHalf(const FrontHalfConfig &config, int64_t batch,
     std::copy(k.begin(), k.end(), outs.k);
   if (outs.v)
     std::copy(v.begin(), v.end(), outs.v);
+}
+
+void decoderLayer(const DecoderConfig &config, int64_t batch,
+                  const DecoderLayerRefWeights &weights, const uint16_t *x,
+                  const uint16_t *residual, const int32_t *positions,
+                  const int32_t *seqLens, const BlockTable &table,
+                  const PagedKVCache &cache, uint16_t *xOut,
+                  uint16_t *residualOut, Precision precision) {
+  const char *op = "decoder_layer";
+  const FrontHalfConfig &fh = config.frontHalf;
+  const int64_t H = fh.hidden, I = config.intermediate;
+  const int64_t qWidth = fh.dims.numQHeads * fh.dims.headDim;
+  checkPositive(op, "intermediate", I);
+  for (const auto &[what, ptr] :
+       {std::pair<const char *, const void *>{"o_proj weight", weights.oProj},
+        {"post-attention norm weight", weights.postNorm},
+        {"gate/up weight", weights.gateUp},
+        {"down weight", weights.down},
+        {"x_out", xOut},
+        {"residual_out", residualOut}})
+    checkNotNull(op, what, ptr);
+  const size_t rows = static_cast<size_t>(batch);
+  std::vector<uint16_t> attn(rows * qWidth), h(rows * H);
+  FrontHalfInputs in{x,         residual,    weights.inputNorm,
+                     nullptr,   weights.qkv, weights.qkvBias,
+                     positions, seqLens,     table};
+  FrontHalfOutputs outs;
+  outs.attnOut = attn.data();
+  outs.residualOut = residual ? h.data() : nullptr;
+  decodeLayerFrontHalf(fh, batch, in, cache, outs, precision);
+  if (!residual)
+    std::copy(x, x + rows * H, h.begin());
+
+  std::vector<uint16_t> o(rows * H), y2(rows * H);
+  linear(fh.dtype, batch, qWidth, H, attn.data(), weights.oProj, o.data(),
+         precision);
+  rmsnorm(fh.dtype, batch, H, o.data(), h.data(), weights.postNorm, y2.data(),
+          residualOut, fh.normOptions, precision);
+  std::vector<uint16_t> gateUp(rows * 2 * I), act(rows * I);
+  linear(fh.dtype, batch, H, 2 * I, y2.data(), weights.gateUp, gateUp.data(),
+         precision);
+  siluMul(fh.dtype, batch, I, gateUp.data(), act.data(), precision);
+  linear(fh.dtype, batch, I, H, act.data(), weights.down, xOut, precision);
 }
 
 } // namespace fusion::runtime::ref

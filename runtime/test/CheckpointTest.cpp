@@ -216,6 +216,66 @@ TEST(Checkpoint, ShapeAndNameErrors) {
       loadFrontHalfWeights(noBias, config, 0, DType::F16).qkvBias.empty());
 }
 
+TEST(Checkpoint, WholeModelWeights) {
+  // The tiny model plus its MLP (I = 3), embedding and final norm; untied.
+  TinyCheckpoint ck(2);
+  const int64_t H = TinyCheckpoint::H, I = 3, V = 5;
+  auto add = [&](const std::string &name, std::vector<int64_t> shape,
+                 double base) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    std::vector<uint16_t> v(n);
+    for (int64_t i = 0; i < n; ++i)
+      v[i] = doubleToBF16(base + i / 64.0);
+    ck.tensors[name] = v;
+    ck.shapes[name] = shape;
+  };
+  for (int l = 0; l < 2; ++l) {
+    HFLayerNames n = hfLayerNames(l);
+    add(n.oWeight, {H, TinyCheckpoint::Hq * TinyCheckpoint::D}, 10 * l + 1);
+    add(n.postAttentionLayernorm, {H}, 10 * l + 2);
+    add(n.gateWeight, {I, H}, 10 * l + 3);
+    add(n.upWeight, {I, H}, 10 * l + 4);
+    add(n.downWeight, {H, I}, 10 * l + 5);
+  }
+  add("model.embed_tokens.weight", {V, H}, 100);
+  add("model.norm.weight", {H}, 200);
+  std::string cfg = R"({"model_type": "qwen2", "hidden_size": 8,
+      "num_attention_heads": 2, "num_key_value_heads": 1,
+      "intermediate_size": 3, "vocab_size": 5, "num_hidden_layers": 2,
+      "tie_word_embeddings": true})";
+  ModelConfig config = ModelConfig::parse(cfg);
+  TensorStore store = TensorStore::fromFile(
+      SafetensorsFile::fromBytes(encodeSafetensors(ck.refs()), "ck"));
+  ModelWeights w = loadModelWeights(store, config, DType::BF16);
+  ASSERT_EQ(w.layers.size(), 2u);
+  const DecoderLayerWeights &l1 = w.layers[1];
+  // gateUp = cat([gate, up]) along rows.
+  std::vector<uint16_t> gateUp = ck.tensors[hfLayerNames(1).gateWeight];
+  const auto &up = ck.tensors[hfLayerNames(1).upWeight];
+  gateUp.insert(gateUp.end(), up.begin(), up.end());
+  EXPECT_EQ(l1.gateUp, gateUp);
+  EXPECT_EQ(l1.down, ck.tensors[hfLayerNames(1).downWeight]);
+  EXPECT_EQ(l1.oProj, ck.tensors[hfLayerNames(1).oWeight]);
+  EXPECT_EQ(l1.postNorm, ck.tensors[hfLayerNames(1).postAttentionLayernorm]);
+  EXPECT_EQ(w.finalNorm, ck.tensors["model.norm.weight"]);
+  // Tied: no lm_head read, the embedding is the head.
+  EXPECT_TRUE(w.lmHead.empty());
+  EXPECT_EQ(&w.lmHeadWeight(), &w.embedTokens);
+
+  // Untied without lm_head.weight; a wrong MLP shape.
+  config.tieWordEmbeddings = false;
+  std::string msg = EXPECT_THROW_MSG(
+      FormatError, loadModelWeights(store, config, DType::BF16));
+  EXPECT_CONTAINS(msg, "ck: no tensor \"lm_head.weight\"");
+  config.intermediateSize = 4;
+  msg = EXPECT_THROW_MSG(FormatError,
+                         loadModelWeights(store, config, DType::BF16));
+  EXPECT_CONTAINS(msg, "model.layers.0.mlp.gate_proj.weight is BF16[3, 8], "
+                       "expected [4, 8] for hidden 8 and intermediate_size 4");
+}
+
 TEST(Checkpoint, ConvertsWithOneRounding) {
   std::vector<float> f32 = {1.0f, 0.1f, -65504.0f, 1e-8f};
   std::vector<uint16_t> h = convertTo16("F32", f32.data(), 4, DType::F16, "t");

@@ -110,6 +110,48 @@ TEST(ModelConfig, DefaultsAndExplicitFields) {
   EXPECT_FALSE(p.llama3Scaling.has_value());
 }
 
+TEST(ModelConfig, WholeModelFields) {
+  // SmolLM2-135M's config.json (tools/convert-gguf writes the same fields).
+  ModelConfig c = ModelConfig::parse(
+      R"({"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,
+          "num_hidden_layers": 30, "num_attention_heads": 9,
+          "num_key_value_heads": 3, "vocab_size": 49152,
+          "tie_word_embeddings": true, "hidden_act": "silu"})");
+  EXPECT_EQ(c.intermediateSize, 1536);
+  EXPECT_EQ(c.vocabSize, 49152);
+  EXPECT_TRUE(c.tieWordEmbeddings);
+  EXPECT_EQ(c.decoder(DType::F16).intermediate, 1536);
+  EXPECT_NO_THROW(c.checkWholeModel());
+
+  // Defaults (LlamaConfig: untied, silu); the front half needs none of them.
+  ModelConfig front = ModelConfig::parse(
+      R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4})");
+  EXPECT_FALSE(front.tieWordEmbeddings);
+  EXPECT_EQ(front.hiddenAct, "silu");
+  try {
+    front.checkWholeModel();
+    FAIL() << "expected UnsupportedError";
+  } catch (const UnsupportedError &e) {
+    EXPECT_CONTAINS(e.what(), "field \"intermediate_size\": missing");
+  }
+  using Case = std::pair<std::string, std::string>;
+  for (const auto &[json, field] : std::vector<Case>{
+           {R"("model_type": "llama", "hidden_act": "gelu")", "hidden_act"},
+           {R"("model_type": "llama", "mlp_bias": true)", "mlp_bias"},
+           {R"("model_type": "mixtral")", "model_type"}}) {
+    std::string text = R"({"hidden_size": 64, "num_attention_heads": 4,
+        "intermediate_size": 128, "vocab_size": 10, "num_hidden_layers": 2, )" +
+                       json + "}";
+    ModelConfig m = ModelConfig::parse(text);
+    try {
+      m.checkWholeModel();
+      FAIL() << "expected UnsupportedError for " << json;
+    } catch (const UnsupportedError &e) {
+      EXPECT_CONTAINS(e.what(), "field \"" + field + "\"");
+    }
+  }
+}
+
 TEST(ModelConfig, RopeParametersOfTransformersV5) {
   ModelConfig c = ModelConfig::parse(
       R"({"model_type": "llama", "hidden_size": 4096,

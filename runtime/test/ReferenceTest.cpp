@@ -269,6 +269,58 @@ TEST(QKVProj, HandComputedWithBias) {
   EXPECT_EQ(dec(F16, v), (std::vector<double>{5}));
 }
 
+//===----------------------------------------------------------------------===//
+// linear / siluMul / embedding
+//===----------------------------------------------------------------------===//
+
+TEST(Linear, HandComputed) {
+  // x [2, 3], W [2, 3]: y = x W^T.
+  const Bits x = enc(F16, {1, 2, 3, /**/ -1, 0.5, 4});
+  const Bits W = enc(F16, {1, 0, -1, /**/ 0.25, 0.25, 0.25});
+  Bits y(4);
+  linear(F16, 2, 3, 2, x.data(), W.data(), y.data());
+  EXPECT_EQ(dec(F16, y), (std::vector<double>{-2, 1.5, -5, 0.875}));
+}
+
+TEST(Linear, Errors) {
+  Bits x(4), W(4), y(4);
+  EXPECT_THROW(linear(F16, 0, 2, 2, x.data(), W.data(), y.data()),
+               InvalidArgumentError);
+  EXPECT_THROW(linear(F16, 2, 2, 2, x.data(), nullptr, y.data()),
+               InvalidArgumentError);
+}
+
+TEST(SiluMul, HandComputed) {
+  // gate/up rows: silu(0) * 5 = 0; silu(2) * 1 = 2 / (1 + e^-2);
+  // silu(-1) * -2 = 2 / (1 + e).
+  const Bits gateUp = enc(F16, {0, 2, -1, /**/ 5, 1, -2});
+  Bits y(3);
+  siluMul(F16, 1, 3, gateUp.data(), y.data());
+  expectNear(F16, y, {0, 2 / (1 + std::exp(-2.0)), 2 / (1 + std::exp(1.0))},
+             0.5);
+  siluMul(BF16, 1, 3, enc(BF16, {0, 2, -1, 5, 1, -2}).data(), y.data(),
+          Precision::F64);
+  expectNear(BF16, y, {0, 2 / (1 + std::exp(-2.0)), 2 / (1 + std::exp(1.0))},
+             0.5);
+}
+
+TEST(Embedding, CopiesRowsAndRejectsOutOfRangeTokens) {
+  const Bits table = enc(BF16, {1, 2, /**/ 3, 4, /**/ 5, 6});
+  const std::vector<int32_t> tokens = {2, 0, 2};
+  Bits y(6, 0xFFFF);
+  embedding(3, 3, 2, table.data(), tokens.data(), y.data());
+  EXPECT_EQ(dec(BF16, y), (std::vector<double>{5, 6, 1, 2, 5, 6}));
+  const std::vector<int32_t> bad = {1, 3};
+  Bits untouched(4, 0x1234);
+  try {
+    embedding(2, 3, 2, table.data(), bad.data(), untouched.data());
+    FAIL() << "expected InvalidArgumentError";
+  } catch (const InvalidArgumentError &e) {
+    EXPECT_CONTAINS(e.what(), "row 1: token 3 is outside [0, 3)");
+  }
+  EXPECT_EQ(untouched, Bits(4, 0x1234));
+}
+
 TEST(QKVProj, PackedLayoutMapping) {
   // B = 2, H = 3, Hq = 4, Hkv = 2 (group 2), D = 2: 16 rows. Row n of W is
   // e_(n % 3) * (n + 1), so out[b, n] = x[b, n % 3] * (n + 1), exact.

@@ -48,6 +48,8 @@ struct HFLayerNames {
   std::string inputLayernorm;
   std::string qWeight, kWeight, vWeight;
   std::string qBias, kBias, vBias;
+  std::string oWeight, postAttentionLayernorm;
+  std::string gateWeight, upWeight, downWeight;
 };
 
 /// Names of layer `layer` under `prefix` (e.g. "model.layers.").
@@ -118,6 +120,43 @@ struct FrontHalfWeights {
 FrontHalfWeights loadFrontHalfWeights(const TensorStore &store,
                                       const ModelConfig &config, int64_t layer,
                                       DType dtype);
+
+/// The weights of a whole decoder layer in one dtype (H = hidden, I =
+/// intermediate_size): the front half, then
+///   self_attn.o_proj.weight [H, Hq*D]          oProj
+///   post_attention_layernorm.weight [H]        postNorm
+///   cat([mlp.gate_proj.weight, mlp.up_proj.weight]) [2*I, H]   gateUp
+///   mlp.down_proj.weight [H, I]                down
+struct DecoderLayerWeights {
+  FrontHalfWeights front;
+  std::vector<uint16_t> oProj, postNorm, gateUp, down;
+};
+
+/// Every weight of a decoder model in one dtype.
+struct ModelWeights {
+  DType dtype = DType::F16;
+  std::vector<uint16_t> embedTokens; ///< [vocab, H] model.embed_tokens
+  std::vector<DecoderLayerWeights> layers;
+  std::vector<uint16_t> finalNorm; ///< [H] model.norm
+  /// [vocab, H] lm_head; empty when tie_word_embeddings (then embedTokens).
+  std::vector<uint16_t> lmHead;
+  const std::vector<uint16_t> &lmHeadWeight() const {
+    return lmHead.empty() ? embedTokens : lmHead;
+  }
+};
+
+/// Layer `layer` of `store` as loadFrontHalfWeights, plus the o_proj, the
+/// post-attention norm and the MLP. Throws FormatError naming a missing
+/// tensor or a shape that does not match `config`.
+DecoderLayerWeights loadDecoderLayerWeights(const TensorStore &store,
+                                            const ModelConfig &config,
+                                            int64_t layer, DType dtype);
+
+/// The whole model: model.embed_tokens.weight, every layer, model.norm.weight
+/// and lm_head.weight (unless tied). Throws UnsupportedError if
+/// config.checkWholeModel() does, FormatError as loadDecoderLayerWeights.
+ModelWeights loadModelWeights(const TensorStore &store,
+                              const ModelConfig &config, DType dtype);
 
 /// A Hugging Face checkpoint directory: config.json plus its tensors.
 struct Checkpoint {

@@ -40,6 +40,13 @@
 //   num_hidden_layers,                     numHiddenLayers,
 //   max_position_embeddings                maxPositionEmbeddings
 //   sliding_window, use_sliding_window     a warning when a window is in use
+//   intermediate_size, vocab_size          intermediateSize, vocabSize (0 when
+//                                            absent; the whole model needs
+//                                            them)
+//   tie_word_embeddings (default false)    tieWordEmbeddings: lm_head is
+//                                            embed_tokens (LlamaConfig default)
+//   hidden_act (default silu), mlp_bias    hiddenAct, mlpBias; the whole model
+//     (llama; default false)                 needs silu and no MLP bias
 //
 // A JSON null counts as an absent field (as transformers' None).
 //
@@ -94,6 +101,14 @@ struct ModelConfig {
   std::string dtypeName;
   /// The field dtypeName came from ("torch_dtype" or "dtype"), for messages.
   std::string dtypeField;
+  /// The MLP's width and the vocabulary (0 when config.json has none).
+  int64_t intermediateSize = 0;
+  int64_t vocabSize = 0;
+  /// The LM head is the token embedding (tie_word_embeddings).
+  bool tieWordEmbeddings = false;
+  /// The MLP activation (hidden_act) and whether its linears have biases.
+  std::string hiddenAct = "silu";
+  bool mlpBias = false;
   /// Fields read but not modelled that could matter (a sliding_window in
   /// use, a bias field the model type ignores); tools print them.
   std::vector<std::string> warnings;
@@ -123,6 +138,17 @@ struct ModelConfig {
   /// attentionBias), NeoX RoPE (theta, rotaryDim, llama3 scaling), default
   /// attention scale 1/sqrt(head_dim).
   ref::FrontHalfConfig frontHalf(DType dtype) const;
+  /// The CPU reference configuration of a whole decoder layer in `dtype`:
+  /// frontHalf(dtype) plus intermediateSize.
+  ref::DecoderConfig decoder(DType dtype) const {
+    return {frontHalf(dtype), intermediateSize};
+  }
+  /// Throws UnsupportedError naming the field when the whole decoder model
+  /// (embedding, every layer with its SwiGLU MLP, final norm, LM head), not
+  /// only the front half, is outside what the runtime implements: a mixture
+  /// of experts (mixtral, qwen2_moe), a hidden_act other than silu, MLP
+  /// biases, or no intermediate_size / vocab_size / num_hidden_layers.
+  void checkWholeModel() const;
   /// One line: "llama: hidden 4096, heads 32/8, head_dim 128, eps 1e-05,
   /// rope_theta 500000 (llama3 x8), no bias".
   std::string summary() const;

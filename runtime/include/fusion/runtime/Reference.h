@@ -116,6 +116,44 @@ void qkvProj(DType dtype, int64_t batch, int64_t hidden,
              uint16_t *k, uint16_t *v, Precision precision = Precision::F32);
 
 //===----------------------------------------------------------------------===//
+// The rest of the decoder layer: linear layers, SwiGLU, embedding
+//===----------------------------------------------------------------------===//
+
+/// A linear layer without bias (torch.nn.Linear; Hugging Face o_proj,
+/// gate_proj/up_proj, down_proj, lm_head):
+///
+///   y[b, n] = round(sum_k x32[b, k] * W32[n, k])
+///
+/// for `x` [batch, in], `weight` [out, in] row-major, `y` [batch, out] (must
+/// not alias x), accumulated in fp32 in order of k (fp64 under F64), the same
+/// arithmetic as qkvProj. Throws InvalidArgumentError for sizes < 1 or null
+/// buffers.
+void linear(DType dtype, int64_t batch, int64_t in, int64_t out,
+            const uint16_t *x, const uint16_t *weight, uint16_t *y,
+            Precision precision = Precision::F32);
+
+/// The SwiGLU activation of a gated MLP (Shazeer 2020; Hugging Face LlamaMLP
+/// act_fn(gate_proj(x)) * up_proj(x) with act_fn = SiLU):
+///
+///   y[b, i] = round(silu(g32) * u32),  silu(g) = g / (1 + exp(-g))
+///
+/// with g = gateUp[b, i] and u = gateUp[b, inter + i]: `gateUp`
+/// [batch, 2 * inter] is each row's gate projection followed by its up
+/// projection (the output of a linear over cat([gate_proj.weight,
+/// up_proj.weight])). `y` is [batch, inter]. fp32 math (fp64 under F64).
+/// Hugging Face rounds silu(g) to the dtype before the product; here the
+/// product is rounded once (at most about one ulp apart). Throws
+/// InvalidArgumentError for sizes < 1 or null buffers.
+void siluMul(DType dtype, int64_t batch, int64_t inter, const uint16_t *gateUp,
+             uint16_t *y, Precision precision = Precision::F32);
+
+/// Token embedding (torch.nn.Embedding): row b of `y` [batch, hidden] is row
+/// tokens[b] of `table` [vocab, hidden] (a bit copy). Throws
+/// InvalidArgumentError, before writing, for a token outside [0, vocab).
+void embedding(int64_t batch, int64_t vocab, int64_t hidden,
+               const uint16_t *table, const int32_t *tokens, uint16_t *y);
+
+//===----------------------------------------------------------------------===//
 // RoPE
 //===----------------------------------------------------------------------===//
 
@@ -254,6 +292,43 @@ void decodeLayerFrontHalf(const FrontHalfConfig &config, int64_t batch,
                           const PagedKVCache &cache,
                           const FrontHalfOutputs &outputs,
                           Precision precision = Precision::F32);
+
+//===----------------------------------------------------------------------===//
+// A whole decoder layer
+//===----------------------------------------------------------------------===//
+
+/// The weights of one decoder layer (shapes with H = hidden, I =
+/// intermediate, Hq/Hkv/D the head geometry).
+struct DecoderLayerRefWeights {
+  const uint16_t *inputNorm = nullptr; ///< [H] input_layernorm
+  const uint16_t *qkv = nullptr;       ///< [(Hq + 2*Hkv) * D, H], packed
+  const uint16_t *qkvBias = nullptr;   ///< [(Hq + 2*Hkv) * D] or null
+  const uint16_t *oProj = nullptr;     ///< [H, Hq * D] o_proj
+  const uint16_t *postNorm = nullptr;  ///< [H] post_attention_layernorm
+  const uint16_t *gateUp = nullptr;    ///< [2 * I, H] cat([gate, up])
+  const uint16_t *down = nullptr;      ///< [H, I] down_proj
+};
+
+/// One Hugging Face LlamaDecoderLayer for one decode token per row, with the
+/// residual stream carried as vLLM does (the layer's input is x + residual,
+/// its output xOut + residualOut; residual may be null for the first layer,
+/// where the input is x alone):
+///
+///   (y, h)   = rmsnorm(x, residual)        h = round(x + residual)
+///   a        = attention of y at positions (decodeLayerFrontHalf; K/V of
+///              the token appended to `cache`)
+///   (y2, h2) = rmsnorm(linear(a, oProj), h, postNorm)
+///   xOut     = linear(siluMul(linear(y2, gateUp)), down),  residualOut = h2
+///
+/// Hugging Face's layer output is round(xOut + residualOut). `xOut` and
+/// `residualOut` are [B, H] and must not alias the inputs. Throws as
+/// decodeLayerFrontHalf and the ops it calls.
+void decoderLayer(const DecoderConfig &config, int64_t batch,
+                  const DecoderLayerRefWeights &weights, const uint16_t *x,
+                  const uint16_t *residual, const int32_t *positions,
+                  const int32_t *seqLens, const BlockTable &table,
+                  const PagedKVCache &cache, uint16_t *xOut,
+                  uint16_t *residualOut, Precision precision = Precision::F32);
 
 } // namespace fusion::runtime::ref
 

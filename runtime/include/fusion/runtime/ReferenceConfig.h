@@ -83,6 +83,14 @@ struct FrontHalfConfig {
   AttentionOptions attention;
 };
 
+/// Static configuration of a whole decoder layer (decoderLayer): the front
+/// half, then o_proj, the post-attention RMSNorm (frontHalf.normOptions) and
+/// the SwiGLU MLP of width `intermediate`.
+struct DecoderConfig {
+  FrontHalfConfig frontHalf;
+  int64_t intermediate = 0;
+};
+
 } // namespace fusion::runtime::ref
 
 #endif // FUSION_RUNTIME_REFERENCECONFIG_H
