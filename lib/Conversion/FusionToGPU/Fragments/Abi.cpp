@@ -261,22 +261,35 @@ Value mlir::fusion::addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType,
   return buffer;
 }
 
+/// The module's extern `.shared` array of dynamic shared memory (created
+/// once): convert-gpu-to-nvvm reuses a zero-sized workgroup array global of
+/// the module for gpu.dynamic_shared_memory.
+static LLVM::GlobalOp getDynamicSharedGlobal(Location loc,
+                                             gpu::GPUModuleOp module) {
+  constexpr StringLiteral kSymbol = "__fusion_dynamic_shared";
+  if (auto global = module.lookupSymbol<LLVM::GlobalOp>(kSymbol))
+    return global;
+  MLIRContext *context = module.getContext();
+  OpBuilder mb(context);
+  mb.setInsertionPointToStart(module.getBody());
+  auto arrayType = LLVM::LLVMArrayType::get(IntegerType::get(context, 8), 0);
+  return LLVM::GlobalOp::create(
+      mb, loc, arrayType, /*isConstant=*/false, LLVM::Linkage::External,
+      kSymbol, Attribute(), /*alignment=*/16,
+      static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared));
+}
+
+Value mlir::fusion::getDynamicSharedPointer(ImplicitLocOpBuilder &b,
+                                            gpu::GPUModuleOp module) {
+  return LLVM::AddressOfOp::create(b,
+                                   getDynamicSharedGlobal(b.getLoc(), module));
+}
+
 Value mlir::fusion::getDynamicSharedBuffer(ImplicitLocOpBuilder &b,
                                            gpu::GPUModuleOp module,
                                            Type elementType, int64_t count) {
   MLIRContext *context = b.getContext();
-  constexpr StringLiteral kSymbol = "__fusion_dynamic_shared";
-  if (!module.lookupSymbol(kSymbol)) {
-    // convert-gpu-to-nvvm reuses a zero-sized workgroup array global of the
-    // module for gpu.dynamic_shared_memory.
-    OpBuilder mb(context);
-    mb.setInsertionPointToStart(module.getBody());
-    auto arrayType = LLVM::LLVMArrayType::get(IntegerType::get(context, 8), 0);
-    LLVM::GlobalOp::create(
-        mb, b.getLoc(), arrayType, /*isConstant=*/false,
-        LLVM::Linkage::External, kSymbol, Attribute(), /*alignment=*/16,
-        static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared));
-  }
+  getDynamicSharedGlobal(b.getLoc(), module);
   auto space =
       gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
   Value bytes = gpu::DynamicSharedMemoryOp::create(

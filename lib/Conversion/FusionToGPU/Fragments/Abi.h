@@ -112,6 +112,11 @@ Value addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType, int64_t count,
 Value getDynamicSharedBuffer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
                              Type elementType, int64_t count);
 
+/// The kernel's dynamic shared memory (the array getDynamicSharedBuffer
+/// views) as a `!llvm.ptr<3>`, for the NVVM ops that take shared-space
+/// pointers (cp.async, ldmatrix).
+Value getDynamicSharedPointer(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module);
+
 /// Checks `launch` (and its variants) against what CUDA can launch: entry
 /// names that are PTX identifiers (isValidKernelName), 1 to
 /// contract::kMaxThreadsPerBlock threads, and numeric grid dimensions in
