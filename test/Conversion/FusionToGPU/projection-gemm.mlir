@@ -66,21 +66,28 @@
 // CHECK: nvvm.cp.async.commit.group
 // CHECK: } else {
 // CHECK-NEXT: nvvm.cp.async.commit.group
-// The folded norm: h = round(x + residual), residual_out from row tile 0,
-// round(h * w) written back in place of x, h^2 summed; a barrier before the
-// mma reads the rewritten rows.
+// The folded norm: h = round(x + residual) in place of x (threads < 128:
+// 16 tokens x 8 chunks), residual_out from row tile 0, h^2 summed; a
+// barrier before the mma reads the rewritten rows.
+// CHECK: arith.cmpi ult, %thread_id_x, %c128
 // CHECK: arith.addf %{{.*}} : vector<8xf32>
-// CHECK: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
+// CHECK-NEXT: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
+// CHECK-NEXT: vector.store %{{.*}} : memref<34776xf16, #gpu.address_space<workgroup>>, vector<8xf16>
 // CHECK: vector.store %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
-// CHECK: arith.mulf %{{.*}} : vector<8xf32>
-// CHECK: vector.store %{{.*}} : memref<34776xf16, #gpu.address_space<workgroup>>, vector<8xf16>
 // CHECK: vector.reduction <add>
 // CHECK: gpu.barrier
 // The stage's mma: per 16-element k step one ldmatrix.x4 of the warp's 16
-// weight rows and one of the 16 tokens, two m16n8k16 (tokens 0-7, 8-15).
-// CHECK-COUNT-4: nvvm.ldmatrix {{.*}}num = 4 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
+// weight rows, scaled by the norm weight of its columns 2q, 2q + 1 and
+// 2q + 8, 2q + 9 (round(W32 * w32)), one ldmatrix.x4 of the 16 tokens, two
+// m16n8k16 (tokens 0-7, 8-15).
+// CHECK: nvvm.ldmatrix {{.*}}num = 4 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
+// CHECK: vector.load %{{.*}} {alignment = 4 : i64} : memref<34776xf16, #gpu.address_space<workgroup>>, vector<2xf16>
+// CHECK: arith.mulf %{{.*}} : vector<2xf32>
+// CHECK-NEXT: arith.truncf %{{.*}} : vector<2xf32> to vector<2xf16>
+// CHECK: nvvm.ldmatrix
 // CHECK: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32)
 // CHECK: nvvm.mma.sync
+// CHECK-COUNT-6: nvvm.ldmatrix
 // CHECK: nvvm.cp.async.wait.group 0
 // Partials: the accumulators to partial_out, the sums of squares reduced
 // over the 8 lanes of a token to partial_stats; fence, barrier, thread 0
@@ -159,13 +166,14 @@ func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor
 // CHECK-SAME: #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true>,
 // CHECK-SAME: #fusion.variant<min_batch = 33, entry = "bf16_unit_offset_k0_fused_gemm64", grid = [32, 1, 1], block = 512, smem = 138672,
 // CHECK-SAME: min_ctas_per_sm = 1 : i64
-// The bf16 fragments go to mma.sync as i32 registers; w + 1 in fp32.
+// The weight fragments times w + 1 (in fp32); the bf16 fragments go to
+// mma.sync as i32 registers.
 // CHECK: gpu.func @bf16_unit_offset_k0_fused_gemm16(
-// CHECK: arith.constant 1.000000e+00 : f32
-// CHECK: arith.addf %{{.*}} : vector<8xf32>
-// CHECK-NEXT: arith.mulf %{{.*}} : vector<8xf32>
 // CHECK: nvvm.ldmatrix
 // CHECK: llvm.bitcast %{{.*}} : i32 to vector<2xbf16>
+// CHECK: arith.constant 1.000000e+00 : f32
+// CHECK: arith.addf %{{.*}} : vector<2xf32>
+// CHECK: arith.mulf %{{.*}} : vector<2xf32>
 // CHECK: nvvm.mma.sync {{.*}} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 func.func @bf16_unit_offset(%x: tensor<?x1024xbf16>, %norm_w: tensor<1024xbf16>,
     %qkv_w: tensor<1024x1024xbf16>, %pos: tensor<?xi32>,

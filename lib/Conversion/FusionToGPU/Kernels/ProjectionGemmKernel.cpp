@@ -13,13 +13,12 @@
 // token rows (x), of the T residual rows and of the norm weight, copied by
 // 16-byte cp.async.cg into a ring of `stages` stages (rows padded by 16
 // bytes: ldmatrix is conflict-free). Per stage, with an RMSNorm:
-//   h = round(x + residual) (x alone without a residual), written to
-//   residual_out by the CTAs of row tile 0; sum(h32^2) accumulated per
-//   token in fp32; the staged x replaced by round(h32 * w32) (w32 + 1 with
-//   unit_offset): the norm weight goes into the activations, once per
-//   token element instead of once per weight element.
+//   h = round(x + residual) in place of x (x itself without a residual),
+//   written to residual_out by the CTAs of row tile 0; sum(h32^2)
+//   accumulated per token in fp32.
 // Then every warp multiplies its 16 rows with the T tokens (ldmatrix.x4 +
-// mma.m16n8k16, fp32 accumulators).
+// mma.m16n8k16, fp32 accumulators), the weight fragments first multiplied
+// by the norm weight: round(W32 * w32) (w32 + 1 with unit_offset).
 //
 // Split-K without clusters: every CTA writes its fp32 partial tile
 // (partial_out [batch, kSplit, rows]) and its per-token partial sums of
@@ -30,9 +29,9 @@
 // replay), fences, sums the kSplit partials of each output row pair in a
 // fixed order, scales them by 1 / sqrt(sum(h^2) / H + eps) and runs the
 // common pair epilogue (bias, rounding, RoPE, q/k/v and KV-cache stores).
-// So the projection is round(rstd * sum_k round(h * w) W + bias) where the
+// So the projection is round(rstd * sum_k h round(w W) + bias) where the
 // CUDA-core kernel computes round(sum_k round(h * rstd * w) W + bias): one
-// rounding of a normalised activation in both, at another place.
+// rounding per product term in both, at another place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,6 +86,8 @@ struct GemmKernel {
   SmallVector<Value> foldActivations(ImplicitLocOpBuilder &b, Value slot,
                                      Value step, Value tileStart, Value count,
                                      ArrayRef<Value> sums);
+  void scaleByNormWeight(ImplicitLocOpBuilder &b, Value slot, int64_t kk,
+                         SmallVector<Value, 4> &a);
   void multiplyStage(ImplicitLocOpBuilder &b, Value slot,
                      SmallVector<Value> &acc);
   void publishPartials(ImplicitLocOpBuilder &b, Value tileStart, Value count,
@@ -165,10 +166,10 @@ void GemmKernel::issueStage(ImplicitLocOpBuilder &b, Value tileStart,
   commitAsyncCopies(b);
 }
 
-/// The norm's pass over stage `slot` (step `step`): h, residual_out, the
-/// sums of h^2 (`sums`: one f32 per chunk of this thread, whose
-/// token is the same in every step) and round(h * w) in place of x. Returns
-/// the new sums.
+/// The norm's pass over stage `slot` (step `step`): h = round(x + r) in
+/// place of x (with a residual), residual_out, and the sums of h^2 (`sums`:
+/// one f32 per chunk of this thread, whose token is the same in every
+/// step). Returns the new sums.
 SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
                                                Value slot, Value step,
                                                Value tileStart, Value count,
@@ -182,15 +183,14 @@ SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
       Value t = divUI(fb, c, constIndex(fb, chunksPerRow()));
       Value col =
           mulI(fb, remUI(fb, c, constIndex(fb, chunksPerRow())), kVectorWidth);
-      Value xAt =
-          smemAt(fb, slot, tokenRow(), addI(fb, mulI(fb, t, pitch()), col));
+      Value inRow = addI(fb, mulI(fb, t, pitch()), col);
+      Value xAt = smemAt(fb, slot, tokenRow(), inRow);
       Value h = loadVector(fb, smem, xAt, kVectorWidth);
       if (residual) {
-        Value r = loadVector(fb, smem,
-                             smemAt(fb, slot, residualRow(),
-                                    addI(fb, mulI(fb, t, pitch()), col)),
+        Value r = loadVector(fb, smem, smemAt(fb, slot, residualRow(), inRow),
                              kVectorWidth);
         h = truncFromF32(fb, addF(fb, extToF32(fb, h), extToF32(fb, r)), p.act);
+        storeVector(fb, h, smem, xAt);
       }
       if (p.norm.residualOut) {
         Value writes =
@@ -202,13 +202,6 @@ SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
         });
       }
       Value h32 = extToF32(fb, h);
-      Value w = loadVector(fb, smem, smemAt(fb, slot, normWeightRow(), col),
-                           kVectorWidth);
-      storeVector(fb,
-                  truncFromF32(fb,
-                               mulF(fb, h32, getNormWeightF32(fb, p.norm, w)),
-                               p.act),
-                  smem, xAt);
       Value squares = vector::ReductionOp::create(
           fb, vector::CombiningKind::ADD, mulF(fb, h32, h32));
       return {addF(fb, sums[it], squares)};
@@ -225,9 +218,29 @@ SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
                                         })
                            .front());
   }
-  // The mma reads the rewritten rows of other threads.
-  barrier(b);
+  // The mma reads the rows other threads rewrote.
+  if (residual)
+    barrier(b);
   return result;
+}
+
+/// This warp's A fragment `a` (columns 2q, 2q + 1 in registers 0, 1 and
+/// 2q + 8, 2q + 9 in registers 2, 3 of k step `kk`) multiplied by the norm
+/// weight of those columns: round(W32 * w32) (w32 + 1 with unit_offset), so
+/// that the norm weight costs no pass over the activations and the weights
+/// cannot overflow (|W w| is small where |h w| need not be).
+void GemmKernel::scaleByNormWeight(ImplicitLocOpBuilder &b, Value slot,
+                                   int64_t kk, SmallVector<Value, 4> &a) {
+  Value col = addI(b, mulI(b, remUI(b, lane, constIndex(b, 4)), 2), kk * 16);
+  for (int64_t half = 0; half < 2; ++half) {
+    Value w = loadVector(
+        b, smem, smemAt(b, slot, normWeightRow(), addI(b, col, 8 * half)), 2);
+    Value w32 = getNormWeightF32(b, p.norm, w);
+    for (int64_t r = 0; r < 2; ++r) {
+      Value &reg = a[2 * half + r];
+      reg = truncFromF32(b, mulF(b, extToF32(b, reg), w32), p.act);
+    }
+  }
 }
 
 /// The mma of one stage: this warp's 16 weight rows (A, row-major) with the
@@ -254,6 +267,8 @@ void GemmKernel::multiplyStage(ImplicitLocOpBuilder &b, Value slot,
     Value kByte = addI(b, stageBase, kk * 32);
     SmallVector<Value, 4> a =
         loadMatrixX4(b, smemPtr, addI(b, laneA, kByte), p.act);
+    if (rms)
+      scaleByNormWeight(b, slot, kk, a);
     for (int64_t n = 0; n < s.tileTokens / 16; ++n) {
       SmallVector<Value, 4> bm = loadMatrixX4(
           b, smemPtr, addI(b, addI(b, laneB, kByte), n * 16 * pb), p.act);
