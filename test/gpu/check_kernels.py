@@ -546,6 +546,11 @@ def bench(dev, directory, name, batches, copies=8, iters=50, extra_ptx=None):
                                              dtype=dt.storage)
                             outs[(k["index"], p["binding"]["result"])] = buf
                             la.append(buf)
+                        elif p["kind"] == "workspace":
+                            # Zero once: the kernels leave zero_init ones zero
+                            # for every later launch.
+                            la.append(cupy.zeros(resolve_shape(p["shape"], env),
+                                                 dtype=dt.storage))
                         else:
                             la.append(np.int32(env[p["role"]]))
                     launch = launch_for(k, B)
