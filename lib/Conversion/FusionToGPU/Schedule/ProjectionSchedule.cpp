@@ -49,7 +49,7 @@ mlir::fusion::chooseProjectionMmaSchedule(const ProjectionShape &shape,
 
 ProjectionSchedule
 mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
-                                       bool hasMmaVariant,
+                                       bool hasBatchVariant,
                                        const TargetInfo &target) {
   ProjectionSchedule s;
   const int64_t smCount = target.getSMCount();
@@ -68,7 +68,7 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
     s.batchTile /= 2;
   // With the tensor-core variant, this kernel only runs at batch 1: a tile
   // of one token (entries 11 and 14).
-  s.batchTile = std::min<int64_t>(s.batchTile, hasMmaVariant ? 1 : 4);
+  s.batchTile = std::min<int64_t>(s.batchTile, hasBatchVariant ? 1 : 4);
   const int64_t chunks = shape.hidden / 256;
   s.unroll = chunks >= 2 ? 2 : 1;
   // Ask ptxas for at least 3 CTAs per SM (.minnctapersm; bounds the

@@ -165,11 +165,11 @@ std::optional<ProjectionMmaSchedule>
 chooseProjectionMmaSchedule(const ProjectionShape &shape,
                             const TargetInfo &target);
 
-/// The CUDA-core kernel's schedule; `hasMmaVariant` when
-/// chooseProjectionMmaSchedule gave one (then this kernel runs only at
-/// batch 1, with tiles of one token).
+/// The CUDA-core kernel's schedule; `hasBatchVariant` when
+/// chooseProjectionGemmSchedules or chooseProjectionMmaSchedule gave one
+/// (then this kernel runs only at batch 1, with tiles of one token).
 ProjectionSchedule chooseProjectionSchedule(const ProjectionShape &shape,
-                                            bool hasMmaVariant,
+                                            bool hasBatchVariant,
                                             const TargetInfo &target);
 
 } // namespace mlir::fusion
