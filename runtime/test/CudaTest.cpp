@@ -232,30 +232,17 @@ Manifest describing(Manifest m, std::string_view ptx) {
 }
 
 TEST_F(Gpu, DecodeStepLaunchesVariantsWithLargeSharedMemory) {
-  // The compiler's variant of kernel 0 needs only 6 KiB of dynamic shared
-  // memory, so the case is constructed: from batch 2 kernel 0 runs as
-  // decode_layer_k0_fused_tc, a copy of the tensor-core entry
-  // decode_layer_k0_fused_mma (same parameters, grid and block), with 132
-  // KiB of dynamic shared memory (the kernel uses the first 6 KiB): the
-  // launch fails unless the function was opted in to more than 48 KiB.
-  std::string manifest = readText(dataPath("tiny_decode.manifest.json"));
-  for (auto [from, to] : {std::pair<std::string, std::string>{
-                              "\"entry\": \"decode_layer_k0_fused_mma\"",
-                              "\"entry\": \"decode_layer_k0_fused_tc\""},
-                          {"\"dynamic_shared_bytes\": 6144",
-                           "\"dynamic_shared_bytes\": 135168"}}) {
-    ASSERT_EQ(manifest.find(from), manifest.rfind(from)) << from;
-    ASSERT_NE(manifest.find(from), std::string::npos) << from;
-    manifest.replace(manifest.find(from), from.size(), to);
-  }
-  std::string ptx =
-      withEntryCopy(readText(dataPath("tiny_decode.ptx")),
-                    "decode_layer_k0_fused_mma", "decode_layer_k0_fused_tc");
-  Model model(describing(
-      Manifest::parse(manifest, "tiny_variants.manifest.json"), ptx));
-  ASSERT_EQ(model.kernels()[0]->variants.size(), 1u);
-  EXPECT_EQ(model.kernels()[0]->variants[0].dynamicSharedBytes, 135168);
-  DecodeStep step(ctx(), model, ptx, "tiny_variants.ptx", Capacity{4, 8, 32});
+  // From batch 2 kernel 0 runs as its GEMM-shaped variant
+  // decode_layer_k0_fused_gemm16, with 69552 bytes of dynamic shared memory:
+  // the launch fails unless the function was opted in to more than 48 KiB.
+  // Its split-K workspaces (the arrival counters zero before the first
+  // launch and left zero) are the runtime's, across launches and graph
+  // replays.
+  Model model = Model::load(dataPath("tiny_decode.manifest.json"));
+  ASSERT_EQ(model.kernels()[0]->variants.size(), 3u);
+  EXPECT_EQ(model.kernels()[0]->variants[0].dynamicSharedBytes, 69552);
+  std::string ptx = readText(dataPath("tiny_decode.ptx"));
+  DecodeStep step(ctx(), model, ptx, "tiny_decode.ptx", Capacity{4, 8, 32});
   std::vector<cuda::DeviceBuffer> args = tinyArguments(ctx(), step, 3);
   for (size_t i = 0; i < args.size(); ++i)
     step.bind(static_cast<int>(i), args[i]);
@@ -265,17 +252,20 @@ TEST_F(Gpu, DecodeStepLaunchesVariantsWithLargeSharedMemory) {
   step.synchronize();
   step.runGraph(StepShape{1, 3, 4}, TinyInputs(1, 3).view());
   step.runGraph(StepShape{4, 3, 4}, TinyInputs(4, 3).view());
+  step.runGraph(StepShape{4, 3, 4}, TinyInputs(4, 3).view());
   EXPECT_EQ(step.graphCaptures(), 2);
   step.synchronize();
 
   // The variant's entry is checked against the PTX like the kernel's.
-  std::string plain = readText(dataPath("tiny_decode.ptx"));
-  Model withoutVariantEntry(describing(
-      Manifest::parse(manifest, "tiny_variants.manifest.json"), plain));
+  const std::string variant = "decode_layer_k0_fused_gemm16";
+  std::string renamed = ptx;
+  for (size_t p; (p = renamed.find(variant)) != std::string::npos;)
+    renamed.replace(p, variant.size(), "other_gemm16");
+  Model withoutVariantEntry(describing(model.manifest(), renamed));
   std::string msg = EXPECT_THROW_MSG(
-      FormatError, DecodeStep(ctx(), withoutVariantEntry, plain, "tiny.ptx",
+      FormatError, DecodeStep(ctx(), withoutVariantEntry, renamed, "tiny.ptx",
                               Capacity{1, 1, 1}));
-  EXPECT_CONTAINS(msg, "no .entry decode_layer_k0_fused_tc for kernel 0");
+  EXPECT_CONTAINS(msg, "no .entry decode_layer_k0_fused_gemm16 for kernel 0");
 }
 
 TEST_F(Gpu, DecodeStepChecksThePtxFirst) {

@@ -21,14 +21,17 @@ TEST(Inspect, PlanOfTheTinyFunction) {
   printPlan(os, model, Capacity{4, 3, 16}, 2);
   std::string plan = os.str();
   EXPECT_CONTAINS(plan, "  kernels (launch order; grids at batch 4):\n");
-  // Kernel 0 and the tensor-core variant batch 4 launches.
+  // Kernel 0 and the GEMM-shaped variant batch 4 launches (one CTA: one
+  // row tile, no split-K; 3 stages of 161 rows of 144 bytes).
   EXPECT_CONTAINS(plan, "    kernel 0 (decode_layer_k0_fused): grid [32, 1, "
-                        "1] = [32, 1, 1], block [64, 1, 1], 12 params, ops "
+                        "1] = [32, 1, 1], block [64, 1, 1], 15 params, ops "
                         "rmsnorm qkv_proj rope kv_append\n");
   EXPECT_CONTAINS(plan, "      variant for batch >= 2: "
-                        "decode_layer_k0_fused_mma, grid [8, 1, 1] = [8, 1, "
-                        "1], block [256, 1, 1], 6144 bytes dynamic shared "
+                        "decode_layer_k0_fused_gemm16, grid [1, 1, 1] = [1, "
+                        "1, 1], block [256, 1, 1], 69552 bytes dynamic shared "
                         "memory (launched at batch 4)\n");
+  EXPECT_CONTAINS(plan, "      variant for batch >= 33: "
+                        "decode_layer_k0_fused_gemm64, grid [1, 1, 1]");
   EXPECT_CONTAINS(plan, "    kernel 1 (decode_layer_k1_decode_attention): "
                         "grid [2, 2, 4] = [num_splits, 2, batch], block "
                         "[256, 1, 1], 12 params, ops decode_attention\n");

@@ -22,8 +22,9 @@ Manifest parseJson(const json &j) {
   return Manifest::parse(j.dump(), "m.json");
 }
 
-/// The tiny manifest with kernel 0's variant (the compiler's
-/// decode_layer_k0_fused_mma from batch 2) replaced by two constructed ones:
+/// The tiny manifest with kernel 0's variants (the compiler's
+/// decode_layer_k0_fused_gemm{16,32,64} from batch 2, 17 and 33) replaced by
+/// two constructed ones:
 /// a tensor-core launch from batch 8 (more than 48 KiB of dynamic shared
 /// memory, a grid that grows with the batch) and one from batch 64 (only the
 /// required members).
@@ -86,7 +87,8 @@ TEST(Manifest, ParsesTheTinyManifest) {
   EXPECT_EQ(k0.grid[0].value, 32);
   EXPECT_EQ(k0.block, (std::array<int64_t, 3>{64, 1, 1}));
   EXPECT_EQ(k0.staticSharedBytes, 64 * 2 + 2 * 4);
-  EXPECT_EQ(k0.params.size(), 12u);
+  // 10 buffers, the 3 workspaces of the GEMM-shaped variants, 2 scalars.
+  EXPECT_EQ(k0.params.size(), 15u);
   EXPECT_FALSE(k0.usesNumSplits());
   EXPECT_TRUE(k0.usesMaxPages());
   EXPECT_EQ(k0.maxSplits(), 1);
@@ -97,12 +99,27 @@ TEST(Manifest, ParsesTheTinyManifest) {
   EXPECT_EQ(k0.scheduleStrings.at("kind"), "projection");
   EXPECT_EQ(k0.label(), "kernel 0 (decode_layer_k0_fused)");
   EXPECT_TRUE(k0.programmaticDependentLaunch); // an sm_90 build
-  // From batch 2 the tensor-core projection, with the same parameters.
-  ASSERT_EQ(k0.variants.size(), 1u);
+  // From batch 2, 17 and 33 the GEMM-shaped projection in token tiles of
+  // 16, 32 and 64, with the same parameters: the 128 rows are one tile of 8
+  // warps (8 heads of 16), and hidden 64 is one 64-element stage, so no
+  // split-K: one CTA.
+  ASSERT_EQ(k0.variants.size(), 3u);
   EXPECT_EQ(k0.variants[0].minBatch, 2);
-  EXPECT_EQ(k0.variants[0].entry, "decode_layer_k0_fused_mma");
+  EXPECT_EQ(k0.variants[0].entry, "decode_layer_k0_fused_gemm16");
   EXPECT_EQ(k0.variants[0].block, (std::array<int64_t, 3>{256, 1, 1}));
-  EXPECT_EQ(k0.variants[0].scheduleStrings.at("kind"), "projection_mma");
+  EXPECT_EQ(k0.variants[0].grid[0].value, 1);
+  EXPECT_EQ(k0.variants[0].scheduleStrings.at("kind"), "projection_gemm");
+  EXPECT_EQ(k0.variants[1].minBatch, 17);
+  EXPECT_EQ(k0.variants[2].minBatch, 33);
+  EXPECT_EQ(k0.variants[2].entry, "decode_layer_k0_fused_gemm64");
+  // Workspaces: partial_out f32 [batch, 1 split, 128 rows], partial_stats
+  // f32 [batch, 1 tile x 1 split], split_counters i32 [batch, 1 tile].
+  const ManifestParam &partials = k0.params[10];
+  EXPECT_EQ(partials.role, "partial_out");
+  EXPECT_EQ(partials.bytes(Symbols{3, 4, 5, 100}), 3 * 1 * 128 * 4);
+  EXPECT_EQ(k0.params[11].role, "partial_stats");
+  EXPECT_EQ(k0.params[12].role, "split_counters");
+  EXPECT_TRUE(k0.params[12].zeroInit);
 
   // Kernel 1: split-KV attention on a grid [num_splits, num_kv_heads (2) *
   // head_blocks (1), batch]; max_splits and target_ctas (2 per SM of 132)
@@ -328,10 +345,10 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
          j["kernels"][0]["params"][10]["index"] = 10;
        },
        "kernels[0].params[10].kind: parameter of kind output after one of "
-       "kind scalar"},
+       "kind workspace"},
       {"unknown scalar",
-       [](json &j) { j["kernels"][0]["params"][11]["role"] = "seq_len"; },
-       "kernels[0].params[11].role: unknown scalar \"seq_len\""},
+       [](json &j) { j["kernels"][0]["params"][14]["role"] = "seq_len"; },
+       "kernels[0].params[14].role: unknown scalar \"seq_len\""},
       {"input without binding",
        [](json &j) { j["kernels"][0]["params"][3].erase("binding"); },
        "kernels[0].params[3]: input \"qkv_weight\" has no binding"},
@@ -409,7 +426,7 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
        "kernels[0].params[8].binding: output parameter should be result 0"},
       {"scalar with a binding",
        [](json &j) {
-         j["kernels"][0]["params"][10]["binding"] = {{"argument", 0}};
+         j["kernels"][0]["params"][13]["binding"] = {{"argument", 0}};
        },
        "workspaces and scalars have no binding"},
       {"too many threads",
@@ -622,23 +639,26 @@ TEST(Manifest, VersionAndFunctionErrors) {
 //===----------------------------------------------------------------------===//
 
 TEST(PtxEntries, ScansSignatures) {
-  // The compiler's PTX: the fused kernel, its tensor-core variant and the
-  // attention kernel, each with 10 buffers (.u64 .ptr .align 1) and then 2
-  // (kernel 0: batch, max_pages) or 3 (attention: batch, max_pages,
-  // num_splits) i32 scalars (.u32) in ABI order.
+  // The compiler's PTX: the fused kernel, its three GEMM-shaped variants
+  // and the attention kernel, with 13 (kernel 0: 10 and 3 workspaces) or 10
+  // buffers (.u64 .ptr .align 1) and then 2 (kernel 0: batch, max_pages) or
+  // 3 (attention: batch, max_pages, num_splits) i32 scalars (.u32) in ABI
+  // order.
   std::vector<PtxEntry> e =
       scanPtxEntries(readText(dataPath("tiny_decode.ptx")), "tiny.ptx");
-  ASSERT_EQ(e.size(), 3u);
+  ASSERT_EQ(e.size(), 5u);
   EXPECT_EQ(e[0].name, "decode_layer_k0_fused");
-  EXPECT_EQ(e[1].name, "decode_layer_k0_fused_mma");
-  EXPECT_EQ(e[2].name, "decode_layer_k1_decode_attention");
-  std::vector<std::string> kernel0Types(10, ".u64");
+  EXPECT_EQ(e[1].name, "decode_layer_k0_fused_gemm16");
+  EXPECT_EQ(e[2].name, "decode_layer_k0_fused_gemm32");
+  EXPECT_EQ(e[3].name, "decode_layer_k0_fused_gemm64");
+  EXPECT_EQ(e[4].name, "decode_layer_k1_decode_attention");
+  std::vector<std::string> kernel0Types(13, ".u64");
   kernel0Types.insert(kernel0Types.end(), 2, ".u32");
-  EXPECT_EQ(e[0].paramTypes, kernel0Types);
-  EXPECT_EQ(e[1].paramTypes, kernel0Types);
-  ASSERT_EQ(e[2].paramTypes.size(), 12u);
-  EXPECT_EQ(e[2].paramTypes[8], ".u64"); // the split counters
-  EXPECT_EQ(e[2].paramTypes[9], ".u32"); // batch
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(e[i].paramTypes, kernel0Types);
+  ASSERT_EQ(e[4].paramTypes.size(), 12u);
+  EXPECT_EQ(e[4].paramTypes[8], ".u64"); // the split counters
+  EXPECT_EQ(e[4].paramTypes[9], ".u32"); // batch
 
   // Forms the compiler's PTX does not use: .entry in comments (skipped), a
   // pointer with a state space, by-value aggregates, an entry without
@@ -660,7 +680,7 @@ TEST(PtxEntries, ScansSignatures) {
 
 TEST(PtxEntries, ChecksThePtxAgainstTheManifest) {
   // The compiler's pair: the fingerprint and every entry (kernel 0's
-  // variant decode_layer_k0_fused_mma included) match.
+  // variants decode_layer_k0_fused_gemm* included) match.
   Manifest m = Manifest::load(dataPath("tiny_decode.manifest.json"));
   std::string ptx = readText(dataPath("tiny_decode.ptx"));
   checkPtxAgainstManifest(ptx, "tiny.ptx", m);
@@ -709,20 +729,20 @@ TEST(PtxEntries, ChecksThePtxAgainstTheManifest) {
 
 TEST(PtxEntries, ChecksVariantEntriesLikeKernelEntries) {
   // Two constructed variants of kernel 0 (tinyJsonWithVariants), their
-  // entries copies of the compiler's decode_layer_k0_fused_mma (the same
+  // entries copies of the compiler's decode_layer_k0_fused_gemm16 (the same
   // parameters as the kernel's).
   Manifest m = parseJson(tinyJsonWithVariants());
   std::string ptx = readText(dataPath("tiny_decode.ptx"));
-  std::string full =
-      withEntryCopy(withEntryCopy(ptx, "decode_layer_k0_fused_mma",
-                                  "decode_layer_k0_fused_tc"),
-                    "decode_layer_k0_fused_mma", "decode_layer_k0_fused_tc64");
+  std::string full = withEntryCopy(
+      withEntryCopy(ptx, "decode_layer_k0_fused_gemm16",
+                    "decode_layer_k0_fused_tc"),
+      "decode_layer_k0_fused_gemm16", "decode_layer_k0_fused_tc64");
   checkPtxEntries(full, "tiny.ptx", m);
 
   // A variant entry missing from the PTX.
   std::string msg = EXPECT_THROW_MSG(
       FormatError,
-      checkPtxEntries(withEntryCopy(ptx, "decode_layer_k0_fused_mma",
+      checkPtxEntries(withEntryCopy(ptx, "decode_layer_k0_fused_gemm16",
                                     "decode_layer_k0_fused_tc"),
                       "tiny.ptx", m));
   EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_k0_fused_tc64 for "
@@ -731,35 +751,35 @@ TEST(PtxEntries, ChecksVariantEntriesLikeKernelEntries) {
 
   // A variant entry whose signature differs from the kernel's parameters.
   std::string wrongType = full;
-  std::string from = ".param .u32 decode_layer_k0_fused_tc_param_10";
+  std::string from = ".param .u32 decode_layer_k0_fused_tc_param_13";
   ASSERT_NE(wrongType.find(from), std::string::npos);
   wrongType.replace(wrongType.find(from), from.size(),
-                    ".param .u64 decode_layer_k0_fused_tc_param_10");
+                    ".param .u64 decode_layer_k0_fused_tc_param_13");
   msg =
       EXPECT_THROW_MSG(FormatError, checkPtxEntries(wrongType, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc parameter 10 is .u64 "
+  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc parameter 13 is .u64 "
                        "but m.json says scalar \"batch\" (a 32-bit i32) for "
                        "kernel 0 (decode_layer_k0_fused) variant min_batch 8");
 
   std::string fewer = full;
-  from = ",\n\t.param .u32 decode_layer_k0_fused_tc64_param_11";
+  from = ",\n\t.param .u32 decode_layer_k0_fused_tc64_param_14";
   ASSERT_NE(fewer.find(from), std::string::npos);
   fewer.erase(fewer.find(from), from.size());
   msg = EXPECT_THROW_MSG(FormatError, checkPtxEntries(fewer, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc64 has 11 parameters "
-                       "but m.json lists 12 for kernel 0 "
+  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc64 has 14 parameters "
+                       "but m.json lists 15 for kernel 0 "
                        "(decode_layer_k0_fused) variant min_batch 64");
 
   // The compiler's own variant entry is checked too: without it (renamed in
   // the PTX) the real manifest is refused.
   Manifest real = Manifest::load(dataPath("tiny_decode.manifest.json"));
-  std::string noMma = ptx;
-  for (size_t p;
-       (p = noMma.find("decode_layer_k0_fused_mma")) != std::string::npos;)
-    noMma.replace(p, std::string("decode_layer_k0_fused_mma").size(),
-                  "other_mma");
-  msg = EXPECT_THROW_MSG(FormatError, checkPtxEntries(noMma, "tiny.ptx", real));
-  EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_k0_fused_mma for "
+  const std::string variant = "decode_layer_k0_fused_gemm16";
+  std::string noVariant = ptx;
+  for (size_t p; (p = noVariant.find(variant)) != std::string::npos;)
+    noVariant.replace(p, variant.size(), "other_gemm16");
+  msg = EXPECT_THROW_MSG(FormatError,
+                         checkPtxEntries(noVariant, "tiny.ptx", real));
+  EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_k0_fused_gemm16 for "
                        "kernel 0 (decode_layer_k0_fused) variant min_batch 2 "
-                       "(decode_layer_k0_fused_mma)");
+                       "(decode_layer_k0_fused_gemm16)");
 }

@@ -29,8 +29,8 @@ void bindAll(LaunchPlan &plan) {
     plan.setInternal(static_cast<int>(i), kInternalStride * (i + 1));
 }
 
-/// The tiny manifest with kernel 0's variant (the compiler's
-/// decode_layer_k0_fused_mma from batch 2) replaced by a constructed one from
+/// The tiny manifest with kernel 0's variants (the compiler's
+/// decode_layer_k0_fused_gemm{16,32,64}) replaced by a constructed one from
 /// batch 4, decode_layer_k0_fused_tc: grid [2, batch, 1], 128 threads,
 /// 135168 bytes of dynamic shared memory.
 json tinyJsonWithVariant() {
@@ -51,21 +51,25 @@ TEST(Model, ResolvesKernelsBuffersAndRoles) {
   EXPECT_EQ(m.function().name, "decode_layer");
   ASSERT_EQ(m.kernels().size(), 2u);
   EXPECT_EQ(m.kernels()[1]->entry, "decode_layer_k1_decode_attention");
-  // Kernel outputs in kernel and result order (kernel 0: residual_out, the
-  // rotated query; kernel 1: output), then kernel 1's 3 workspaces.
+  // Each kernel's outputs in result order, then its workspaces: kernel 0's
+  // residual_out, rotated query and the 3 workspaces of its GEMM-shaped
+  // variants; kernel 1's output and 3 workspaces.
   const auto &b = m.internalBuffers();
-  ASSERT_EQ(b.size(), 6u);
+  ASSERT_EQ(b.size(), 9u);
   EXPECT_EQ(b[0].role, "residual_out");
   EXPECT_EQ(b[0].label,
             "kernel 0 (decode_layer_k0_fused) output 0 \"residual_out\"");
   EXPECT_EQ(b[1].role, "query");
-  EXPECT_EQ(b[2].role, "output");
-  EXPECT_EQ(b[3].kind, ParamKind::Workspace);
-  EXPECT_EQ(b[3].role, "partial_out");
-  EXPECT_TRUE(b[5].zeroInit);
+  EXPECT_EQ(b[2].kind, ParamKind::Workspace);
+  EXPECT_EQ(b[2].role, "partial_out");
+  EXPECT_TRUE(b[4].zeroInit);
+  EXPECT_EQ(b[5].role, "output");
+  EXPECT_EQ(b[6].kind, ParamKind::Workspace);
+  EXPECT_EQ(b[6].role, "partial_out");
+  EXPECT_TRUE(b[8].zeroInit);
   EXPECT_EQ(m.internalForResult(0, 0), 0);
   EXPECT_EQ(m.internalForResult(0, 1), 1);
-  EXPECT_EQ(m.internalForResult(1, 0), 2);
+  EXPECT_EQ(m.internalForResult(1, 0), 5);
   EXPECT_EQ(m.internalForResult(1, 3), -1);
 
   EXPECT_EQ(m.argumentRole(0), "input");
@@ -91,7 +95,7 @@ TEST(Model, ResolvesKernelsBuffersAndRoles) {
   EXPECT_EQ(src[0].index, 1);
   EXPECT_EQ(src[1].kind, ParamSource::Kind::Argument);
   EXPECT_EQ(src[1].index, 7);
-  EXPECT_EQ(src[5].index, 2); // output
+  EXPECT_EQ(src[5].index, 5); // output, after kernel 0's 5 buffers
   EXPECT_EQ(src[11].kind, ParamSource::Kind::Scalar);
   EXPECT_EQ(src[11].scalar, "num_splits");
 
@@ -138,8 +142,14 @@ TEST(LaunchPlan, SizesAtCapacity) {
   EXPECT_EQ(plan.argumentBytes(7), 100 * 4 * 2 * 16 * 2); // k cache
   EXPECT_EQ(plan.internalBytes(0), 8 * 64 * 2);           // residual_out
   EXPECT_EQ(plan.internalBytes(1), 8 * 4 * 16 * 2);       // query
-  EXPECT_EQ(plan.internalBytes(3), 8 * 4 * 64 * 16 * 4);  // partial_out
-  EXPECT_EQ(plan.internalBytes(5), 8 * 2 * 4);            // counters
+  // Kernel 0's workspaces: [batch, 1 split, 128 rows], [batch, 1 x 1],
+  // [batch, 1 row tile].
+  EXPECT_EQ(plan.internalBytes(2), 8 * 1 * 128 * 4); // partial_out
+  EXPECT_EQ(plan.internalBytes(3), 8 * 1 * 4);       // partial_stats
+  EXPECT_EQ(plan.internalBytes(4), 8 * 1 * 4);       // counters
+  // Kernel 1's: [batch, 4 heads, 64 splits, 16], [batch, 2 KV heads].
+  EXPECT_EQ(plan.internalBytes(6), 8 * 4 * 64 * 16 * 4); // partial_out
+  EXPECT_EQ(plan.internalBytes(8), 8 * 2 * 4);           // counters
   EXPECT_EQ(plan.resultBytes(0, (StepShape{3, 5, 2})), 3 * 4 * 16 * 2);
   EXPECT_EQ(plan.resultBytes(1, (StepShape{3, 5, 2})), 3 * 64 * 2);
 }
@@ -150,16 +160,17 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   bindAll(plan);
   std::vector<PreparedLaunch> l = plan.prepare(StepShape{3, 5, 4});
   ASSERT_EQ(l.size(), 2u);
-  // Batch 3 >= 2: kernel 0 launches as its tensor-core variant (8 CTAs of
-  // 256 threads, 6 KiB of dynamic shared memory) with the kernel's
-  // parameters.
+  // Batch 3 >= 2: kernel 0 launches as its GEMM-shaped variant of 16-token
+  // tiles with the kernel's parameters: one CTA of 256 threads (the 128
+  // rows are one row tile of 8 warps, hidden 64 one stage: no split-K),
+  // 3 stages of 128 + 2 x 16 + 1 rows of 144 bytes of dynamic shared memory.
   EXPECT_EQ(l[0].kernel, 0);
   EXPECT_EQ(l[0].variant, 0);
-  EXPECT_EQ(l[0].entry, "decode_layer_k0_fused_mma");
-  EXPECT_EQ(l[0].grid, (std::array<uint32_t, 3>{8, 1, 1}));
+  EXPECT_EQ(l[0].entry, "decode_layer_k0_fused_gemm16");
+  EXPECT_EQ(l[0].grid, (std::array<uint32_t, 3>{1, 1, 1}));
   EXPECT_EQ(l[0].block, (std::array<uint32_t, 3>{256, 1, 1}));
-  EXPECT_EQ(l[0].dynamicSharedBytes, 6144u);
-  ASSERT_EQ(l[0].args.size(), 12u);
+  EXPECT_EQ(l[0].dynamicSharedBytes, 3u * 161 * 144);
+  ASSERT_EQ(l[0].args.size(), 15u);
   // The fused kernel's inputs in operand order (docs/abi.md section 4):
   // x, norm_w, residual (rmsnorm's operands), qkv_w, positions, k_cache,
   // v_cache, block_table.
@@ -170,9 +181,11 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   }
   EXPECT_EQ(l[0].args[8].pointer, kInternalStride);     // residual_out buffer
   EXPECT_EQ(l[0].args[9].pointer, kInternalStride * 2); // query buffer
-  EXPECT_TRUE(l[0].args[10].isScalar);
-  EXPECT_EQ(l[0].args[10].scalar, 3); // batch
-  EXPECT_EQ(l[0].args[11].scalar, 5); // max_pages
+  for (int i = 10; i < 13; ++i)                         // the workspaces
+    EXPECT_EQ(l[0].args[i].pointer, kInternalStride * (i - 7)) << i;
+  EXPECT_TRUE(l[0].args[13].isScalar);
+  EXPECT_EQ(l[0].args[13].scalar, 3); // batch
+  EXPECT_EQ(l[0].args[14].scalar, 5); // max_pages
 
   EXPECT_EQ(l[1].kernel, 1);
   EXPECT_EQ(l[1].variant, -1);
@@ -182,13 +195,13 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   EXPECT_EQ(l[1].args[0].pointer, kInternalStride * 2); // query from kernel 0
   EXPECT_EQ(l[1].args[1].pointer, kArgStride * 8);      // k_cache
   EXPECT_EQ(l[1].args[4].pointer, kArgStride * 6);      // seq_lens
-  EXPECT_EQ(l[1].args[5].pointer, kInternalStride * 3); // output
-  EXPECT_EQ(l[1].args[8].pointer, kInternalStride * 6); // counters
+  EXPECT_EQ(l[1].args[5].pointer, kInternalStride * 6); // output
+  EXPECT_EQ(l[1].args[8].pointer, kInternalStride * 9); // counters
   EXPECT_EQ(l[1].args[9].scalar, 3);
   EXPECT_EQ(l[1].args[10].scalar, 5);
   EXPECT_EQ(l[1].args[11].scalar, 4); // num_splits
 
-  EXPECT_EQ(plan.resultAddress(0), kInternalStride * 3); // attention output
+  EXPECT_EQ(plan.resultAddress(0), kInternalStride * 6); // attention output
   EXPECT_EQ(plan.resultAddress(1), kInternalStride);     // residual_out
 
   // Batch 1: the primary entry, 32 CTAs of 64 threads, the same arguments.
@@ -248,9 +261,9 @@ TEST(LaunchPlan, PreparesTheVariantTheBatchSelects) {
     EXPECT_EQ(l[0].dynamicSharedBytes, 135168u);
     // The same arguments as the primary launch (same ABI).
     ASSERT_EQ(l[0].args.size(), below[0].args.size());
-    for (size_t i = 0; i < 10; ++i)
+    for (size_t i = 0; i < 13; ++i)
       EXPECT_EQ(l[0].args[i].pointer, below[0].args[i].pointer) << i;
-    EXPECT_EQ(l[0].args[10].scalar, batch);
+    EXPECT_EQ(l[0].args[13].scalar, batch);
     // Kernel 1 has no variant.
     EXPECT_EQ(l[1].variant, -1);
     EXPECT_EQ(l[1].entry, "decode_layer_k1_decode_attention");
@@ -390,7 +403,7 @@ TEST(LaunchPlan, NoSplitsNoBlockTable) {
   j["functions"][0]["results"][0]["index"] = 0;
   j["kernels"].erase(1);
   auto &params = j["kernels"][0]["params"];
-  params.erase(11); // max_pages
+  params.erase(14); // max_pages
   Model m(Manifest::parse(j.dump(), "m.json"));
   EXPECT_FALSE(m.usesNumSplits());
   EXPECT_FALSE(m.usesMaxPages());

@@ -4,8 +4,8 @@
 For every <name>.<strategy>.ptx / .manifest.json pair in --dir, this script
 launches the kernels of each function in manifest order (skipping attention,
 which test/gpu/check_attention.py covers), each as the batch variant the
-case's batch selects (docs/abi.md 3.2; batches 2 to 33 exercise the
-tensor-core projection variants), binding buffers exactly as the
+case's batch selects (docs/abi.md 3.2; batches 2 to 130 exercise the
+tensor-core and GEMM-shaped projection variants), binding buffers exactly as the
 manifest says (function arguments, earlier kernels' outputs), on fresh random
 inputs with NaN-poisoned outputs and caches, and compares every output with a
 float64 numpy reference of design.md 2.1 (the same math as
@@ -21,7 +21,8 @@ runtime/src/Reference.cpp):
 
 Pass: ||out - ref|| / ||ref|| < 2e-3 (f16) or 1e-2 (bf16) for every output,
 no NaN left in any output, every written cache slot right and every other
-cache element still NaN. It also checks that the fused (decode) and unfused
+cache element still NaN, every zero_init workspace zero again after the
+launch (the split-K arrival counters are reset for the next launch). It also checks that the fused (decode) and unfused
 (none) kernels agree on the same inputs.
 
 Usage (on the GPU machine; CuPy + numpy):
@@ -385,6 +386,7 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
             continue
         launch_args = []
         kernel_outputs = []
+        zero_init = []  # workspaces the kernel must leave zero
         for p in k["params"]:
             dt = DType(p["dtype"])
             if p["kind"] == "input":
@@ -402,7 +404,10 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
                 launch_args.append(buf)
             elif p["kind"] == "workspace":
                 shape = resolve_shape(p["shape"], env)
-                launch_args.append(dev.xp.zeros(shape, dtype=dt.storage))
+                buf = dev.xp.zeros(shape, dtype=dt.storage)
+                if p.get("zero_init"):
+                    zero_init.append((p, buf))
+                launch_args.append(buf)
             else:
                 launch_args.append(np.int32(env[p["role"]]))
         launch = launch_for(k, case.batch)
@@ -415,6 +420,8 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
         # Name the variant that ran, so that the report shows it was tested.
         kname = k["name"] if launch is k else \
             f"{k['name']}[{launch['entry']}]"
+        for p, buf in zero_init:
+            checks.append((kname, p["role"], "zero_init", buf))
         for p, buf in kernel_outputs:
             role = p["role"]
             if role in ("query", "key"):
@@ -426,6 +433,17 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
     ok = True
     results = {}
     for kname, role, key, buf in checks:
+        if key == "zero_init":
+            # The split-K arrival counters: reset by the last CTA of each
+            # tile, so that the next launch (a graph replay) finds zeros.
+            nonzero = int(np.count_nonzero(dev.to_host(buf)))
+            err = {"rel": float(nonzero), "max_abs": float(nonzero),
+                   "nan": False}
+            if nonzero:
+                err["note"] = f"{nonzero} nonzero entries left"
+            report.append((case.label(), f"{kname}:{role}", err, nonzero == 0))
+            ok &= nonzero == 0
+            continue
         got = dtype.decode(dev.to_host(buf)).reshape(ref[key].shape)
         err = compare(got, ref[key])
         passed = err["rel"] < dtype.tol and not err["nan"]
@@ -528,6 +546,11 @@ def bench(dev, directory, name, batches, copies=8, iters=50, extra_ptx=None):
                                              dtype=dt.storage)
                             outs[(k["index"], p["binding"]["result"])] = buf
                             la.append(buf)
+                        elif p["kind"] == "workspace":
+                            # Zero once: the kernels leave zero_init ones zero
+                            # for every later launch.
+                            la.append(cupy.zeros(resolve_shape(p["shape"], env),
+                                                 dtype=dt.storage))
                         else:
                             la.append(np.int32(env[p["role"]]))
                     launch = launch_for(k, B)
@@ -563,10 +586,12 @@ def bench(dev, directory, name, batches, copies=8, iters=50, extra_ptx=None):
 
 
 def cases_for(name):
-    # Batch 1 runs each kernel's own entry; batches 2 to 33 run the batch
-    # variants where a kernel has them (docs/abi.md 3.2; the tensor-core
-    # projection from batch 2, in tiles of 16 to 32 tokens): the smallest
-    # batch, partial tiles, and several tiles plus a remainder.
+    # Batch 1 runs each kernel's own entry; larger batches run the batch
+    # variants where a kernel has them (docs/abi.md 3.2): the tensor-core
+    # projection from batch 2 in tiles of 16 to 32 tokens, or the GEMM-shaped
+    # one in tiles of 16 (from batch 2), 32 (from 17) and 64 (from 33, larger
+    # batches in several tiles): the smallest batch of each, partial and
+    # full tiles, and several tiles plus a remainder.
     cases = [Case(name, 1, [0]), Case(name, 1, [1000]), Case(name, 1, [131071]),
              Case(name, 2, [7, 131070]),
              Case(name, 3, [5, 1, 17]),
@@ -575,7 +600,12 @@ def cases_for(name):
              Case(name, 13, [(4099 * i) % 9000 for i in range(13)],
                   outlier=True),
              Case(name, 16, [(977 * i) % 40000 for i in range(16)]),
-             Case(name, 33, [(2053 * i + 11) % 131072 for i in range(33)])]
+             Case(name, 17, [(3001 * i + 5) % 50000 for i in range(17)]),
+             Case(name, 32, [(1009 * i + 2) % 131072 for i in range(32)]),
+             Case(name, 33, [(2053 * i + 11) % 131072 for i in range(33)]),
+             Case(name, 64, [(4013 * i + 7) % 131072 for i in range(64)]),
+             Case(name, 130, [(6007 * i + 13) % 131072 for i in range(130)],
+                  outlier=True)]
     if name.startswith("llama3_8b") and "32layers" not in name:
         cases.append(Case(name, 5, [3, 100000, 31, 7, 2047], big_pages=True))
     return cases

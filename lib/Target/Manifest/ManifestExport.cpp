@@ -154,6 +154,16 @@ json::Object scheduleToJSON(ScheduleAttrInterface schedule) {
         o["k_vectors"] = s.getKVectors();
         o["k_split"] = s.getKSplit();
       })
+      .Case([&](ProjectionGemmScheduleAttr s) {
+        o["warps"] = s.getWarps();
+        o["grid"] = s.getGrid();
+        o["tile_rows"] = s.getTileRows();
+        o["tile_tokens"] = s.getTileTokens();
+        o["k_split"] = s.getKSplit();
+        o["stage_k"] = s.getStageK();
+        o["stages"] = s.getStages();
+        o["min_ctas_per_sm"] = s.getMinCtasPerSm();
+      })
       .Case([&](SplitKvAttentionScheduleAttr s) {
         writeSplitKV(o, s);
         o["vector_width"] = s.getVectorWidth();

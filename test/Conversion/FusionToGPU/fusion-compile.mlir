@@ -7,27 +7,27 @@
 // A temporary a killed run left behind is removed by the next run.
 // RUN: touch %t/layer.ptx.tmp %t/layer.manifest.json.tmp
 // RUN: env -u CUDA_HOME -u CUDA_PATH -u CUDA_ROOT fusion-compile %s -o %t/layer | FileCheck %s --check-prefix=WROTE
-// WROTE: fusion-compile: wrote {{.*}}layer.ptx (2 kernels, 4 entries) and {{.*}}layer.manifest.json
+// WROTE: fusion-compile: wrote {{.*}}layer.ptx (2 kernels, 6 entries) and {{.*}}layer.manifest.json
 // RUN: not ls %t/layer.ptx.tmp
 // RUN: not ls %t/layer.manifest.json.tmp
 // RUN: FileCheck %s --input-file=%t/layer.manifest.json
 // RUN: FileCheck %s --input-file=%t/layer.ptx --check-prefix=PTX
-// The tensor-core variant's token tile follows the chip's shared memory per
-// CTA (Llama-3-8B rows: 4096 + 32 f16 = 8256 bytes; 14 KiB kept for the
-// split-k partial sums): 24 rows in 227 KiB (sm_90), 16 in 163 KiB (sm_80),
-// 8 in 99 KiB (sm_86).
+// The GEMM-shaped variants' pipeline depth follows the chip's shared memory
+// per CTA (Llama-3-8B, 64 tokens: 128 + 2 x 64 + 1 rows of 144 bytes =
+// 37008 bytes per stage): 3 stages (111024 bytes) in 227 KiB (sm_90) and
+// 163 KiB (sm_80), 2 (74016) in 99 KiB (sm_86).
 // RUN: fusion-compile %S/../../../examples/llama3_8b.mlir -o %t/l90
 // RUN: FileCheck %s --input-file=%t/l90.manifest.json --check-prefix=SMEM90
 // RUN: fusion-compile %S/../../../examples/llama3_8b.mlir --chip=sm_80 -o %t/l80
 // RUN: FileCheck %s --input-file=%t/l80.manifest.json --check-prefix=SMEM80
 // RUN: fusion-compile %S/../../../examples/llama3_8b.mlir --chip=sm_86 -o %t/l86
 // RUN: FileCheck %s --input-file=%t/l86.manifest.json --check-prefix=SMEM86
-// SMEM90: "dynamic_shared_bytes": 198144,
-// SMEM90-NEXT: "entry": "decode_layer_k0_fused_mma",
-// SMEM80: "dynamic_shared_bytes": 132096,
-// SMEM80-NEXT: "entry": "decode_layer_k0_fused_mma",
-// SMEM86: "dynamic_shared_bytes": 66048,
-// SMEM86-NEXT: "entry": "decode_layer_k0_fused_mma",
+// SMEM90: "dynamic_shared_bytes": 111024,
+// SMEM90-NEXT: "entry": "decode_layer_k0_fused_gemm64",
+// SMEM80: "dynamic_shared_bytes": 111024,
+// SMEM80-NEXT: "entry": "decode_layer_k0_fused_gemm64",
+// SMEM86: "dynamic_shared_bytes": 74016,
+// SMEM86-NEXT: "entry": "decode_layer_k0_fused_gemm64",
 // The tensor-core attention variant: 4 warps x 3 stages x K and V x 16 rows
 // x (128 + 8) f16 of staging ring; sm_86's 99 KiB cannot hold it.
 // SMEM90: "dynamic_shared_bytes": 104448,
@@ -83,9 +83,9 @@
 // RUN: not ls %t/same.ptx
 // RUN: fusion-compile %s -o %t/dumped --dump-mlir=- | FileCheck %s --check-prefix=DUMPSTDOUT
 // DUMPSTDOUT: gpu.binary
-// DUMPSTDOUT: fusion-compile: wrote {{.*}}dumped.ptx (2 kernels, 4 entries) and {{.*}}dumped.manifest.json{{$}}
+// DUMPSTDOUT: fusion-compile: wrote {{.*}}dumped.ptx (2 kernels, 6 entries) and {{.*}}dumped.manifest.json{{$}}
 // RUN: fusion-compile %s -o %t/dumped --dump-mlir=%t/dumped.mlir | FileCheck %s --check-prefix=DUMPFILE
-// DUMPFILE: fusion-compile: wrote {{.*}}dumped.ptx (2 kernels, 4 entries) and {{.*}}dumped.manifest.json, and the compiled module to {{.*}}dumped.mlir
+// DUMPFILE: fusion-compile: wrote {{.*}}dumped.ptx (2 kernels, 6 entries) and {{.*}}dumped.manifest.json, and the compiled module to {{.*}}dumped.mlir
 
 // Inputs: a regular file holding functions only, each result of which
 // comes from a kernel or an argument.
@@ -195,12 +195,26 @@
 // CHECK-NEXT:         "index": 9,
 // CHECK-NEXT:         "kind": "output",
 // CHECK-NEXT:         "role": "query",
-// CHECK:              "dtype": "i32",
+// The GEMM-shaped variants' workspaces, before the scalars.
+// CHECK:              "dtype": "f32",
 // CHECK-NEXT:         "index": 10,
+// CHECK-NEXT:         "kind": "workspace",
+// CHECK-NEXT:         "role": "partial_out",
+// CHECK:              "dtype": "f32",
+// CHECK-NEXT:         "index": 11,
+// CHECK-NEXT:         "kind": "workspace",
+// CHECK-NEXT:         "role": "partial_stats",
+// CHECK:              "dtype": "i32",
+// CHECK-NEXT:         "index": 12,
+// CHECK-NEXT:         "kind": "workspace",
+// CHECK-NEXT:         "role": "split_counters",
+// CHECK:              "zero_init": true
+// CHECK:              "dtype": "i32",
+// CHECK-NEXT:         "index": 13,
 // CHECK-NEXT:         "kind": "scalar",
 // CHECK-NEXT:         "role": "batch"
 // CHECK:              "dtype": "i32",
-// CHECK-NEXT:         "index": 11,
+// CHECK-NEXT:         "index": 14,
 // CHECK-NEXT:         "kind": "scalar",
 // CHECK-NEXT:         "role": "max_pages"
 // sm_90: the kernel starts with griddepcontrol (docs/abi.md).
@@ -210,19 +224,23 @@
 // CHECK:            "strategy": "decode",
 // CHECK:            "threads": 64,
 // CHECK:          "static_shared_bytes": 1032,
-// The tensor-core variant launched instead from batch 2 (docs/abi.md): its
-// own entry and geometry, the kernel's parameters.
+// The GEMM-shaped variants launched instead from batch 2, 17 and 33
+// (docs/abi.md): their own entries and geometry, the kernel's parameters.
 // CHECK-NEXT:     "variants": [
 // CHECK-NEXT:       {
 // CHECK-NEXT:         "block": [
 // CHECK-NEXT:           256,
-// CHECK:              "dynamic_shared_bytes": 34816,
-// CHECK-NEXT:         "entry": "layer_k0_fused_mma",
+// CHECK:              "dynamic_shared_bytes": 69552,
+// CHECK-NEXT:         "entry": "layer_k0_fused_gemm16",
 // CHECK-NEXT:         "grid": [
 // CHECK-NEXT:           32,
 // CHECK:              "min_batch": 2,
-// CHECK:                "kind": "projection_mma",
-// CHECK:              "static_shared_bytes": 14336
+// CHECK:                "kind": "projection_gemm",
+// CHECK:              "static_shared_bytes": 4
+// CHECK:              "entry": "layer_k0_fused_gemm32",
+// CHECK:              "min_batch": 17,
+// CHECK:              "entry": "layer_k0_fused_gemm64",
+// CHECK:              "min_batch": 33,
 // The attention kernel reads the rotated query the first kernel wrote.
 // CHECK:          "entry": "layer_k1_decode_attention",
 // CHECK:              "binding": {
@@ -237,7 +255,9 @@
 // CHECK:      "strategy": "decode",
 
 // PTX: .visible .entry layer_k0_fused(
-// PTX: .visible .entry layer_k0_fused_mma(
+// PTX: .visible .entry layer_k0_fused_gemm16(
+// PTX: .visible .entry layer_k0_fused_gemm32(
+// PTX: .visible .entry layer_k0_fused_gemm64(
 // PTX: .visible .entry layer_k1_decode_attention(
 // PTX-NOT: __nv_
 

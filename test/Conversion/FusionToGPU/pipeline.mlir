@@ -32,7 +32,7 @@
 // CHECK-SAME: .extern .shared .align 16 .b8 __fusion_dynamic_shared[]
 // CHECK-SAME: .entry layer_k0_fused(
 // CHECK-SAME: .param .u64 .ptr .align 1 layer_k0_fused_param_0,
-// CHECK-SAME: .param .u32 layer_k0_fused_param_11
+// CHECK-SAME: .param .u32 layer_k0_fused_param_14
 // CHECK-SAME: .maxntid 64, 1, 1
 // CHECK-SAME: .minnctapersm 3
 // CHECK-SAME: .shared .align 16 .b8
@@ -45,9 +45,11 @@
 // CHECK-SAME: bar.sync
 // CHECK-SAME: sqrt.rn.f32
 // CHECK-SAME: fma.rn.f64
-// The tensor-core variant of the projection (sm_80+ only).
-// CHECK-SAME: .entry layer_k0_fused_mma(
-// CHECK-SAME: ld.shared.v4.b32
+// The GEMM-shaped variants of the projection (sm_80+ only).
+// CHECK-SAME: .entry layer_k0_fused_gemm16(
+// CHECK-SAME: .minnctapersm 2
+// CHECK-SAME: cp.async.cg.shared.global
+// CHECK-SAME: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // CHECK-SAME: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // NOLIBDEVICE-NOT: __nv_
 // NOLIBDEVICE-NOT: .extern .func
@@ -56,7 +58,7 @@
 // SM80-SAME: .target sm_80
 // SM80-SAME: .entry layer_k0_rmsnorm(
 // SM80-SAME: .entry layer_k1_qkv_proj(
-// SM80-SAME: .entry layer_k1_qkv_proj_mma(
+// SM80-SAME: .entry layer_k1_qkv_proj_gemm16(
 // SM80-SAME: .entry layer_k2_rope(
 // SM80-SAME: .entry layer_k3_kv_append(
 

@@ -7,7 +7,7 @@
 // shared-memory rows of the batch tile, the fp32 inv_freq table, and the
 // launch plan on the fusion.kernel. Without tensor cores (first RUN) this
 // kernel serves every batch, in tiles of up to 4 tokens; with them (MMA) it
-// serves batch 1 only, in tiles of 1, and a tensor-core variant the rest.
+// serves batch 1 only, in tiles of 1, and batch variants the rest.
 
 // CHECK: module attributes {gpu.container_module}
 // CHECK-LABEL: func.func @layer(
@@ -72,43 +72,14 @@
 // MMA-LABEL: func.func @layer(
 // MMA: fusion.kernel @layer_k0_fused
 // MMA-SAME: smem = 0, static_smem = 1032,
-// The tensor-core variant for batch >= 2: 256 pairs in blocks of 8 -> 32
-// CTAs of 8 warps, all 8 on one row block (k split 8 ways: 64 elements, two
-// 16-byte vectors per lane); 32 token rows of 512 + 32 f16 in dynamic shared
-// memory; 7 parts x 32 lanes x 16 registers of f32 partial sums.
-// MMA-SAME: variants = [#fusion.variant<min_batch = 2, entry = "layer_k0_fused_mma", grid = [32, 1, 1], block = 256, smem = 34816, static_smem = 14336,
-// MMA-SAME: schedule = #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 32, rows_per_warp = 16,
-// MMA-SAME: tile_tokens = 32, k_vectors = 2, k_split = 8>>]
+// With an RMSNorm the batch variants are the GEMM-shaped ones
+// (projection-gemm.mlir checks them).
+// MMA-SAME: variants = [#fusion.variant<min_batch = 2, entry = "layer_k0_fused_gemm16",
 // MMA-SAME: schedule = #fusion.projection_schedule<threads = 64, warps = 2, grid = 128, rows_per_warp = 2,
 // MMA-SAME: pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1,
 // MMA: gpu.func @layer_k0_fused(
 // MMA-SAME: workgroup(%{{.*}} : memref<512xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64},
-// The tensor-core variant (batch >= 2): the tile's normalised rows in
-// dynamic shared memory (32 tokens, rows padded to 544 elements), the
-// software-pipelined k loop over this warp's 64 elements carrying the 16
-// accumulators of the four 8-token column blocks and the next step's 16-byte
-// weight vectors of rows g and g + 8, one 16-byte shared-memory vector per
-// column block and step, mma.m16n8k16 in f16 with fp32 accumulators, then
-// the partial sums of the k parts added through shared memory.
-// MMA: gpu.func @layer_k0_fused_mma(
-// MMA-SAME: workgroup(%{{.*}} : memref<3584xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
-// MMA-SAME: kernel attributes {known_block_size = array<i32: 256, 1, 1>}
-// MMA: gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
-// MMA: memref.view {{.*}} to memref<17408xf16, #gpu.address_space<workgroup>>
-// MMA: gpu.barrier
-// MMA: vector.store %{{.*}} : memref<17408xf16, #gpu.address_space<workgroup>>, vector<8xf16>
-// MMA: gpu.barrier
-// MMA: scf.for {{.*}} step %c64{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, vector<8xf16>, vector<8xf16>, vector<8xf16>, vector<8xf16>)
-// MMA: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
-// MMA: vector.load %{{.*}} : memref<17408xf16, #gpu.address_space<workgroup>>, vector<8xf16>
-// MMA: vector.shuffle
-// MMA: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
-// MMA: memref.store %{{.*}} : memref<3584xf32, #gpu.address_space<workgroup>>
-// MMA: gpu.barrier
-// MMA: memref.load %{{.*}} : memref<3584xf32, #gpu.address_space<workgroup>>
-// MMA: gpu.barrier
-// MMA: arith.fptosi %{{.*}} : f64 to i64
-// MMA: gpu.return
+// MMA-NOT: gpu.func @layer_k0_fused_mma(
 func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
     %qkv_w: tensor<512x512xf16>, %pos: tensor<?xi32>,
     %block_table: tensor<?x?xi32>, %kc: memref<?x16x2x64xf16>, %vc: memref<?x16x2x64xf16>)
@@ -145,10 +116,43 @@ func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor
 // CHECK: arith.cmpi ult
 // CHECK: scf.if %{{.*}} -> (f32, f32)
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
-// The tensor-core variant passes bf16 fragments as i32 registers.
+// A LayerNorm keeps the tensor-core variant for batch >= 2: 640 pairs in
+// blocks of 8 -> 80 CTAs of 8 warps, all 8 on one row block (k split 8
+// ways: 96 elements, one 16-byte vector per lane and step); 32 token rows of
+// 768 + 32 bf16 in dynamic shared memory; 7 parts x 32 lanes x 16 registers
+// of f32 partial sums.
 // MMA-LABEL: func.func @bf16_layernorm(
+// MMA: fusion.kernel @bf16_layernorm_k0_fused
+// MMA-NOT: role = "partial_out"
+// MMA-SAME: variants = [#fusion.variant<min_batch = 2, entry = "bf16_layernorm_k0_fused_mma", grid = [80, 1, 1], block = 256, smem = 51200, static_smem = 14336,
+// MMA-SAME: schedule = #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 80, rows_per_warp = 16,
+// MMA-SAME: tile_tokens = 32, k_vectors = 1, k_split = 8>>]
+// The tensor-core variant: the tile's normalised rows in dynamic shared
+// memory (32 tokens, rows padded to 800 elements), the software-pipelined k
+// loop over this warp's 96 elements carrying the 16 accumulators of the four
+// 8-token column blocks and the next step's 16-byte weight vectors of rows
+// g and g + 8, one 16-byte shared-memory vector per column block and step,
+// mma.m16n8k16 in bf16 (registers passed as i32) with fp32 accumulators,
+// then the partial sums of the k parts added through shared memory.
 // MMA: gpu.func @bf16_layernorm_k0_fused_mma(
+// MMA-SAME: workgroup(%{{.*}} : memref<3584xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// MMA-SAME: kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// MMA: gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// MMA: memref.view {{.*}} to memref<25600xbf16, #gpu.address_space<workgroup>>
+// MMA: gpu.barrier
+// MMA: vector.store %{{.*}} : memref<25600xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// MMA: gpu.barrier
+// MMA: scf.for {{.*}} step %c32{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, vector<8xbf16>, vector<8xbf16>)
+// MMA: vector.load %{{.*}} : memref<1099511627776xbf16>, vector<8xbf16>
+// MMA: vector.load %{{.*}} : memref<25600xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// MMA: vector.shuffle
 // MMA: nvvm.mma.sync {{.*}} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// MMA: memref.store %{{.*}} : memref<3584xf32, #gpu.address_space<workgroup>>
+// MMA: gpu.barrier
+// MMA: memref.load %{{.*}} : memref<3584xf32, #gpu.address_space<workgroup>>
+// MMA: gpu.barrier
+// MMA: arith.fptosi %{{.*}} : f64 to i64
+// MMA: gpu.return
 func.func @bf16_layernorm(%x: tensor<?x768xbf16>, %w: tensor<768xbf16>, %b: tensor<768xbf16>,
     %qkv_w: tensor<1280x768xbf16>, %qkv_b: tensor<1280xbf16>, %pos: tensor<?xi32>,
     %bt: tensor<?x?xi32>, %kc: memref<?x8x2x128xbf16>, %vc: memref<?x8x2x128xbf16>)

@@ -109,6 +109,123 @@ TEST(ProjectionSchedule, Group6Hidden1000) {
   EXPECT_EQ(s.minCtasPerSM, 3);
 }
 
+/// The GEMM-shaped variant's shape: an RMSNorm with a residual unless
+/// stated (2 activation rows and a norm-weight row per stage).
+ProjectionGemmShape gemmShape(int64_t hidden, int64_t hq, int64_t hkv,
+                              int64_t d,
+                              ProjectionNorm norm = ProjectionNorm::FoldableRMS,
+                              bool residual = true) {
+  return {projection(hidden, hq, hkv, d), d, hq + 2 * hkv, norm, residual};
+}
+
+const TargetInfo kAmpere(/*computeCapability=*/80, /*smCount=*/108);
+const TargetInfo kAda(/*computeCapability=*/89, /*smCount=*/128);
+
+TEST(ProjectionGemmSchedule, Llama3_8B) {
+  // 48 heads of 128: one head per row tile (128 / 128 = 1), 48 row tiles.
+  auto s = chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), kH100);
+  ASSERT_EQ(s.size(), 3u);
+  for (const ProjectionGemmSchedule &g : s) {
+    EXPECT_EQ(g.tileRows, 128);
+    EXPECT_EQ(g.warps(), 8);
+    EXPECT_EQ(g.rowTiles, 48);
+    // 48 x 8 = 384 > 264 = 2 x 132; 48 x 4 = 192 <= 264, 4096 % 256 == 0.
+    EXPECT_EQ(g.kSplit, 4);
+    EXPECT_EQ(g.grid(), 192);
+    EXPECT_EQ(g.pitchBytes, 144); // 64 f16 + 16
+    EXPECT_EQ(g.stages, 3);
+  }
+  EXPECT_EQ(s[0].tileTokens, 16);
+  EXPECT_EQ(s[0].minBatch, 2);
+  EXPECT_EQ(s[1].tileTokens, 32);
+  EXPECT_EQ(s[1].minBatch, 17);
+  EXPECT_EQ(s[2].tileTokens, 64);
+  EXPECT_EQ(s[2].minBatch, 33);
+  // 128 weight rows + 64 x and 64 residual rows + 1 norm-weight row.
+  EXPECT_EQ(s[2].stageRows, 257);
+  EXPECT_EQ(s[2].dynamicSharedBytes, 3 * 257 * 144); // 111024
+  // Two CTAs: 2 x (111024 + 16 + 1024) = 224128 <= 232448.
+  EXPECT_EQ(s[2].minCtasPerSM, 2);
+  EXPECT_EQ(s[0].dynamicSharedBytes, 3 * (128 + 32 + 1) * 144);
+}
+
+TEST(ProjectionGemmSchedule, HeadDimsAndGroups) {
+  // TinyLlama: 32 + 2 x 4 = 40 heads of 64: two per tile (128 rows), 20
+  // tiles; k split 8 (160 <= 264, 2048 % 512 == 0).
+  auto tiny = chooseProjectionGemmSchedules(gemmShape(2048, 32, 4, 64), kH100);
+  ASSERT_EQ(tiny.size(), 3u);
+  EXPECT_EQ(tiny[0].tileRows, 128);
+  EXPECT_EQ(tiny[0].rowTiles, 20);
+  EXPECT_EQ(tiny[0].kSplit, 8);
+  // 14 + 2 x 2 = 18 heads of 64 (Qwen2-0.5B-like): 2 divides 18.
+  auto g7 = chooseProjectionGemmSchedules(gemmShape(896, 14, 2, 64), kH100);
+  ASSERT_EQ(g7.size(), 3u);
+  EXPECT_EQ(g7[0].tileRows, 128);
+  EXPECT_EQ(g7[0].rowTiles, 9);
+  // 896 = 14 x 64: 896 % 512 != 0, 896 % 256 != 0, 896 % 128 == 0 -> 2.
+  EXPECT_EQ(g7[0].kSplit, 2);
+  // 5 + 2 x 1 = 7 heads of 64: 2 does not divide 7, one head per tile: 64
+  // rows, 4 warps.
+  auto odd = chooseProjectionGemmSchedules(gemmShape(512, 5, 1, 64), kH100);
+  ASSERT_EQ(odd.size(), 3u);
+  EXPECT_EQ(odd[0].tileRows, 64);
+  EXPECT_EQ(odd[0].blockSize(), 128);
+  EXPECT_EQ(odd[0].rowTiles, 7);
+  // head_dim 96: 128 / 96 = 1 head, 96 rows (6 warps); head_dim 80: 80
+  // rows (5 warps).
+  EXPECT_EQ(chooseProjectionGemmSchedules(gemmShape(1024, 8, 2, 96), kH100)[0]
+                .tileRows,
+            96);
+  EXPECT_EQ(chooseProjectionGemmSchedules(gemmShape(2560, 32, 32, 80), kH100)[0]
+                .tileRows,
+            80);
+  // head_dim 256 (Gemma): one head, 16 warps, one CTA per SM (512 threads).
+  auto gemma =
+      chooseProjectionGemmSchedules(gemmShape(3072, 16, 2, 256), kH100);
+  ASSERT_EQ(gemma.size(), 3u);
+  EXPECT_EQ(gemma[2].tileRows, 256);
+  EXPECT_EQ(gemma[2].blockSize(), 512);
+  EXPECT_EQ(gemma[2].minCtasPerSM, 1);
+  // 256 + 128 + 1 rows of 144 bytes, 3 stages.
+  EXPECT_EQ(gemma[2].dynamicSharedBytes, 3 * 385 * 144);
+}
+
+TEST(ProjectionGemmSchedule, NormsAndTargets) {
+  // No norm (the unfused qkv_proj kernel): only the x rows are staged.
+  auto none = chooseProjectionGemmSchedules(
+      gemmShape(4096, 32, 8, 128, ProjectionNorm::None, false), kH100);
+  ASSERT_EQ(none.size(), 3u);
+  EXPECT_EQ(none[2].stageRows, 128 + 64);
+  // RMSNorm without a residual: x and the norm weight.
+  auto noResidual = chooseProjectionGemmSchedules(
+      gemmShape(4096, 32, 8, 128, ProjectionNorm::FoldableRMS, false), kH100);
+  EXPECT_EQ(noResidual[2].stageRows, 128 + 64 + 1);
+  // LayerNorm (or a norm output the kernel writes): no GEMM variant.
+  EXPECT_TRUE(chooseProjectionGemmSchedules(
+                  gemmShape(4096, 32, 8, 128, ProjectionNorm::Other), kH100)
+                  .empty());
+  // No tensor cores, or hidden not a multiple of 64.
+  EXPECT_TRUE(
+      chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), kTuring)
+          .empty());
+  EXPECT_TRUE(chooseProjectionGemmSchedules(gemmShape(4064, 32, 8, 128), kH100)
+                  .empty());
+  // sm_80 (163 KiB per CTA, 108 SMs): 3 stages still fit at 64 tokens;
+  // 48 x 4 = 192 <= 216.
+  auto ampere =
+      chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), kAmpere);
+  ASSERT_EQ(ampere.size(), 3u);
+  EXPECT_EQ(ampere[2].stages, 3);
+  EXPECT_EQ(ampere[2].kSplit, 4);
+  // sm_89 (99 KiB = 101376 bytes, less 16): 3 x 37008 = 111024 does not fit,
+  // 2 stages (74016) do; 32 tokens (193 rows, 83376 bytes) keep 3.
+  auto ada = chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), kAda);
+  ASSERT_EQ(ada.size(), 3u);
+  EXPECT_EQ(ada[1].stages, 3);
+  EXPECT_EQ(ada[2].stages, 2);
+  EXPECT_EQ(ada[2].dynamicSharedBytes, 2 * 257 * 144);
+}
+
 /// Hq, Hkv, D with pages of 16 slots.
 AttentionShape attention(int64_t hq, int64_t hkv, int64_t d) {
   return {hq, hkv, d, 16, hq / hkv};

@@ -1,6 +1,7 @@
 //===- Mma.cpp - m16n8k16 tensor-core fragments ---------------------------===//
 
 #include "Mma.h"
+#include "AsyncCopy.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -45,4 +46,23 @@ SmallVector<Value, 4> mlir::fusion::mmaM16N8K16(ImplicitLocOpBuilder &b,
 Value mlir::fusion::getFragmentPair(ImplicitLocOpBuilder &b, Value v,
                                     int64_t at) {
   return vector::ShuffleOp::create(b, v, v, ArrayRef<int64_t>{at, at + 1});
+}
+
+SmallVector<Value, 4> mlir::fusion::loadMatrixX4(ImplicitLocOpBuilder &b,
+                                                 Value shared, Value byteOffset,
+                                                 Type elementType) {
+  Type i32 = b.getI32Type();
+  auto resultType =
+      LLVM::LLVMStructType::getLiteral(b.getContext(), {i32, i32, i32, i32});
+  Value matrices = NVVM::LdMatrixOp::create(
+      b, resultType, offsetPointer(b, shared, byteOffset), /*num=*/4,
+      NVVM::MMALayout::row,
+      NVVM::LdStMatrixShapeAttr::get(b.getContext(), 8, 8),
+      NVVM::LdStMatrixEltType::B16);
+  auto pairType = VectorType::get({2}, elementType);
+  SmallVector<Value, 4> pairs;
+  for (int64_t i = 0; i < 4; ++i)
+    pairs.push_back(LLVM::BitcastOp::create(
+        b, pairType, LLVM::ExtractValueOp::create(b, matrices, i)));
+  return pairs;
 }

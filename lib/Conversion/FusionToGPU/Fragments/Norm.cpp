@@ -43,7 +43,6 @@ public:
     thread = warpOnly ? laneId(b) : threadIdX(b);
     threads = warpOnly ? 32 : blockSize;
     xBase = mulI(b, token, spec.hidden);
-    one = splat(b, constF32(b, 1.0), kVectorWidth);
   }
 
   int64_t getThreads() const { return threads; }
@@ -56,7 +55,7 @@ private:
   Value row, rowBase, writeOutputs, scratch;
   int64_t blockSize;
   bool warpOnly, rms;
-  Value thread, xBase, one;
+  Value thread, xBase;
   int64_t threads;
   /// 1 / sqrt(variance + eps) and (layernorm) the mean.
   Value inv, mean;
@@ -113,9 +112,7 @@ private:
 Value NormRowEmitter::makeY(ImplicitLocOpBuilder &ib, Value h, Value w,
                             Value bias, Value invV, Value meanV) {
   Value h32 = extToF32(ib, h);
-  Value w32 = extToF32(ib, w);
-  if (spec.unitOffset && rms)
-    w32 = addF(ib, w32, one);
+  Value w32 = getNormWeightF32(ib, spec, w);
   Value y32;
   if (rms) {
     y32 = mulF(ib, mulF(ib, h32, invV), w32);
@@ -136,8 +133,7 @@ void NormRowEmitter::statistics(Value total,
   Value eps = constF32(b, spec.epsilon);
   total = reduce(total);
   if (rms) {
-    Value meanSquare = divF(b, total, hidden);
-    inv = rsqrtF32(b, addF(b, meanSquare, eps));
+    inv = getRMSInverse(b, spec, total);
     return;
   }
   mean = divF(b, total, hidden);
@@ -235,6 +231,24 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
     emitter.emitInRegisters();
   else
     emitter.emitLooped();
+}
+
+Value mlir::fusion::getRMSInverse(ImplicitLocOpBuilder &b, const NormSpec &spec,
+                                  Value sumSquares) {
+  Value meanSquare =
+      divF(b, sumSquares, constF32(b, static_cast<double>(spec.hidden)));
+  return rsqrtF32(b, addF(b, meanSquare, constF32(b, spec.epsilon)));
+}
+
+Value mlir::fusion::getNormWeightF32(ImplicitLocOpBuilder &b,
+                                     const NormSpec &spec, Value w) {
+  Value w32 = extToF32(b, w);
+  if (!spec.unitOffset || spec.kind != NormSpec::Kind::RMS)
+    return w32;
+  Value one = constF32(b, 1.0);
+  if (auto vector = dyn_cast<VectorType>(w32.getType()))
+    one = splat(b, one, vector.getNumElements());
+  return addF(b, w32, one);
 }
 
 NormSpec mlir::fusion::getNormSpec(Operation *norm, const KernelArgs &args) {

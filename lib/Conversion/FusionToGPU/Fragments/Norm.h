@@ -51,6 +51,16 @@ void emitNormalizeToken(ImplicitLocOpBuilder &b, const NormSpec &spec,
                         Value writeOutputs, Value scratch, int64_t blockSize,
                         bool warpOnly = false, int64_t maxRegisterChunks = 4);
 
+/// The RMSNorm scale `1 / sqrt(sumSquares / H + eps)` (f32) of a token from
+/// the fp32 sum of its h^2, with a correctly rounded sqrt and division.
+Value getRMSInverse(ImplicitLocOpBuilder &b, const NormSpec &spec,
+                    Value sumSquares);
+
+/// The norm weight `w` (activation type, scalar or vector) as the f32 factor
+/// the normalised row is multiplied by: w32, or w32 + 1 for an RMSNorm with
+/// unit_offset.
+Value getNormWeightF32(ImplicitLocOpBuilder &b, const NormSpec &spec, Value w);
+
 /// The NormSpec of `norm` (a fusion.rmsnorm or fusion.layernorm; null: a
 /// `None` spec) with its buffers bound to `args` (null where a value is not
 /// a kernel operand or result); `hidden` and `elementType` are the caller's.

@@ -54,6 +54,11 @@ FailureOr<ProjectionPlan> analyseProjection(KernelOp kernel,
 /// The shape the projection schedules take.
 ProjectionShape getProjectionShape(const ProjectionPlan &p);
 
+/// The shape the GEMM-shaped variant's schedules take (its norm is
+/// `Other` for a LayerNorm and for an RMSNorm whose output the kernel
+/// yields).
+ProjectionGemmShape getProjectionGemmShape(const ProjectionPlan &p);
+
 /// Creates the gpu.func `entry` with `launch`'s parameters and `blockSize`
 /// threads and binds `p` to its arguments (RoPE table: that of the primary
 /// entry, shared by its variants); `b` is left in its body.
@@ -125,6 +130,24 @@ LogicalResult emitProjectionMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
                                        const ProjectionMmaSchedule &s,
                                        KernelLaunch &launch,
                                        const TargetInfo &target);
+
+/// Inserts the GEMM-shaped variant's workspaces (schedule `s`, `rows`
+/// weight rows) before the scalars of `params`: partial_out
+/// [batch, kSplit, rows] (f32), with an RMSNorm partial_stats
+/// [batch, rowTiles * kSplit] (f32: per-token partial sums of h^2), and
+/// split_counters [batch, rowTiles] (i32, zero before the first launch; the
+/// kernel leaves it zero). Every GEMM variant of a kernel takes the same.
+void appendProjectionGemmWorkspaces(SmallVector<KernelParam> &params,
+                                    const ProjectionGemmSchedule &s,
+                                    int64_t rows, bool rmsNorm,
+                                    MLIRContext *context);
+
+/// Adds the GEMM-shaped variant of a projection kernel with schedule `s` to
+/// `launch`, whose params hold its workspaces (ProjectionGemmKernel.cpp).
+LogicalResult
+emitProjectionGemmVariant(KernelOp kernel, gpu::GPUModuleOp module,
+                          ProjectionPlan p, const ProjectionGemmSchedule &s,
+                          KernelLaunch &launch, const TargetInfo &target);
 
 } // namespace mlir::fusion
 

@@ -132,6 +132,23 @@ ProjectionShape mlir::fusion::getProjectionShape(const ProjectionPlan &p) {
   return {p.hidden, p.pairs, getTypeBytes(p.act)};
 }
 
+ProjectionGemmShape
+mlir::fusion::getProjectionGemmShape(const ProjectionPlan &p) {
+  ProjectionGemmShape shape;
+  shape.projection = getProjectionShape(p);
+  shape.headDim = p.headDim;
+  shape.heads = p.hq + 2 * p.hkv;
+  if (RMSNormOp rms = p.ops.rms) {
+    bool yielded = llvm::any_of(rms.getResult().getUsers(),
+                                [](Operation *u) { return isa<YieldOp>(u); });
+    shape.norm = yielded ? ProjectionNorm::Other : ProjectionNorm::FoldableRMS;
+    shape.residual = static_cast<bool>(rms.getResidual());
+  } else if (p.ops.layer) {
+    shape.norm = ProjectionNorm::Other;
+  }
+  return shape;
+}
+
 /// The module global holding the RoPE inverse frequencies of the kernel
 /// `entry` (shared by its variants).
 static std::string getInvFreqTableName(StringRef entry) {

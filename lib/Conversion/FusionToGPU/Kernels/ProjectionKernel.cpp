@@ -256,14 +256,23 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
     return failure();
   ProjectionPlan &p = *analysed;
   ProjectionShape shape = getProjectionShape(p);
-  std::optional<ProjectionMmaSchedule> mma =
-      chooseProjectionMmaSchedule(shape, target);
+  // The GEMM-shaped variants where they apply, else the tensor-core one.
+  ProjectionGemmShape gemmShape = getProjectionGemmShape(p);
+  SmallVector<ProjectionGemmSchedule, 3> gemm =
+      chooseProjectionGemmSchedules(gemmShape, target);
+  std::optional<ProjectionMmaSchedule> mma;
+  if (gemm.empty())
+    mma = chooseProjectionMmaSchedule(shape, target);
   ProjectionSchedule s =
-      chooseProjectionSchedule(shape, mma.has_value(), target);
+      chooseProjectionSchedule(shape, mma || !gemm.empty(), target);
 
   KernelLaunch launch;
   launch.entry = kernel.getSymName().str();
   launch.params = getDefaultKernelParams(kernel);
+  if (!gemm.empty())
+    appendProjectionGemmWorkspaces(
+        launch.params, gemm.front(), p.rows,
+        gemmShape.norm == ProjectionNorm::FoldableRMS, kernel.getContext());
   launch.blockSize = s.blockSize;
   launch.grid = {std::to_string(s.grid), "1", "1"};
   ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
@@ -281,5 +290,8 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
   if (mma &&
       failed(emitProjectionMmaVariant(kernel, module, p, *mma, launch, target)))
     return failure();
+  for (const ProjectionGemmSchedule &g : gemm)
+    if (failed(emitProjectionGemmVariant(kernel, module, p, g, launch, target)))
+      return failure();
   return launch;
 }

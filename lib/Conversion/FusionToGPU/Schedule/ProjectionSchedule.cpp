@@ -49,7 +49,7 @@ mlir::fusion::chooseProjectionMmaSchedule(const ProjectionShape &shape,
 
 ProjectionSchedule
 mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
-                                       bool hasMmaVariant,
+                                       bool hasBatchVariant,
                                        const TargetInfo &target) {
   ProjectionSchedule s;
   const int64_t smCount = target.getSMCount();
@@ -68,7 +68,7 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
     s.batchTile /= 2;
   // With the tensor-core variant, this kernel only runs at batch 1: a tile
   // of one token (entries 11 and 14).
-  s.batchTile = std::min<int64_t>(s.batchTile, hasMmaVariant ? 1 : 4);
+  s.batchTile = std::min<int64_t>(s.batchTile, hasBatchVariant ? 1 : 4);
   const int64_t chunks = shape.hidden / 256;
   s.unroll = chunks >= 2 ? 2 : 1;
   // Ask ptxas for at least 3 CTAs per SM (.minnctapersm; bounds the
@@ -84,4 +84,63 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
                   (ctaShared + target.getReservedSharedBytesPerCTA()),
               target.getMaxThreadsPerSM() / s.blockSize}));
   return s;
+}
+
+/// The largest tile of whole heads for the GEMM-shaped variant: m * headDim
+/// rows with m dividing `heads`, at most 128 rows (one head when a head is
+/// larger); 0 when that is not a multiple of 16 rows or above 256.
+static int64_t chooseGemmTileRows(int64_t headDim, int64_t heads) {
+  int64_t m = std::max<int64_t>(1, 128 / headDim);
+  while (m > 1 && heads % m != 0)
+    --m;
+  const int64_t rows = m * headDim;
+  return rows % 16 == 0 && rows <= 256 ? rows : 0;
+}
+
+llvm::SmallVector<ProjectionGemmSchedule, 3>
+mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
+                                            const TargetInfo &target) {
+  const ProjectionShape &proj = shape.projection;
+  constexpr int64_t kStageK = 64;
+  const int64_t tileRows = chooseGemmTileRows(shape.headDim, shape.heads);
+  if (!target.hasTensorCores() || shape.norm == ProjectionNorm::Other ||
+      proj.hidden % kStageK != 0 || tileRows == 0)
+    return {};
+  ProjectionGemmSchedule base;
+  base.tileRows = tileRows;
+  base.rowTiles = shape.heads * shape.headDim / tileRows;
+  base.stageK = kStageK;
+  // Split k until the grid would pass two CTAs per SM (docs/performance.md
+  // entry 15: split-K is what fills the GPU; non-powers of two were slower).
+  base.kSplit = 8;
+  while (base.kSplit > 1 &&
+         (base.rowTiles * base.kSplit > 2 * target.getSMCount() ||
+          proj.hidden % (kStageK * base.kSplit) != 0))
+    base.kSplit /= 2;
+  base.pitchBytes = kStageK * proj.elementBytes + 16;
+  llvm::SmallVector<ProjectionGemmSchedule, 3> schedules;
+  for (auto [tokens, minBatch] :
+       {std::pair<int64_t, int64_t>{16, 2}, {32, 17}, {64, 33}}) {
+    ProjectionGemmSchedule s = base;
+    s.tileTokens = tokens;
+    s.minBatch = minBatch;
+    s.stageRows = tileRows + tokens * (shape.residual ? 2 : 1) +
+                  (shape.norm == ProjectionNorm::FoldableRMS ? 1 : 0);
+    const int64_t budget =
+        target.getMaxSharedBytesPerCTA() - kGemmStaticSharedBytes;
+    s.stages = 3;
+    while (s.stages > 2 && s.stages * s.stageRows * s.pitchBytes > budget)
+      --s.stages;
+    s.dynamicSharedBytes = s.stages * s.stageRows * s.pitchBytes;
+    if (s.dynamicSharedBytes > budget)
+      break;
+    const int64_t ctaShared = s.dynamicSharedBytes + kGemmStaticSharedBytes +
+                              target.getReservedSharedBytesPerCTA();
+    s.minCtasPerSM = s.blockSize() <= 256 &&
+                             2 * ctaShared <= target.getOccupancySharedBytes()
+                         ? 2
+                         : 1;
+    schedules.push_back(s);
+  }
+  return schedules;
 }

@@ -14,6 +14,8 @@
 
 #include "../TargetInfo.h"
 
+#include "llvm/ADT/SmallVector.h"
+
 #include <cstdint>
 #include <optional>
 
@@ -75,6 +77,83 @@ struct ProjectionMmaSchedule {
   }
 };
 
+/// How the GEMM-shaped variant would have to treat the kernel's norm.
+enum class ProjectionNorm {
+  /// No norm: the projection's input is a kernel operand.
+  None,
+  /// RMSNorm whose normalised activations are used only by the projection:
+  /// folded into the weight pass (the variant applies).
+  FoldableRMS,
+  /// LayerNorm, or a norm whose output the kernel must also write: the
+  /// variant does not apply (the tensor-core variant takes these kernels).
+  Other,
+};
+
+/// What the GEMM-shaped variant's schedule depends on besides the
+/// ProjectionShape.
+struct ProjectionGemmShape {
+  ProjectionShape projection;
+  /// Elements per head and heads of the packed weight (Hq + 2 Hkv).
+  int64_t headDim = 0, heads = 0;
+  ProjectionNorm norm = ProjectionNorm::None;
+  /// The norm adds a residual (a second activation row per token).
+  bool residual = false;
+};
+
+/// The GEMM-shaped variant's schedule (Kernels/ProjectionGemmKernel.cpp): a
+/// CTA multiplies a tile of `tileRows` weight rows with a tile of up to
+/// `tileTokens` tokens over hidden / kSplit of k, staging both through a
+/// ring of `stages` shared-memory stages of `stageK` k-elements; the kSplit
+/// CTAs of a row tile sum their fp32 partials through global workspaces.
+struct ProjectionGemmSchedule {
+  /// Weight rows per CTA: whole heads, 16 per warp (one m16 mma row block).
+  int64_t tileRows = 0;
+  /// Tokens per token tile (16, 32 or 64: pairs of 8-token mma n-tiles).
+  int64_t tileTokens = 0;
+  /// CTAs that split the hidden dimension of a row tile (split-K).
+  int64_t kSplit = 1;
+  /// k-elements per pipeline stage and stages in the ring.
+  int64_t stageK = 64, stages = 3;
+  /// Row tiles (rows / tileRows); the grid has rowTiles * kSplit CTAs.
+  int64_t rowTiles = 0;
+  /// Rows of one stage: the weight rows, the token rows, the residual rows
+  /// (with a residual) and one row of the norm weight (RMSNorm).
+  int64_t stageRows = 0;
+  /// Bytes between two staged rows: stageK elements and 16 bytes of padding
+  /// (8 consecutive rows then start in 8 different 16-byte bank groups, so
+  /// ldmatrix is conflict-free).
+  int64_t pitchBytes = 0;
+  /// Dynamic shared memory: stages * stageRows * pitchBytes.
+  int64_t dynamicSharedBytes = 0;
+  /// Smallest batch this variant is launched for.
+  int64_t minBatch = 0;
+  /// `.minnctapersm` hint: 2 where two CTAs fit an SM's threads and shared
+  /// memory at up to 256 threads (ptxas then keeps to 128 registers), else 1.
+  int64_t minCtasPerSM = 1;
+
+  int64_t warps() const { return tileRows / 16; }
+  int64_t blockSize() const { return 32 * warps(); }
+  int64_t grid() const { return rowTiles * kSplit; }
+};
+
+/// Static shared memory of a GEMM-shaped variant (its arrival flag, padded).
+inline constexpr int64_t kGemmStaticSharedBytes = 16;
+
+/// The GEMM-shaped variants of a projection kernel, by ascending minBatch
+/// (token tiles of 16 from batch 2, 32 from 17, 64 from 33; larger batches
+/// loop over tiles of 64), or none where the variant does not apply: no
+/// tensor cores (sm < 80: cp.async, ldmatrix), a norm other than a
+/// foldable RMSNorm, hidden not a multiple of 64 (whole stages), or no
+/// tile of whole heads that is a multiple of 16 rows. tileRows is the
+/// largest multiple m * headDim <= 128 with m dividing heads (headDim
+/// itself when above 128), kSplit the largest power of two up to 8 with
+/// rowTiles * kSplit <= 2 * SMs and hidden a multiple of 64 * kSplit, and
+/// stages 3 (2 where 3 do not fit the target's shared memory per CTA, less
+/// kGemmStaticSharedBytes).
+llvm::SmallVector<ProjectionGemmSchedule, 3>
+chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
+                              const TargetInfo &target);
+
 /// Smallest batch the tensor-core variant is launched for (it beats the
 /// CUDA-core kernel from batch 2 and loses at batch 1: docs/performance.md,
 /// optimisation log entry 10).
@@ -87,11 +166,11 @@ std::optional<ProjectionMmaSchedule>
 chooseProjectionMmaSchedule(const ProjectionShape &shape,
                             const TargetInfo &target);
 
-/// The CUDA-core kernel's schedule; `hasMmaVariant` when
-/// chooseProjectionMmaSchedule gave one (then this kernel runs only at
-/// batch 1, with tiles of one token).
+/// The CUDA-core kernel's schedule; `hasBatchVariant` when
+/// chooseProjectionGemmSchedules or chooseProjectionMmaSchedule gave one
+/// (then this kernel runs only at batch 1, with tiles of one token).
 ProjectionSchedule chooseProjectionSchedule(const ProjectionShape &shape,
-                                            bool hasMmaVariant,
+                                            bool hasBatchVariant,
                                             const TargetInfo &target);
 
 } // namespace mlir::fusion

@@ -98,6 +98,47 @@ StringRef ProjectionMmaScheduleAttr::getKindName() const {
   return "projection_mma";
 }
 
+LogicalResult ProjectionGemmScheduleAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t threads,
+    int64_t warps, int64_t grid, int64_t tileRows, int64_t tileTokens,
+    int64_t kSplit, int64_t stageK, int64_t stages, int64_t minCtasPerSm) {
+  StringRef kind = getMnemonic();
+  if (failed(verifySchedule(emitError, kind, threads,
+                            {{"warps", warps},
+                             {"grid", grid},
+                             {"tile_rows", tileRows},
+                             {"tile_tokens", tileTokens},
+                             {"k_split", kSplit},
+                             {"stage_k", stageK},
+                             {"stages", stages},
+                             {"min_ctas_per_sm", minCtasPerSm}})) ||
+      failed(verifyWarps(emitError, kind, threads, warps)))
+    return failure();
+  if (tileRows != 16 * warps)
+    return emitError() << kind << " tile_rows (" << tileRows
+                       << ") must be 16 x warps (" << warps
+                       << "): one mma row block per warp";
+  if (tileTokens % 16 != 0)
+    return emitError() << kind << " tile_tokens (" << tileTokens
+                       << ") must be a multiple of 16 (pairs of mma n-tiles)";
+  if (stageK % 16 != 0)
+    return emitError() << kind << " stage_k (" << stageK
+                       << ") must be a multiple of 16 (the mma k-step)";
+  if (grid % kSplit != 0)
+    return emitError() << kind << " grid (" << grid
+                       << ") must be a multiple of k_split (" << kSplit
+                       << "): k_split CTAs per row tile";
+  if (stages < 2)
+    return emitError() << kind << " stages (" << stages
+                       << ") must be at least 2 (one stage in flight while "
+                          "one is computed)";
+  return success();
+}
+
+StringRef ProjectionGemmScheduleAttr::getKindName() const {
+  return "projection_gemm";
+}
+
 LogicalResult SplitKvAttentionScheduleAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t threads,
     int64_t maxSplits, int64_t headsPerCta, int64_t headBlocks,

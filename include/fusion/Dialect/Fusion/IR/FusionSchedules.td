@@ -81,6 +81,32 @@ def Fusion_ProjectionMmaScheduleAttr
                         "int64_t":$k_vectors, "int64_t":$k_split);
 }
 
+def Fusion_ProjectionGemmScheduleAttr
+    : Fusion_ScheduleAttr<"ProjectionGemmSchedule",
+                          "projection_gemm_schedule"> {
+  let summary = "schedule of the GEMM-shaped projection variant";
+  let description = [{
+    Kind `projection_gemm` (the schedule of a #fusion.variant, launched from
+    its `min_batch`): `warps` warps per CTA (`threads` = 32 x `warps`), each
+    computing 16 of the CTA's `tile_rows` weight rows (whole heads; `warps`
+    = `tile_rows` / 16) for a tile of `tile_tokens` tokens (a multiple of
+    16); `k_split` CTAs share a row tile, each taking 1/`k_split` of the
+    reduction in pipeline stages of `stage_k` elements (a multiple of 16)
+    through a ring of `stages` shared-memory stages, so `grid` is the row
+    tiles times `k_split`; `min_ctas_per_sm` is the `.minnctapersm` hint.
+
+    ```mlir
+    #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192,
+        tile_rows = 128, tile_tokens = 16, k_split = 4, stage_k = 64,
+        stages = 3, min_ctas_per_sm = 2>
+    ```
+  }];
+  let parameters = (ins "int64_t":$threads, "int64_t":$warps, "int64_t":$grid,
+                        "int64_t":$tile_rows, "int64_t":$tile_tokens,
+                        "int64_t":$k_split, "int64_t":$stage_k,
+                        "int64_t":$stages, "int64_t":$min_ctas_per_sm);
+}
+
 def Fusion_SplitKvAttentionScheduleAttr
     : Fusion_ScheduleAttr<"SplitKvAttentionSchedule",
                           "split_kv_attention_schedule"> {

@@ -1,0 +1,44 @@
+//===- AsyncCopy.h - cp.async global -> shared copies -----------*- C++ -*-===//
+//
+// The Ampere-style asynchronous copy pipeline (sm_80+, PTX ISA "cp.async"):
+// 16-byte copies from global to shared memory that bypass the registers
+// (`.cg`: cached in L2 only), committed in groups and waited for by group
+// count. The copies address memory through LLVM pointers: global buffers
+// through getGlobalPointer, shared memory through getDynamicSharedPointer
+// (Abi.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_LIB_CONVERSION_FUSIONTOGPU_FRAGMENTS_ASYNCCOPY_H
+#define FUSION_LIB_CONVERSION_FUSIONTOGPU_FRAGMENTS_ASYNCCOPY_H
+
+#include "../KernelBuilder.h"
+
+namespace mlir::fusion {
+
+/// The device address of the flat buffer `buffer` (a gpu.func argument) as a
+/// global-space pointer (`!llvm.ptr<1>`).
+Value getGlobalPointer(ImplicitLocOpBuilder &b, Value buffer);
+
+/// `pointer + byteOffset` (an `index`), in pointer's address space.
+Value offsetPointer(ImplicitLocOpBuilder &b, Value pointer, Value byteOffset);
+
+/// `cp.async.cg.shared.global [shared + sharedByte], [global + globalByte],
+/// 16`: this thread's copy of 16 bytes. `shared` is a `!llvm.ptr<3>`,
+/// `global` a `!llvm.ptr<1>`, the byte offsets are `index` values and both
+/// addresses must be 16-byte aligned.
+void copyAsync16(ImplicitLocOpBuilder &b, Value shared, Value sharedByte,
+                 Value global, Value globalByte);
+
+/// `cp.async.commit_group`: closes the group of this thread's copies issued
+/// since the last commit (an empty group is allowed).
+void commitAsyncCopies(ImplicitLocOpBuilder &b);
+
+/// `cp.async.wait_group pending`: waits until at most `pending` of this
+/// thread's committed groups are still in flight. Other threads' copies need
+/// a barrier after it before they are read.
+void waitAsyncCopies(ImplicitLocOpBuilder &b, int64_t pending);
+
+} // namespace mlir::fusion
+
+#endif // FUSION_LIB_CONVERSION_FUSIONTOGPU_FRAGMENTS_ASYNCCOPY_H

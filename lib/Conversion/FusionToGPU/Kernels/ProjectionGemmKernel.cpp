@@ -1,0 +1,532 @@
+//===- ProjectionGemmKernel.cpp - the GEMM-shaped projection variant ------===//
+//
+// With tensor cores and a foldable norm (chooseProjectionGemmSchedules), the
+// projection kernel gets GEMM-shaped batch variants `<entry>_gemm<T>` (T =
+// tokens per tile) that stream the weights once per tile of up to 64 tokens
+// (docs/performance.md, optimisation log entries 15 and 16; the design was
+// measured in CUDA C as `gemmNorm` in bench/diagnostics/gemm_projection.cu).
+//
+// CTA (rowTile, rank) of the grid [rowTiles * kSplit] multiplies weight rows
+// [rowTile * R, +R) (R = tileRows: whole heads, 16 rows per warp) with
+// every token of the tile over k in [rank * H / kSplit, +H / kSplit). Each
+// pipeline stage holds stageK k-elements of the R weight rows, of the T
+// token rows (x), of the T residual rows and of the norm weight, copied by
+// 16-byte cp.async.cg into a ring of `stages` stages (rows padded by 16
+// bytes: ldmatrix is conflict-free). Per stage, with an RMSNorm:
+//   h = round(x + residual) in place of x (x itself without a residual),
+//   written to residual_out by the CTAs of row tile 0; sum(h32^2)
+//   accumulated per token in fp32.
+// Then every warp multiplies its 16 rows with the T tokens (ldmatrix.x4 +
+// mma.m16n8k16, fp32 accumulators), the weight fragments first multiplied
+// by the norm weight: round(W32 * w32) (w32 + 1 with unit_offset).
+//
+// Split-K without clusters: every CTA writes its fp32 partial tile
+// (partial_out [batch, kSplit, rows]) and its per-token partial sums of
+// squares (partial_stats [batch, rowTiles * kSplit]), fences (membar.gl),
+// and thread 0 increments the arrival counter of (token tile, row tile) in
+// split_counters [batch, rowTiles]. The CTA that sees kSplit - 1 resets the
+// counter to 0 (so the workspace stays zero for the next launch or graph
+// replay), fences, sums the kSplit partials of each output row pair in a
+// fixed order, scales them by 1 / sqrt(sum(h^2) / H + eps) and runs the
+// common pair epilogue (bias, rounding, RoPE, q/k/v and KV-cache stores).
+// So the projection is round(rstd * sum_k h round(w W) + bias) where the
+// CUDA-core kernel computes round(sum_k round(h * rstd * w) W + bias): one
+// rounding per product term in both, at another place.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Fragments/AsyncCopy.h"
+#include "../Fragments/Mma.h"
+#include "../Fragments/Reduce.h"
+#include "Projection.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::fusion;
+
+namespace {
+
+/// The variant's body for one schedule.
+struct GemmKernel {
+  const ProjectionPlan &p;
+  const ProjectionGemmSchedule &s;
+  /// Dynamic shared memory as an element-typed memref and as a pointer;
+  /// the flag by which thread 0 tells the CTA that it arrived last.
+  Value smem, smemPtr, lastFlag;
+  /// Global pointers of the staged buffers (null where absent).
+  Value weightPtr, inputPtr, residualPtr, normWeightPtr;
+  /// The workspaces.
+  Value partials, stats, counters;
+  Value tid, lane, warp, rank, rowTile, kBegin, isRowTile0;
+  bool rms = false, residual = false;
+
+  int64_t chunksPerRow() const { return s.stageK / kVectorWidth; }
+  int64_t pitch() const { return s.pitchBytes / getTypeBytes(p.act); }
+  int64_t steps() const { return p.hidden / s.kSplit / s.stageK; }
+  int64_t tokenRow() const { return s.tileRows; }
+  int64_t residualRow() const { return s.tileRows + s.tileTokens; }
+  int64_t normWeightRow() const { return s.stageRows - 1; }
+  int64_t foldIters() const {
+    return llvm::divideCeil(s.tileTokens * chunksPerRow(), s.blockSize());
+  }
+  /// Element offset of element `col` of row `row` of stage `slot`.
+  Value smemAt(ImplicitLocOpBuilder &b, Value slot, int64_t row, Value col) {
+    return addI(b, mulI(b, addI(b, mulI(b, slot, s.stageRows), row), pitch()),
+                col);
+  }
+
+  void emitBody(ImplicitLocOpBuilder &b);
+  void emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart, Value count);
+  void copyRows(ImplicitLocOpBuilder &b, Value src, int64_t rows,
+                int64_t firstRow, Value slot, Value k,
+                llvm::function_ref<Value(ImplicitLocOpBuilder &, Value)> rowAt);
+  void issueStage(ImplicitLocOpBuilder &b, Value tileStart, Value lastToken,
+                  Value step);
+  SmallVector<Value> foldActivations(ImplicitLocOpBuilder &b, Value slot,
+                                     Value step, Value tileStart, Value count,
+                                     ArrayRef<Value> sums);
+  void scaleByNormWeight(ImplicitLocOpBuilder &b, Value slot, int64_t kk,
+                         SmallVector<Value, 4> &a);
+  void multiplyStage(ImplicitLocOpBuilder &b, Value slot,
+                     SmallVector<Value> &acc);
+  void publishPartials(ImplicitLocOpBuilder &b, Value tileStart, Value count,
+                       ArrayRef<Value> acc, ArrayRef<Value> sums);
+  void emitArrival(ImplicitLocOpBuilder &b, Value tileStart);
+  void emitReduction(ImplicitLocOpBuilder &b, Value tileStart, Value count);
+};
+
+} // namespace
+
+void GemmKernel::emitBody(ImplicitLocOpBuilder &b) {
+  tid = threadIdX(b);
+  lane = laneId(b);
+  warp = warpId(b);
+  rank = remUI(b, blockIdX(b), constIndex(b, s.kSplit));
+  rowTile = divUI(b, blockIdX(b), constIndex(b, s.kSplit));
+  kBegin = mulI(b, rank, p.hidden / s.kSplit);
+  isRowTile0 = cmpI(b, CmpIPredicate::eq, rowTile, constIndex(b, 0));
+  forEachTokenTile(b, p.batch, s.tileTokens,
+                   [&](ImplicitLocOpBuilder &tb, Value tileStart, Value count) {
+                     emitTokenTile(tb, tileStart, count);
+                   });
+}
+
+/// Copies k-elements [k, k + stageK) of `rows` rows of `src` (row r starts
+/// at element rowAt(r)) to rows firstRow.. of stage `slot`: 16 bytes per
+/// thread and copy, the CTA's threads over the rows' chunks.
+void GemmKernel::copyRows(
+    ImplicitLocOpBuilder &b, Value src, int64_t rows, int64_t firstRow,
+    Value slot, Value k,
+    llvm::function_ref<Value(ImplicitLocOpBuilder &, Value)> rowAt) {
+  const int64_t chunks = rows * chunksPerRow(), threads = s.blockSize();
+  const int64_t elemBytes = getTypeBytes(p.act);
+  for (int64_t it = 0; it * threads < chunks; ++it) {
+    Value c = addI(b, tid, it * threads);
+    auto copy = [&](ImplicitLocOpBuilder &cb) {
+      Value r = divUI(cb, c, constIndex(cb, chunksPerRow()));
+      Value col =
+          mulI(cb, remUI(cb, c, constIndex(cb, chunksPerRow())), kVectorWidth);
+      Value srcElem = addI(cb, addI(cb, rowAt(cb, r), k), col);
+      Value dst =
+          smemAt(cb, slot, firstRow, addI(cb, mulI(cb, r, pitch()), col));
+      copyAsync16(cb, smemPtr, mulI(cb, dst, elemBytes), src,
+                  mulI(cb, srcElem, elemBytes));
+    };
+    if ((it + 1) * threads <= chunks)
+      copy(b);
+    else
+      ifThen(b, cmpI(b, CmpIPredicate::ult, c, constIndex(b, chunks)), copy);
+  }
+}
+
+/// Issues the copies of pipeline step `step` into stage step % stages and
+/// commits them as one group. Token rows past the batch repeat its last
+/// token (`lastToken`); their results are never stored.
+void GemmKernel::issueStage(ImplicitLocOpBuilder &b, Value tileStart,
+                            Value lastToken, Value step) {
+  const int64_t H = p.hidden;
+  Value slot = remUI(b, step, constIndex(b, s.stages));
+  Value k = addI(b, kBegin, mulI(b, step, s.stageK));
+  Value n0 = mulI(b, rowTile, s.tileRows);
+  copyRows(b, weightPtr, s.tileRows, 0, slot, k,
+           [&](ImplicitLocOpBuilder &ib, Value r) {
+             return mulI(ib, addI(ib, n0, r), H);
+           });
+  auto tokenAt = [&](ImplicitLocOpBuilder &ib, Value r) {
+    return mulI(ib, minUI(ib, addI(ib, tileStart, r), lastToken), H);
+  };
+  copyRows(b, inputPtr, s.tileTokens, tokenRow(), slot, k, tokenAt);
+  if (residual)
+    copyRows(b, residualPtr, s.tileTokens, residualRow(), slot, k, tokenAt);
+  if (rms)
+    copyRows(
+        b, normWeightPtr, 1, normWeightRow(), slot, k,
+        [&](ImplicitLocOpBuilder &ib, Value) { return constIndex(ib, 0); });
+  commitAsyncCopies(b);
+}
+
+/// The norm's pass over stage `slot` (step `step`): h = round(x + r) in
+/// place of x (with a residual), residual_out, and the sums of h^2 (`sums`:
+/// one f32 per chunk of this thread, whose token is the same in every
+/// step). Returns the new sums.
+SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
+                                               Value slot, Value step,
+                                               Value tileStart, Value count,
+                                               ArrayRef<Value> sums) {
+  const int64_t chunks = s.tileTokens * chunksPerRow(), H = p.hidden;
+  Value k = addI(b, kBegin, mulI(b, step, s.stageK));
+  SmallVector<Value> result;
+  for (int64_t it = 0; it < foldIters(); ++it) {
+    Value c = addI(b, tid, it * s.blockSize());
+    auto fold = [&](ImplicitLocOpBuilder &fb) -> SmallVector<Value> {
+      Value t = divUI(fb, c, constIndex(fb, chunksPerRow()));
+      Value col =
+          mulI(fb, remUI(fb, c, constIndex(fb, chunksPerRow())), kVectorWidth);
+      Value inRow = addI(fb, mulI(fb, t, pitch()), col);
+      Value xAt = smemAt(fb, slot, tokenRow(), inRow);
+      Value h = loadVector(fb, smem, xAt, kVectorWidth);
+      if (residual) {
+        Value r = loadVector(fb, smem, smemAt(fb, slot, residualRow(), inRow),
+                             kVectorWidth);
+        h = truncFromF32(fb, addF(fb, extToF32(fb, h), extToF32(fb, r)), p.act);
+        storeVector(fb, h, smem, xAt);
+      }
+      if (p.norm.residualOut) {
+        Value writes =
+            andI(fb, isRowTile0, cmpI(fb, CmpIPredicate::ult, t, count));
+        ifThen(fb, writes, [&](ImplicitLocOpBuilder &wb) {
+          Value at =
+              addI(wb, mulI(wb, addI(wb, tileStart, t), H), addI(wb, k, col));
+          storeVector(wb, h, p.norm.residualOut, at);
+        });
+      }
+      Value h32 = extToF32(fb, h);
+      Value squares = vector::ReductionOp::create(
+          fb, vector::CombiningKind::ADD, mulF(fb, h32, h32));
+      return {addF(fb, sums[it], squares)};
+    };
+    if ((it + 1) * s.blockSize() <= chunks)
+      result.push_back(fold(b).front());
+    else
+      result.push_back(ifThenElseValues(b, TypeRange{sums[it].getType()},
+                                        cmpI(b, CmpIPredicate::ult, c,
+                                             constIndex(b, chunks)),
+                                        fold,
+                                        [&](ImplicitLocOpBuilder &) {
+                                          return SmallVector<Value>{sums[it]};
+                                        })
+                           .front());
+  }
+  // The mma reads the rows other threads rewrote.
+  if (residual)
+    barrier(b);
+  return result;
+}
+
+/// This warp's A fragment `a` (columns 2q, 2q + 1 in registers 0, 1 and
+/// 2q + 8, 2q + 9 in registers 2, 3 of k step `kk`) multiplied by the norm
+/// weight of those columns: round(W32 * w32) (w32 + 1 with unit_offset), so
+/// that the norm weight costs no pass over the activations and the weights
+/// cannot overflow (|W w| is small where |h w| need not be).
+void GemmKernel::scaleByNormWeight(ImplicitLocOpBuilder &b, Value slot,
+                                   int64_t kk, SmallVector<Value, 4> &a) {
+  Value col = addI(b, mulI(b, remUI(b, lane, constIndex(b, 4)), 2), kk * 16);
+  for (int64_t half = 0; half < 2; ++half) {
+    Value w = loadVector(
+        b, smem, smemAt(b, slot, normWeightRow(), addI(b, col, 8 * half)), 2);
+    Value w32 = getNormWeightF32(b, p.norm, w);
+    for (int64_t r = 0; r < 2; ++r) {
+      Value &reg = a[2 * half + r];
+      reg = truncFromF32(b, mulF(b, extToF32(b, reg), w32), p.act);
+    }
+  }
+}
+
+/// The mma of one stage: this warp's 16 weight rows (A, row-major) with the
+/// tile's token rows (B, one token per column), stageK / 16 k-steps.
+/// Accumulator 2n + i: tokens 16n + 8i + [0, 8).
+void GemmKernel::multiplyStage(ImplicitLocOpBuilder &b, Value slot,
+                               SmallVector<Value> &acc) {
+  const int64_t pb = s.pitchBytes;
+  Value stageBase = mulI(b, slot, s.stageRows * pb);
+  // ldmatrix.x4 addresses: A matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15)
+  // from lanes 0-15 (row lane % 16, k half lane / 16); B matrices (tokens
+  // 0-7 | 8-15, k half (lane / 8) % 2) so that registers 0, 1 are the B
+  // fragment of tokens 0-7 and registers 2, 3 that of tokens 8-15.
+  Value c16 = constIndex(b, 16), c8 = constIndex(b, 8);
+  Value laneA =
+      addI(b, mulI(b, addI(b, mulI(b, warp, 16), remUI(b, lane, c16)), pb),
+           mulI(b, divUI(b, lane, c16), 16));
+  Value tokenInPair =
+      addI(b, remUI(b, lane, c8), mulI(b, divUI(b, lane, c16), 8));
+  Value laneB =
+      addI(b, mulI(b, addI(b, tokenInPair, tokenRow()), pb),
+           mulI(b, remUI(b, divUI(b, lane, c8), constIndex(b, 2)), 16));
+  for (int64_t kk = 0; kk < s.stageK / 16; ++kk) {
+    Value kByte = addI(b, stageBase, kk * 32);
+    SmallVector<Value, 4> a =
+        loadMatrixX4(b, smemPtr, addI(b, laneA, kByte), p.act);
+    if (rms)
+      scaleByNormWeight(b, slot, kk, a);
+    for (int64_t n = 0; n < s.tileTokens / 16; ++n) {
+      SmallVector<Value, 4> bm = loadMatrixX4(
+          b, smemPtr, addI(b, addI(b, laneB, kByte), n * 16 * pb), p.act);
+      for (int64_t i = 0; i < 2; ++i) {
+        ArrayRef<Value> c = ArrayRef<Value>(acc).slice(4 * (2 * n + i), 4);
+        SmallVector<Value, 4> d =
+            mmaM16N8K16(b, p.act, a, {bm[2 * i], bm[2 * i + 1]}, c);
+        std::copy(d.begin(), d.end(), acc.begin() + 4 * (2 * n + i));
+      }
+    }
+  }
+}
+
+/// Writes this CTA's partial tile and per-token partial sums of squares,
+/// then publishes them (membar.gl, barrier). Lane (g, q) of warp w holds
+/// rows 16w + g (+ 8 for registers 2, 3) for tokens 8n + 2q (+ 1 for
+/// registers 1, 3) in accumulators 4n..4n+3.
+void GemmKernel::publishPartials(ImplicitLocOpBuilder &b, Value tileStart,
+                                 Value count, ArrayRef<Value> acc,
+                                 ArrayRef<Value> sums) {
+  Value g = divUI(b, lane, constIndex(b, 4));
+  Value q = remUI(b, lane, constIndex(b, 4));
+  Value row0 =
+      addI(b, addI(b, mulI(b, rowTile, s.tileRows), mulI(b, warp, 16)), g);
+  for (int64_t n = 0; n < s.tileTokens / 8; ++n)
+    for (int64_t e = 0; e < 4; ++e) {
+      Value t = addI(b, mulI(b, q, 2), 8 * n + (e & 1));
+      ifThen(b, cmpI(b, CmpIPredicate::ult, t, count),
+             [&](ImplicitLocOpBuilder &sb) {
+               Value slotRow =
+                   addI(sb, mulI(sb, addI(sb, tileStart, t), s.kSplit), rank);
+               Value at = addI(sb, mulI(sb, slotRow, p.rows),
+                               addI(sb, row0, 8 * (e >> 1)));
+               storeScalar(sb, acc[4 * n + e], partials, at);
+             });
+    }
+  // The chunkPerRow() threads of a token are consecutive lanes.
+  for (int64_t it = 0; it < static_cast<int64_t>(sums.size()); ++it) {
+    Value total = warpReduce(b, sums[it], ReduceKind::Sum, chunksPerRow());
+    Value c = addI(b, tid, it * s.blockSize());
+    Value t = divUI(b, c, constIndex(b, chunksPerRow()));
+    Value first =
+        cmpI(b, CmpIPredicate::eq, remUI(b, c, constIndex(b, chunksPerRow())),
+             constIndex(b, 0));
+    Value inTile = cmpI(b, CmpIPredicate::ult, c,
+                        constIndex(b, s.tileTokens * chunksPerRow()));
+    Value writes =
+        andI(b, andI(b, first, inTile), cmpI(b, CmpIPredicate::ult, t, count));
+    ifThen(b, writes, [&](ImplicitLocOpBuilder &sb) {
+      Value at = addI(
+          sb,
+          mulI(sb,
+               addI(sb, mulI(sb, addI(sb, tileStart, t), s.rowTiles), rowTile),
+               s.kSplit),
+          rank);
+      storeScalar(sb, total, stats, at);
+    });
+  }
+  fenceGPU(b);
+  barrier(b);
+}
+
+/// Thread 0 counts this CTA's arrival at (token tile, row tile); the CTA
+/// that arrives last resets the counter and sets `lastFlag`.
+void GemmKernel::emitArrival(ImplicitLocOpBuilder &b, Value tileStart) {
+  ifThen(b, cmpI(b, CmpIPredicate::eq, tid, constIndex(b, 0)),
+         [&](ImplicitLocOpBuilder &tb) {
+           Value tokenTile = divUI(tb, tileStart, constIndex(tb, s.tileTokens));
+           Value at = addI(tb, mulI(tb, tokenTile, s.rowTiles), rowTile);
+           Value old = memref::AtomicRMWOp::create(
+               tb, arith::AtomicRMWKind::addi, constI32(tb, 1), counters,
+               ValueRange{at});
+           Value last =
+               cmpI(tb, CmpIPredicate::eq, old, constI32(tb, s.kSplit - 1));
+           storeScalar(tb, arith::ExtUIOp::create(tb, tb.getI32Type(), last),
+                       lastFlag, constIndex(tb, 0));
+           ifThen(tb, last, [&](ImplicitLocOpBuilder &rb) {
+             memref::AtomicRMWOp::create(rb, arith::AtomicRMWKind::assign,
+                                         constI32(rb, 0), counters,
+                                         ValueRange{at});
+           });
+         });
+  barrier(b);
+}
+
+/// The last CTA of a (token tile, row tile): for each of the tile's output
+/// row pairs and tokens, the kSplit partials summed in rank order, scaled by
+/// the token's RMSNorm inverse, and the common pair epilogue.
+void GemmKernel::emitReduction(ImplicitLocOpBuilder &b, Value tileStart,
+                               Value count) {
+  const int64_t tilePairs = s.tileRows / 2;
+  Value work = mulI(b, count, tilePairs);
+  forLoop(b, tid, work, constIndex(b, s.blockSize()),
+          [&](ImplicitLocOpBuilder &lb, Value idx) {
+            Value token =
+                addI(lb, tileStart, divUI(lb, idx, constIndex(lb, tilePairs)));
+            Value pair = addI(lb, mulI(lb, rowTile, tilePairs),
+                              remUI(lb, idx, constIndex(lb, tilePairs)));
+            PairRows rows = getPairRows(lb, p, pair);
+            Value sumA, sumB, squares;
+            for (int64_t r = 0; r < s.kSplit; ++r) {
+              Value base =
+                  mulI(lb, addI(lb, mulI(lb, token, s.kSplit), r), p.rows);
+              Value a = loadScalar(lb, partials, addI(lb, base, rows.rowA));
+              Value c = loadScalar(lb, partials, addI(lb, base, rows.rowB));
+              sumA = sumA ? addF(lb, sumA, a) : a;
+              sumB = sumB ? addF(lb, sumB, c) : c;
+              if (!rms)
+                continue;
+              Value at =
+                  addI(lb,
+                       mulI(lb, addI(lb, mulI(lb, token, s.rowTiles), rowTile),
+                            s.kSplit),
+                       r);
+              Value sq = loadScalar(lb, stats, at);
+              squares = squares ? addF(lb, squares, sq) : sq;
+            }
+            if (rms) {
+              Value inv = getRMSInverse(lb, p.norm, squares);
+              sumA = mulF(lb, sumA, inv);
+              sumB = mulF(lb, sumB, inv);
+            }
+            emitPairEpilogue(lb, p, rows, loadTokenInputs(lb, p, token), sumA,
+                             sumB);
+          });
+}
+
+/// One token tile: the pipelined weight pass, the partials, the arrival and
+/// (last CTA) the reduction and epilogue.
+void GemmKernel::emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart,
+                               Value count) {
+  Value lastToken = subI(b, addI(b, tileStart, count), constIndex(b, 1));
+  // Stages 0 .. stages - 2 in flight before the loop (empty groups past the
+  // last step keep the group count of the waits right).
+  for (int64_t i = 0; i + 1 < s.stages; ++i) {
+    if (i < steps())
+      issueStage(b, tileStart, lastToken, constIndex(b, i));
+    else
+      commitAsyncCopies(b);
+  }
+  const int64_t numAcc = 4 * s.tileTokens / 8;
+  const int64_t numSums = rms ? foldIters() : 0;
+  SmallVector<Value> init(numAcc, constF32(b, 0.0));
+  init.append(numSums, constF32(b, 0.0));
+  SmallVector<Value> results = forLoopWithValues(
+      b, constIndex(b, 0), constIndex(b, steps()), constIndex(b, 1), init,
+      [&](ImplicitLocOpBuilder &lb, Value step,
+          ValueRange args) -> SmallVector<Value> {
+        // Step `step` has landed (at most stages - 2 later groups pending)
+        // and every warp is done with the stage the next copies overwrite.
+        waitAsyncCopies(lb, s.stages - 2);
+        barrier(lb);
+        Value next = addI(lb, step, s.stages - 1);
+        ifThenElse(
+            lb, cmpI(lb, CmpIPredicate::ult, next, constIndex(lb, steps())),
+            [&](ImplicitLocOpBuilder &ib) {
+              issueStage(ib, tileStart, lastToken, next);
+            },
+            [&](ImplicitLocOpBuilder &ib) { commitAsyncCopies(ib); });
+        Value slot = remUI(lb, step, constIndex(lb, s.stages));
+        SmallVector<Value> acc(args.take_front(numAcc));
+        SmallVector<Value> sums(args.drop_front(numAcc));
+        if (rms)
+          sums = foldActivations(lb, slot, step, tileStart, count, sums);
+        multiplyStage(lb, slot, acc);
+        llvm::append_range(acc, sums);
+        return acc;
+      });
+  waitAsyncCopies(b, 0);
+  ArrayRef<Value> all(results);
+  publishPartials(b, tileStart, count, all.take_front(numAcc),
+                  all.drop_front(numAcc));
+  emitArrival(b, tileStart);
+  Value flag = loadScalar(b, lastFlag, constIndex(b, 0));
+  ifThen(b, cmpI(b, CmpIPredicate::ne, flag, constI32(b, 0)),
+         [&](ImplicitLocOpBuilder &lb) {
+           // Acquire: the other CTAs' partials are read after the counter.
+           fenceGPU(lb);
+           emitReduction(lb, tileStart, count);
+         });
+}
+
+void mlir::fusion::appendProjectionGemmWorkspaces(
+    SmallVector<KernelParam> &params, const ProjectionGemmSchedule &s,
+    int64_t rows, bool rmsNorm, MLIRContext *context) {
+  Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
+  const std::string batch(contract::dim::kBatch);
+  namespace role = contract::role;
+  SmallVector<KernelParam> workspaces{
+      {KernelParam::Kind::Workspace,
+       std::string(role::kPartialOut),
+       f32,
+       {batch, std::to_string(s.kSplit), std::to_string(rows)}},
+      {KernelParam::Kind::Workspace,
+       std::string(role::kSplitCounters),
+       i32,
+       {batch, std::to_string(s.rowTiles)},
+       /*zeroInitialized=*/true},
+  };
+  if (rmsNorm)
+    workspaces.insert(workspaces.begin() + 1,
+                      {KernelParam::Kind::Workspace,
+                       std::string(role::kPartialStats),
+                       f32,
+                       {batch, std::to_string(s.rowTiles * s.kSplit)}});
+  auto firstScalar = llvm::find_if(params, [](const KernelParam &p) {
+    return p.kind == KernelParam::Kind::Scalar;
+  });
+  params.insert(firstScalar, workspaces.begin(), workspaces.end());
+}
+
+/// The #fusion.projection_gemm_schedule of `s`.
+static ProjectionGemmScheduleAttr
+getScheduleAttr(MLIRContext *context, const ProjectionGemmSchedule &s) {
+  return ProjectionGemmScheduleAttr::get(
+      context, s.blockSize(), s.warps(), s.grid(), s.tileRows, s.tileTokens,
+      s.kSplit, s.stageK, s.stages, s.minCtasPerSM);
+}
+
+LogicalResult mlir::fusion::emitProjectionGemmVariant(
+    KernelOp kernel, gpu::GPUModuleOp module, ProjectionPlan p,
+    const ProjectionGemmSchedule &s, KernelLaunch &launch,
+    const TargetInfo &target) {
+  KernelVariant variant;
+  variant.minBatch = s.minBatch;
+  variant.entry = launch.entry + "_gemm" + std::to_string(s.tileTokens);
+  variant.grid = {std::to_string(s.grid()), "1", "1"};
+  variant.blockSize = s.blockSize();
+  variant.dynamicSharedBytes = s.dynamicSharedBytes;
+  ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
+  FailureOr<gpu::GPUFuncOp> func = createProjectionFunc(
+      b, p, kernel, module, launch, variant.entry, s.blockSize(), target);
+  if (failed(func))
+    return failure();
+  auto arg = [&](StringRef role) {
+    return func->getArgument(findParam(launch.params, role));
+  };
+  GemmKernel k{p, s};
+  k.rms = p.norm.kind == NormSpec::Kind::RMS;
+  k.residual = static_cast<bool>(p.norm.residual);
+  k.smem = getDynamicSharedBuffer(b, module, p.act,
+                                  s.dynamicSharedBytes / getTypeBytes(p.act));
+  k.smemPtr = getDynamicSharedPointer(b, module);
+  k.lastFlag = addWorkgroupBuffer(*func, b.getI32Type(), 1);
+  (*func)->setAttr("nvvm.minctasm", b.getI32IntegerAttr(s.minCtasPerSM));
+  k.weightPtr = getGlobalPointer(b, p.weight);
+  k.inputPtr = getGlobalPointer(b, p.norm.input);
+  if (k.residual)
+    k.residualPtr = getGlobalPointer(b, p.norm.residual);
+  if (k.rms)
+    k.normWeightPtr = getGlobalPointer(b, p.norm.weight);
+  k.partials = arg(contract::role::kPartialOut);
+  if (k.rms)
+    k.stats = arg(contract::role::kPartialStats);
+  k.counters = arg(contract::role::kSplitCounters);
+  k.emitBody(b);
+
+  variant.schedule = getScheduleAttr(kernel.getContext(), s);
+  launch.variants.push_back(std::move(variant));
+  return success();
+}

@@ -1,0 +1,215 @@
+// RUN: fusion-opt %s -split-input-file --fusion-form-kernels --convert-fusion-to-gpu | FileCheck %s
+// RUN: fusion-opt %s -split-input-file --fusion-form-kernels=strategy=none --convert-fusion-to-gpu | FileCheck %s --check-prefix=NONE
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: fusion-compile %s -o %t/gemm
+// RUN: FileCheck %s --check-prefix=PTX --input-file=%t/gemm.ptx
+// RUN: %if ptxas %{ %ptxas -arch=sm_90 %t/gemm.ptx -o %t/gemm.cubin %}
+
+// The GEMM-shaped projection variants (Kernels/ProjectionGemmKernel.cpp) of
+// an RMSNorm + residual front half: hidden 512, 4 query heads over 2 KV
+// heads of 64 (8 heads, 512 rows), f16. Expected values from the rules of
+// chooseProjectionGemmSchedules (sm_90, 132 SMs):
+//   tile rows: 128 / 64 = 2 heads (8 % 2 == 0) -> 128 rows, 8 warps;
+//   row tiles 512 / 128 = 4; k split: 4 x 8 = 32 <= 264 and 512 % (64 x 8)
+//   == 0 -> 8 (one 64-element stage per CTA); grid 4 x 8 = 32;
+//   pitch 64 x 2 + 16 = 144 bytes; stage rows 128 + 2T + 1 (x, residual,
+//   norm weight): T = 16: 161 rows, 3 x 161 x 144 = 69552 bytes; T = 32:
+//   193 rows, 83376; T = 64: 257 rows, 111024;
+//   two CTAs per SM: 2 x (111024 + 16 + 1024) = 224128 <= 232448.
+// The workspaces: partial_out [batch, 8, 512], partial_stats [batch, 4 x 8],
+// split_counters [batch, 4] (zero_init); the primary kernel takes them too.
+
+// CHECK-LABEL: func.func @layer(
+// CHECK: fusion.kernel @layer_k0_fused
+// CHECK-SAME: #fusion.param<kind = output, role = "query", dtype = f16, shape = [batch, 4, 64]>,
+// CHECK-SAME: #fusion.param<kind = workspace, role = "partial_out", dtype = f32, shape = [batch, 8, 512]>,
+// CHECK-SAME: #fusion.param<kind = workspace, role = "partial_stats", dtype = f32, shape = [batch, 32]>,
+// CHECK-SAME: #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true>,
+// CHECK-SAME: #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>]
+// CHECK-SAME: variants = [#fusion.variant<min_batch = 2, entry = "layer_k0_fused_gemm16", grid = [32, 1, 1], block = 256, smem = 69552, static_smem = 4,
+// CHECK-SAME: schedule = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 32, tile_rows = 128, tile_tokens = 16,
+// CHECK-SAME: k_split = 8, stage_k = 64, stages = 3, min_ctas_per_sm = 2>>,
+// CHECK-SAME: #fusion.variant<min_batch = 17, entry = "layer_k0_fused_gemm32", grid = [32, 1, 1], block = 256, smem = 83376,
+// CHECK-SAME: #fusion.variant<min_batch = 33, entry = "layer_k0_fused_gemm64", grid = [32, 1, 1], block = 256, smem = 111024,
+// CHECK-SAME: schedule = #fusion.projection_schedule<threads = 64, warps = 2,
+
+// The 16-token variant: pointers to the dynamic shared memory and to the
+// staged global buffers, then per token tile: the prologue's two stages of
+// 16-byte cp.async.cg (weights: 128 rows x 8 chunks = 4 per thread; x and
+// the residual: 16 x 8 = 128 chunks, threads < 128; the norm weight: 8
+// chunks), one commit group per stage.
+// CHECK: gpu.func @layer_k0_fused_gemm16(
+// CHECK-SAME: workgroup(%{{.*}} : memref<1xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// CHECK-SAME: kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
+// CHECK: memref.view {{.*}} to memref<34776xf16, #gpu.address_space<workgroup>>
+// CHECK: llvm.mlir.addressof @__fusion_dynamic_shared : !llvm.ptr<3>
+// CHECK: memref.extract_aligned_pointer_as_index
+// CHECK: llvm.addrspacecast %{{.*}} : !llvm.ptr to !llvm.ptr<1>
+// CHECK: scf.for
+// CHECK: gpu.barrier
+// CHECK-COUNT-4: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg : !llvm.ptr<3>, !llvm.ptr<1>
+// CHECK: arith.cmpi ult, %{{.*}}, %c128
+// CHECK: nvvm.cp.async.shared.global
+// CHECK: arith.cmpi ult, %{{.*}}, %c128
+// CHECK: nvvm.cp.async.shared.global
+// CHECK: arith.cmpi ult, %{{.*}}, %c8
+// CHECK: nvvm.cp.async.shared.global
+// CHECK: nvvm.cp.async.commit.group
+// With one step per CTA the second prologue stage is an empty group.
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// The pipelined loop over the steps: 8 accumulators (two 8-token n-tiles)
+// and this thread's sum of h^2; wait for the step's group, barrier, issue
+// the step two ahead (or an empty group).
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32)
+// CHECK-NEXT: nvvm.cp.async.wait.group 1
+// CHECK-NEXT: gpu.barrier
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: } else {
+// CHECK-NEXT: nvvm.cp.async.commit.group
+// The folded norm: h = round(x + residual) in place of x (threads < 128:
+// 16 tokens x 8 chunks), residual_out from row tile 0, h^2 summed; a
+// barrier before the mma reads the rewritten rows.
+// CHECK: arith.cmpi ult, %thread_id_x, %c128
+// CHECK: arith.addf %{{.*}} : vector<8xf32>
+// CHECK-NEXT: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
+// CHECK-NEXT: vector.store %{{.*}} : memref<34776xf16, #gpu.address_space<workgroup>>, vector<8xf16>
+// CHECK: vector.store %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK: vector.reduction <add>
+// CHECK: gpu.barrier
+// The stage's mma: per 16-element k step one ldmatrix.x4 of the warp's 16
+// weight rows, scaled by the norm weight of its columns 2q, 2q + 1 and
+// 2q + 8, 2q + 9 (round(W32 * w32)), one ldmatrix.x4 of the 16 tokens, two
+// m16n8k16 (tokens 0-7, 8-15).
+// CHECK: nvvm.ldmatrix {{.*}}num = 4 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
+// CHECK: vector.load %{{.*}} {alignment = 4 : i64} : memref<34776xf16, #gpu.address_space<workgroup>>, vector<2xf16>
+// CHECK: arith.mulf %{{.*}} : vector<2xf32>
+// CHECK-NEXT: arith.truncf %{{.*}} : vector<2xf32> to vector<2xf16>
+// CHECK: nvvm.ldmatrix
+// CHECK: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32)
+// CHECK: nvvm.mma.sync
+// CHECK-COUNT-6: nvvm.ldmatrix
+// CHECK: nvvm.cp.async.wait.group 0
+// Partials: the accumulators to partial_out, the sums of squares reduced
+// over the 8 lanes of a token to partial_stats; fence, barrier, thread 0
+// counts the arrival, the last CTA resets the counter.
+// CHECK: memref.store %{{.*}} : memref<1099511627776xf32>
+// CHECK: gpu.shuffle  xor %{{.*}}, %c4_i32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c2_i32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c1_i32
+// CHECK: memref.store %{{.*}} : memref<1099511627776xf32>
+// CHECK: nvvm.memory.barrier <gpu>
+// CHECK-NEXT: gpu.barrier
+// CHECK: memref.atomic_rmw addi %{{.*}} : (i32, memref<1099511627776xi32>) -> i32
+// CHECK: arith.cmpi eq, %{{.*}}, %c7_i32
+// CHECK: memref.atomic_rmw assign %{{.*}} : (i32, memref<1099511627776xi32>) -> i32
+// CHECK: gpu.barrier
+// The last CTA: acquire fence, then per (token, pair) the 8 partials, the
+// sums of squares, the correctly rounded 1/sqrt, RoPE and the stores.
+// CHECK: nvvm.memory.barrier <gpu>
+// CHECK: scf.for
+// CHECK: memref.load %{{.*}} : memref<1099511627776xf32>
+// CHECK: llvm.call_intrinsic "llvm.nvvm.sqrt.rn.f"
+// CHECK: arith.fptosi %{{.*}} : f64 to i64
+// CHECK: gpu.return
+
+// The 64-token variant: 32 accumulators, two folded chunks per thread.
+// CHECK: gpu.func @layer_k0_fused_gemm64(
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}f32)
+// CHECK-COUNT-2: nvvm.mma.sync
+
+// Unfused: the qkv_proj kernel has no norm: no partial_stats, no fold pass;
+// stage rows 128 + 16: 3 x 144 x 144 = 62208 bytes.
+// NONE-LABEL: func.func @layer(
+// NONE: fusion.kernel @layer_k1_qkv_proj
+// NONE-SAME: #fusion.param<kind = workspace, role = "partial_out", dtype = f32, shape = [batch, 8, 512]>,
+// NONE-SAME: #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true>,
+// NONE-SAME: entry = "layer_k1_qkv_proj_gemm16", grid = [32, 1, 1], block = 256, smem = 62208,
+// NONE: gpu.func @layer_k1_qkv_proj_gemm16(
+// NONE: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32)
+// NONE-NOT: vector.reduction
+// NONE: nvvm.ldmatrix
+// NONE: gpu.return
+
+// PTX: .entry layer_k0_fused_gemm16(
+// PTX: cp.async.cg.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16;
+// PTX: cp.async.commit_group;
+// PTX: cp.async.wait_group 1;
+// PTX: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// PTX: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+// PTX: atom.global.add.u32
+func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
+    %qkv_w: tensor<512x512xf16>, %pos: tensor<?xi32>,
+    %block_table: tensor<?x?xi32>, %kc: memref<?x16x2x64xf16>, %vc: memref<?x16x2x64xf16>)
+    -> (tensor<?x4x64xf16>, tensor<?x512xf16>) {
+  %y, %h = fusion.rmsnorm %x, %norm_w residual(%res : tensor<?x512xf16>) {epsilon = 1.0e-05 : f64}
+      : tensor<?x512xf16>, tensor<512xf16> -> tensor<?x512xf16>, tensor<?x512xf16>
+  %q, %k, %v = fusion.qkv_proj %y, %qkv_w {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 64 : i64}
+      : tensor<?x512xf16>, tensor<512x512xf16> -> tensor<?x4x64xf16>, tensor<?x2x64xf16>, tensor<?x2x64xf16>
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x4x64xf16>, tensor<?x2x64xf16>, tensor<?xi32>
+  fusion.kv_append %kr, %v into %kc, %vc[%block_table, %pos]
+      : tensor<?x2x64xf16> into memref<?x16x2x64xf16>, tensor<?x?xi32>, tensor<?xi32>
+  return %qr, %h : tensor<?x4x64xf16>, tensor<?x512xf16>
+}
+
+// -----
+
+// bf16, RMSNorm with unit_offset and no residual, head_dim 256 (one head per
+// tile: 256 rows, 16 warps, 512 threads), 2 query heads over 1 KV head
+// (4 heads, 1024 rows, 4 row tiles), hidden 1024: k split 8 (4 x 8 <= 264,
+// 1024 % 512 == 0), two 64-element steps per CTA; stage rows 256 + T + 1;
+// T = 64: 3 x 321 x 144 = 138672 bytes; one CTA per SM (512 threads).
+// CHECK-LABEL: func.func @bf16_unit_offset(
+// CHECK: fusion.kernel @bf16_unit_offset_k0_fused
+// CHECK-SAME: #fusion.param<kind = workspace, role = "partial_out", dtype = f32, shape = [batch, 8, 1024]>,
+// CHECK-SAME: #fusion.param<kind = workspace, role = "partial_stats", dtype = f32, shape = [batch, 32]>,
+// CHECK-SAME: #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true>,
+// CHECK-SAME: #fusion.variant<min_batch = 33, entry = "bf16_unit_offset_k0_fused_gemm64", grid = [32, 1, 1], block = 512, smem = 138672,
+// CHECK-SAME: stages = 3, min_ctas_per_sm = 1>>]
+// The weight fragments times w + 1 (in fp32); the bf16 fragments go to
+// mma.sync as i32 registers.
+// CHECK: gpu.func @bf16_unit_offset_k0_fused_gemm16(
+// CHECK: nvvm.ldmatrix
+// CHECK: llvm.bitcast %{{.*}} : i32 to vector<2xbf16>
+// CHECK: arith.constant 1.000000e+00 : f32
+// CHECK: arith.addf %{{.*}} : vector<2xf32>
+// CHECK: arith.mulf %{{.*}} : vector<2xf32>
+// CHECK: nvvm.mma.sync {{.*}} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+func.func @bf16_unit_offset(%x: tensor<?x1024xbf16>, %norm_w: tensor<1024xbf16>,
+    %qkv_w: tensor<1024x1024xbf16>, %pos: tensor<?xi32>,
+    %block_table: tensor<?x?xi32>, %kc: memref<?x16x1x256xbf16>, %vc: memref<?x16x1x256xbf16>)
+    -> tensor<?x2x256xbf16> {
+  %y = fusion.rmsnorm %x, %norm_w {epsilon = 1.0e-06 : f64, unit_offset}
+      : tensor<?x1024xbf16>, tensor<1024xbf16> -> tensor<?x1024xbf16>
+  %q, %k, %v = fusion.qkv_proj %y, %qkv_w {num_heads = 2 : i64, num_kv_heads = 1 : i64, head_dim = 256 : i64}
+      : tensor<?x1024xbf16>, tensor<1024x1024xbf16> -> tensor<?x2x256xbf16>, tensor<?x1x256xbf16>, tensor<?x1x256xbf16>
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<gptj>, theta = 1.0e+04 : f64}
+      : tensor<?x2x256xbf16>, tensor<?x1x256xbf16>, tensor<?xi32>
+  fusion.kv_append %kr, %v into %kc, %vc[%block_table, %pos]
+      : tensor<?x1x256xbf16> into memref<?x16x1x256xbf16>, tensor<?x?xi32>, tensor<?xi32>
+  return %qr : tensor<?x2x256xbf16>
+}
+
+// -----
+
+// A norm whose output the kernel also yields cannot be folded (the pass
+// recomputes such a norm instead, so the kernel is written out here): the
+// tensor-core variant, no workspaces.
+// CHECK-LABEL: func.func @normed_output_used(
+// CHECK: fusion.kernel @normed_output_used_k0
+// CHECK-NOT: role = "partial_out"
+// CHECK-SAME: entry = "normed_output_used_k0_mma"
+// CHECK-NOT: gpu.func @normed_output_used_k0_gemm
+func.func @normed_output_used(%x: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
+    %qkv_w: tensor<512x512xf16>) -> (tensor<?x4x64xf16>, tensor<?x512xf16>) {
+  %0:2 = fusion.kernel @normed_output_used_k0 (%a = %x, %b = %norm_w, %c = %qkv_w)
+      : (tensor<?x512xf16>, tensor<512xf16>, tensor<512x512xf16>)
+      -> (tensor<?x512xf16>, tensor<?x4x64xf16>) attributes {strategy = #fusion.strategy<decode>} {
+    %y = fusion.rmsnorm %a, %b {epsilon = 1.0e-05 : f64}
+        : tensor<?x512xf16>, tensor<512xf16> -> tensor<?x512xf16>
+    %q, %k, %v = fusion.qkv_proj %y, %c {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 64 : i64}
+        : tensor<?x512xf16>, tensor<512x512xf16> -> tensor<?x4x64xf16>, tensor<?x2x64xf16>, tensor<?x2x64xf16>
+    fusion.yield %y, %q : tensor<?x512xf16>, tensor<?x4x64xf16>
+  }
+  return %0#1, %0#0 : tensor<?x4x64xf16>, tensor<?x512xf16>
+}
