@@ -251,6 +251,10 @@
 // CHECK-NEXT:         "index": 0,
 // CHECK-NEXT:         "kind": "input",
 // CHECK-NEXT:         "role": "query",
+// Its tensor-core variant.
+// CHECK:              "entry": "layer_k1_decode_attention_mma",
+// CHECK:              "min_batch": 4,
+// CHECK:                "kind": "split_kv_attention_mma",
 // CHECK:      "ptx": "layer.ptx",
 // CHECK:      "strategy": "decode",
 
@@ -259,6 +263,7 @@
 // PTX: .visible .entry layer_k0_fused_gemm32(
 // PTX: .visible .entry layer_k0_fused_gemm64(
 // PTX: .visible .entry layer_k1_decode_attention(
+// PTX: .visible .entry layer_k1_decode_attention_mma(
 // PTX-NOT: __nv_
 
 // ERR: hidden size 100 is not a multiple of 8

@@ -1387,6 +1387,41 @@ func.func private @schedule_k_split() attributes {s = #fusion.projection_mma_sch
 
 // -----
 
+// expected-error @+1 {{projection_gemm_schedule threads (256) must be 32 x warps (4)}}
+func.func private @schedule_gemm_warps() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 4, grid = 192, tile_rows = 64, tile_tokens = 16, k_split = 4, stage_k = 64, stages = 3, min_ctas_per_sm = 2>}
+
+// -----
+
+// expected-error @+1 {{projection_gemm_schedule min_ctas_per_sm must be positive, got 0}}
+func.func private @schedule_gemm_min_ctas() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192, tile_rows = 128, tile_tokens = 16, k_split = 4, stage_k = 64, stages = 3, min_ctas_per_sm = 0>}
+
+// -----
+
+// expected-error @+1 {{projection_gemm_schedule tile_rows (64) must be 16 x warps (8): one mma row block per warp}}
+func.func private @schedule_gemm_tile_rows() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192, tile_rows = 64, tile_tokens = 16, k_split = 4, stage_k = 64, stages = 3, min_ctas_per_sm = 2>}
+
+// -----
+
+// expected-error @+1 {{projection_gemm_schedule tile_tokens (24) must be a multiple of 16 (pairs of mma n-tiles)}}
+func.func private @schedule_gemm_tile_tokens() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192, tile_rows = 128, tile_tokens = 24, k_split = 4, stage_k = 64, stages = 3, min_ctas_per_sm = 2>}
+
+// -----
+
+// expected-error @+1 {{projection_gemm_schedule stage_k (40) must be a multiple of 16 (the mma k-step)}}
+func.func private @schedule_gemm_stage_k() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192, tile_rows = 128, tile_tokens = 16, k_split = 4, stage_k = 40, stages = 3, min_ctas_per_sm = 2>}
+
+// -----
+
+// expected-error @+1 {{projection_gemm_schedule grid (190) must be a multiple of k_split (4): k_split CTAs per row tile}}
+func.func private @schedule_gemm_grid() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 190, tile_rows = 128, tile_tokens = 16, k_split = 4, stage_k = 64, stages = 3, min_ctas_per_sm = 2>}
+
+// -----
+
+// expected-error @+1 {{projection_gemm_schedule stages (1) must be at least 2}}
+func.func private @schedule_gemm_stages() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192, tile_rows = 128, tile_tokens = 16, k_split = 4, stage_k = 64, stages = 1, min_ctas_per_sm = 2>}
+
+// -----
+
 // expected-error @+1 {{split_kv_attention_schedule max_splits must be positive, got 0}}
 func.func private @schedule_max_splits() attributes {s = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 0, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64>}
 

@@ -1,11 +1,12 @@
 //===- ProjectionSchedule.h - projection schedules --------------*- C++ -*-===//
 //
 // Pure functions from the shape of a projection (norm -> qkv_proj -> rope ->
-// kv_append) and the target to the schedules of its two kernels: the
-// CUDA-core kernel (Kernels/ProjectionKernel.cpp) and its tensor-core batch
-// variant (Kernels/ProjectionMmaKernel.cpp). No IR is built here; the
-// kernels record the chosen values as their #fusion.projection_schedule and
-// #fusion.projection_mma_schedule.
+// kv_append) and the target to the schedules of its kernels: the CUDA-core
+// kernel (Kernels/ProjectionKernel.cpp) and its batch variants, GEMM-shaped
+// (Kernels/ProjectionGemmKernel.cpp) or tensor-core
+// (Kernels/ProjectionMmaKernel.cpp). No IR is built here; the kernels record
+// the chosen values as their #fusion.projection_schedule,
+// #fusion.projection_gemm_schedule and #fusion.projection_mma_schedule.
 //
 //===----------------------------------------------------------------------===//
 
