@@ -44,7 +44,7 @@
 // CHECK: memref.view {{.*}} to memref<34776xf16, #gpu.address_space<workgroup>>
 // CHECK: llvm.mlir.addressof @__fusion_dynamic_shared : !llvm.ptr<3>
 // CHECK: memref.extract_aligned_pointer_as_index
-// CHECK: llvm.addrspacecast %{{.*}} : !llvm.ptr to !llvm.ptr<1>
+// CHECK: llvm.inttoptr %{{.*}} : i64 to !llvm.ptr<1>
 // CHECK: scf.for
 // CHECK: gpu.barrier
 // CHECK-COUNT-4: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg : !llvm.ptr<3>, !llvm.ptr<1>

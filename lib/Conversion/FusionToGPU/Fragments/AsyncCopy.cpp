@@ -9,32 +9,28 @@ using namespace mlir;
 using namespace mlir::fusion;
 
 Value mlir::fusion::getGlobalPointer(ImplicitLocOpBuilder &b, Value buffer) {
-  Value address = arith::IndexCastOp::create(
-      b, b.getI64Type(),
-      memref::ExtractAlignedPointerAsIndexOp::create(b, buffer));
-  Value generic = LLVM::IntToPtrOp::create(
-      b, LLVM::LLVMPointerType::get(b.getContext()), address);
-  return LLVM::AddrSpaceCastOp::create(
+  Value index = memref::ExtractAlignedPointerAsIndexOp::create(b, buffer);
+  Value address = arith::IndexCastOp::create(b, b.getI64Type(), index);
+  return LLVM::IntToPtrOp::create(
       b,
       LLVM::LLVMPointerType::get(
           b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::Global)),
-      generic);
+      address);
 }
 
 Value mlir::fusion::offsetPointer(ImplicitLocOpBuilder &b, Value pointer,
-                                  Value byteOffset) {
-  Value offset = arith::IndexCastOp::create(b, b.getI64Type(), byteOffset);
-  return LLVM::GEPOp::create(b, pointer.getType(), b.getI8Type(), pointer,
+                                  Value offset, Type elementType) {
+  if (offset.getType().isIndex())
+    offset = arith::IndexCastOp::create(b, b.getI64Type(), offset);
+  return LLVM::GEPOp::create(b, pointer.getType(),
+                             elementType ? elementType : b.getI8Type(), pointer,
                              ValueRange{offset});
 }
 
 void mlir::fusion::copyAsync16(ImplicitLocOpBuilder &b, Value shared,
-                               Value sharedByte, Value global,
-                               Value globalByte) {
-  NVVM::CpAsyncOp::create(b, offsetPointer(b, shared, sharedByte),
-                          offsetPointer(b, global, globalByte), /*size=*/16,
-                          NVVM::LoadCacheModifierKind::CG,
-                          /*cpSize=*/Value());
+                               Value global, Value srcBytes) {
+  NVVM::CpAsyncOp::create(b, shared, global, /*size=*/16,
+                          NVVM::LoadCacheModifierKind::CG, srcBytes);
 }
 
 void mlir::fusion::commitAsyncCopies(ImplicitLocOpBuilder &b) {

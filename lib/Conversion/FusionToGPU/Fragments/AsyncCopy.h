@@ -17,18 +17,22 @@
 namespace mlir::fusion {
 
 /// The device address of the flat buffer `buffer` (a gpu.func argument) as a
-/// global-space pointer (`!llvm.ptr<1>`).
+/// global-space pointer (`!llvm.ptr<1>`): its generic address, taken as is
+/// (CUDA maps global memory at the same addresses in both spaces).
 Value getGlobalPointer(ImplicitLocOpBuilder &b, Value buffer);
 
-/// `pointer + byteOffset` (an `index`), in pointer's address space.
-Value offsetPointer(ImplicitLocOpBuilder &b, Value pointer, Value byteOffset);
+/// `pointer + offset` elements of `elementType` (bytes when null), in
+/// pointer's address space. An `index` offset is taken as i64, an integer
+/// one as it is.
+Value offsetPointer(ImplicitLocOpBuilder &b, Value pointer, Value offset,
+                    Type elementType = Type());
 
-/// `cp.async.cg.shared.global [shared + sharedByte], [global + globalByte],
-/// 16`: this thread's copy of 16 bytes. `shared` is a `!llvm.ptr<3>`,
-/// `global` a `!llvm.ptr<1>`, the byte offsets are `index` values and both
-/// addresses must be 16-byte aligned.
-void copyAsync16(ImplicitLocOpBuilder &b, Value shared, Value sharedByte,
-                 Value global, Value globalByte);
+/// `cp.async.cg.shared.global [shared], [global], 16, srcBytes`: this
+/// thread's copy of 16 bytes from `global` (a `!llvm.ptr<1>`) to `shared` (a
+/// `!llvm.ptr<3>`), both 16-byte aligned. With `srcBytes` (i32, 0 to 16)
+/// only that many bytes are read and the rest of the 16 are zero-filled.
+void copyAsync16(ImplicitLocOpBuilder &b, Value shared, Value global,
+                 Value srcBytes = Value());
 
 /// `cp.async.commit_group`: closes the group of this thread's copies issued
 /// since the last commit (an empty group is allowed).

@@ -1,7 +1,6 @@
 //===- Mma.cpp - m16n8k16 tensor-core fragments ---------------------------===//
 
 #include "Mma.h"
-#include "AsyncCopy.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -49,14 +48,15 @@ Value mlir::fusion::getFragmentPair(ImplicitLocOpBuilder &b, Value v,
 }
 
 SmallVector<Value, 4> mlir::fusion::loadMatrixX4(ImplicitLocOpBuilder &b,
-                                                 Value shared, Value byteOffset,
-                                                 Type elementType) {
+                                                 Value address,
+                                                 Type elementType,
+                                                 bool transpose) {
   Type i32 = b.getI32Type();
   auto resultType =
       LLVM::LLVMStructType::getLiteral(b.getContext(), {i32, i32, i32, i32});
   Value matrices = NVVM::LdMatrixOp::create(
-      b, resultType, offsetPointer(b, shared, byteOffset), /*num=*/4,
-      NVVM::MMALayout::row,
+      b, resultType, address, /*num=*/4,
+      transpose ? NVVM::MMALayout::col : NVVM::MMALayout::row,
       NVVM::LdStMatrixShapeAttr::get(b.getContext(), 8, 8),
       NVVM::LdStMatrixEltType::B16);
   auto pairType = VectorType::get({2}, elementType);

@@ -26,15 +26,15 @@ SmallVector<Value, 4> mmaM16N8K16(ImplicitLocOpBuilder &b, Type elementType,
                                   ArrayRef<Value> a, ArrayRef<Value> bFrag,
                                   ArrayRef<Value> c);
 
-/// `ldmatrix.sync.aligned.m8n8.x4.shared.b16`: four 8x8 matrices of 16-bit
-/// elements from shared memory, lanes 8i..8i+7 giving the addresses of
-/// matrix i's rows (`shared`, a `!llvm.ptr<3>`, plus this lane's
-/// `byteOffset`, an `index`; 16-byte aligned). Returns this lane's element
-/// pair of each matrix, as mmaM16N8K16 takes them: row lane / 4, columns
-/// 2 (lane % 4) and 2 (lane % 4) + 1, a vector<2 x elementType>. Every lane
-/// of the warp must execute it.
-SmallVector<Value, 4> loadMatrixX4(ImplicitLocOpBuilder &b, Value shared,
-                                   Value byteOffset, Type elementType);
+/// `ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16`: four 8x8 matrices of
+/// 16-bit elements from shared memory, lanes 8i..8i+7 giving the addresses
+/// of matrix i's rows (`address`, this lane's `!llvm.ptr<3>`, 16-byte
+/// aligned). Returns this lane's element pair of each matrix, as
+/// mmaM16N8K16 takes them: row lane / 4, columns 2 (lane % 4) and
+/// 2 (lane % 4) + 1 (of the transposed matrix with `transpose`), a
+/// vector<2 x elementType>. Every lane of the warp must execute it.
+SmallVector<Value, 4> loadMatrixX4(ImplicitLocOpBuilder &b, Value address,
+                                   Type elementType, bool transpose = false);
 
 /// The 2-element fragment register made of elements [at, at + 2) of the
 /// vector `v` (e.g. of a 16-byte vector of 8 elements).

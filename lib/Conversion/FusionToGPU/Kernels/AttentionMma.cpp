@@ -9,11 +9,10 @@
 #include "AttentionMma.h"
 
 #include "../Fragments/Abi.h"
+#include "../Fragments/AsyncCopy.h"
 #include "../Fragments/Mma.h"
 
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 #include <cmath>
 
@@ -25,41 +24,6 @@ namespace {
 /// Tokens per tile: the mma's k (for P V) and two n-blocks (for Q K^T).
 constexpr int64_t kTile = kAttentionMmaTileTokens;
 static_assert(kTile == 16, "the fragments below assume 16-token tiles");
-
-/// The generic-address pointer (address space 1) of a global buffer.
-Value getGlobalPointer(ImplicitLocOpBuilder &b, Value buffer) {
-  Value index = memref::ExtractAlignedPointerAsIndexOp::create(b, buffer);
-  Value i64 = arith::IndexCastOp::create(b, b.getI64Type(), index);
-  return LLVM::IntToPtrOp::create(
-      b, LLVM::LLVMPointerType::get(b.getContext(), 1), i64);
-}
-
-/// `base + offset` elements of `elementType`.
-Value offsetPointer(ImplicitLocOpBuilder &b, Value base, Type elementType,
-                    Value offset) {
-  return LLVM::GEPOp::create(b, base.getType(), elementType, base,
-                             ArrayRef<LLVM::GEPArg>{offset});
-}
-
-/// The four b16x2 registers of an ldmatrix .x4 (transposed or not) at
-/// `ptr`, as vector<2 x elementType>.
-SmallVector<Value, 4> loadMatrices(ImplicitLocOpBuilder &b, Type elementType,
-                                   Value ptr, bool transpose) {
-  MLIRContext *context = b.getContext();
-  Type i32 = b.getI32Type();
-  auto result = LLVM::LLVMStructType::getLiteral(context, {i32, i32, i32, i32});
-  Value m = NVVM::LdMatrixOp::create(
-      b, result, ptr, 4,
-      transpose ? NVVM::MMALayout::col : NVVM::MMALayout::row,
-      NVVM::LdStMatrixShapeAttr::get(context, 8, 8),
-      NVVM::LdStMatrixEltType::B16);
-  SmallVector<Value, 4> regs;
-  for (int64_t i = 0; i < 4; ++i)
-    regs.push_back(
-        LLVM::BitcastOp::create(b, VectorType::get({2}, elementType),
-                                LLVM::ExtractValueOp::create(b, m, i)));
-  return regs;
-}
 
 /// The loop of one warp (see the header).
 struct MmaLoop {
@@ -165,13 +129,12 @@ void MmaLoop::issueTile(ImplicitLocOpBuilder &b, Value i, Value slot) {
     Value bytes = select(b, valid, constI32(b, 16), constI32(b, 0));
     for (int64_t kv = 0; kv < 2; ++kv) {
       Value dstIndex = indexToI32(b, addI(b, stageBase(b, slot, kv), dst));
-      NVVM::CpAsyncOp::create(
-          b, offsetPointer(b, ring, in.elementType, dstIndex),
-          offsetPointer(b, kv ? values : keys, in.elementType, src), 16,
-          NVVM::LoadCacheModifierKind::CG, bytes);
+      copyAsync16(b, offsetPointer(b, ring, dstIndex, in.elementType),
+                  offsetPointer(b, kv ? values : keys, src, in.elementType),
+                  bytes);
     }
   }
-  NVVM::CpAsyncCommitGroupOp::create(b);
+  commitAsyncCopies(b);
 }
 
 /// S = Q K^T of the tile in stage `slotBase` (its K rows), scaled into the
@@ -187,8 +150,8 @@ SmallVector<Value, 4> MmaLoop::emitScores(ImplicitLocOpBuilder &b,
   Value laneBase = addI(b, slotBase, addI(b, mulI(b, row, pitch), col));
   for (int64_t kk = 0; kk < d / 16; ++kk) {
     Value at = indexToI32(b, addI(b, laneBase, 16 * kk));
-    SmallVector<Value, 4> kb = loadMatrices(
-        b, in.elementType, offsetPointer(b, ring, in.elementType, at), false);
+    SmallVector<Value, 4> kb = loadMatrixX4(
+        b, offsetPointer(b, ring, at, in.elementType), in.elementType);
     s0 = mmaM16N8K16(b, in.elementType, qa[kk], {kb[0], kb[1]}, s0);
     s1 = mmaM16N8K16(b, in.elementType, qa[kk], {kb[2], kb[3]}, s1);
   }
@@ -210,7 +173,7 @@ SmallVector<Value, 4> MmaLoop::emitScores(ImplicitLocOpBuilder &b,
 /// softmax update of the state (m, l, O[D / 8][2]).
 SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
                                      ValueRange state) {
-  NVVM::CpAsyncWaitGroupOp::create(b, in.stages - 2);
+  waitAsyncCopies(b, in.stages - 2);
   NVVM::SyncWarpOp::create(b, constI32(b, -1));
   Value next = addI(b, i, constI32(b, in.stages - 1));
   ifThen(b, cmpI(b, CmpIPredicate::slt, next, tiles),
@@ -219,9 +182,7 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
                      i32ToIndex(ib, remUI(ib, next, constI32(ib, in.stages))));
          });
   ifThen(b, cmpI(b, CmpIPredicate::sge, next, tiles),
-         [&](ImplicitLocOpBuilder &ib) {
-           NVVM::CpAsyncCommitGroupOp::create(ib);
-         });
+         [&](ImplicitLocOpBuilder &ib) { commitAsyncCopies(ib); });
   Value slot = i32ToIndex(b, remUI(b, i, constI32(b, in.stages)));
   SmallVector<Value, 4> s =
       emitScores(b, stageBase(b, slot, 0), tileStart(b, i));
@@ -255,8 +216,9 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
   Value zero = constF32(b, 0.0);
   for (int64_t db = 0; db < d / 16; ++db) {
     Value at = indexToI32(b, addI(b, laneBase, 16 * db));
-    SmallVector<Value, 4> vb = loadMatrices(
-        b, in.elementType, offsetPointer(b, ring, in.elementType, at), true);
+    SmallVector<Value, 4> vb =
+        loadMatrixX4(b, offsetPointer(b, ring, at, in.elementType),
+                     in.elementType, /*transpose=*/true);
     for (int64_t h = 0; h < 2; ++h) {
       int64_t nb = 2 * db + h;
       SmallVector<Value, 4> c{mulF(b, state[2 + 2 * nb], corr),
@@ -300,9 +262,7 @@ void MmaLoop::emit(ImplicitLocOpBuilder &b) {
              issueTile(ib, constI32(ib, i), constIndex(ib, i));
            });
     ifThen(b, cmpI(b, CmpIPredicate::sge, constI32(b, i), tiles),
-           [&](ImplicitLocOpBuilder &ib) {
-             NVVM::CpAsyncCommitGroupOp::create(ib);
-           });
+           [&](ImplicitLocOpBuilder &ib) { commitAsyncCopies(ib); });
   }
   SmallVector<Value> init{negInfF32(b), constF32(b, 0.0)};
   init.append(d / 4, constF32(b, 0.0));
@@ -310,7 +270,7 @@ void MmaLoop::emit(ImplicitLocOpBuilder &b) {
       forLoopWithValues(b, constI32(b, 0), tiles, constI32(b, 1), init,
                         [&](ImplicitLocOpBuilder &lb, Value i,
                             ValueRange args) { return emitTile(lb, i, args); });
-  NVVM::CpAsyncWaitGroupOp::create(b, 0);
+  waitAsyncCopies(b, 0);
   writeState(b, state);
 }
 

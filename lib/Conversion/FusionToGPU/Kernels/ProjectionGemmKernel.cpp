@@ -130,8 +130,10 @@ void GemmKernel::copyRows(
       Value srcElem = addI(cb, addI(cb, rowAt(cb, r), k), col);
       Value dst =
           smemAt(cb, slot, firstRow, addI(cb, mulI(cb, r, pitch()), col));
-      copyAsync16(cb, smemPtr, mulI(cb, dst, elemBytes), src,
-                  mulI(cb, srcElem, elemBytes));
+      Value dstByte = mulI(cb, dst, elemBytes);
+      Value srcByte = mulI(cb, srcElem, elemBytes);
+      Value global = offsetPointer(cb, src, srcByte);
+      copyAsync16(cb, offsetPointer(cb, smemPtr, dstByte), global);
     };
     if ((it + 1) * threads <= chunks)
       copy(b);
@@ -265,13 +267,14 @@ void GemmKernel::multiplyStage(ImplicitLocOpBuilder &b, Value slot,
            mulI(b, remUI(b, divUI(b, lane, c8), constIndex(b, 2)), 16));
   for (int64_t kk = 0; kk < s.stageK / 16; ++kk) {
     Value kByte = addI(b, stageBase, kk * 32);
-    SmallVector<Value, 4> a =
-        loadMatrixX4(b, smemPtr, addI(b, laneA, kByte), p.act);
+    SmallVector<Value, 4> a = loadMatrixX4(
+        b, offsetPointer(b, smemPtr, addI(b, laneA, kByte)), p.act);
     if (rms)
       scaleByNormWeight(b, slot, kk, a);
     for (int64_t n = 0; n < s.tileTokens / 16; ++n) {
-      SmallVector<Value, 4> bm = loadMatrixX4(
-          b, smemPtr, addI(b, addI(b, laneB, kByte), n * 16 * pb), p.act);
+      Value at = addI(b, addI(b, laneB, kByte), n * 16 * pb);
+      SmallVector<Value, 4> bm =
+          loadMatrixX4(b, offsetPointer(b, smemPtr, at), p.act);
       for (int64_t i = 0; i < 2; ++i) {
         ArrayRef<Value> c = ArrayRef<Value>(acc).slice(4 * (2 * n + i), 4);
         SmallVector<Value, 4> d =
