@@ -100,7 +100,8 @@
 // CHECK: nvvm.memory.barrier <gpu>
 // CHECK-NEXT: gpu.barrier
 // CHECK: memref.atomic_rmw addi %{{.*}} : (i32, memref<1099511627776xi32>) -> i32
-// CHECK: arith.cmpi eq, %{{.*}}, %c7_i32
+// CHECK: %[[LAST:.*]] = arith.subi %c8_i32, %{{.*}} : i32
+// CHECK: arith.cmpi eq, %{{.*}}, %[[LAST]] : i32
 // CHECK: memref.atomic_rmw assign %{{.*}} : (i32, memref<1099511627776xi32>) -> i32
 // CHECK: gpu.barrier
 // The last CTA: acquire fence, then per (token, pair) the 8 partials, the

@@ -54,3 +54,25 @@ Value mlir::fusion::blockReduce(ImplicitLocOpBuilder &b, Value value,
   barrier(b);
   return result;
 }
+
+void mlir::fusion::countArrival(
+    ImplicitLocOpBuilder &b, Value tid, Value counters,
+    function_ref<Value(ImplicitLocOpBuilder &)> counterIndex, Value arrivals,
+    Value lastFlag) {
+  ifThen(b, cmpI(b, CmpIPredicate::eq, tid, constIndex(b, 0)),
+         [&](ImplicitLocOpBuilder &tb) {
+           Value at = counterIndex(tb);
+           Value old = memref::AtomicRMWOp::create(
+               tb, arith::AtomicRMWKind::addi, constI32(tb, 1), counters,
+               ValueRange{at});
+           Value last = cmpI(tb, CmpIPredicate::eq, old,
+                             subI(tb, arrivals, constI32(tb, 1)));
+           storeScalar(tb, arith::ExtUIOp::create(tb, tb.getI32Type(), last),
+                       lastFlag, constIndex(tb, 0));
+           ifThen(tb, last, [&](ImplicitLocOpBuilder &rb) {
+             memref::AtomicRMWOp::create(rb, arith::AtomicRMWKind::assign,
+                                         constI32(rb, 0), counters,
+                                         ValueRange{at});
+           });
+         });
+}

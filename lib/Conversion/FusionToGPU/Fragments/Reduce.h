@@ -4,7 +4,8 @@
 // (a power of two up to 32: 32 is the whole warp, smaller widths reduce each
 // aligned group of lanes on its own, e.g. the row groups of attention), and
 // the CTA-wide reduction through shared memory. Every lane of the warp must
-// execute them (no divergence).
+// execute them (no divergence). Across CTAs: the arrival counter by which
+// the last of the CTAs that wrote partial results finds that it is last.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +35,18 @@ void warpReduceEach(ImplicitLocOpBuilder &b, MutableArrayRef<Value> values,
 /// Every thread gets the result. Must be called by every thread of the CTA.
 Value blockReduce(ImplicitLocOpBuilder &b, Value value, ReduceKind kind,
                   Value scratch, int64_t blockSize);
+
+/// Thread 0 of the CTA (`tid`, an index) counts the CTA's arrival: an atomic
+/// add of 1 to the i32 `counters[counterIndex()]` (the index is built in
+/// thread 0's branch). The CTA that sees `arrivals` - 1 (`arrivals`: how
+/// many CTAs share the counter, i32) arrived last: it resets the counter to
+/// 0, so a zero-initialised workspace is zero again for the next launch.
+/// Thread 0 stores whether it was last (i32 1 or 0) to `lastFlag[0]` (i32
+/// workgroup memory). The caller publishes its partials before (fence,
+/// barrier) and reads `lastFlag` after a barrier.
+void countArrival(ImplicitLocOpBuilder &b, Value tid, Value counters,
+                  function_ref<Value(ImplicitLocOpBuilder &)> counterIndex,
+                  Value arrivals, Value lastFlag);
 
 } // namespace mlir::fusion
 

@@ -558,24 +558,13 @@ void AttentionKernel::readMergedSlot(ImplicitLocOpBuilder &ib, Value h,
 /// Thread 0 counts this split's arrival; the CTA that arrives last resets
 /// the counter and raises `smemFlag`.
 void AttentionKernel::emitArrival(ImplicitLocOpBuilder &b) {
-  ifThen(b, cmpI(b, CmpIPredicate::eq, tid, constIndex(b, 0)),
-         [&](ImplicitLocOpBuilder &tb) {
-           Value counterIdx = addI(
-               tb, mulI(tb, seq, shape.numKvHeads * sched.headBlocks), gridY);
-           Value old = memref::AtomicRMWOp::create(
-               tb, arith::AtomicRMWKind::addi, constI32(tb, 1), counters,
-               ValueRange{counterIdx});
-           Value last = cmpI(tb, CmpIPredicate::eq, old,
-                             subI(tb, numSplits, constI32(tb, 1)));
-           storeScalar(tb, arith::ExtUIOp::create(tb, tb.getI32Type(), last),
-                       smemFlag, constIndex(tb, 0));
-           // The last CTA resets the counter for the next launch.
-           ifThen(tb, last, [&](ImplicitLocOpBuilder &rb) {
-             memref::AtomicRMWOp::create(rb, arith::AtomicRMWKind::assign,
-                                         constI32(rb, 0), counters,
-                                         ValueRange{counterIdx});
-           });
-         });
+  countArrival(
+      b, tid, counters,
+      [&](ImplicitLocOpBuilder &tb) {
+        return addI(tb, mulI(tb, seq, shape.numKvHeads * sched.headBlocks),
+                    gridY);
+      },
+      numSplits, smemFlag);
 }
 
 /// Several splits: writes the unnormalised partial and the statistics,

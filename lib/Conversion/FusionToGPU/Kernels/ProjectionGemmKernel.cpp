@@ -337,23 +337,13 @@ void GemmKernel::publishPartials(ImplicitLocOpBuilder &b, Value tileStart,
 /// Thread 0 counts this CTA's arrival at (token tile, row tile); the CTA
 /// that arrives last resets the counter and sets `lastFlag`.
 void GemmKernel::emitArrival(ImplicitLocOpBuilder &b, Value tileStart) {
-  ifThen(b, cmpI(b, CmpIPredicate::eq, tid, constIndex(b, 0)),
-         [&](ImplicitLocOpBuilder &tb) {
-           Value tokenTile = divUI(tb, tileStart, constIndex(tb, s.tileTokens));
-           Value at = addI(tb, mulI(tb, tokenTile, s.rowTiles), rowTile);
-           Value old = memref::AtomicRMWOp::create(
-               tb, arith::AtomicRMWKind::addi, constI32(tb, 1), counters,
-               ValueRange{at});
-           Value last =
-               cmpI(tb, CmpIPredicate::eq, old, constI32(tb, s.kSplit - 1));
-           storeScalar(tb, arith::ExtUIOp::create(tb, tb.getI32Type(), last),
-                       lastFlag, constIndex(tb, 0));
-           ifThen(tb, last, [&](ImplicitLocOpBuilder &rb) {
-             memref::AtomicRMWOp::create(rb, arith::AtomicRMWKind::assign,
-                                         constI32(rb, 0), counters,
-                                         ValueRange{at});
-           });
-         });
+  countArrival(
+      b, tid, counters,
+      [&](ImplicitLocOpBuilder &tb) {
+        Value tokenTile = divUI(tb, tileStart, constIndex(tb, s.tileTokens));
+        return addI(tb, mulI(tb, tokenTile, s.rowTiles), rowTile);
+      },
+      constI32(b, s.kSplit), lastFlag);
   barrier(b);
 }
 
