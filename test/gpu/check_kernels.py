@@ -3,7 +3,9 @@
 
 For every <name>.<strategy>.ptx / .manifest.json pair in --dir, this script
 launches the kernels of each function in manifest order (skipping attention,
-which test/gpu/check_attention.py covers), each as the batch variant the
+which test/gpu/check_attention.py covers, and the kernels that read its
+results: the later layers of a multi-layer module, which the reference of
+one front half does not model), each as the batch variant the
 case's batch selects (docs/abi.md 3.2; batches 2 to 130 exercise the
 tensor-core and GEMM-shaped projection variants), binding buffers exactly as the
 manifest says (function arguments, earlier kernels' outputs), on fresh random
@@ -380,9 +382,18 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
     outputs = {}  # (kernel index, result index) -> device array
     checks = []
     kernels = [k for k in manifest["kernels"] if k["function"] == fn["name"]]
+    # Kernels not launched: attention (check_attention.py covers it), and
+    # every kernel that reads the result of one not launched (the later
+    # layers of a multi-layer module, which the reference of one front half
+    # does not model).
+    skipped = set()
     for k in kernels:
         kind = k.get("schedule", {}).get("kind")
-        if kind not in SUPPORTED_KINDS:
+        reads_skipped = any(p["kind"] == "input" and
+                            p["binding"].get("kernel") in skipped
+                            for p in k["params"])
+        if kind not in SUPPORTED_KINDS or reads_skipped:
+            skipped.add(k["index"])
             continue
         launch_args = []
         kernel_outputs = []
