@@ -405,6 +405,20 @@ static LogicalResult verifyRows(ShapeChecker &check, StringRef role,
   return check.modelDim(role, type, 1, what);
 }
 
+/// Verifies the `[B, N]` result of an op producing rows: rank 2, a run-time
+/// batch, `N` (`what`) static and equal to `size` (`sizeWhat`), and the
+/// element type of `source`, a (role, type) pair.
+static LogicalResult verifyResultRows(ShapeChecker &check, ShapedType result,
+                                      StringRef what, int64_t size,
+                                      StringRef sizeWhat,
+                                      std::pair<StringRef, ShapedType> source) {
+  if (failed(verifyRows(check, "result", result, what)) ||
+      failed(check.elementType("result", result, source.second.getElementType(),
+                               source.first)))
+    return failure();
+  return check.dimEquals("result", result, 1, size, sizeWhat);
+}
+
 /// Verifies the input of a linear layer, `[B, K]` or `[B, heads, head_dim]`
 /// read as `[B, heads * head_dim]`, and returns its K in `features` and a
 /// description of it in `what`.
@@ -453,11 +467,9 @@ LogicalResult LinearOp::verify() {
       failed(check.elementType("weight", weight, input.getElementType(),
                                "input")) ||
       failed(check.dimEquals("weight", weight, 1, features, featuresWhat)) ||
-      failed(verifyRows(check, "result", result, "out features")) ||
-      failed(check.elementType("result", result, input.getElementType(),
-                               "input")) ||
-      failed(check.dimEquals("result", result, 1, weight.getDimSize(0),
-                             "the out features of weight")))
+      failed(verifyResultRows(check, result, "out features",
+                              weight.getDimSize(0),
+                              "the out features of weight", {"input", input})))
     return failure();
   return check.batch({{"input", input}, {"result", result}});
 }
@@ -474,11 +486,9 @@ LogicalResult SiluMulOp::verify() {
                             "be even, each row being [gate | up] with halves "
                             "of one size, got "
                          << input;
-  if (failed(verifyRows(check, "result", result, "intermediate size")) ||
-      failed(check.elementType("result", result, input.getElementType(),
-                               "input")) ||
-      failed(check.dimEquals("result", result, 1, packed / 2,
-                             "half the features of input ([gate | up])")))
+  if (failed(verifyResultRows(check, result, "intermediate size", packed / 2,
+                              "half the features of input ([gate | up])",
+                              {"input", input})))
     return failure();
   return check.batch({{"input", input}, {"result", result}});
 }
@@ -511,11 +521,8 @@ LogicalResult EmbeddingOp::verify() {
       failed(check.rank("table", table, 2)) ||
       failed(verifyVocabDim(*this, check, "table", table, 0)) ||
       failed(check.modelDim("table", table, 1, "hidden size")) ||
-      failed(verifyRows(check, "result", result, "hidden size")) ||
-      failed(check.elementType("result", result, table.getElementType(),
-                               "table")) ||
-      failed(check.dimEquals("result", result, 1, table.getDimSize(1),
-                             "the hidden size of table")))
+      failed(verifyResultRows(check, result, "hidden size", table.getDimSize(1),
+                              "the hidden size of table", {"table", table})))
     return failure();
   return check.batch({{"tokens", tokens}, {"result", result}});
 }
