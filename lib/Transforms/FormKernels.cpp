@@ -27,7 +27,8 @@ namespace {
 
 /// Position of an op in the decode front-half chain
 /// norm -> qkv_proj -> rope -> kv_append; std::nullopt for ops that never
-/// join a front-half group (decode_attention).
+/// join a front-half group (decode_attention and the ops of the back half:
+/// linear, silu_mul, embedding, argmax).
 static std::optional<int> frontHalfStage(Operation *op) {
   return llvm::TypeSwitch<Operation *, std::optional<int>>(op)
       .Case<RMSNormOp, LayerNormOp>([](auto) { return 0; })
@@ -40,7 +41,7 @@ static std::optional<int> frontHalfStage(Operation *op) {
 /// The fusion operators the pass groups (not kernel/yield).
 static bool isFusionCompute(Operation *op) {
   return isa<RMSNormOp, LayerNormOp, QKVProjOp, RopeOp, KVAppendOp,
-             DecodeAttentionOp>(op);
+             DecodeAttentionOp, LinearOp, SiluMulOp, EmbeddingOp, ArgmaxOp>(op);
 }
 
 /// Whether `value` is a normalised activation (the `result` of a norm),

@@ -16,7 +16,8 @@ what a user must never see:
 A clean error (exit 1 with a message) is the expected answer to bad input.
 Groups (counts at --scale 1):
 
-  ir        IR mutations of the example layers -> fusion-opt, fusion-compile
+  ir        IR mutations of the example layers and of a decode step with the
+            back-half ops -> fusion-opt, fusion-compile
   generated layer modules from random valid configs -> fusion-import ->
             fusion-compile (these must succeed)
   options   odd option values of fusion-compile, fusion-opt, fusion-import
@@ -305,7 +306,11 @@ def deep_nesting(depth=40000):
 # Groups
 # ---------------------------------------------------------------------------
 
-IR_BASES = ["examples/tinyllama_1_1b.mlir", "examples/qwen2_7b.mlir", "examples/llama3_8b.mlir"]
+# The example layers, and a whole decode step with the back-half ops (linear,
+# silu_mul, embedding, argmax), which fusion-compile must reject cleanly until
+# they have a GPU lowering.
+IR_BASES = ["examples/tinyllama_1_1b.mlir", "examples/qwen2_7b.mlir", "examples/llama3_8b.mlir",
+            "test/Transforms/form-kernels-back-half.mlir"]
 
 
 def ir_case(fz, seed, case_dir):

@@ -15,6 +15,9 @@ def ConvertFusionToGPUPass
     per kernel kind, the first of the registry in
     lib/Conversion/FusionToGPU/KernelEmitter.h that matches:
 
+    - a kernel containing an op that has no GPU lowering yet (`linear`,
+      `silu_mul`, `embedding`, `argmax`): an error at each such op
+      (`'fusion.linear' op has no GPU lowering yet`), and the pass fails;
     - a kernel containing `fusion.qkv_proj`: the projection emitter (the
       fused front half `[rmsnorm|layernorm] -> qkv_proj -> [rope] ->
       [kv_append]`, or the projection alone);

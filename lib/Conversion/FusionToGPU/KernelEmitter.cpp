@@ -13,6 +13,31 @@ static bool containsOp(KernelOp kernel) {
       .wasInterrupted();
 }
 
+/// Whether `op` is a fusion op that no emitter builds yet.
+static bool hasNoLowering(Operation *op) {
+  return isa<LinearOp, SiluMulOp, EmbeddingOp, ArgmaxOp>(op);
+}
+
+bool mlir::fusion::isUnloweredKernel(KernelOp kernel) {
+  return kernel.getBody()
+      .walk([](Operation *op) {
+        return hasNoLowering(op) ? WalkResult::interrupt()
+                                 : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
+FailureOr<KernelLaunch> mlir::fusion::emitUnloweredKernel(KernelOp kernel,
+                                                          const TargetInfo &,
+                                                          gpu::GPUModuleOp) {
+  kernel.getBody().walk([&](Operation *op) {
+    if (hasNoLowering(op))
+      op->emitOpError("has no GPU lowering yet (kernel ")
+          << kernel.getSymName() << " cannot be compiled)";
+  });
+  return failure();
+}
+
 bool mlir::fusion::isProjectionKernel(KernelOp kernel) {
   return containsOp<QKVProjOp>(kernel);
 }
@@ -29,6 +54,9 @@ bool mlir::fusion::isNormKernel(KernelOp kernel) {
 
 ArrayRef<KernelEmitter> mlir::fusion::getKernelEmitters() {
   static const KernelEmitter emitters[] = {
+      // First: a kernel holding an op without an emitter fails at that op,
+      // whatever else it holds.
+      {"unlowered", isUnloweredKernel, emitUnloweredKernel},
       {"projection", isProjectionKernel, emitProjectionKernel},
       {"attention", isAttentionKernel, emitAttentionKernel},
       {"norm", isNormKernel, emitNormKernel},

@@ -30,6 +30,14 @@ struct KernelEmitter {
 /// kernel.
 ArrayRef<KernelEmitter> getKernelEmitters();
 
+/// KernelEmitter.cpp: a kernel containing an op that has no GPU lowering
+/// yet (linear, silu_mul, embedding, argmax); emitting it reports each such
+/// op at its location and fails.
+bool isUnloweredKernel(KernelOp kernel);
+FailureOr<KernelLaunch> emitUnloweredKernel(KernelOp kernel,
+                                            const TargetInfo &target,
+                                            gpu::GPUModuleOp module);
+
 /// Kernels/ProjectionKernel.cpp: a kernel containing fusion.qkv_proj, the
 /// front half `[rmsnorm|layernorm] -> qkv_proj -> [rope] -> [kv_append]`.
 bool isProjectionKernel(KernelOp kernel);

@@ -103,3 +103,56 @@ func.func @kernel_duplicate_name(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> (t
   }
   return %0, %2 : tensor<?x64xf16>, tensor<?x64xf16>
 }
+
+// -----
+
+// The ops of the back half of a layer have no emitter yet: compiling one is
+// an error at the op, not a crash or a kernel of the wrong kind.
+func.func @linear_no_lowering(%x: tensor<?x4x16xf16>, %w: tensor<64x64xf16>) -> tensor<?x64xf16> {
+  // expected-error @+1 {{'fusion.linear' op has no GPU lowering yet (kernel linear_no_lowering_k0_linear cannot be compiled)}}
+  %y = fusion.linear %x, %w : tensor<?x4x16xf16>, tensor<64x64xf16> -> tensor<?x64xf16>
+  return %y : tensor<?x64xf16>
+}
+
+// -----
+
+func.func @silu_mul_no_lowering(%gu: tensor<?x256xbf16>) -> tensor<?x128xbf16> {
+  // expected-error @+1 {{'fusion.silu_mul' op has no GPU lowering yet (kernel silu_mul_no_lowering_k0_silu_mul cannot be compiled)}}
+  %m = fusion.silu_mul %gu : tensor<?x256xbf16> -> tensor<?x128xbf16>
+  return %m : tensor<?x128xbf16>
+}
+
+// -----
+
+func.func @embedding_no_lowering(%t: tensor<?xi32>, %e: tensor<256x64xf16>) -> tensor<?x64xf16> {
+  // expected-error @+1 {{'fusion.embedding' op has no GPU lowering yet (kernel embedding_no_lowering_k0_embedding cannot be compiled)}}
+  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<256x64xf16> -> tensor<?x64xf16>
+  return %x : tensor<?x64xf16>
+}
+
+// -----
+
+func.func @argmax_no_lowering(%l: tensor<?x256xf16>) -> tensor<?xi32> {
+  // expected-error @+1 {{'fusion.argmax' op has no GPU lowering yet (kernel argmax_no_lowering_k0_argmax cannot be compiled)}}
+  %t = fusion.argmax %l : tensor<?x256xf16> -> tensor<?xi32>
+  return %t : tensor<?xi32>
+}
+
+// -----
+
+// A kernel that another emitter would match (it holds qkv_proj) still
+// reports the op it cannot lower, each such op at its own location.
+func.func @projection_with_linear(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %o_w: tensor<64x64xf16>)
+    -> tensor<?x64xf16> {
+  %0 = fusion.kernel @mixed (%a = %x, %b = %w, %c = %o_w)
+      : (tensor<?x64xf16>, tensor<128x64xf16>, tensor<64x64xf16>) -> tensor<?x64xf16> {
+    %q, %k, %v = fusion.qkv_proj %a, %b {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64}
+        : tensor<?x64xf16>, tensor<128x64xf16> -> tensor<?x4x16xf16>, tensor<?x2x16xf16>, tensor<?x2x16xf16>
+    // expected-error @+1 {{'fusion.linear' op has no GPU lowering yet (kernel mixed cannot be compiled)}}
+    %o = fusion.linear %q, %c : tensor<?x4x16xf16>, tensor<64x64xf16> -> tensor<?x64xf16>
+    // expected-error @+1 {{'fusion.linear' op has no GPU lowering yet (kernel mixed cannot be compiled)}}
+    %p = fusion.linear %o, %c : tensor<?x64xf16>, tensor<64x64xf16> -> tensor<?x64xf16>
+    fusion.yield %p : tensor<?x64xf16>
+  }
+  return %0 : tensor<?x64xf16>
+}

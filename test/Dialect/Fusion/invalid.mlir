@@ -936,6 +936,452 @@ func.func @attention_result_type(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x12
 // -----
 
 //===----------------------------------------------------------------------===//
+// fusion.linear (Llama-3-8B o_proj / gate-up shapes unless noted)
+//===----------------------------------------------------------------------===//
+
+func.func @linear_input_rank(%x: tensor<4096xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op input must have rank 2 ([B, K]) or 3 ([B, heads, head_dim], read as [B, heads * head_dim]), got 'tensor<4096xf16>'}}
+  %y = fusion.linear %x, %w : tensor<4096xf16>, tensor<4096x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_input_rank_4(%x: tensor<?x1x32x128xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op input must have rank 2 ([B, K]) or 3 ([B, heads, head_dim], read as [B, heads * head_dim]), got 'tensor<?x1x32x128xf16>'}}
+  %y = fusion.linear %x, %w : tensor<?x1x32x128xf16>, tensor<4096x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_input_batch_zero(%x: tensor<0x4096xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op input dimension 0 (batch) is a run-time size the kernels take as an i32: it must be dynamic or in [1, 2147483647], got 'tensor<0x4096xf16>'}}
+  %y = fusion.linear %x, %w : tensor<0x4096xf16>, tensor<4096x4096xf16> -> tensor<0x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_dynamic_in_features(%x: tensor<?x?xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op input dimension 1 (in features) must be static and positive, got 'tensor<?x?xf16>'}}
+  %y = fusion.linear %x, %w : tensor<?x?xf16>, tensor<4096x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_dynamic_heads(%x: tensor<?x?x128xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op input dimension 1 (heads) must be static and positive, got 'tensor<?x?x128xf16>'}}
+  %y = fusion.linear %x, %w : tensor<?x?x128xf16>, tensor<4096x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_zero_head_dim(%x: tensor<?x32x0xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op input dimension 2 (head_dim) must be static and positive, got 'tensor<?x32x0xf16>'}}
+  %y = fusion.linear %x, %w : tensor<?x32x0xf16>, tensor<4096x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_features_overflow(%x: tensor<?x4294967296x4294967296xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op input features heads * head_dim = 4294967296 * 4294967296 overflow a 64-bit size}}
+  %y = fusion.linear %x, %w : tensor<?x4294967296x4294967296xf16>, tensor<4096x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_weight_rank(%x: tensor<?x4096xf16>, %w: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.linear' op weight must have rank 2, got 'tensor<4096xf16>'}}
+  %y = fusion.linear %x, %w : tensor<?x4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_weight_dynamic_out(%x: tensor<?x4096xf16>, %w: tensor<?x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op weight dimension 0 (out features) must be static and positive, got 'tensor<?x4096xf16>'}}
+  %y = fusion.linear %x, %w : tensor<?x4096xf16>, tensor<?x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_weight_dynamic_in(%x: tensor<?x4096xf16>, %w: tensor<4096x?xf16>) {
+  // expected-error @below {{'fusion.linear' op weight dimension 1 (in features) must be static and positive, got 'tensor<4096x?xf16>'}}
+  %y = fusion.linear %x, %w : tensor<?x4096xf16>, tensor<4096x?xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_weight_element_type(%x: tensor<?x4096xf16>, %w: tensor<4096x4096xbf16>) {
+  // expected-error @below {{'fusion.linear' op weight element type 'bf16' does not match input element type 'f16'}}
+  %y = fusion.linear %x, %w : tensor<?x4096xf16>, tensor<4096x4096xbf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+// K mismatch: down_proj's weight [4096, 14336] applied to the hidden state.
+func.func @linear_in_features(%x: tensor<?x4096xf16>, %w: tensor<4096x14336xf16>) {
+  // expected-error @below {{'fusion.linear' op weight dimension 1 is 14336 but the in features of input is 4096}}
+  %y = fusion.linear %x, %w : tensor<?x4096xf16>, tensor<4096x14336xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+// K mismatch of a [B, heads, head_dim] input: 8 KV heads of 128 are 1024
+// features, not o_proj's 4096.
+func.func @linear_in_features_heads(%x: tensor<?x8x128xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op weight dimension 1 is 4096 but the in features of input (8 * 128) is 1024}}
+  %y = fusion.linear %x, %w : tensor<?x8x128xf16>, tensor<4096x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_result_rank(%x: tensor<?x32x128xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op result must have rank 2, got 'tensor<?x32x128xf16>'}}
+  %y = fusion.linear %x, %w : tensor<?x32x128xf16>, tensor<4096x4096xf16> -> tensor<?x32x128xf16>
+  return
+}
+
+// -----
+
+func.func @linear_result_dynamic_out(%x: tensor<?x4096xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op result dimension 1 (out features) must be static and positive, got 'tensor<?x?xf16>'}}
+  %y = fusion.linear %x, %w : tensor<?x4096xf16>, tensor<4096x4096xf16> -> tensor<?x?xf16>
+  return
+}
+
+// -----
+
+func.func @linear_result_element_type(%x: tensor<?x4096xbf16>, %w: tensor<4096x4096xbf16>) {
+  // expected-error @below {{'fusion.linear' op result element type 'f16' does not match input element type 'bf16'}}
+  %y = fusion.linear %x, %w : tensor<?x4096xbf16>, tensor<4096x4096xbf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_out_features(%x: tensor<?x4096xf16>, %w: tensor<28672x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op result dimension 1 is 14336 but the out features of weight is 28672}}
+  %y = fusion.linear %x, %w : tensor<?x4096xf16>, tensor<28672x4096xf16> -> tensor<?x14336xf16>
+  return
+}
+
+// -----
+
+func.func @linear_batch(%x: tensor<2x4096xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op result dimension 0 is 4 but the batch size of input is 2}}
+  %y = fusion.linear %x, %w : tensor<2x4096xf16>, tensor<4096x4096xf16> -> tensor<4x4096xf16>
+  return
+}
+
+// -----
+
+func.func @linear_result_batch_zero(%x: tensor<?x4096xf16>, %w: tensor<4096x4096xf16>) {
+  // expected-error @below {{'fusion.linear' op result dimension 0 (batch) is a run-time size the kernels take as an i32: it must be dynamic or in [1, 2147483647], got 'tensor<0x4096xf16>'}}
+  %y = fusion.linear %x, %w : tensor<?x4096xf16>, tensor<4096x4096xf16> -> tensor<0x4096xf16>
+  return
+}
+
+// -----
+
+// ODS: activations and weights are f16 or bf16.
+func.func @linear_f32(%x: tensor<?x4096xf32>, %w: tensor<4096x4096xf32>) {
+  // expected-error @below {{'fusion.linear' op operand #0 must be ranked tensor of 16-bit float or bfloat16 type values, but got 'tensor<?x4096xf32>'}}
+  %y = fusion.linear %x, %w : tensor<?x4096xf32>, tensor<4096x4096xf32> -> tensor<?x4096xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fusion.silu_mul (Llama-3-8B: intermediate 14336 unless noted)
+//===----------------------------------------------------------------------===//
+
+func.func @silu_mul_input_rank(%gu: tensor<?x2x14336xf16>) {
+  // expected-error @below {{'fusion.silu_mul' op input must have rank 2, got 'tensor<?x2x14336xf16>'}}
+  %m = fusion.silu_mul %gu : tensor<?x2x14336xf16> -> tensor<?x14336xf16>
+  return
+}
+
+// -----
+
+func.func @silu_mul_input_batch_zero(%gu: tensor<0x28672xf16>) {
+  // expected-error @below {{'fusion.silu_mul' op input dimension 0 (batch) is a run-time size the kernels take as an i32: it must be dynamic or in [1, 2147483647], got 'tensor<0x28672xf16>'}}
+  %m = fusion.silu_mul %gu : tensor<0x28672xf16> -> tensor<0x14336xf16>
+  return
+}
+
+// -----
+
+func.func @silu_mul_dynamic_features(%gu: tensor<?x?xf16>) {
+  // expected-error @below {{'fusion.silu_mul' op input dimension 1 (2 * intermediate size) must be static and positive, got 'tensor<?x?xf16>'}}
+  %m = fusion.silu_mul %gu : tensor<?x?xf16> -> tensor<?x14336xf16>
+  return
+}
+
+// -----
+
+func.func @silu_mul_odd(%gu: tensor<?x28671xf16>) {
+  // expected-error @below {{'fusion.silu_mul' op input dimension 1 (2 * intermediate size) must be even, each row being [gate | up] with halves of one size, got 'tensor<?x28671xf16>'}}
+  %m = fusion.silu_mul %gu : tensor<?x28671xf16> -> tensor<?x14335xf16>
+  return
+}
+
+// -----
+
+func.func @silu_mul_result_rank(%gu: tensor<?x28672xf16>) {
+  // expected-error @below {{'fusion.silu_mul' op result must have rank 2, got 'tensor<?x1x14336xf16>'}}
+  %m = fusion.silu_mul %gu : tensor<?x28672xf16> -> tensor<?x1x14336xf16>
+  return
+}
+
+// -----
+
+func.func @silu_mul_result_dynamic(%gu: tensor<?x28672xf16>) {
+  // expected-error @below {{'fusion.silu_mul' op result dimension 1 (intermediate size) must be static and positive, got 'tensor<?x?xf16>'}}
+  %m = fusion.silu_mul %gu : tensor<?x28672xf16> -> tensor<?x?xf16>
+  return
+}
+
+// -----
+
+func.func @silu_mul_result_element_type(%gu: tensor<?x28672xf16>) {
+  // expected-error @below {{'fusion.silu_mul' op result element type 'bf16' does not match input element type 'f16'}}
+  %m = fusion.silu_mul %gu : tensor<?x28672xf16> -> tensor<?x14336xbf16>
+  return
+}
+
+// -----
+
+// The result is half the packed row, not the whole of it.
+func.func @silu_mul_result_size(%gu: tensor<?x28672xf16>) {
+  // expected-error @below {{'fusion.silu_mul' op result dimension 1 is 28672 but half the features of input ([gate | up]) is 14336}}
+  %m = fusion.silu_mul %gu : tensor<?x28672xf16> -> tensor<?x28672xf16>
+  return
+}
+
+// -----
+
+func.func @silu_mul_batch(%gu: tensor<3x28672xf16>) {
+  // expected-error @below {{'fusion.silu_mul' op result dimension 0 is 1 but the batch size of input is 3}}
+  %m = fusion.silu_mul %gu : tensor<3x28672xf16> -> tensor<1x14336xf16>
+  return
+}
+
+// -----
+
+// ODS: f16 or bf16.
+func.func @silu_mul_f32(%gu: tensor<?x28672xf32>) {
+  // expected-error @below {{'fusion.silu_mul' op operand #0 must be ranked tensor of 16-bit float or bfloat16 type values, but got 'tensor<?x28672xf32>'}}
+  %m = fusion.silu_mul %gu : tensor<?x28672xf32> -> tensor<?x14336xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fusion.embedding (Llama-3-8B: vocabulary 128256, hidden 4096)
+//===----------------------------------------------------------------------===//
+
+func.func @embedding_tokens_rank(%t: tensor<?x1xi32>, %e: tensor<128256x4096xf16>) {
+  // expected-error @below {{'fusion.embedding' op tokens must have rank 1, got 'tensor<?x1xi32>'}}
+  %x = fusion.embedding %t, %e : tensor<?x1xi32>, tensor<128256x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+// ODS: token ids are i32.
+func.func @embedding_tokens_i64(%t: tensor<?xi64>, %e: tensor<128256x4096xf16>) {
+  // expected-error @below {{'fusion.embedding' op operand #0 must be ranked tensor of 32-bit signless integer values, but got 'tensor<?xi64>'}}
+  %x = fusion.embedding %t, %e : tensor<?xi64>, tensor<128256x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @embedding_table_rank(%t: tensor<?xi32>, %e: tensor<4096xf16>) {
+  // expected-error @below {{'fusion.embedding' op table must have rank 2, got 'tensor<4096xf16>'}}
+  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @embedding_dynamic_vocab(%t: tensor<?xi32>, %e: tensor<?x4096xf16>) {
+  // expected-error @below {{'fusion.embedding' op table dimension 0 (vocab size) must be static and positive, got 'tensor<?x4096xf16>'}}
+  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<?x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+// V >= 1: an empty table has no row to copy.
+func.func @embedding_empty_vocab(%t: tensor<?xi32>, %e: tensor<0x4096xf16>) {
+  // expected-error @below {{'fusion.embedding' op table dimension 0 (vocab size) must be static and positive, got 'tensor<0x4096xf16>'}}
+  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<0x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+// An i32 token id reaches rows [0, 2^31) only.
+func.func @embedding_vocab_too_large(%t: tensor<?xi32>, %e: tensor<2147483649x8xf16>) {
+  // expected-error @below {{'fusion.embedding' op table dimension 0 (vocab size) must be at most 2147483648 (token ids are i32), got 'tensor<2147483649x8xf16>'}}
+  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<2147483649x8xf16> -> tensor<?x8xf16>
+  return
+}
+
+// -----
+
+func.func @embedding_dynamic_hidden(%t: tensor<?xi32>, %e: tensor<128256x?xf16>) {
+  // expected-error @below {{'fusion.embedding' op table dimension 1 (hidden size) must be static and positive, got 'tensor<128256x?xf16>'}}
+  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<128256x?xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @embedding_result_rank(%t: tensor<?xi32>, %e: tensor<128256x4096xf16>) {
+  // expected-error @below {{'fusion.embedding' op result must have rank 2, got 'tensor<?x1x4096xf16>'}}
+  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<128256x4096xf16> -> tensor<?x1x4096xf16>
+  return
+}
+
+// -----
+
+func.func @embedding_result_element_type(%t: tensor<?xi32>, %e: tensor<128256x4096xbf16>) {
+  // expected-error @below {{'fusion.embedding' op result element type 'f16' does not match table element type 'bf16'}}
+  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<128256x4096xbf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+func.func @embedding_result_hidden(%t: tensor<?xi32>, %e: tensor<128256x4096xf16>) {
+  // expected-error @below {{'fusion.embedding' op result dimension 1 is 2048 but the hidden size of table is 4096}}
+  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<128256x4096xf16> -> tensor<?x2048xf16>
+  return
+}
+
+// -----
+
+func.func @embedding_batch(%t: tensor<4xi32>, %e: tensor<128256x4096xf16>) {
+  // expected-error @below {{'fusion.embedding' op result dimension 0 is 2 but the batch size of tokens is 4}}
+  %x = fusion.embedding %t, %e : tensor<4xi32>, tensor<128256x4096xf16> -> tensor<2x4096xf16>
+  return
+}
+
+// -----
+
+func.func @embedding_tokens_batch_zero(%t: tensor<0xi32>, %e: tensor<128256x4096xf16>) {
+  // expected-error @below {{'fusion.embedding' op tokens dimension 0 (batch) is a run-time size the kernels take as an i32: it must be dynamic or in [1, 2147483647], got 'tensor<0xi32>'}}
+  %x = fusion.embedding %t, %e : tensor<0xi32>, tensor<128256x4096xf16> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+// ODS: the table is f16 or bf16.
+func.func @embedding_table_f32(%t: tensor<?xi32>, %e: tensor<128256x4096xf32>) {
+  // expected-error @below {{'fusion.embedding' op operand #1 must be ranked tensor of 16-bit float or bfloat16 type values, but got 'tensor<128256x4096xf32>'}}
+  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<128256x4096xf32> -> tensor<?x4096xf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fusion.argmax (Llama-3-8B: vocabulary 128256)
+//===----------------------------------------------------------------------===//
+
+func.func @argmax_logits_rank(%l: tensor<128256xbf16>) {
+  // expected-error @below {{'fusion.argmax' op logits must have rank 2, got 'tensor<128256xbf16>'}}
+  %t = fusion.argmax %l : tensor<128256xbf16> -> tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @argmax_logits_batch_zero(%l: tensor<0x128256xbf16>) {
+  // expected-error @below {{'fusion.argmax' op logits dimension 0 (batch) is a run-time size the kernels take as an i32: it must be dynamic or in [1, 2147483647], got 'tensor<0x128256xbf16>'}}
+  %t = fusion.argmax %l : tensor<0x128256xbf16> -> tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @argmax_dynamic_vocab(%l: tensor<?x?xbf16>) {
+  // expected-error @below {{'fusion.argmax' op logits dimension 1 (vocab size) must be static and positive, got 'tensor<?x?xbf16>'}}
+  %t = fusion.argmax %l : tensor<?x?xbf16> -> tensor<?xi32>
+  return
+}
+
+// -----
+
+// V >= 1: an empty row has no index to return.
+func.func @argmax_empty_vocab(%l: tensor<?x0xbf16>) {
+  // expected-error @below {{'fusion.argmax' op logits dimension 1 (vocab size) must be static and positive, got 'tensor<?x0xbf16>'}}
+  %t = fusion.argmax %l : tensor<?x0xbf16> -> tensor<?xi32>
+  return
+}
+
+// -----
+
+// Index 2^31 does not fit in the i32 result.
+func.func @argmax_vocab_too_large(%l: tensor<?x2147483649xbf16>) {
+  // expected-error @below {{'fusion.argmax' op logits dimension 1 (vocab size) must be at most 2147483648 (token ids are i32), got 'tensor<?x2147483649xbf16>'}}
+  %t = fusion.argmax %l : tensor<?x2147483649xbf16> -> tensor<?xi32>
+  return
+}
+
+// -----
+
+func.func @argmax_result_rank(%l: tensor<?x128256xbf16>) {
+  // expected-error @below {{'fusion.argmax' op result must have rank 1, got 'tensor<?x1xi32>'}}
+  %t = fusion.argmax %l : tensor<?x128256xbf16> -> tensor<?x1xi32>
+  return
+}
+
+// -----
+
+func.func @argmax_batch(%l: tensor<8x128256xbf16>) {
+  // expected-error @below {{'fusion.argmax' op result dimension 0 is 4 but the batch size of logits is 8}}
+  %t = fusion.argmax %l : tensor<8x128256xbf16> -> tensor<4xi32>
+  return
+}
+
+// -----
+
+// ODS: the result holds i32 token ids ...
+func.func @argmax_result_i64(%l: tensor<?x128256xbf16>) {
+  // expected-error @below {{'fusion.argmax' op result #0 must be ranked tensor of 32-bit signless integer values, but got 'tensor<?xi64>'}}
+  %t = fusion.argmax %l : tensor<?x128256xbf16> -> tensor<?xi64>
+  return
+}
+
+// -----
+
+// ... of f16 or bf16 logits.
+func.func @argmax_f32(%l: tensor<?x128256xf32>) {
+  // expected-error @below {{'fusion.argmax' op operand #0 must be ranked tensor of 16-bit float or bfloat16 type values, but got 'tensor<?x128256xf32>'}}
+  %t = fusion.argmax %l : tensor<?x128256xf32> -> tensor<?xi32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
 // fusion.kernel / fusion.yield
 //===----------------------------------------------------------------------===//
 

@@ -245,6 +245,129 @@ func.func @decode_attention_scale(%q: tensor<1x16x256xbf16>,
 }
 
 //===----------------------------------------------------------------------===//
+// fusion.linear / fusion.silu_mul
+//===----------------------------------------------------------------------===//
+
+// The linear layers of a Llama-3-8B layer (hidden 4096, intermediate 14336,
+// 32 heads of 128) and its LM head (vocabulary 128256): o_proj straight from
+// the attention output [B, 32, 128], gate/up packed (N = 2 * 14336),
+// down_proj, lm_head.
+// CHECK-LABEL: func.func @linear_llama3
+// CHECK-SAME:    (%[[A:.*]]: tensor<?x32x128xf16>, %[[OW:.*]]: tensor<4096x4096xf16>, %[[Y:.*]]: tensor<?x4096xf16>, %[[GUW:.*]]: tensor<28672x4096xf16>, %[[M:.*]]: tensor<?x14336xf16>, %[[DW:.*]]: tensor<4096x14336xf16>, %[[HW:.*]]: tensor<128256x4096xf16>)
+// CHECK:         %[[O:.*]] = fusion.linear %[[A]], %[[OW]] : tensor<?x32x128xf16>, tensor<4096x4096xf16> -> tensor<?x4096xf16>
+// CHECK:         %[[GU:.*]] = fusion.linear %[[Y]], %[[GUW]] : tensor<?x4096xf16>, tensor<28672x4096xf16> -> tensor<?x28672xf16>
+// CHECK:         %[[D:.*]] = fusion.linear %[[M]], %[[DW]] : tensor<?x14336xf16>, tensor<4096x14336xf16> -> tensor<?x4096xf16>
+// CHECK:         %[[L:.*]] = fusion.linear %[[Y]], %[[HW]] : tensor<?x4096xf16>, tensor<128256x4096xf16> -> tensor<?x128256xf16>
+// CHECK:         return %[[O]], %[[GU]], %[[D]], %[[L]]
+func.func @linear_llama3(%attn: tensor<?x32x128xf16>, %o_w: tensor<4096x4096xf16>,
+                         %y: tensor<?x4096xf16>, %gate_up_w: tensor<28672x4096xf16>,
+                         %m: tensor<?x14336xf16>, %down_w: tensor<4096x14336xf16>,
+                         %head_w: tensor<128256x4096xf16>)
+    -> (tensor<?x4096xf16>, tensor<?x28672xf16>, tensor<?x4096xf16>, tensor<?x128256xf16>) {
+  %o = fusion.linear %attn, %o_w : tensor<?x32x128xf16>, tensor<4096x4096xf16> -> tensor<?x4096xf16>
+  %gu = fusion.linear %y, %gate_up_w : tensor<?x4096xf16>, tensor<28672x4096xf16> -> tensor<?x28672xf16>
+  %d = fusion.linear %m, %down_w : tensor<?x14336xf16>, tensor<4096x14336xf16> -> tensor<?x4096xf16>
+  %logits = fusion.linear %y, %head_w : tensor<?x4096xf16>, tensor<128256x4096xf16> -> tensor<?x128256xf16>
+  return %o, %gu, %d, %logits : tensor<?x4096xf16>, tensor<?x28672xf16>, tensor<?x4096xf16>, tensor<?x128256xf16>
+}
+
+// SmolLM2-135M o_proj (9 heads of 64 -> 576) in bf16 at static batch 2; a
+// static batch may meet a dynamic one.
+// CHECK-LABEL: func.func @linear_bf16_static
+// CHECK:         fusion.linear %{{.*}}, %{{.*}} : tensor<2x9x64xbf16>, tensor<576x576xbf16> -> tensor<2x576xbf16>
+// CHECK:         fusion.linear %{{.*}}, %{{.*}} : tensor<2x576xbf16>, tensor<1536x576xbf16> -> tensor<?x1536xbf16>
+func.func @linear_bf16_static(%attn: tensor<2x9x64xbf16>, %o_w: tensor<576x576xbf16>,
+                              %gate_up_w: tensor<1536x576xbf16>) -> tensor<?x1536xbf16> {
+  %o = fusion.linear %attn, %o_w : tensor<2x9x64xbf16>, tensor<576x576xbf16> -> tensor<2x576xbf16>
+  %gu = fusion.linear %o, %gate_up_w : tensor<2x576xbf16>, tensor<1536x576xbf16> -> tensor<?x1536xbf16>
+  return %gu : tensor<?x1536xbf16>
+}
+
+// SwiGLU of Llama-3-8B's packed [gate | up] row (2 * 14336), f16, and of
+// SmolLM2-135M's (2 * 1536), bf16 at static batch 2.
+// CHECK-LABEL: func.func @silu_mul
+// CHECK-SAME:    (%[[GU:.*]]: tensor<?x28672xf16>, %[[GU2:.*]]: tensor<2x3072xbf16>)
+// CHECK:         %[[M:.*]] = fusion.silu_mul %[[GU]] : tensor<?x28672xf16> -> tensor<?x14336xf16>
+// CHECK:         %[[M2:.*]] = fusion.silu_mul %[[GU2]] : tensor<2x3072xbf16> -> tensor<2x1536xbf16>
+// CHECK:         return %[[M]], %[[M2]]
+func.func @silu_mul(%gu: tensor<?x28672xf16>, %gu2: tensor<2x3072xbf16>)
+    -> (tensor<?x14336xf16>, tensor<2x1536xbf16>) {
+  %m = fusion.silu_mul %gu : tensor<?x28672xf16> -> tensor<?x14336xf16>
+  %m2 = fusion.silu_mul %gu2 : tensor<2x3072xbf16> -> tensor<2x1536xbf16>
+  return %m, %m2 : tensor<?x14336xf16>, tensor<2x1536xbf16>
+}
+
+//===----------------------------------------------------------------------===//
+// fusion.embedding / fusion.argmax
+//===----------------------------------------------------------------------===//
+
+// Llama-3-8B token embedding (vocabulary 128256, hidden 4096), bf16, and
+// SmolLM2-135M's (49152 x 576), f16 at static batch 4.
+// CHECK-LABEL: func.func @embedding
+// CHECK-SAME:    (%[[T:.*]]: tensor<?xi32>, %[[E:.*]]: tensor<128256x4096xbf16>, %[[T2:.*]]: tensor<4xi32>, %[[E2:.*]]: tensor<49152x576xf16>)
+// CHECK:         %[[X:.*]] = fusion.embedding %[[T]], %[[E]] : tensor<?xi32>, tensor<128256x4096xbf16> -> tensor<?x4096xbf16>
+// CHECK:         %[[X2:.*]] = fusion.embedding %[[T2]], %[[E2]] : tensor<4xi32>, tensor<49152x576xf16> -> tensor<4x576xf16>
+// CHECK:         return %[[X]], %[[X2]]
+func.func @embedding(%tokens: tensor<?xi32>, %table: tensor<128256x4096xbf16>,
+                     %tokens2: tensor<4xi32>, %table2: tensor<49152x576xf16>)
+    -> (tensor<?x4096xbf16>, tensor<4x576xf16>) {
+  %x = fusion.embedding %tokens, %table : tensor<?xi32>, tensor<128256x4096xbf16> -> tensor<?x4096xbf16>
+  %x2 = fusion.embedding %tokens2, %table2 : tensor<4xi32>, tensor<49152x576xf16> -> tensor<4x576xf16>
+  return %x, %x2 : tensor<?x4096xbf16>, tensor<4x576xf16>
+}
+
+// Greedy sampling over Llama-3-8B's logits (bf16), over SmolLM2's (f16,
+// static batch 4), and at the largest vocabulary an i32 indexes (2^31).
+// CHECK-LABEL: func.func @argmax
+// CHECK-SAME:    (%[[L:.*]]: tensor<?x128256xbf16>, %[[L2:.*]]: tensor<4x49152xf16>, %[[L3:.*]]: tensor<1x2147483648xf16>)
+// CHECK:         %[[T:.*]] = fusion.argmax %[[L]] : tensor<?x128256xbf16> -> tensor<?xi32>
+// CHECK:         %[[T2:.*]] = fusion.argmax %[[L2]] : tensor<4x49152xf16> -> tensor<4xi32>
+// CHECK:         %[[T3:.*]] = fusion.argmax %[[L3]] : tensor<1x2147483648xf16> -> tensor<?xi32>
+// CHECK:         return %[[T]], %[[T2]], %[[T3]]
+func.func @argmax(%logits: tensor<?x128256xbf16>, %logits2: tensor<4x49152xf16>,
+                  %logits3: tensor<1x2147483648xf16>)
+    -> (tensor<?xi32>, tensor<4xi32>, tensor<?xi32>) {
+  %t = fusion.argmax %logits : tensor<?x128256xbf16> -> tensor<?xi32>
+  %t2 = fusion.argmax %logits2 : tensor<4x49152xf16> -> tensor<4xi32>
+  %t3 = fusion.argmax %logits3 : tensor<1x2147483648xf16> -> tensor<?xi32>
+  return %t, %t2, %t3 : tensor<?xi32>, tensor<4xi32>, tensor<?xi32>
+}
+
+// The back half of a SmolLM2-135M decoder layer and the model's head, as
+// the CPU reference's decoderLayer and ModelReference chain them: o_proj,
+// the post-attention norm with the residual add, gate/up, SwiGLU, down_proj,
+// the final norm, the tied LM head and greedy sampling of the next token,
+// whose embedding starts the next step.
+// CHECK-LABEL: func.func @decoder_back_half
+// CHECK:         fusion.linear
+// CHECK:         fusion.rmsnorm
+// CHECK:         fusion.linear
+// CHECK:         fusion.silu_mul
+// CHECK:         fusion.linear
+// CHECK:         fusion.rmsnorm
+// CHECK:         fusion.linear
+// CHECK:         fusion.argmax
+// CHECK:         fusion.embedding
+func.func @decoder_back_half(%attn: tensor<?x9x64xbf16>, %h: tensor<?x576xbf16>,
+                             %o_w: tensor<576x576xbf16>, %post_w: tensor<576xbf16>,
+                             %gate_up_w: tensor<3072x576xbf16>, %down_w: tensor<576x1536xbf16>,
+                             %final_w: tensor<576xbf16>, %embed: tensor<49152x576xbf16>)
+    -> tensor<?x576xbf16> {
+  %o = fusion.linear %attn, %o_w : tensor<?x9x64xbf16>, tensor<576x576xbf16> -> tensor<?x576xbf16>
+  %y2, %h2 = fusion.rmsnorm %o, %post_w residual(%h : tensor<?x576xbf16>) {epsilon = 1.0e-05 : f64}
+      : tensor<?x576xbf16>, tensor<576xbf16> -> tensor<?x576xbf16>, tensor<?x576xbf16>
+  %gu = fusion.linear %y2, %gate_up_w : tensor<?x576xbf16>, tensor<3072x576xbf16> -> tensor<?x3072xbf16>
+  %m = fusion.silu_mul %gu : tensor<?x3072xbf16> -> tensor<?x1536xbf16>
+  %d = fusion.linear %m, %down_w : tensor<?x1536xbf16>, tensor<576x1536xbf16> -> tensor<?x576xbf16>
+  %f, %h3 = fusion.rmsnorm %d, %final_w residual(%h2 : tensor<?x576xbf16>) {epsilon = 1.0e-05 : f64}
+      : tensor<?x576xbf16>, tensor<576xbf16> -> tensor<?x576xbf16>, tensor<?x576xbf16>
+  %logits = fusion.linear %f, %embed : tensor<?x576xbf16>, tensor<49152x576xbf16> -> tensor<?x49152xbf16>
+  %next = fusion.argmax %logits : tensor<?x49152xbf16> -> tensor<?xi32>
+  %x = fusion.embedding %next, %embed : tensor<?xi32>, tensor<49152x576xbf16> -> tensor<?x576xbf16>
+  return %x : tensor<?x576xbf16>
+}
+
+//===----------------------------------------------------------------------===//
 // fusion.kernel / fusion.yield
 //===----------------------------------------------------------------------===//
 

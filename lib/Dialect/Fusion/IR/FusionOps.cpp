@@ -392,6 +392,154 @@ LogicalResult DecodeAttentionOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// LinearOp / SiluMulOp
+//===----------------------------------------------------------------------===//
+
+/// Verifies a `[B, F]` activation: rank 2, a run-time batch and static
+/// features (`what`).
+static LogicalResult verifyRows(ShapeChecker &check, StringRef role,
+                                ShapedType type, StringRef what) {
+  if (failed(check.rank(role, type, 2)) ||
+      failed(check.runtimeDim(role, type, 0, "batch")))
+    return failure();
+  return check.modelDim(role, type, 1, what);
+}
+
+/// Verifies the `[B, N]` result of an op producing rows: rank 2, a run-time
+/// batch, `N` (`what`) static and equal to `size` (`sizeWhat`), and the
+/// element type of `source`, a (role, type) pair.
+static LogicalResult verifyResultRows(ShapeChecker &check, ShapedType result,
+                                      StringRef what, int64_t size,
+                                      StringRef sizeWhat,
+                                      std::pair<StringRef, ShapedType> source) {
+  if (failed(verifyRows(check, "result", result, what)) ||
+      failed(check.elementType("result", result, source.second.getElementType(),
+                               source.first)))
+    return failure();
+  return check.dimEquals("result", result, 1, size, sizeWhat);
+}
+
+/// Verifies the input of a linear layer, `[B, K]` or `[B, heads, head_dim]`
+/// read as `[B, heads * head_dim]`, and returns its K in `features` and a
+/// description of it in `what`.
+static LogicalResult verifyLinearInput(Operation *op, ShapeChecker &check,
+                                       ShapedType input, int64_t &features,
+                                       std::string &what) {
+  if (input.getRank() == 2) {
+    if (failed(verifyRows(check, "input", input, "in features")))
+      return failure();
+    features = input.getDimSize(1);
+    what = "the in features of input";
+    return success();
+  }
+  if (input.getRank() != 3)
+    return op->emitOpError()
+           << "input must have rank 2 ([B, K]) or 3 ([B, heads, head_dim], "
+              "read as [B, heads * head_dim]), got "
+           << input;
+  if (failed(check.runtimeDim("input", input, 0, "batch")) ||
+      failed(check.modelDim("input", input, 1, "heads")) ||
+      failed(check.modelDim("input", input, 2, "head_dim")))
+    return failure();
+  int64_t heads = input.getDimSize(1), headDim = input.getDimSize(2);
+  std::optional<int64_t> product = llvm::checkedMul(heads, headDim);
+  if (!product)
+    return op->emitOpError() << "input features heads * head_dim = " << heads
+                             << " * " << headDim << " overflow a 64-bit size";
+  features = *product;
+  what = ("the in features of input (" + Twine(heads) + " * " + Twine(headDim) +
+          ")")
+             .str();
+  return success();
+}
+
+LogicalResult LinearOp::verify() {
+  ShapeChecker check(*this);
+  auto input = getInput().getType();
+  auto weight = getWeight().getType();
+  auto result = getResult().getType();
+  int64_t features = 0;
+  std::string featuresWhat;
+  if (failed(verifyLinearInput(*this, check, input, features, featuresWhat)) ||
+      failed(check.rank("weight", weight, 2)) ||
+      failed(check.modelDim("weight", weight, 0, "out features")) ||
+      failed(check.modelDim("weight", weight, 1, "in features")) ||
+      failed(check.elementType("weight", weight, input.getElementType(),
+                               "input")) ||
+      failed(check.dimEquals("weight", weight, 1, features, featuresWhat)) ||
+      failed(verifyResultRows(check, result, "out features",
+                              weight.getDimSize(0),
+                              "the out features of weight", {"input", input})))
+    return failure();
+  return check.batch({{"input", input}, {"result", result}});
+}
+
+LogicalResult SiluMulOp::verify() {
+  ShapeChecker check(*this);
+  auto input = getInput().getType();
+  auto result = getResult().getType();
+  if (failed(verifyRows(check, "input", input, "2 * intermediate size")))
+    return failure();
+  int64_t packed = input.getDimSize(1);
+  if (packed % 2 != 0)
+    return emitOpError() << "input dimension 1 (2 * intermediate size) must "
+                            "be even, each row being [gate | up] with halves "
+                            "of one size, got "
+                         << input;
+  if (failed(verifyResultRows(check, result, "intermediate size", packed / 2,
+                              "half the features of input ([gate | up])",
+                              {"input", input})))
+    return failure();
+  return check.batch({{"input", input}, {"result", result}});
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp / ArgmaxOp
+//===----------------------------------------------------------------------===//
+
+/// Verifies that dimension `dim` of `role` is a vocabulary size: static,
+/// positive, and at most 2^31 so that every token id fits in an i32.
+static LogicalResult verifyVocabDim(Operation *op, ShapeChecker &check,
+                                    StringRef role, ShapedType type,
+                                    unsigned dim) {
+  constexpr int64_t kMaxVocab = int64_t{1} << 31;
+  if (failed(check.modelDim(role, type, dim, "vocab size")))
+    return failure();
+  if (type.getDimSize(dim) <= kMaxVocab)
+    return success();
+  return op->emitOpError() << role << " dimension " << dim
+                           << " (vocab size) must be at most " << kMaxVocab
+                           << " (token ids are i32), got " << type;
+}
+
+LogicalResult EmbeddingOp::verify() {
+  ShapeChecker check(*this);
+  auto tokens = getTokens().getType();
+  auto table = getTable().getType();
+  auto result = getResult().getType();
+  if (failed(check.rank("tokens", tokens, 1)) ||
+      failed(check.rank("table", table, 2)) ||
+      failed(verifyVocabDim(*this, check, "table", table, 0)) ||
+      failed(check.modelDim("table", table, 1, "hidden size")) ||
+      failed(verifyResultRows(check, result, "hidden size", table.getDimSize(1),
+                              "the hidden size of table", {"table", table})))
+    return failure();
+  return check.batch({{"tokens", tokens}, {"result", result}});
+}
+
+LogicalResult ArgmaxOp::verify() {
+  ShapeChecker check(*this);
+  auto logits = getLogits().getType();
+  auto result = getResult().getType();
+  if (failed(check.rank("logits", logits, 2)) ||
+      failed(check.runtimeDim("logits", logits, 0, "batch")) ||
+      failed(verifyVocabDim(*this, check, "logits", logits, 1)) ||
+      failed(check.rank("result", result, 1)))
+    return failure();
+  return check.batch({{"logits", logits}, {"result", result}});
+}
+
+//===----------------------------------------------------------------------===//
 // KernelOp
 //===----------------------------------------------------------------------===//
 

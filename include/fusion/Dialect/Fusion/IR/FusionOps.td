@@ -257,6 +257,152 @@ def Fusion_DecodeAttentionOp : Fusion_Op<"decode_attention", [
 }
 
 //===----------------------------------------------------------------------===//
+// Linear layers and the gated MLP
+//===----------------------------------------------------------------------===//
+
+def Fusion_LinearOp : Fusion_Op<"linear", [Pure]> {
+  let summary = "Linear layer without bias (nn.Linear)";
+  let description = [{
+    `torch.nn.Linear` without bias: `[B, K] x [N, K]^T -> [B, N]`, each
+    output rounded once to the activation type. The CPU reference
+    (`ref::linear`, runtime/include/fusion/runtime/Reference.h):
+
+    `y[b, n] = round(sum_k x32[b, k] * W32[n, k])`
+
+    accumulated in fp32 (the reference sums in order of `k`; a kernel may
+    sum in another order, which changes only the fp32 rounding of the
+    sum), the same arithmetic as `fusion.qkv_proj`. `weight` is Hugging
+    Face's `[out_features, in_features]` weight, row-major with `K`
+    contiguous. `input`, `weight` and `result` have one element type, `f16`
+    or `bf16`; the batch `B` is dynamic or static, the same in `input` and
+    `result`.
+
+    The linear layers of a Llama decoder (Hugging Face `LlamaAttention`,
+    `LlamaMLP`, `LlamaForCausalLM`):
+    - `o_proj`: `[B, Hq*D] -> [B, H]`;
+    - `gate_proj` and `up_proj` as one op over the packed weight
+      `torch.cat([gate_proj.weight, up_proj.weight], dim=0)` (`N = 2*I`),
+      whose result row is `[gate | up]`, the input of `fusion.silu_mul`;
+    - `down_proj`: `[B, I] -> [B, H]`;
+    - `lm_head`: `[B, H] -> [B, V]` (with tied embeddings its weight is the
+      embedding table).
+
+    The input may also be `[B, Hq, D]` (the result of
+    `fusion.decode_attention`), read as `[B, Hq*D]` in row-major order:
+    element `(h, d)` is feature `h*D + d`, as in Hugging Face's
+    `attn_output.reshape(B, 1, Hq*D)` before `o_proj`. Then `K = Hq*D`.
+
+    ```mlir
+    %o = fusion.linear %attn, %o_w
+        : tensor<?x32x128xf16>, tensor<4096x4096xf16> -> tensor<?x4096xf16>
+    %gu = fusion.linear %y, %gate_up_w
+        : tensor<?x4096xf16>, tensor<28672x4096xf16> -> tensor<?x28672xf16>
+    ```
+  }];
+  let arguments = (ins Fusion_HalfTensor:$input, Fusion_HalfTensor:$weight);
+  let results = (outs Fusion_HalfTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Fusion_SiluMulOp : Fusion_Op<"silu_mul", [Pure]> {
+  let summary = "SwiGLU activation of a packed [gate | up] row";
+  let description = [{
+    The gated activation of a SwiGLU MLP (Shazeer 2020; Hugging Face
+    `LlamaMLP`: `act_fn(gate_proj(x)) * up_proj(x)` with `act_fn` = SiLU).
+    Each row of `input` (`[B, 2*I]`) is the gate projection followed by the
+    up projection, the output of a `fusion.linear` over
+    `torch.cat([gate_proj.weight, up_proj.weight], dim=0)`. The CPU
+    reference (`ref::siluMul`):
+
+    `y[b, i] = round(silu(g32) * u32)`, `silu(g) = g / (1 + exp(-g))`
+
+    with `g = input[b, i]`, `u = input[b, I + i]`, in fp32, rounded once.
+    Hugging Face rounds `silu(g)` to the activation type before the product
+    (at most about one ulp apart). The result is `[B, I]` with the element
+    type of `input`.
+
+    ```mlir
+    %act = fusion.silu_mul %gu : tensor<?x28672xf16> -> tensor<?x14336xf16>
+    ```
+  }];
+  let arguments = (ins Fusion_HalfTensor:$input);
+  let results = (outs Fusion_HalfTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Token embedding and greedy sampling
+//===----------------------------------------------------------------------===//
+
+def Fusion_EmbeddingOp : Fusion_Op<"embedding", [Pure]> {
+  let summary = "Token embedding: a row gather from the table";
+  let description = [{
+    `torch.nn.Embedding` (Hugging Face `LlamaModel.embed_tokens`): row `b`
+    of the result (`[B, H]`) is row `tokens[b]` of `table` (`[V, H]`), a
+    bit copy. `tokens` is `tensor<?xi32>` (`[B]`); the result has the
+    element type of `table`. The CPU reference (`ref::embedding`) is the
+    same copy and rejects a token outside `[0, V)` before writing anything.
+
+    A token outside `[0, V)` is an error of the caller, not a value the op
+    defines a result for: the runtime checks the token ids it is given
+    against `[0, V)` before launching (as `ref::embedding` does), and the
+    ids `fusion.argmax` produces are in range by construction. The kernel
+    does not rely on that check for memory safety: its lowering clamps each
+    id to `[0, V - 1]` before forming the row's (64-bit) offset, so a bad
+    id copies some row of the table and never reads outside it.
+
+    ```mlir
+    %x = fusion.embedding %tokens, %table
+        : tensor<?xi32>, tensor<128256x4096xbf16> -> tensor<?x4096xbf16>
+    ```
+  }];
+  let arguments = (ins Fusion_I32Tensor:$tokens, Fusion_HalfTensor:$table);
+  let results = (outs Fusion_HalfTensor:$result);
+  let assemblyFormat = [{
+    $tokens `,` $table attr-dict `:` type($tokens) `,` type($table) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Fusion_ArgmaxOp : Fusion_Op<"argmax", [Pure]> {
+  let summary = "Greedy sampling: the index of each row's largest logit";
+  let description = [{
+    Greedy decoding (Hugging Face `generate` with `do_sample=False`:
+    `torch.argmax(next_token_logits, dim=-1)` over the `lm_head` output of
+    `LlamaForCausalLM`): for each row of `logits` (`[B, V]`, `f16` or
+    `bf16`), the index of its largest value, as `i32` (`[B]`).
+
+    - Values are compared exactly (f16/bf16 widen to fp32 without
+      rounding); `-0.0` equals `+0.0`, `+inf` is larger than every finite
+      value and `-inf` smaller.
+    - Ties pick the lowest index, as `torch.argmax` ("the indices of the
+      first maximal value"). The result is therefore independent of the
+      order in which a kernel reduces the row.
+    - NaN is never chosen: it is skipped, and the largest non-NaN value
+      wins. A row that is all NaN gives index 0. Here the op differs from
+      `torch.argmax`, which treats NaN as the largest value and returns the
+      index of the first NaN; the two agree on every row without NaN.
+
+    `V` must be at most 2^31 so that every index fits in an `i32`; the
+    result is the token id `fusion.embedding` takes at the next step.
+
+    ```mlir
+    %next = fusion.argmax %logits : tensor<?x128256xbf16> -> tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins Fusion_HalfTensor:$logits);
+  let results = (outs Fusion_I32Tensor:$result);
+  let assemblyFormat = "$logits attr-dict `:` type($logits) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Kernel regions
 //===----------------------------------------------------------------------===//
 

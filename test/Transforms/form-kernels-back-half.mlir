@@ -1,0 +1,117 @@
+// RUN: fusion-opt %s --fusion-form-kernels | FileCheck %s
+// RUN: fusion-opt %s --fusion-form-kernels=strategy=none | FileCheck %s --check-prefix=NONE
+
+// One decode step of a one-layer model: the embedding, the layer's front
+// half and attention, its back half (o_proj from the [B, heads, head_dim]
+// attention output, the post-attention norm with the residual add, gate/up,
+// SwiGLU, down_proj), the final norm, the tied LM head and greedy sampling.
+// The back-half ops have no fusion rule yet: under `decode` each is a kernel
+// of its own, and only the front half fuses (rule 1); the norms that start
+// the back half have no chain edge to a linear and stay alone.
+
+// CHECK-LABEL: func.func @model_step(
+//       CHECK:   %[[E:.+]] = fusion.kernel @model_step_k0_embedding
+//  CHECK-SAME:     attributes {strategy = #fusion.strategy<decode>}
+//  CHECK-NEXT:     fusion.embedding
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   %[[F:.+]] = fusion.kernel @model_step_k1_fused ({{.*}} = %[[E]],
+//  CHECK-NEXT:     fusion.rmsnorm
+//  CHECK-NEXT:     fusion.qkv_proj
+//  CHECK-NEXT:     fusion.rope
+//  CHECK-NEXT:     fusion.kv_append
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   %[[A:.+]] = fusion.kernel @model_step_k2_decode_attention ({{.*}} = %[[F]],
+//  CHECK-NEXT:     fusion.decode_attention
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   %[[O:.+]] = fusion.kernel @model_step_k3_linear ({{.*}} = %[[A]], {{.*}} = %arg9)
+//  CHECK-SAME:     : (tensor<?x4x16xf16>, tensor<64x64xf16>) -> tensor<?x64xf16> attributes {strategy = #fusion.strategy<decode>}
+//  CHECK-NEXT:     fusion.linear
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   %[[N:.+]]:2 = fusion.kernel @model_step_k4_rmsnorm ({{.*}} = %[[O]], {{.*}} = %arg10, {{.*}} = %[[E]])
+//  CHECK-NEXT:     fusion.rmsnorm
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   %[[GU:.+]] = fusion.kernel @model_step_k5_linear ({{.*}} = %[[N]]#0,
+//  CHECK-NEXT:     fusion.linear
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   %[[M:.+]] = fusion.kernel @model_step_k6_silu_mul ({{.*}} = %[[GU]])
+//  CHECK-SAME:     : (tensor<?x256xf16>) -> tensor<?x128xf16>
+//  CHECK-NEXT:     fusion.silu_mul
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   %[[D:.+]] = fusion.kernel @model_step_k7_linear ({{.*}} = %[[M]],
+//  CHECK-NEXT:     fusion.linear
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   %[[FN:.+]] = fusion.kernel @model_step_k8_rmsnorm ({{.*}} = %[[D]], {{.*}} = %arg13, {{.*}} = %[[N]]#1)
+//  CHECK-NEXT:     fusion.rmsnorm
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   %[[L:.+]] = fusion.kernel @model_step_k9_linear ({{.*}} = %[[FN]], {{.*}} = %arg1)
+//  CHECK-NEXT:     fusion.linear
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   %[[T:.+]] = fusion.kernel @model_step_k10_argmax ({{.*}} = %[[L]])
+//  CHECK-SAME:     : (tensor<?x256xf16>) -> tensor<?xi32>
+//  CHECK-NEXT:     fusion.argmax
+//  CHECK-NEXT:     fusion.yield
+//  CHECK-NEXT:   }
+//  CHECK-NEXT:   return %[[T]]
+//   CHECK-NOT:   fusion.kernel
+
+// The unfused baseline: all fourteen ops are kernels of their own.
+// NONE-LABEL: func.func @model_step(
+//       NONE:   fusion.kernel @model_step_k0_embedding
+//  NONE-SAME:     attributes {strategy = #fusion.strategy<none>}
+//  NONE-NEXT:     fusion.embedding
+//       NONE:   fusion.kernel @model_step_k1_rmsnorm
+//       NONE:   fusion.kernel @model_step_k2_qkv_proj
+//       NONE:   fusion.kernel @model_step_k3_rope
+//       NONE:   fusion.kernel @model_step_k4_kv_append
+//       NONE:   fusion.kernel @model_step_k5_decode_attention
+//       NONE:   fusion.kernel @model_step_k6_linear
+//  NONE-SAME:     attributes {strategy = #fusion.strategy<none>}
+//  NONE-NEXT:     fusion.linear
+//  NONE-NEXT:     fusion.yield
+//       NONE:   fusion.kernel @model_step_k7_rmsnorm
+//       NONE:   fusion.kernel @model_step_k8_linear
+//  NONE-NEXT:     fusion.linear
+//       NONE:   fusion.kernel @model_step_k9_silu_mul
+//  NONE-SAME:     attributes {strategy = #fusion.strategy<none>}
+//  NONE-NEXT:     fusion.silu_mul
+//  NONE-NEXT:     fusion.yield
+//       NONE:   fusion.kernel @model_step_k10_linear
+//  NONE-NEXT:     fusion.linear
+//       NONE:   fusion.kernel @model_step_k11_rmsnorm
+//       NONE:   fusion.kernel @model_step_k12_linear
+//  NONE-NEXT:     fusion.linear
+//       NONE:   %[[T:.+]] = fusion.kernel @model_step_k13_argmax
+//  NONE-SAME:     attributes {strategy = #fusion.strategy<none>}
+//  NONE-NEXT:     fusion.argmax
+//  NONE-NEXT:     fusion.yield
+//  NONE-NEXT:   }
+//  NONE-NEXT:   return %[[T]]
+//   NONE-NOT:   fusion.kernel
+func.func @model_step(%tokens: tensor<?xi32>, %embed: tensor<256x64xf16>, %norm_w: tensor<64xf16>,
+    %qkv_w: tensor<128x64xf16>, %pos: tensor<?xi32>, %seq_lens: tensor<?xi32>,
+    %block_table: tensor<?x?xi32>, %kc: memref<?x4x2x16xf16>, %vc: memref<?x4x2x16xf16>,
+    %o_w: tensor<64x64xf16>, %post_w: tensor<64xf16>, %gate_up_w: tensor<256x64xf16>,
+    %down_w: tensor<64x128xf16>, %final_w: tensor<64xf16>) -> tensor<?xi32> {
+  %x = fusion.embedding %tokens, %embed : tensor<?xi32>, tensor<256x64xf16> -> tensor<?x64xf16>
+  %y = fusion.rmsnorm %x, %norm_w {epsilon = 1.0e-05 : f64}
+      : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+  %q, %k, %v = fusion.qkv_proj %y, %qkv_w {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64}
+      : tensor<?x64xf16>, tensor<128x64xf16> -> tensor<?x4x16xf16>, tensor<?x2x16xf16>, tensor<?x2x16xf16>
+  %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
+      : tensor<?x4x16xf16>, tensor<?x2x16xf16>, tensor<?xi32>
+  fusion.kv_append %kr, %v into %kc, %vc[%block_table, %pos]
+      : tensor<?x2x16xf16> into memref<?x4x2x16xf16>, tensor<?x?xi32>, tensor<?xi32>
+  %a = fusion.decode_attention %qr, %kc, %vc[%block_table, %seq_lens]
+      : tensor<?x4x16xf16>, memref<?x4x2x16xf16>, tensor<?x?xi32>, tensor<?xi32>
+  %o = fusion.linear %a, %o_w : tensor<?x4x16xf16>, tensor<64x64xf16> -> tensor<?x64xf16>
+  %y2, %h2 = fusion.rmsnorm %o, %post_w residual(%x : tensor<?x64xf16>) {epsilon = 1.0e-05 : f64}
+      : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>, tensor<?x64xf16>
+  %gu = fusion.linear %y2, %gate_up_w : tensor<?x64xf16>, tensor<256x64xf16> -> tensor<?x256xf16>
+  %m = fusion.silu_mul %gu : tensor<?x256xf16> -> tensor<?x128xf16>
+  %d = fusion.linear %m, %down_w : tensor<?x128xf16>, tensor<64x128xf16> -> tensor<?x64xf16>
+  %f, %h3 = fusion.rmsnorm %d, %final_w residual(%h2 : tensor<?x64xf16>) {epsilon = 1.0e-05 : f64}
+      : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>, tensor<?x64xf16>
+  %logits = fusion.linear %f, %embed : tensor<?x64xf16>, tensor<256x64xf16> -> tensor<?x256xf16>
+  %next = fusion.argmax %logits : tensor<?x256xf16> -> tensor<?xi32>
+  return %next : tensor<?xi32>
+}
