@@ -518,6 +518,27 @@ void embedding(int64_t batch, int64_t vocab, int64_t hidden,
               y + b * hidden);
 }
 
+void argmax(DType dtype, int64_t batch, int64_t vocab, const uint16_t *logits,
+            int32_t *out) {
+  const char *op = "argmax";
+  checkPositive(op, "batch", batch);
+  checkPositive(op, "vocab", vocab);
+  checkNotNull(op, "logits", logits);
+  checkNotNull(op, "out", out);
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t best = 0;
+    float bestValue = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t i = 0; i < vocab; ++i) {
+      const float v = toFloat(dtype, logits[b * vocab + i]);
+      if (!std::isnan(v) && (std::isnan(bestValue) || v > bestValue)) {
+        best = i;
+        bestValue = v;
+      }
+    }
+    out[b] = static_cast<int32_t>(best);
+  }
+}
+
 std::vector<double> ropeInvFreq(const RopeOptions &opts, int64_t headDim,
                                 Precision precision) {
   checkRopeOptions("rope", opts, headDim);

@@ -321,6 +321,20 @@ TEST(Embedding, CopiesRowsAndRejectsOutOfRangeTokens) {
   EXPECT_EQ(untouched, Bits(4, 0x1234));
 }
 
+TEST(Argmax, TiesNaNAndInfinities) {
+  // Rows: a tie (lowest index wins), NaN first (skipped), -0 vs +0 (equal,
+  // so the first), all NaN (0), +inf.
+  const Bits logits =
+      enc(F16, {1,    3,    3,     2,        /**/ kNaN, -5,        -7,
+                kNaN, -0.0, 0.0,   -1,       -2,        /**/ kNaN, kNaN,
+                kNaN, kNaN, 65504, INFINITY, -INFINITY, 1});
+  std::vector<int32_t> out(5, -1);
+  argmax(F16, 5, 4, logits.data(), out.data());
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 1, 0, 0, 1}));
+  EXPECT_THROW(argmax(F16, 1, 0, logits.data(), out.data()),
+               InvalidArgumentError);
+}
+
 TEST(QKVProj, PackedLayoutMapping) {
   // B = 2, H = 3, Hq = 4, Hkv = 2 (group 2), D = 2: 16 rows. Row n of W is
   // e_(n % 3) * (n + 1), so out[b, n] = x[b, n % 3] * (n + 1), exact.

@@ -153,6 +153,14 @@ void siluMul(DType dtype, int64_t batch, int64_t inter, const uint16_t *gateUp,
 void embedding(int64_t batch, int64_t vocab, int64_t hidden,
                const uint16_t *table, const int32_t *tokens, uint16_t *y);
 
+/// Greedy sampling (fusion.argmax; torch.argmax over the LM head's logits):
+/// out[b] = the index of the largest value of row b of `logits`
+/// [batch, vocab], compared exactly; ties pick the lowest index; NaN is
+/// never chosen (an all-NaN row gives 0; torch.argmax would return its
+/// first NaN). Throws InvalidArgumentError for sizes < 1 or null buffers.
+void argmax(DType dtype, int64_t batch, int64_t vocab, const uint16_t *logits,
+            int32_t *out);
+
 //===----------------------------------------------------------------------===//
 // RoPE
 //===----------------------------------------------------------------------===//

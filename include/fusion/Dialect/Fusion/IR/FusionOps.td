@@ -390,7 +390,8 @@ def Fusion_ArgmaxOp : Fusion_Op<"argmax", [Pure]> {
       index of the first NaN; the two agree on every row without NaN.
 
     `V` must be at most 2^31 so that every index fits in an `i32`; the
-    result is the token id `fusion.embedding` takes at the next step.
+    result is the token id `fusion.embedding` takes at the next step. The
+    CPU reference is `ref::argmax` (runtime/include/fusion/runtime/Reference.h).
 
     ```mlir
     %next = fusion.argmax %logits : tensor<?x128256xbf16> -> tensor<?xi32>
