@@ -15,13 +15,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "fusion/runtime/Checkpoint.h"
+#include "fusion/runtime/Compare.h"
 #include "fusion/runtime/Safetensors.h"
 #include "fusion/tooling/ModelReference.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -43,16 +43,15 @@ std::vector<double> readF64(const SafetensorsFile &f, const std::string &name) {
   return out;
 }
 
-/// ||got - want|| / ||want|| over all elements.
+/// ||got - want|| / ||want|| over all elements (Compare.h); a non-finite
+/// output fails.
 double relativeRms(DType dtype, const std::vector<uint16_t> &got,
                    const std::vector<double> &want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    double d = toFloat(dtype, got[i]) - want[i];
-    num += d * d;
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / den);
+  EXPECT_EQ(got.size(), want.size());
+  std::vector<double> values = toDoubles(dtype, got.data(), got.size());
+  ErrorStats e = compareValues(values.data(), want.data(), want.size());
+  EXPECT_EQ(e.nonFinite, 0);
+  return e.rel;
 }
 
 class SmolLM2Golden : public ::testing::TestWithParam<DType> {};
@@ -107,14 +106,9 @@ TEST_P(SmolLM2Golden, ReferenceMatchesTransformersFloat64) {
   std::printf("%s final_norm %.3g, last_logits %.3g\n",
               std::string(dtypeName(dt)).c_str(), normErr, logitErr);
   // The next token is the same (the golden's top-2 gap is large here).
-  auto top = [](auto first, auto last) {
-    return std::max_element(first, last);
-  };
-  std::vector<float> got(static_cast<size_t>(V));
-  for (int64_t i = 0; i < V; ++i)
-    got[i] = toFloat(dt, logits[i]);
-  EXPECT_EQ(top(got.begin(), got.end()) - got.begin(),
-            top(want.begin(), want.end()) - want.begin());
+  std::vector<double> got = toDoubles(dt, logits.data(), V);
+  EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(),
+            std::max_element(want.begin(), want.end()) - want.begin());
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, SmolLM2Golden,

@@ -12,7 +12,7 @@ Writes into --out:
                         token ids of the text and of the prompts
   activations.safetensors
                         float64 (CPU) hidden states of ACTIVATION_PROMPT after
-                        the embedding and after layers LAYERS_SAVED, the final
+                        the embedding and after the layers of LAYERS_SAVED, the final
                         norm's output and the last token's logits: the golden
                         of the whole-model CPU reference
 With --gguf (needs the gguf package) it also checks that tools/convert-gguf
@@ -43,7 +43,9 @@ PROMPTS = [
     "Once upon a time, in a small village,",
 ]
 ACTIVATION_PROMPT = "The capital of France is Paris. The capital of Germany is"
-LAYERS_SAVED = [1, 2, 15, 30]  # hidden_states indices: output of layers 0, 1, 14, 29
+# hidden_states indices saved as layer outputs: layers 0, 1 and 14. (The last
+# element of hidden_states is after the final norm: saved as final_norm.)
+LAYERS_SAVED = [1, 2, 15]
 NEW_TOKENS = 32
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -85,7 +87,7 @@ def activations(model_dir, tok):
          "embeddings": out.hidden_states[0][0].contiguous(),
          "final_norm": out.hidden_states[-1][0].contiguous(),
          "last_logits": out.logits[0, -1].contiguous()}
-    for i in LAYERS_SAVED[:-1]:
+    for i in LAYERS_SAVED:
         t[f"layer_{i - 1}_output"] = out.hidden_states[i][0].contiguous()
     return t
 
