@@ -64,8 +64,6 @@ public:
                              const std::vector<int32_t> &tokens,
                              ModelStepTaps *taps = nullptr);
 
-  const runtime::ModelConfig &config() const { return config_; }
-
 private:
   runtime::ref::PagedKVCache layerCache(int64_t layer);
 
