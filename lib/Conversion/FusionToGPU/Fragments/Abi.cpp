@@ -106,6 +106,14 @@ static StringRef getUseRole(OpOperand &use) {
           return role::kSeqLens;
         }
       })
+      .Case<LinearOp>([&](LinearOp op) -> StringRef {
+        return use.get() == op.getInput() ? role::kInput : role::kWeight;
+      })
+      .Case<SiluMulOp>([&](auto) -> StringRef { return role::kInput; })
+      .Case<EmbeddingOp>([&](EmbeddingOp op) -> StringRef {
+        return use.get() == op.getTokens() ? role::kTokens : role::kWeight;
+      })
+      .Case<ArgmaxOp>([&](auto) -> StringRef { return role::kLogits; })
       .Default([](Operation *) -> StringRef { return "operand"; });
 }
 
@@ -147,7 +155,9 @@ std::string mlir::fusion::getResultRole(KernelOp kernel, unsigned resultIndex) {
       })
       .Case<RopeOp>(
           [&](auto) { return number == 0 ? role::kQuery : role::kKey; })
-      .Case<DecodeAttentionOp>([&](auto) { return role::kOutput; })
+      .Case<DecodeAttentionOp, LinearOp, SiluMulOp, EmbeddingOp>(
+          [&](auto) { return role::kOutput; })
+      .Case<ArgmaxOp>([&](auto) { return role::kTokens; })
       .Default([](Operation *) -> StringRef { return "result"; })
       .str();
 }

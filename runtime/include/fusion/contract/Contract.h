@@ -118,6 +118,13 @@ inline constexpr std::string_view kSeqLens = "seq_lens";
 inline constexpr std::string_view kBlockTable = "block_table";
 inline constexpr std::string_view kKeyCache = "key_cache";
 inline constexpr std::string_view kValueCache = "value_cache";
+/// The weight of fusion.linear ([N, K]) and the table of fusion.embedding
+/// ([V, H]): one role, so that a tied LM head binds one argument as both.
+inline constexpr std::string_view kWeight = "weight";
+/// Token ids: fusion.embedding's input, fusion.argmax's result.
+inline constexpr std::string_view kTokens = "tokens";
+/// fusion.argmax's input ([batch, V]).
+inline constexpr std::string_view kLogits = "logits";
 // Outputs (besides query, key and value).
 inline constexpr std::string_view kNormed = "normed";
 inline constexpr std::string_view kResidualOut = "residual_out";
@@ -133,15 +140,16 @@ inline constexpr std::string_view kUnused = "unused";
 
 /// The roles an input parameter may have; a function argument has one of
 /// them or role::kUnused.
-inline constexpr std::array<std::string_view, 14> kInputRoles = {
-    role::kInput,     role::kResidual,  role::kNormWeight, role::kNormBias,
-    role::kQKVWeight, role::kQKVBias,   role::kQuery,      role::kKey,
-    role::kValue,     role::kPositions, role::kSeqLens,    role::kBlockTable,
-    role::kKeyCache,  role::kValueCache};
+inline constexpr std::array<std::string_view, 17> kInputRoles = {
+    role::kInput,      role::kResidual,  role::kNormWeight, role::kNormBias,
+    role::kQKVWeight,  role::kQKVBias,   role::kQuery,      role::kKey,
+    role::kValue,      role::kPositions, role::kSeqLens,    role::kBlockTable,
+    role::kKeyCache,   role::kValueCache, role::kWeight,    role::kTokens,
+    role::kLogits};
 /// The roles an output parameter may have.
-inline constexpr std::array<std::string_view, 6> kOutputRoles = {
-    role::kNormed, role::kResidualOut, role::kQuery,
-    role::kKey,    role::kValue,       role::kOutput};
+inline constexpr std::array<std::string_view, 7> kOutputRoles = {
+    role::kNormed, role::kResidualOut, role::kQuery, role::kKey,
+    role::kValue,  role::kOutput,      role::kTokens};
 /// The roles a workspace parameter may have.
 inline constexpr std::array<std::string_view, 3> kWorkspaceRoles = {
     role::kPartialOut, role::kPartialStats, role::kSplitCounters};
