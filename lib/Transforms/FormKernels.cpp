@@ -25,15 +25,15 @@ using namespace mlir::fusion;
 
 namespace {
 
-/// Position of an op in the decode front-half chain
-/// norm -> qkv_proj -> rope -> kv_append; std::nullopt for ops that never
-/// join a front-half group (decode_attention and the ops of the back half:
-/// linear, silu_mul, embedding, argmax).
+/// Position of an op in a projection chain, the front half
+/// norm -> qkv_proj -> rope -> kv_append or a linear layer
+/// norm -> linear -> silu_mul; std::nullopt for ops that never join a
+/// group (decode_attention, embedding, argmax).
 static std::optional<int> frontHalfStage(Operation *op) {
   return llvm::TypeSwitch<Operation *, std::optional<int>>(op)
       .Case<RMSNormOp, LayerNormOp>([](auto) { return 0; })
-      .Case<QKVProjOp>([](auto) { return 1; })
-      .Case<RopeOp>([](auto) { return 2; })
+      .Case<QKVProjOp, LinearOp>([](auto) { return 1; })
+      .Case<RopeOp, SiluMulOp>([](auto) { return 2; })
       .Case<KVAppendOp>([](auto) { return 3; })
       .Default([](Operation *) { return std::nullopt; });
 }
@@ -99,9 +99,14 @@ private:
     // Rule 1: the op consumes a group value along a chain edge.
     bool chainEdge =
         llvm::TypeSwitch<Operation *, bool>(op)
-            .Case<QKVProjOp>([&](QKVProjOp qkv) {
-              return inGroup(qkv.getInput()) &&
-                     isRecomputableNormResult(qkv.getInput());
+            .Case<QKVProjOp, LinearOp>([&](auto proj) {
+              return inGroup(proj.getInput()) &&
+                     isRecomputableNormResult(proj.getInput());
+            })
+            .Case<SiluMulOp>([&](SiluMulOp silu) {
+              return isa_and_nonnull<LinearOp>(
+                         silu.getInput().getDefiningOp()) &&
+                     inGroup(silu.getInput());
             })
             .Case<RopeOp>([&](RopeOp rope) {
               return isa_and_nonnull<QKVProjOp>(

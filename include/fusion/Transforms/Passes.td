@@ -18,18 +18,19 @@ def FusionFormKernelsPass : Pass<"fusion-form-kernels", "::mlir::ModuleOp"> {
     - `decode` (default): the front half of a decoder layer,
       `rmsnorm`/`layernorm` -> `qkv_proj` -> `rope` -> `kv_append`, becomes
       one kernel and `decode_attention` (with its split-KV combine) the next,
-      so a layer's attention is two launches. Partial chains form the
-      longest legal prefix group (e.g. `layernorm -> qkv_proj`); a lone op
-      is its own kernel. The ops of the back half of the layer (`linear`,
-      `silu_mul`, `embedding`, `argmax`) have no fusion rule yet: each is
-      a kernel of its own.
+      so a layer's attention is two launches. A linear layer with the norm
+      before it and the SwiGLU activation after it, `rmsnorm`/`layernorm`
+      -> `linear` -> `silu_mul`, becomes one kernel too (the post-attention
+      norm with gate/up, the final norm with the LM head). Partial chains
+      form the longest legal prefix group (e.g. `layernorm -> qkv_proj`); a
+      lone op is its own kernel (o_proj, down_proj, `embedding`, `argmax`).
 
     Legality rules (checked in this order when an op would join a group):
-    1. Only producer -> consumer edges of the decode chain are fused:
-       norm -> qkv_proj (the normalised activations), qkv_proj -> rope
-       (query and key), rope/qkv_proj -> kv_append (key and value).
-       `decode_attention` always starts its own kernel; the back-half ops
-       are kernels of their own.
+    1. Only producer -> consumer edges of the two chains are fused:
+       norm -> qkv_proj or linear (the normalised activations), qkv_proj ->
+       rope (query and key), rope/qkv_proj -> kv_append (key and value),
+       linear -> silu_mul (the packed [gate | up] rows). `decode_attention`,
+       `embedding` and `argmax` always are kernels of their own.
     2. A fused intermediate that is also used outside the group: a
        normalised activation (the `result` of a norm) is recomputed, i.e. the
        group gets its own copy of the norm and the original stays, as its own

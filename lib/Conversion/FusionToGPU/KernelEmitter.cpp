@@ -13,9 +13,13 @@ static bool containsOp(KernelOp kernel) {
       .wasInterrupted();
 }
 
-/// Whether `op` is a fusion op that no emitter builds yet.
+/// Whether `op` is a fusion op that no emitter builds yet: embedding,
+/// argmax, and silu_mul other than in the epilogue of the linear layer that
+/// computes its input.
 static bool hasNoLowering(Operation *op) {
-  return isa<LinearOp, SiluMulOp, EmbeddingOp, ArgmaxOp>(op);
+  if (auto silu = dyn_cast<SiluMulOp>(op))
+    return !isa_and_nonnull<LinearOp>(silu.getInput().getDefiningOp());
+  return isa<EmbeddingOp, ArgmaxOp>(op);
 }
 
 bool mlir::fusion::isUnloweredKernel(KernelOp kernel) {
@@ -39,7 +43,7 @@ FailureOr<KernelLaunch> mlir::fusion::emitUnloweredKernel(KernelOp kernel,
 }
 
 bool mlir::fusion::isProjectionKernel(KernelOp kernel) {
-  return containsOp<QKVProjOp>(kernel);
+  return containsOp<QKVProjOp>(kernel) || containsOp<LinearOp>(kernel);
 }
 
 bool mlir::fusion::isAttentionKernel(KernelOp kernel) {

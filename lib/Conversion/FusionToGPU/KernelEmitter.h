@@ -31,15 +31,17 @@ struct KernelEmitter {
 ArrayRef<KernelEmitter> getKernelEmitters();
 
 /// KernelEmitter.cpp: a kernel containing an op that has no GPU lowering
-/// yet (linear, silu_mul, embedding, argmax); emitting it reports each such
-/// op at its location and fails.
+/// yet (embedding, argmax, a silu_mul that is not linear's epilogue);
+/// emitting it reports each such op at its location and fails.
 bool isUnloweredKernel(KernelOp kernel);
 FailureOr<KernelLaunch> emitUnloweredKernel(KernelOp kernel,
                                             const TargetInfo &target,
                                             gpu::GPUModuleOp module);
 
-/// Kernels/ProjectionKernel.cpp: a kernel containing fusion.qkv_proj, the
-/// front half `[rmsnorm|layernorm] -> qkv_proj -> [rope] -> [kv_append]`.
+/// Kernels/ProjectionKernel.cpp: a kernel containing fusion.qkv_proj or
+/// fusion.linear: the front half `[rmsnorm|layernorm] -> qkv_proj -> [rope]
+/// -> [kv_append]` or a linear layer `[rmsnorm|layernorm] -> linear ->
+/// [silu_mul]` (Kernels/Projection.h).
 bool isProjectionKernel(KernelOp kernel);
 FailureOr<KernelLaunch> emitProjectionKernel(KernelOp kernel,
                                              const TargetInfo &target,

@@ -106,16 +106,8 @@ func.func @kernel_duplicate_name(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> (t
 
 // -----
 
-// The ops of the back half of a layer have no emitter yet: compiling one is
-// an error at the op, not a crash or a kernel of the wrong kind.
-func.func @linear_no_lowering(%x: tensor<?x4x16xf16>, %w: tensor<64x64xf16>) -> tensor<?x64xf16> {
-  // expected-error @+1 {{'fusion.linear' op has no GPU lowering yet (kernel linear_no_lowering_k0_linear cannot be compiled)}}
-  %y = fusion.linear %x, %w : tensor<?x4x16xf16>, tensor<64x64xf16> -> tensor<?x64xf16>
-  return %y : tensor<?x64xf16>
-}
-
-// -----
-
+// The ops of the back half of a layer without an emitter yet: compiling one
+// is an error at the op, not a crash or a kernel of the wrong kind.
 func.func @silu_mul_no_lowering(%gu: tensor<?x256xbf16>) -> tensor<?x128xbf16> {
   // expected-error @+1 {{'fusion.silu_mul' op has no GPU lowering yet (kernel silu_mul_no_lowering_k0_silu_mul cannot be compiled)}}
   %m = fusion.silu_mul %gu : tensor<?x256xbf16> -> tensor<?x128xbf16>
@@ -140,19 +132,43 @@ func.func @argmax_no_lowering(%l: tensor<?x256xf16>) -> tensor<?xi32> {
 
 // -----
 
-// A kernel that another emitter would match (it holds qkv_proj) still
-// reports the op it cannot lower, each such op at its own location.
+// A projection kernel holds one projection: qkv_proj or linear.
 func.func @projection_with_linear(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %o_w: tensor<64x64xf16>)
     -> tensor<?x64xf16> {
+  // expected-error @+1 {{'fusion.kernel' op projection kernel must hold at most one norm, one qkv_proj or linear, and one rope, kv_append and silu_mul (in this order)}}
   %0 = fusion.kernel @mixed (%a = %x, %b = %w, %c = %o_w)
       : (tensor<?x64xf16>, tensor<128x64xf16>, tensor<64x64xf16>) -> tensor<?x64xf16> {
     %q, %k, %v = fusion.qkv_proj %a, %b {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64}
         : tensor<?x64xf16>, tensor<128x64xf16> -> tensor<?x4x16xf16>, tensor<?x2x16xf16>, tensor<?x2x16xf16>
-    // expected-error @+1 {{'fusion.linear' op has no GPU lowering yet (kernel mixed cannot be compiled)}}
     %o = fusion.linear %q, %c : tensor<?x4x16xf16>, tensor<64x64xf16> -> tensor<?x64xf16>
-    // expected-error @+1 {{'fusion.linear' op has no GPU lowering yet (kernel mixed cannot be compiled)}}
-    %p = fusion.linear %o, %c : tensor<?x64xf16>, tensor<64x64xf16> -> tensor<?x64xf16>
-    fusion.yield %p : tensor<?x64xf16>
+    fusion.yield %o : tensor<?x64xf16>
   }
   return %0 : tensor<?x64xf16>
+}
+
+// -----
+
+// A linear layer is computed in row pairs.
+func.func @linear_odd_rows(%x: tensor<?x64xf16>, %w: tensor<63x64xf16>) -> tensor<?x63xf16> {
+  // expected-error @+1 {{'fusion.kernel' op linear output size 63 is odd; the projection computes rows in pairs}}
+  %0 = fusion.kernel @odd (%a = %x, %b = %w) : (tensor<?x64xf16>, tensor<63x64xf16>) -> tensor<?x63xf16> {
+    %y = fusion.linear %a, %b : tensor<?x64xf16>, tensor<63x64xf16> -> tensor<?x63xf16>
+    fusion.yield %y : tensor<?x63xf16>
+  }
+  return %0 : tensor<?x63xf16>
+}
+
+// -----
+
+// The fused SwiGLU epilogue writes only the activation: a kernel that also
+// yields the [gate | up] rows is not one it builds (form-kernels never forms
+// it: the outside use cuts the group before silu_mul).
+func.func @gate_up_also_yielded(%x: tensor<?x64xf16>, %w: tensor<256x64xf16>) -> (tensor<?x256xf16>, tensor<?x128xf16>) {
+  // expected-error @+1 {{'fusion.kernel' op unsupported projection kernel: the result of linear must be used by silu_mul alone}}
+  %0:2 = fusion.kernel @both (%a = %x, %b = %w) : (tensor<?x64xf16>, tensor<256x64xf16>) -> (tensor<?x256xf16>, tensor<?x128xf16>) {
+    %gu = fusion.linear %a, %b : tensor<?x64xf16>, tensor<256x64xf16> -> tensor<?x256xf16>
+    %m = fusion.silu_mul %gu : tensor<?x256xf16> -> tensor<?x128xf16>
+    fusion.yield %gu, %m : tensor<?x256xf16>, tensor<?x128xf16>
+  }
+  return %0#0, %0#1 : tensor<?x256xf16>, tensor<?x128xf16>
 }

@@ -1,10 +1,22 @@
 //===- Projection.h - projection kernels, shared ----------------*- C++ -*-===//
 //
 // What the CUDA-core projection kernel (ProjectionKernel.cpp) and its
-// tensor-core batch variant (ProjectionMmaKernel.cpp) share: the analysed
-// front-half ops, the plan bound to a gpu.func's arguments, the mapping of
-// output row pairs to weight rows, and the epilogue that finishes a pair
-// (bias, RoPE, the stores of q/k/v and of the KV-cache entries).
+// tensor-core batch variants (ProjectionMmaKernel.cpp,
+// ProjectionGemmKernel.cpp) share: the analysed ops, the plan bound to a
+// gpu.func's arguments, the mapping of output row pairs to weight rows, and
+// the epilogue that finishes a pair (bias, RoPE, the stores of q/k/v and of
+// the KV-cache entries; or the SwiGLU activation).
+//
+// Two chains are projections: the front half
+//   [rmsnorm | layernorm] -> qkv_proj -> [rope] -> [kv_append]
+// and a linear layer of the back half
+//   [rmsnorm | layernorm] -> linear -> [silu_mul]
+// (o_proj, gate/up with SiLU(gate) * up in the epilogue, down_proj, the LM
+// head). A linear layer is planned as a projection whose "heads" are its
+// output row pairs: without silu_mul, N / 2 heads of 2 rows (pair p = rows
+// 2p, 2p + 1, stored at [token, 2p]); with silu_mul, one head of the 2I
+// packed [gate | up] rows whose pair j is (j, I + j), the pairing of NeoX
+// RoPE over a whole head, finished as round(silu(g) * u) at [token, j].
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,13 +30,16 @@
 
 namespace mlir::fusion {
 
-/// The ops of a front-half kernel body.
+/// The ops of a projection kernel body: a norm, then qkv_proj (with rope,
+/// kv_append) or linear (with silu_mul).
 struct FrontHalf {
   RMSNormOp rms;
   LayerNormOp layer;
   QKVProjOp qkv;
   RopeOp rope;
   KVAppendOp append;
+  LinearOp linear;
+  SiluMulOp siluMul;
 };
 
 /// Everything the body builders need, resolved to gpu.func values.
@@ -42,6 +57,10 @@ struct ProjectionPlan {
   Value qRaw, kRaw, vRaw, qRot, kRot;
   Value keyCache, valueCache, blockTable, appendPositions, maxPages;
   bool appendKeyRotated = false;
+  /// A linear + silu_mul kernel: pair j is rows (j, I + j) and the
+  /// epilogue stores round(silu(g) * u) to `siluOut` ([B, I]).
+  bool gateUp = false;
+  Value siluOut;
   Value batch;
 };
 

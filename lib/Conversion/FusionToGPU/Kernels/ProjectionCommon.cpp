@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Fragments/Activation.h"
 #include "../Fragments/Rope.h"
 #include "Projection.h"
 
@@ -13,37 +14,25 @@
 using namespace mlir;
 using namespace mlir::fusion;
 
-/// Collects the front-half ops of `kernel` (at most one of each).
+/// Collects the ops of a projection kernel (at most one of each, and one
+/// projection: qkv_proj or linear).
 static FailureOr<FrontHalf> collectFrontHalf(KernelOp kernel) {
   FrontHalf ops;
+  auto set = [](auto &slot, auto op) {
+    bool dup = static_cast<bool>(slot);
+    slot = op;
+    return dup;
+  };
   for (Operation &op : kernel.getBody().front().without_terminator()) {
     bool duplicate =
         llvm::TypeSwitch<Operation *, bool>(&op)
-            .Case([&](RMSNormOp o) {
-              bool dup = ops.rms || ops.layer;
-              ops.rms = o;
-              return dup;
-            })
-            .Case([&](LayerNormOp o) {
-              bool dup = ops.rms || ops.layer;
-              ops.layer = o;
-              return dup;
-            })
-            .Case([&](QKVProjOp o) {
-              bool dup = static_cast<bool>(ops.qkv);
-              ops.qkv = o;
-              return dup;
-            })
-            .Case([&](RopeOp o) {
-              bool dup = static_cast<bool>(ops.rope);
-              ops.rope = o;
-              return dup;
-            })
-            .Case([&](KVAppendOp o) {
-              bool dup = static_cast<bool>(ops.append);
-              ops.append = o;
-              return dup;
-            })
+            .Case([&](RMSNormOp o) { return set(ops.rms, o) || ops.layer; })
+            .Case([&](LayerNormOp o) { return set(ops.layer, o) || ops.rms; })
+            .Case([&](QKVProjOp o) { return set(ops.qkv, o) || ops.linear; })
+            .Case([&](LinearOp o) { return set(ops.linear, o) || ops.qkv; })
+            .Case([&](RopeOp o) { return set(ops.rope, o); })
+            .Case([&](KVAppendOp o) { return set(ops.append, o); })
+            .Case([&](SiluMulOp o) { return set(ops.siluMul, o); })
             .Default([&](Operation *other) {
               kernel.emitOpError("projection kernel cannot contain '")
                   << other->getName() << "'";
@@ -51,10 +40,23 @@ static FailureOr<FrontHalf> collectFrontHalf(KernelOp kernel) {
             });
     if (duplicate)
       return kernel.emitOpError(
-          "projection kernel must hold at most one norm, qkv_proj, rope and "
-          "kv_append (in this order)");
+          "projection kernel must hold at most one norm, one qkv_proj or "
+          "linear, and one rope, kv_append and silu_mul (in this order)");
   }
+  if (ops.linear && (ops.rope || ops.append))
+    return kernel.emitOpError(
+        "unsupported projection kernel: rope and kv_append follow qkv_proj, "
+        "not linear");
+  if (ops.qkv && ops.siluMul)
+    return kernel.emitOpError(
+        "unsupported projection kernel: silu_mul follows linear, not "
+        "qkv_proj");
   return ops;
+}
+
+/// The projection's input (of qkv_proj or linear).
+static Value getProjectionInput(FrontHalf ops) {
+  return ops.qkv ? ops.qkv.getInput() : ops.linear.getInput();
 }
 
 /// Checks that the ops form the chain the kernels implement.
@@ -65,10 +67,18 @@ static LogicalResult checkChain(KernelOp kernel, FrontHalf ops) {
   Value normOut = ops.rms     ? ops.rms.getResult()
                   : ops.layer ? ops.layer.getResult()
                               : Value();
-  if (normOut && ops.qkv.getInput() != normOut)
-    return chainError("the norm's result must be the qkv_proj input");
-  if (!normOut && !isa<BlockArgument>(ops.qkv.getInput()))
-    return chainError("the qkv_proj input must be a kernel operand");
+  Value input = getProjectionInput(ops);
+  StringRef proj = ops.qkv ? "qkv_proj" : "linear";
+  if (normOut && input != normOut)
+    return chainError("the norm's result must be the ") << proj << " input";
+  if (!normOut && !isa<BlockArgument>(input))
+    return chainError("the ") << proj << " input must be a kernel operand";
+  if (ops.siluMul) {
+    if (ops.siluMul.getInput() != ops.linear.getResult())
+      return chainError("silu_mul must take the result of linear");
+    if (!ops.linear.getResult().hasOneUse())
+      return chainError("the result of linear must be used by silu_mul alone");
+  }
   if (ops.rope && (ops.rope.getQuery() != ops.qkv.getQuery() ||
                    ops.rope.getKey() != ops.qkv.getKey()))
     return chainError("rope must rotate the query and key of qkv_proj");
@@ -82,20 +92,42 @@ static LogicalResult checkChain(KernelOp kernel, FrontHalf ops) {
   return success();
 }
 
+/// The heads of the projection's packed weight (see Projection.h): those
+/// of qkv_proj, or the output row pairs of a linear layer.
+static LogicalResult planHeads(KernelOp kernel, FrontHalf ops,
+                               ProjectionPlan &p) {
+  if (QKVProjOp qkv = ops.qkv) {
+    p.hq = qkv.getNumHeads();
+    p.hkv = qkv.getNumKvHeads();
+    p.headDim = qkv.getHeadDim();
+    return success();
+  }
+  const int64_t n =
+      cast<ShapedType>(ops.linear.getWeight().getType()).getDimSize(0);
+  if (n % 2 != 0)
+    return kernel.emitOpError("linear output size ")
+           << n << " is odd; the projection computes rows in pairs";
+  p.gateUp = static_cast<bool>(ops.siluMul);
+  p.hq = p.gateUp ? 1 : n / 2;
+  p.hkv = 0;
+  p.headDim = p.gateUp ? n : 2;
+  return success();
+}
+
 FailureOr<ProjectionPlan>
 mlir::fusion::analyseProjection(KernelOp kernel, const TargetInfo &target) {
-  FailureOr<FrontHalf> ops = collectFrontHalf(kernel);
-  if (failed(ops) || failed(checkChain(kernel, *ops)))
-    return failure();
   ProjectionPlan p;
+  FailureOr<FrontHalf> ops = collectFrontHalf(kernel);
+  if (failed(ops) || failed(checkChain(kernel, *ops)) ||
+      failed(planHeads(kernel, *ops, p)))
+    return failure();
   p.ops = *ops;
-  QKVProjOp qkv = p.ops.qkv;
-  auto inputType = cast<ShapedType>(qkv.getInput().getType());
+  auto inputType = cast<ShapedType>(getProjectionInput(p.ops).getType());
   p.act = inputType.getElementType();
-  p.hidden = inputType.getDimSize(1);
-  p.hq = qkv.getNumHeads();
-  p.hkv = qkv.getNumKvHeads();
-  p.headDim = qkv.getHeadDim();
+  // A [B, Hq, D] linear input (o_proj) is read as [B, Hq * D].
+  p.hidden = 1;
+  for (int64_t dim : inputType.getShape().drop_front())
+    p.hidden *= dim;
   p.rows = (p.hq + 2 * p.hkv) * p.headDim;
   p.pairs = p.rows / 2;
 
@@ -160,21 +192,27 @@ static std::string getInvFreqTableName(StringRef entry) {
 static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
                               KernelOp kernel, const KernelArgs &args,
                               gpu::GPUModuleOp module, StringRef invFreqName) {
-  QKVProjOp qkv = p.ops.qkv;
   p.batch = i32ToIndex(b, args.param(contract::dim::kBatch));
   p.maxPages = args.param(contract::dim::kMaxPages);
-  p.weight = args.input(qkv.getWeight());
-  p.bias = args.input(qkv.getBias());
   Operation *normOp =
       p.ops.rms ? p.ops.rms.getOperation() : p.ops.layer.getOperation();
   p.norm = getNormSpec(normOp, args);
   if (!normOp)
-    p.norm.input = args.input(qkv.getInput());
+    p.norm.input = args.input(getProjectionInput(p.ops));
   p.norm.hidden = p.hidden;
   p.norm.elementType = p.act;
-  p.qRaw = args.output(qkv.getQuery());
-  p.kRaw = args.output(qkv.getKey());
-  p.vRaw = args.output(qkv.getValue());
+  if (QKVProjOp qkv = p.ops.qkv) {
+    p.weight = args.input(qkv.getWeight());
+    p.bias = args.input(qkv.getBias());
+    p.qRaw = args.output(qkv.getQuery());
+    p.kRaw = args.output(qkv.getKey());
+    p.vRaw = args.output(qkv.getValue());
+  } else {
+    p.weight = args.input(p.ops.linear.getWeight());
+    p.qRaw = args.output(p.ops.linear.getResult());
+    if (p.ops.siluMul)
+      p.siluOut = args.output(p.ops.siluMul.getResult());
+  }
   if (RopeOp rope = p.ops.rope) {
     p.qRot = args.output(rope.getQueryOut());
     p.kRot = args.output(rope.getKeyOut());
@@ -193,6 +231,9 @@ static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
     return kernel.emitOpError(
         "unsupported projection kernel: weights, positions, caches and the "
         "block table must be kernel operands");
+  if (p.gateUp && !p.siluOut)
+    return kernel.emitOpError(
+        "unsupported projection kernel: it must yield the result of silu_mul");
   return success();
 }
 
@@ -221,8 +262,12 @@ PairRows mlir::fusion::getPairRows(ImplicitLocOpBuilder &b,
     r.rotated = andI(b, qk, inRd);
   }
   Value headBase = mulI(b, r.head, D);
-  std::tie(r.da, r.db) =
-      getRopePairOffsets(b, r.j, r.rotated, p.ops.rope && p.neox, halfRd);
+  if (p.gateUp) // Gate row j and up row I + j: NeoX pairs over the head.
+    std::tie(r.da, r.db) =
+        getRopePairOffsets(b, r.j, constBool(b, true), true, halfD);
+  else
+    std::tie(r.da, r.db) =
+        getRopePairOffsets(b, r.j, r.rotated, p.ops.rope && p.neox, halfRd);
   r.rowA = addI(b, headBase, r.da);
   r.rowB = addI(b, headBase, r.db);
   return r;
@@ -261,6 +306,12 @@ void mlir::fusion::emitPairEpilogue(ImplicitLocOpBuilder &b,
   // The projection's outputs, rounded once.
   Value rawA = truncFromF32(b, sumA, p.act);
   Value rawB = truncFromF32(b, sumB, p.act);
+  if (p.gateUp) {
+    Value act = emitSiluMul(b, extToF32(b, rawA), extToF32(b, rawB));
+    storeScalar(b, truncFromF32(b, act, p.act), p.siluOut,
+                addI(b, mulI(b, token, D / 2), rows.j));
+    return;
+  }
   Value outA = rawA, outB = rawB;
   if (p.ops.rope)
     std::tie(outA, outB) = emitRopePair(b, rawA, rawB, in.ropePosition,
