@@ -1,0 +1,394 @@
+#!/usr/bin/env python3
+"""GPU check of a whole-model decode step, kernel by kernel.
+
+For every <name>.<strategy>.ptx / .manifest.json pair in --dir (fusion-compile
+output; a whole model from `fusion-import --whole-model`, or any module), this
+script runs one decode step of each function at several batch sizes on
+random inputs (a random KV history of a few hundred tokens per sequence),
+launching the kernels in manifest order as the batch selects (docs/abi.md
+3.2), exactly as the manifest binds them. Before each launch it copies the
+kernel's inputs to the host; after it, it compares every output with a
+float64 numpy reference computed from those inputs (so an error is charged to
+the kernel that made it, not carried along):
+
+  embedding      table[tokens], bit exact
+  rmsnorm        check_kernels.ref_rmsnorm (+ residual_out); layernorm
+  qkv_proj       round(y @ W^T + b), split into q, k, v
+  rope           check_kernels.ref_rope
+  kv_append      the written cache slots, and every other element unchanged
+  decode_attention  softmax(q K^T * scale) V over the sequence's cache
+                 slots (GQA: query head h reads KV head h // group), rounded
+  linear         round(x @ W^T) (x [B, Hq, D] read as [B, Hq * D])
+  silu_mul       round(silu(g) * u) from the rounded [g | u] row
+  argmax         the index of the largest non-NaN logit, ties to the lowest
+                 index (all NaN: 0), exact
+
+Pass: relative L2 error < 2e-3 (f16) / 1e-2 (bf16), no NaN, exact where
+stated. Where both strategies are present it also compares the fused
+(decode) and unfused (none) runs on the same inputs: each layer's output
+(down_proj output + residual stream, found by the weight arguments
+`l<i>_down_w` and `l<i>_post_norm_w`) and the logits, by the first seed's
+elementwise rule (|difference| > 1e-4 in fewer than 0.01% of elements), with
+the maximum difference.
+
+Usage (on the GPU machine; CuPy + numpy):
+  python3 test/gpu/check_model.py --dir out/ [--only NAME] [--batches 1,4,16]
+Exit status 0 iff every kernel check passes (the fused vs unfused rule is
+reported, not enforced).
+"""
+
+import argparse
+import glob
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_kernels as ck  # noqa: E402
+
+
+def argument_roles(manifest, fn):
+    """Function argument index -> the role of the first parameter bound."""
+    roles = {}
+    for k in manifest["kernels"]:
+        if k["function"] != fn["name"]:
+            continue
+        for p in k["params"]:
+            b = p.get("binding", {})
+            if p["kind"] == "input" and "argument" in b:
+                roles.setdefault(b["argument"], p["role"])
+    return roles
+
+
+def make_arguments(manifest, fn, batch, rng):
+    """Random arguments of one decode step: lengths 1..400 per sequence,
+    distinct pages, random KV history."""
+    roles = argument_roles(manifest, fn)
+    page = next((a["shape"][1] for a in fn["arguments"]
+                 if roles.get(a["index"]) == "key_cache"), 16)
+    positions = rng.integers(0, 400, size=batch).astype(np.int32)
+    per_seq = [int(p) // page + 1 for p in positions]
+    max_pages = max(per_seq)
+    num_pages = sum(per_seq) + 4
+    env = {"batch": batch, "max_pages": max_pages, "num_pages": num_pages}
+    perm = rng.permutation(num_pages)
+    table = np.zeros((batch, max_pages), dtype=np.int32)
+    used = 0
+    for b, n in enumerate(per_seq):
+        table[b, :n] = perm[used:used + n]
+        used += n
+    vocab = None
+    args = {}
+    for a in fn["arguments"]:
+        role = roles.get(a["index"], "unused")
+        dt = ck.DType(a["dtype"])
+        shape = ck.resolve_shape(a["shape"], env)
+        if role == "norm_weight":
+            v = dt.encode(1.0 + 0.1 * rng.standard_normal(shape))
+        elif role in ("weight", "qkv_weight"):
+            v = dt.encode(rng.standard_normal(shape) / np.sqrt(shape[1]))
+            if role == "weight" and a["name"] in ("embed_w", "lm_head_w"):
+                vocab = shape[0]
+        elif role in ("qkv_bias", "norm_bias"):
+            v = dt.encode(0.1 * rng.standard_normal(shape))
+        elif role in ("key_cache", "value_cache"):
+            v = dt.encode(rng.standard_normal(shape))
+        elif role == "positions":
+            v = positions.copy()
+        elif role == "seq_lens":
+            v = positions + 1
+        elif role == "block_table":
+            v = table
+        elif role in ("input", "residual"):
+            v = dt.encode(rng.standard_normal(shape))
+        else:
+            v = np.zeros(shape, dtype=dt.storage)
+        args[a["index"]] = v
+    tokens = next((a["index"] for a in fn["arguments"]
+                   if roles.get(a["index"]) == "tokens"), None)
+    if tokens is not None:
+        args[tokens] = rng.integers(0, vocab or 2, size=batch).astype(np.int32)
+    return args, env
+
+
+def ref_attention(dt, q, kc, vc, table, lens, scale):
+    """Paged GQA decode attention in float64 (q [B, Hq, D] rounded)."""
+    B, Hq, D = q.shape
+    P, Hkv = kc.shape[1], kc.shape[2]
+    out = np.zeros_like(q)
+    for b in range(B):
+        n = int(lens[b])
+        slots = np.arange(n)
+        pages = table[b, slots // P]
+        k = kc[pages, slots % P]  # [n, Hkv, D]
+        v = vc[pages, slots % P]
+        for h in range(Hq):
+            g = h // (Hq // Hkv)
+            s = (k[:, g, :] @ q[b, h]) * scale
+            p = np.exp(s - s.max())
+            out[b, h] = (p / p.sum()) @ v[:, g, :]
+    return dt.round(out)
+
+
+def ref_argmax(logits):
+    x = np.where(np.isnan(logits), -np.inf, logits)
+    idx = np.argmax(x, axis=1)
+    idx[np.all(np.isnan(logits), axis=1)] = 0
+    return idx.astype(np.int32)
+
+
+def ref_kernel(kernel, ins, dt):
+    """Expected outputs (by role) and cache writes of `kernel` from its host
+    inputs `ins` (role -> decoded float64 / int array)."""
+    out, cache = {}, {}
+    cur = None
+    for o in kernel["ops"]:
+        op, a = o["op"], o["attributes"]
+        if op == "embedding":
+            table, tok = ins["weight"], ins["tokens"]
+            out["output"] = table[np.clip(tok, 0, table.shape[0] - 1)]
+        elif op == "rmsnorm":
+            y, h = ck.ref_rmsnorm(dt, ins["input"], ins.get("residual"),
+                                  ins["norm_weight"], a["epsilon"],
+                                  a.get("unit_offset", False))
+            out["normed"], cur = y, y
+            if "residual" in ins:
+                out["residual_out"] = h
+        elif op == "layernorm":
+            cur = out["normed"] = ck.ref_layernorm(
+                dt, ins["input"], ins["norm_weight"], ins["norm_bias"],
+                a["epsilon"])
+        elif op == "qkv_proj":
+            x = cur if cur is not None else ins["input"]
+            y = x @ ins["qkv_weight"].T
+            if "qkv_bias" in ins:
+                y = y + ins["qkv_bias"]
+            y = dt.round(y)
+            hq, hkv, D = a["num_heads"], a["num_kv_heads"], a["head_dim"]
+            B = y.shape[0]
+            out["query"] = y[:, :hq * D].reshape(B, hq, D)
+            out["key"] = y[:, hq * D:(hq + hkv) * D].reshape(B, hkv, D)
+            out["value"] = y[:, (hq + hkv) * D:].reshape(B, hkv, D)
+        elif op == "rope":
+            q = out.get("query", ins.get("query"))
+            k = out.get("key", ins.get("key"))
+            out["query"] = ck.ref_rope(dt, q, ins["positions"], a)
+            out["key"] = ck.ref_rope(dt, k, ins["positions"], a)
+        elif op == "kv_append":
+            cache["key_cache"] = out.get("key", ins.get("key"))
+            cache["value_cache"] = out.get("value", ins.get("value"))
+        elif op == "decode_attention":
+            out["output"] = ref_attention(
+                dt, ins["query"], ins["key_cache"], ins["value_cache"],
+                ins["block_table"], ins["seq_lens"], a["scale"])
+        elif op == "linear":
+            x = cur if cur is not None else ins["input"]
+            cur = out["output"] = dt.round(
+                x.reshape(x.shape[0], -1) @ ins["weight"].T)
+        elif op == "silu_mul":
+            gu = cur if cur is not None else ins["input"]
+            half = gu.shape[1] // 2
+            g, u = gu[:, :half], gu[:, half:]
+            cur = out["output"] = dt.round(g / (1.0 + np.exp(-g)) * u)
+        elif op == "argmax":
+            out["tokens"] = ref_argmax(ins["logits"])
+        else:
+            raise ValueError(f"no reference for op {op}")
+    return out, cache
+
+
+EXACT = {"tokens"}
+
+
+def decode_param(dev, buf, p, env):
+    """Host float64 (or int) copy of a parameter's device buffer."""
+    host = dev.to_host(buf).reshape(ck.resolve_shape(p["shape"], env))
+    if p["dtype"] == "i32":
+        return host
+    return ck.DType(p["dtype"]).decode(host)
+
+
+def check_output(kname, role, got, want, exact, report):
+    if exact:
+        bad = int(np.count_nonzero(got != want))
+        err = {"rel": float(bad), "max_abs": float(bad), "nan": False}
+        passed = bad == 0
+    else:
+        err = ck.compare(got, want)
+        passed = err["rel"] < report["tol"] and not err["nan"]
+    report["rows"].append((kname, role, err, passed))
+    return passed
+
+
+def run_step(dev, ptx, manifest, fn, batch, seed, report):
+    """Runs one decode step kernel by kernel; returns (ok, outputs), outputs
+    mapping (kernel index, result) -> host decoded array."""
+    rng = np.random.default_rng(seed)
+    args, env = make_arguments(manifest, fn, batch, rng)
+    dev_args = {i: dev.to_device(np.ascontiguousarray(v))
+                for i, v in args.items()}
+    names = {a["index"]: a["name"] for a in fn["arguments"]}
+    outputs, host_out, ok = {}, {}, True
+    for k in (k for k in manifest["kernels"] if k["function"] == fn["name"]):
+        launch_args, ins, mine, caches = [], {}, [], {}
+        for p in k["params"]:
+            if p["kind"] == "input":
+                b = p["binding"]
+                buf = dev_args[b["argument"]] if "argument" in b else \
+                    outputs[(b["kernel"], b["result"])]
+                ins.setdefault(p["role"], decode_param(dev, buf, p, env))
+                if p["role"] in ("key_cache", "value_cache"):
+                    caches[p["role"]] = (buf, ins[p["role"]].copy())
+                launch_args.append(buf)
+            elif p["kind"] == "output":
+                dt = ck.DType(p["dtype"])
+                buf = dev.full(ck.resolve_shape(p["shape"], env), dt.nan(),
+                               dt.storage) if p["dtype"] != "i32" else \
+                    dev.xp.full(ck.resolve_shape(p["shape"], env), -1,
+                                dtype=np.int32)
+                outputs[(k["index"], p["binding"]["result"])] = buf
+                mine.append((p, buf))
+                launch_args.append(buf)
+            elif p["kind"] == "workspace":
+                launch_args.append(dev.xp.zeros(
+                    ck.resolve_shape(p["shape"], env),
+                    dtype=ck.DType(p["dtype"]).storage))
+            else:
+                launch_args.append(np.int32(env[p["role"]]))
+        launch = ck.launch_for(k, batch)
+        grid, block = ck.launch_dims(launch, env)
+        fnc = dev.function(ptx, launch)
+        if fnc is not None:
+            fnc(grid, block, tuple(launch_args),
+                shared_mem=launch.get("dynamic_shared_bytes", 0))
+        dev.sync()
+        act = next((ck.DType(p["dtype"]) for p in k["params"]
+                    if p["dtype"] in ("f16", "bf16")), ck.DType("f16"))
+        report["tol"] = act.tol
+        want, want_cache = ref_kernel(k, ins, act)
+        kname = k["name"] if launch is k else f"{k['name']}[{launch['entry']}]"
+        for p, buf in mine:
+            got = decode_param(dev, buf, p, env)
+            host_out[(k["index"], p["binding"]["result"])] = got
+            if p["role"] not in want:
+                report["rows"].append((kname, p["role"] + " (no reference)",
+                                       {"rel": 0, "max_abs": 0, "nan": False},
+                                       False))
+                ok = False
+                continue
+            ok &= check_output(kname, p["role"], got, want[p["role"]],
+                               p["role"] in EXACT, report)
+        for role, new in want_cache.items():
+            buf, before = caches[role]
+            after = decode_param(dev, buf, next(
+                p for p in k["params"] if p["role"] == role), env)
+            pos, table = ins["positions"], ins["block_table"]
+            P = after.shape[1]
+            pages = table[np.arange(batch), pos // P]
+            got = after[pages, pos % P]
+            ok &= check_output(kname, role, got, new, False, report)
+            after[pages, pos % P] = before[pages, pos % P]
+            same = np.array_equal(np.nan_to_num(after, nan=7.0),
+                                  np.nan_to_num(before, nan=7.0))
+            report["rows"].append((kname, role + " elsewhere unchanged",
+                                   {"rel": 0.0 if same else 1.0,
+                                    "max_abs": 0.0, "nan": False}, same))
+            ok &= same
+    return ok, host_out, names
+
+
+def layer_outputs(manifest, fn, host_out, names):
+    """Label -> float64 array: layer i's output (down_proj output +
+    residual stream) and the logits, found through the argument names."""
+    found = {}
+    by_arg = {}
+    for k in (k for k in manifest["kernels"] if k["function"] == fn["name"]):
+        for p in k["params"]:
+            b = p.get("binding", {})
+            if p["kind"] == "input" and "argument" in b:
+                by_arg.setdefault(names[b["argument"]], []).append(k)
+
+    def result_of(kernel, role):
+        for p in kernel["params"]:
+            if p["kind"] == "output" and p["role"] == role:
+                return host_out.get((kernel["index"], p["binding"]["result"]))
+        return None
+
+    i = 0
+    while f"l{i}_down_w" in by_arg and f"l{i}_post_norm_w" in by_arg:
+        d = result_of(by_arg[f"l{i}_down_w"][0], "output")
+        r = result_of(by_arg[f"l{i}_post_norm_w"][0], "residual_out")
+        if d is not None and r is not None:
+            found[f"layer {i}"] = d + r
+        i += 1
+    # The logits: the function's [batch, V] floating-point result.
+    for r in fn["results"]:
+        src = r.get("source", {})
+        if r["dtype"] in ("f16", "bf16") and "kernel" in src and \
+                len(r["shape"]) == 2 and (src["kernel"], src["result"]) in host_out:
+            found["logits"] = host_out[(src["kernel"], src["result"])]
+    return found
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--only", default=None, help="module name prefix")
+    parser.add_argument("--batches", default="1,4,16")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="no GPU: numpy only, launches nothing (every "
+                             "output check fails); exercises the plumbing")
+    args = parser.parse_args()
+    dev = ck.Device(args.dry_run)
+    names = sorted({os.path.basename(p).rsplit(".", 3)[0]
+                    for p in glob.glob(os.path.join(args.dir, "*.manifest.json"))})
+    if args.only:
+        names = [n for n in names if n.startswith(args.only)]
+    all_ok, total, passed = True, 0, 0
+    for name in names:
+        for batch in (int(b) for b in args.batches.split(",")):
+            runs = {}
+            for strategy in ("decode", "none"):
+                path = os.path.join(args.dir, f"{name}.{strategy}")
+                if not os.path.exists(path + ".manifest.json"):
+                    continue
+                manifest = json.load(open(path + ".manifest.json"))
+                for fn in manifest["functions"]:
+                    report = {"rows": [], "tol": 2e-3}
+                    ok, out, arg_names = run_step(dev, path + ".ptx", manifest,
+                                                  fn, batch, 7 + batch, report)
+                    all_ok &= ok
+                    total += len(report["rows"])
+                    passed += sum(1 for r in report["rows"] if r[3])
+                    worst = max((r[2]["rel"] for r in report["rows"]
+                                 if r[2]["rel"] == r[2]["rel"]), default=0.0)
+                    print(f"{name}.{strategy} {fn['name']} B={batch}: "
+                          f"{sum(1 for r in report['rows'] if r[3])}/"
+                          f"{len(report['rows'])} kernel outputs pass "
+                          f"(worst rel err {worst:.2e})")
+                    for kname, role, err, good in report["rows"]:
+                        if not good:
+                            print(f"  FAIL {kname}:{role} rel={err['rel']:.3e}"
+                                  f" max_abs={err['max_abs']:.3e}"
+                                  f"{' NaN' if err['nan'] else ''}")
+                    runs[strategy] = layer_outputs(manifest, fn, out,
+                                                   arg_names)
+            if "decode" in runs and "none" in runs:
+                d, n = runs["decode"], runs["none"]
+                for label in sorted(set(d) & set(n),
+                                    key=lambda s: (len(s), s)):
+                    diff = np.abs(d[label] - n[label])
+                    frac = float(np.mean(diff > 1e-4))
+                    print(f"  fused vs unfused B={batch} {label}: "
+                          f"max |diff| {float(diff.max()):.3g}, "
+                          f"{100 * frac:.4f}% of elements > 1e-4 "
+                          f"({'meets' if frac < 1e-4 else 'misses'} the rule)")
+    print(f"\n{passed}/{total} checks passed")
+    print("RESULT:", "PASS" if all_ok else "FAIL")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
