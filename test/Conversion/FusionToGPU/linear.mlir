@@ -11,7 +11,8 @@
 // SwiGLU are one kernel whose output is [B, I] = [B, 128]; down_proj; the
 // final norm with the LM head. Each gets the CUDA-core kernel at batch 1 and
 // the GEMM-shaped variants from batch 2 (tile rows: whole "heads", so 2-row
-// pairs tile freely; gate/up is one head of 2I = 256 rows, one tile).
+// pairs tile freely; gate/up tiles of 128 rows hold 64 whole (gate, up)
+// pairs: 2 tiles).
 
 // CHECK-LABEL: func.func @mlp(
 // CHECK: fusion.kernel @mlp_k0_linear
@@ -25,8 +26,8 @@
 // CHECK-SAME: #fusion.param<kind = input, role = "weight", dtype = f16, shape = [256, 64]>,
 // CHECK-SAME: #fusion.param<kind = output, role = "residual_out", dtype = f16, shape = [batch, 64]>,
 // CHECK-SAME: #fusion.param<kind = output, role = "output", dtype = f16, shape = [batch, 128]>,
-// CHECK-SAME: #fusion.variant<min_batch = 2, entry = "mlp_k1_fused_gemm16", grid = [1, 1, 1], block = 512
-// CHECK-SAME: tile_rows = 256
+// CHECK-SAME: #fusion.variant<min_batch = 2, entry = "mlp_k1_fused_gemm16", grid = [2, 1, 1], block = 256
+// CHECK-SAME: tile_rows = 128
 // CHECK: fusion.kernel @mlp_k2_linear
 // CHECK-SAME: shape = [batch, 128]>, #fusion.param<kind = input, role = "weight", dtype = f16, shape = [64, 128]>
 // CHECK: fusion.kernel @mlp_k3_fused
@@ -72,15 +73,25 @@ func.func @mlp(%a: tensor<?x4x16xf16>, %o_w: tensor<64x64xf16>, %x: tensor<?x64x
 
 // -----
 
-// Gate/up of 2I = 512 rows is one head larger than a GEMM tile (256 rows at
-// most): no GEMM-shaped variant, the tensor-core variant from batch 2
-// (pairs (j, 256 + j) in 16-row mma blocks of 8 pairs), bf16.
+// Gate/up in the GEMM-shaped variant, bf16, I = 256: tile t of 128 rows
+// stages the gate rows of pairs [64t, 64t + 64) and then their up rows, so
+// staged row r of the tile starting at kernel row n0 is weight row
+// n0 / 2 + r (r < 64) or 256 + n0 / 2 + (r - 64); the reduction reads pair
+// j's partial sums at kernel rows 128 (j / 64) + j % 64 and 64 further.
 // CHECK-LABEL: func.func @gate_up(
 // CHECK: fusion.kernel @gate_up_k0_fused
 // CHECK-SAME: #fusion.param<kind = output, role = "output", dtype = bf16, shape = [batch, 256]>
-// CHECK-SAME: variants = [#fusion.variant<min_batch = 2, entry = "gate_up_k0_fused_mma"
-// CHECK-NOT: _gemm16
-// CHECK: gpu.func @gate_up_k0_fused_mma(
+// CHECK-SAME: variants = [#fusion.variant<min_batch = 2, entry = "gate_up_k0_fused_gemm16", grid = [4, 1, 1]
+// CHECK-SAME: tile_rows = 128
+// CHECK: gpu.func @gate_up_k0_fused_gemm16(
+// CHECK: %[[N0:.+]] = arith.muli %{{.*}}, %c128{{.*}} : index
+// CHECK: %[[FIRST:.+]] = arith.divui %[[N0]], %c2{{.*}} : index
+// CHECK: %[[UP:.+]] = arith.cmpi uge, %[[R:.+]], %c64{{.*}} : index
+// CHECK: %[[UPR:.+]] = arith.subi %[[R]], %c64
+// CHECK: %[[UPROW0:.+]] = arith.addi %[[FIRST]], %[[UPR]]
+// CHECK: %[[UPROW:.+]] = arith.addi %[[UPROW0]], %c256
+// CHECK: %[[GATEROW:.+]] = arith.addi %[[FIRST]], %[[R]]
+// CHECK: arith.select %[[UP]], %[[UPROW]], %[[GATEROW]] : index
 // CHECK: llvm.nvvm.ex2.approx.ftz.f32
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 func.func @gate_up(%x: tensor<?x64xbf16>, %w: tensor<64xbf16>, %gu_w: tensor<512x64xbf16>) -> tensor<?x256xbf16> {

@@ -168,8 +168,10 @@ ProjectionGemmShape
 mlir::fusion::getProjectionGemmShape(const ProjectionPlan &p) {
   ProjectionGemmShape shape;
   shape.projection = getProjectionShape(p);
-  shape.headDim = p.headDim;
-  shape.heads = p.hq + 2 * p.hkv;
+  // Gate/up tiles hold whole pairs (ProjectionGemmKernel.cpp stages the
+  // gate rows of a tile's pairs, then their up rows): "heads" of 2 rows.
+  shape.headDim = p.gateUp ? 2 : p.headDim;
+  shape.heads = p.gateUp ? p.pairs : p.hq + 2 * p.hkv;
   if (RMSNormOp rms = p.ops.rms) {
     bool yielded = llvm::any_of(rms.getResult().getUsers(),
                                 [](Operation *u) { return isa<YieldOp>(u); });

@@ -76,6 +76,32 @@ struct GemmKernel {
                 col);
   }
 
+  /// The weight row staged as row `r` of the tile starting at kernel row
+  /// `n0`: the same row, except for gate/up, whose tile t holds the gate
+  /// rows of its pairs [t * R/2, +R/2) and then their up rows (I further).
+  Value weightRow(ImplicitLocOpBuilder &b, Value n0, Value r) {
+    if (!p.gateUp)
+      return addI(b, n0, r);
+    const int64_t half = s.tileRows / 2;
+    Value first = divUI(b, n0, constIndex(b, 2));
+    Value isUp = cmpI(b, CmpIPredicate::uge, r, half);
+    Value up =
+        addI(b, addI(b, first, subI(b, r, constIndex(b, half))), p.headDim / 2);
+    return select(b, isUp, up, addI(b, first, r));
+  }
+  /// The partial-sum rows (kernel rows) of output pair `pair` (`rows` from
+  /// getPairRows): its weight rows, except for gate/up (weightRow's order).
+  std::pair<Value, Value> partialRows(ImplicitLocOpBuilder &b, Value pair,
+                                      const PairRows &rows) {
+    if (!p.gateUp)
+      return {rows.rowA, rows.rowB};
+    const int64_t half = s.tileRows / 2;
+    Value tile = divUI(b, pair, constIndex(b, half));
+    Value base =
+        addI(b, mulI(b, tile, s.tileRows), remUI(b, pair, constIndex(b, half)));
+    return {base, addI(b, base, half)};
+  }
+
   void emitBody(ImplicitLocOpBuilder &b);
   void emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart, Value count);
   void copyRows(ImplicitLocOpBuilder &b, Value src, int64_t rows,
@@ -153,7 +179,7 @@ void GemmKernel::issueStage(ImplicitLocOpBuilder &b, Value tileStart,
   Value n0 = mulI(b, rowTile, s.tileRows);
   copyRows(b, weightPtr, s.tileRows, 0, slot, k,
            [&](ImplicitLocOpBuilder &ib, Value r) {
-             return mulI(ib, addI(ib, n0, r), H);
+             return mulI(ib, weightRow(ib, n0, r), H);
            });
   auto tokenAt = [&](ImplicitLocOpBuilder &ib, Value r) {
     return mulI(ib, minUI(ib, addI(ib, tileStart, r), lastToken), H);
@@ -361,12 +387,13 @@ void GemmKernel::emitReduction(ImplicitLocOpBuilder &b, Value tileStart,
             Value pair = addI(lb, mulI(lb, rowTile, tilePairs),
                               remUI(lb, idx, constIndex(lb, tilePairs)));
             PairRows rows = getPairRows(lb, p, pair);
+            auto [rowA, rowB] = partialRows(lb, pair, rows);
             Value sumA, sumB, squares;
             for (int64_t r = 0; r < s.kSplit; ++r) {
               Value base =
                   mulI(lb, addI(lb, mulI(lb, token, s.kSplit), r), p.rows);
-              Value a = loadScalar(lb, partials, addI(lb, base, rows.rowA));
-              Value c = loadScalar(lb, partials, addI(lb, base, rows.rowB));
+              Value a = loadScalar(lb, partials, addI(lb, base, rowA));
+              Value c = loadScalar(lb, partials, addI(lb, base, rowB));
               sumA = sumA ? addF(lb, sumA, a) : a;
               sumB = sumB ? addF(lb, sumB, c) : c;
               if (!rms)
