@@ -431,24 +431,30 @@ ModelConfig ModelConfig::load(const std::string &path) {
   return parse(readFile(path, "config", kMaxJsonFileBytes), path);
 }
 
-void ModelConfig::checkWholeModel() const {
-  auto fail = [&](const std::string &field, const std::string &problem) {
-    throwUnsupported(source, ": field \"", field, "\": ", problem,
-                     " (the whole-model runtime implements Llama-style "
-                     "decoders with a SwiGLU MLP)");
+std::string ModelConfig::wholeModelProblem() const {
+  auto problem = [&](const std::string &field, const std::string &what) {
+    return detail::concat(source, ": field \"", field, "\": ", what,
+                          " (the whole-model runtime implements Llama-style "
+                          "decoders with a SwiGLU MLP)");
   };
   if (modelType == "mixtral" || modelType == "qwen2_moe")
-    fail("model_type", modelType + " has a mixture-of-experts MLP");
+    return problem("model_type", modelType + " has a mixture-of-experts MLP");
   if (hiddenAct != "silu")
-    fail("hidden_act", "\"" + hiddenAct + "\" is not silu");
+    return problem("hidden_act", "\"" + hiddenAct + "\" is not silu");
   if (mlpBias)
-    fail("mlp_bias", "MLP biases are not supported");
+    return problem("mlp_bias", "MLP biases are not supported");
   if (intermediateSize == 0)
-    fail("intermediate_size", "missing");
+    return problem("intermediate_size", "missing");
   if (vocabSize == 0)
-    fail("vocab_size", "missing");
+    return problem("vocab_size", "missing");
   if (numHiddenLayers == 0)
-    fail("num_hidden_layers", "missing or 0");
+    return problem("num_hidden_layers", "missing or 0");
+  return {};
+}
+
+void ModelConfig::checkWholeModel() const {
+  if (std::string problem = wholeModelProblem(); !problem.empty())
+    throw UnsupportedError(problem);
 }
 
 ref::FrontHalfConfig ModelConfig::frontHalf(DType dtype) const {

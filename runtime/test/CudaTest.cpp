@@ -17,33 +17,13 @@
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/Manifest.h"
 
+#include "GpuTest.h"
 #include "TestUtil.h"
 
 #include <algorithm>
-#include <optional>
 
 using namespace fusion::runtime;
 using namespace fusion::runtime::test;
-
-namespace {
-
-/// The device context, or a skip when there is none.
-class Gpu : public ::testing::Test {
-protected:
-  void SetUp() override {
-    try {
-      ctx_.emplace(cuda::Context::open(0));
-    } catch (const DeviceUnavailableError &e) {
-      GTEST_SKIP() << "no CUDA device: " << e.what();
-    }
-  }
-  const cuda::Context &ctx() const { return *ctx_; }
-
-private:
-  std::optional<cuda::Context> ctx_;
-};
-
-} // namespace
 
 TEST(CudaDriver, UnavailableDeviceIsADeviceUnavailableError) {
   // Either there is a device, or opening it says clearly why not.

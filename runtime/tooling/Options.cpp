@@ -2,14 +2,14 @@
 
 #include "fusion/tooling/Options.h"
 
+#include "fusion/tooling/CommandLine.h"
+
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/File.h"
 
-#include <cerrno>
 #include <cstdlib>
 #include <functional>
 #include <map>
-#include <optional>
 #include <sstream>
 
 namespace fusion::tooling {
@@ -89,20 +89,15 @@ Checking and timing
   --help
 )";
 
+constexpr std::string_view kTool = "fusion-run";
+
 [[noreturn]] void usageError(const std::string &message) {
-  throw InvalidArgumentError(message +
-                             " (fusion-run --help lists the options)");
+  tooling::usageError(kTool, message);
 }
 
 int64_t parseInt(const std::string &flag, const std::string &value, int64_t lo,
                  int64_t hi) {
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || *end || errno || v < lo || v > hi)
-    usageError(flag + " expects an integer in [" + std::to_string(lo) + ", " +
-               std::to_string(hi) + "], got \"" + value + "\"");
-  return v;
+  return parseIntOption(kTool, flag, value, lo, hi);
 }
 
 double parseDouble(const std::string &flag, const std::string &value) {
@@ -243,29 +238,12 @@ const char *usage() { return kUsage; }
 Options parseOptions(const std::vector<std::string> &args) {
   Options o;
   Given given;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    std::optional<std::string> inlineValue; // --flag=value
-    if (size_t eq = arg.find('=');
-        arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      inlineValue = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    }
-    auto value = [&]() -> std::string {
-      if (inlineValue)
-        return *inlineValue;
-      if (i + 1 >= args.size())
-        usageError(arg + " needs a value");
-      return args[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      o.help = true;
-      return o;
-    }
-    if (!setOption(o, given, arg, value))
-      usageError("unknown argument \"" + arg + "\"");
-  }
-  if (!o.checkDevice)
+  o.help = parseArguments(
+      kTool, args,
+      [&](const std::string &flag, const std::function<std::string()> &value) {
+        return setOption(o, given, flag, value);
+      });
+  if (!o.help && !o.checkDevice)
     finish(o, given);
   return o;
 }

@@ -149,6 +149,10 @@ struct ModelConfig {
   /// of experts (mixtral, qwen2_moe), a hidden_act other than silu, MLP
   /// biases, or no intermediate_size / vocab_size / num_hidden_layers.
   void checkWholeModel() const;
+  /// The message checkWholeModel() would throw, or an empty string when the
+  /// whole model is supported; for callers built without exceptions (the
+  /// compiler's importer).
+  std::string wholeModelProblem() const;
   /// One line: "llama: hidden 4096, heads 32/8, head_dim 128, eps 1e-05,
   /// rope_theta 500000 (llama3 x8), no bias".
   std::string summary() const;

@@ -1,0 +1,167 @@
+//===- Engine.h - a whole decoder model on the GPU --------------*- C++ -*-===//
+//
+// The Engine runs the decode step of a whole model, compiled from
+// `fusion-import --whole-model` by fusion-compile (the function
+// `decode_step`: embedding, every layer, final norm, LM head, argmax), for
+// several sequences at once:
+//
+//   cuda::Context ctx = cuda::Context::open();
+//   Checkpoint ckpt = Checkpoint::open("build/models/smollm2");
+//   Engine engine(ctx, Model::load("out/smollm2.manifest.json", "decode_step"),
+//                 readFile("out/smollm2.ptx"), "out/smollm2.ptx", ckpt.config,
+//                 loadModelWeights(ckpt.tensors, ckpt.config, DType::F16),
+//                 EngineCapacity{/*maxBatch=*/4, /*maxTokensPerSeq=*/512});
+//   engine.addSequence(0);
+//   std::vector<int32_t> next = engine.prefill({0}, {promptIds});
+//   for (int i = 0; i < 32; ++i)
+//     next = engine.step({0}, next);
+//
+// Construction maps every argument of the function to a weight, a cache or
+// a step input (mapModelArguments, ModelArguments.h: by name, with kind,
+// role, dtype and shape checked), uploads every weight once, allocates one
+// K and one V pool per layer ([num_pages, P, Hkv, D], P from the manifest's
+// caches, zeroed) and the step inputs at capacity, and builds a DecodeStep
+// (DecodeStep.h), which loads the PTX and owns the launches and the CUDA
+// graph. The host side (sequences, pages, every check of a request, the
+// int32 inputs of a step) is a SequencePool (SequencePool.h): one
+// KVCacheManager for all layers, since every layer uses the same page ids.
+//
+// A step uploads the token ids, positions, lengths and block table (a fixed
+// width of ceil(maxTokensPerSeq / P) pages, so the graph is reused), replays
+// the captured CUDA graph (DecodeStep::runGraph; re-captured when the batch
+// or the attention's num_splits changes, which the schedule's policy ties to
+// the longest sequence), and downloads the next tokens (and the logits when
+// asked). Prefill runs a prompt as decode steps, one token at a time: simple
+// and exactly the path decoding takes, but one step per prompt token (slow
+// for long prompts).
+//
+// Errors: a bad request (batch, token ids, unknown or repeated sequences, a
+// sequence past maxTokensPerSeq, too few free pages) throws the runtime's
+// InvalidArgumentError / CapacityError before anything launches and leaves
+// the engine unchanged; construction throws FormatError / UnsupportedError
+// for a function, config or weights that do not match; CUDA failures are
+// CudaError, after which the engine's sequences are undefined.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_RUNTIME_ENGINE_H
+#define FUSION_RUNTIME_ENGINE_H
+
+#include "fusion/runtime/Checkpoint.h"
+#include "fusion/runtime/Cuda.h"
+#include "fusion/runtime/DecodeStep.h"
+#include "fusion/runtime/Model.h"
+#include "fusion/runtime/ModelArguments.h"
+#include "fusion/runtime/ModelConfig.h"
+#include "fusion/runtime/SequencePool.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fusion::runtime {
+
+/// How an Engine launches its steps.
+struct EngineOptions {
+  /// Replay each step as a CUDA graph (DecodeStep::runGraph); false:
+  /// launch its kernels one by one (DecodeStep::run).
+  bool graph = true;
+  /// With graph = false, synchronize after every kernel so that a fault
+  /// names it (slow; for debugging).
+  bool syncEachKernel = false;
+};
+
+/// A compiled whole model with its weights and KV caches on one GPU.
+/// Neither copyable nor movable (its DecodeStep points into it).
+class Engine {
+public:
+  /// `model` is the manifest function compiled from fusion-import
+  /// --whole-model of `config` (Model::load(path, "decode_step")), `ptx` its
+  /// PTX (`ptxName` names it in messages), `weights` loadModelWeights(store,
+  /// config, dtype) in the dtype it was compiled for (copied to the GPU;
+  /// the host copy may be dropped afterwards). `context` must outlive the
+  /// engine. Throws FormatError / UnsupportedError as mapModelArguments,
+  /// InvalidArgumentError / CapacityError for capacities SequencePool
+  /// rejects, and the errors of DecodeStep (PTX against manifest, JIT) and
+  /// of the allocations.
+  Engine(const cuda::Context &context, Model model, const std::string &ptx,
+         const std::string &ptxName, const ModelConfig &config,
+         const ModelWeights &weights, const EngineCapacity &capacity,
+         const EngineOptions &options = {});
+  Engine(const Engine &) = delete;
+  Engine &operator=(const Engine &) = delete;
+
+  const Model &model() const { return model_; }
+  const SequencePool &sequences() const { return pool_; }
+  /// The activation dtype (the weights', f16 or bf16).
+  DType dtype() const { return dtype_; }
+  int64_t vocabSize() const { return pool_.vocabSize(); }
+  /// Bytes of weights and of KV caches on the GPU.
+  uint64_t weightBytes() const { return weightBytes_; }
+  uint64_t cacheBytes() const { return cacheBytes_; }
+  /// CUDA graph captures so far (DecodeStep::graphCaptures).
+  int graphCaptures() const { return step_.graphCaptures(); }
+
+  /// Starts an empty sequence; InvalidArgumentError if `id` is live.
+  void addSequence(SeqId id) { pool_.addSequence(id); }
+  /// Ends sequence `id` and frees its pages; InvalidArgumentError if
+  /// unknown.
+  void removeSequence(SeqId id) { pool_.removeSequence(id); }
+  /// Tokens sequence `id` holds.
+  int64_t length(SeqId id) const { return pool_.length(id); }
+
+  /// One decode step: tokens[b] is appended to sequence seqs[b] (at
+  /// position length(seqs[b])) and run through the model. Returns the
+  /// greedy next token of each row (the argmax of its logits, [batch]);
+  /// with `logits`, also resizes it to [batch, vocab] and fills it with the
+  /// logits (dtype() bit patterns). Throws as SequencePool::prepareStep
+  /// before anything changes or launches.
+  std::vector<int32_t> step(const std::vector<SeqId> &seqs,
+                            const std::vector<int32_t> &tokens,
+                            std::vector<uint16_t> *logits = nullptr);
+
+  /// Runs prompts[b] through sequence seqs[b] as decode steps, one token
+  /// per step, the sequences with a token at an index batched in one step.
+  /// Returns each sequence's greedy next token after its last prompt token;
+  /// with `logits`, [batch, vocab]: row b the logits after prompt b. Throws
+  /// as SequencePool::checkPrompts before anything changes or launches.
+  std::vector<int32_t> prefill(const std::vector<SeqId> &seqs,
+                               const std::vector<std::vector<int32_t>> &prompts,
+                               std::vector<uint16_t> *logits = nullptr);
+
+  /// Teacher-forced scoring of `tokens` in a fresh sequence (removed at the
+  /// end): element i - 1 of the result is log p(tokens[i] | tokens[0..i))
+  /// (tokenLogProb, LogProbs.h: float64 log-softmax of the logits on the
+  /// host) for i in [1, n): n - 1 log-probabilities, tokens[0] unscored (no
+  /// BOS is added). Needs room for n - 1 tokens. Throws
+  /// InvalidArgumentError for fewer than 2 tokens or one outside the
+  /// vocabulary, CapacityError as prefill, before anything launches.
+  std::vector<double> score(const std::vector<int32_t> &tokens);
+
+private:
+  /// Uploads the weights (map_'s host pointers, cleared afterwards: the
+  /// caller's ModelWeights may go away), allocates and zeroes the caches,
+  /// allocates the step inputs at capacity, and binds them all.
+  void bindArguments();
+  /// Uploads the inputs of `s` and launches it (num_splits chosen here by
+  /// the schedule's policy); `s` is kept in last_.
+  void launch(HostStep s);
+  /// The next tokens of the last step, and its logits when asked.
+  std::vector<int32_t> download(std::vector<uint16_t> *logits) const;
+
+  Model model_;
+  DType dtype_;
+  ModelArgumentMap map_;
+  SequencePool pool_;
+  EngineOptions options_;
+  DecodeStep step_;
+  std::vector<cuda::DeviceBuffer> weights_, caches_;
+  cuda::DeviceBuffer tokens_, positions_, seqLens_, blockTable_;
+  uint64_t weightBytes_ = 0, cacheBytes_ = 0;
+  /// The last step's host inputs (the uploads read them on the stream).
+  HostStep last_;
+};
+
+} // namespace fusion::runtime
+
+#endif // FUSION_RUNTIME_ENGINE_H

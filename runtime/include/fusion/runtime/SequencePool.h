@@ -1,0 +1,124 @@
+//===- SequencePool.h - the host side of the engine -------------*- C++ -*-===//
+//
+// What the Engine (Engine.h) does on the host, kept apart so that it is
+// unit-tested without a GPU: the live sequences and their KV pages (one
+// KVCacheManager for every layer), every check of a request (batch, token
+// ids, unknown or repeated sequences, sequence length, free pages) made
+// before anything changes or launches, and the int32 inputs of each step
+// (tokens, positions, seq_lens, a block table of a fixed width so that the
+// step's CUDA graph is reused).
+//
+// Errors: InvalidArgumentError (a bad request: no sequences, sizes that
+// differ, a token outside the vocabulary, an unknown or repeated sequence)
+// and CapacityError (a batch above the maximum, a sequence past its maximum
+// length, too few free pages); messages name the sequence, the value and the
+// bound. A failing call changes nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_RUNTIME_SEQUENCEPOOL_H
+#define FUSION_RUNTIME_SEQUENCEPOOL_H
+
+#include "fusion/runtime/KVCacheManager.h"
+#include "fusion/runtime/Model.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace fusion::runtime {
+
+/// The sizes an engine is built for.
+struct EngineCapacity {
+  /// Most sequences in one step (>= 1).
+  int64_t maxBatch = 1;
+  /// Most tokens a sequence may hold: prompt plus generated (>= 1).
+  int64_t maxTokensPerSeq = 2048;
+  /// Pages in each layer's K and V pools; 0: enough for maxBatch sequences
+  /// of maxTokensPerSeq tokens (maxBatch * ceil(maxTokensPerSeq / P)).
+  int64_t numPages = 0;
+};
+
+/// The host inputs of one step: row b is sequence seqs[b].
+struct HostStep {
+  /// batch and maxPages (the pool's fixed block-table width); numSplits is
+  /// the caller's to choose.
+  StepShape shape;
+  /// [batch] token ids, positions (the length before the step) and
+  /// seq_lens (after it).
+  std::vector<int32_t> tokens, positions, seqLens;
+  /// [batch, shape.maxPages], row-major; unused entries 0.
+  std::vector<int32_t> blockTable;
+  /// The largest seq_lens of the step.
+  int64_t maxSeqLen = 0;
+  /// Pointers into this step's vectors, for DecodeStep.
+  StepInputs inputs() const {
+    return {positions.data(), seqLens.data(), blockTable.data()};
+  }
+};
+
+/// The sequences of an engine and the host side of its steps. Not
+/// thread-safe.
+class SequencePool {
+public:
+  /// A pool for `capacity` with pages of `pageSize` tokens over a vocabulary
+  /// of `vocabSize` tokens. Throws InvalidArgumentError for maxBatch,
+  /// maxTokensPerSeq, pageSize or vocabSize < 1 or numPages < 0, and
+  /// CapacityError when pages or positions would not fit in int32.
+  SequencePool(const EngineCapacity &capacity, int64_t pageSize,
+               int64_t vocabSize);
+
+  const EngineCapacity &capacity() const { return capacity_; }
+  int64_t pageSize() const { return cache_.pageSize(); }
+  int64_t numPages() const { return cache_.numPages(); }
+  int64_t numFreePages() const { return cache_.numFreePages(); }
+  /// The block-table width of every step: ceil(maxTokensPerSeq / pageSize).
+  int64_t maxPagesPerSeq() const { return cache_.maxPagesPerSeq(); }
+  int64_t vocabSize() const { return vocab_; }
+
+  /// Starts an empty sequence. Throws InvalidArgumentError if `id` is live.
+  void addSequence(SeqId id) { cache_.addSequence(id); }
+  /// Ends sequence `id`, freeing its pages. Throws InvalidArgumentError if
+  /// unknown.
+  void removeSequence(SeqId id) { cache_.release(id); }
+  bool contains(SeqId id) const { return cache_.contains(id); }
+  /// Tokens sequence `id` holds. Throws InvalidArgumentError if unknown.
+  int64_t length(SeqId id) const { return cache_.length(id); }
+  /// An id that no live sequence has.
+  SeqId unusedId() const;
+
+  /// Checks a step appending tokens[b] to sequence seqs[b] and, if it can
+  /// run, appends them and returns its inputs. Throws (changing nothing)
+  /// InvalidArgumentError for no sequences, sizes that differ, a token
+  /// outside [0, vocabSize), an unknown or repeated sequence;
+  /// CapacityError for more than maxBatch sequences, a sequence already
+  /// holding maxTokensPerSeq tokens, or too few free pages.
+  HostStep prepareStep(const std::vector<SeqId> &seqs,
+                       const std::vector<int32_t> &tokens);
+  /// Throws as prepareStep would for any step of running prompts[b] through
+  /// sequence seqs[b], one token per step: an empty prompt, a token out of
+  /// range, a sequence that would exceed maxTokensPerSeq, more pages than
+  /// are free in all (and as prepareStep for the sequences). Messages start
+  /// with `what`. Changes nothing.
+  void checkPrompts(const std::vector<SeqId> &seqs,
+                    const std::vector<std::vector<int32_t>> &prompts,
+                    const char *what = "Engine::prefill") const;
+  /// Throws InvalidArgumentError "<what>: token <token> (index <index> of
+  /// sequence <id>) is outside the vocabulary [0, vocabSize)" unless it is
+  /// in it.
+  void checkToken(const char *what, SeqId id, size_t index,
+                  int32_t token) const;
+
+private:
+  /// Throws unless `seqs` are live, distinct, at most maxBatch and as many
+  /// as `count` (the token rows).
+  void checkBatch(const char *what, const std::vector<SeqId> &seqs,
+                  size_t count) const;
+
+  EngineCapacity capacity_;
+  int64_t vocab_;
+  KVCacheManager cache_;
+};
+
+} // namespace fusion::runtime
+
+#endif // FUSION_RUNTIME_SEQUENCEPOOL_H

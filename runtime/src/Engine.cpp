@@ -1,0 +1,182 @@
+//===- Engine.cpp - a whole decoder model on the GPU ----------------------===//
+
+#include "fusion/runtime/Engine.h"
+
+#include "fusion/runtime/Error.h"
+#include "fusion/runtime/LogProbs.h"
+
+#include <algorithm>
+
+namespace fusion::runtime {
+
+namespace {
+
+/// Removes a sequence when it goes out of scope.
+class SequenceGuard {
+public:
+  SequenceGuard(SequencePool &pool, SeqId id) : pool_(pool), id_(id) {}
+  SequenceGuard(const SequenceGuard &) = delete;
+  SequenceGuard &operator=(const SequenceGuard &) = delete;
+  ~SequenceGuard() { pool_.removeSequence(id_); }
+
+private:
+  SequencePool &pool_;
+  SeqId id_;
+};
+
+} // namespace
+
+Engine::Engine(const cuda::Context &context, Model model,
+               const std::string &ptx, const std::string &ptxName,
+               const ModelConfig &config, const ModelWeights &weights,
+               const EngineCapacity &capacity, const EngineOptions &options)
+    : model_(std::move(model)), dtype_(weights.dtype),
+      map_(mapModelArguments(model_.manifest(), model_.function(), config,
+                             weights)),
+      pool_(capacity, map_.pageSize, config.vocabSize), options_(options),
+      step_(
+          context, model_, ptx, ptxName,
+          Capacity{capacity.maxBatch, pool_.maxPagesPerSeq(), pool_.numPages()},
+          DecodeStep::Options{options.syncEachKernel}) {
+  bindArguments();
+}
+
+void Engine::bindArguments() {
+  for (ModelArgumentBinding &a : map_.arguments) {
+    const uint64_t bytes =
+        static_cast<uint64_t>(step_.plan().argumentBytes(a.argument));
+    cuda::DeviceBuffer buffer(bytes, a.name);
+    switch (a.kind) {
+    case ModelArgumentKind::Weight:
+      buffer.upload(a.weight->data(), bytes);
+      a.weight = nullptr;
+      weightBytes_ += bytes;
+      step_.bind(a.argument, buffer);
+      weights_.push_back(std::move(buffer));
+      break;
+    case ModelArgumentKind::KeyCache:
+    case ModelArgumentKind::ValueCache:
+      buffer.fill(0);
+      cacheBytes_ += bytes;
+      step_.bind(a.argument, buffer);
+      caches_.push_back(std::move(buffer));
+      break;
+    case ModelArgumentKind::Tokens:
+      step_.bind(a.argument, buffer);
+      tokens_ = std::move(buffer);
+      break;
+    case ModelArgumentKind::Positions:
+      step_.bind(a.argument, buffer);
+      positions_ = std::move(buffer);
+      break;
+    case ModelArgumentKind::SeqLens:
+      step_.bind(a.argument, buffer);
+      seqLens_ = std::move(buffer);
+      break;
+    case ModelArgumentKind::BlockTable:
+      step_.bind(a.argument, buffer);
+      blockTable_ = std::move(buffer);
+      break;
+    }
+  }
+}
+
+void Engine::launch(HostStep s) {
+  last_ = std::move(s);
+  last_.shape.numSplits =
+      model_.defaultNumSplits(last_.shape.batch, last_.maxSeqLen);
+  CUstream stream = step_.stream();
+  auto upload = [&](cuda::DeviceBuffer &buffer,
+                    const std::vector<int32_t> &values) {
+    buffer.uploadAsync(values.data(), values.size() * sizeof(int32_t), stream);
+  };
+  upload(tokens_, last_.tokens);
+  upload(positions_, last_.positions);
+  upload(seqLens_, last_.seqLens);
+  upload(blockTable_, last_.blockTable);
+  if (options_.graph)
+    step_.runGraph(last_.shape, last_.inputs());
+  else
+    step_.run(last_.shape, last_.inputs());
+}
+
+std::vector<int32_t> Engine::download(std::vector<uint16_t> *logits) const {
+  const StepShape &shape = last_.shape;
+  std::vector<int32_t> next(static_cast<size_t>(shape.batch));
+  step_.downloadResult(map_.nextTokens, shape, next.data(),
+                       next.size() * sizeof(int32_t));
+  if (logits) {
+    logits->resize(static_cast<size_t>(shape.batch * vocabSize()));
+    step_.downloadResult(map_.logits, shape, logits->data(),
+                         logits->size() * sizeof(uint16_t));
+  }
+  return next;
+}
+
+std::vector<int32_t> Engine::step(const std::vector<SeqId> &seqs,
+                                  const std::vector<int32_t> &tokens,
+                                  std::vector<uint16_t> *logits) {
+  launch(pool_.prepareStep(seqs, tokens));
+  return download(logits);
+}
+
+std::vector<int32_t>
+Engine::prefill(const std::vector<SeqId> &seqs,
+                const std::vector<std::vector<int32_t>> &prompts,
+                std::vector<uint16_t> *logits) {
+  pool_.checkPrompts(seqs, prompts);
+  size_t longest = 0;
+  for (const std::vector<int32_t> &p : prompts)
+    longest = std::max(longest, p.size());
+  const size_t V = static_cast<size_t>(vocabSize());
+  std::vector<int32_t> next(seqs.size());
+  if (logits)
+    logits->assign(seqs.size() * V, 0);
+  std::vector<uint16_t> stepLogits;
+  for (size_t t = 0; t < longest; ++t) {
+    std::vector<size_t> rows;
+    std::vector<SeqId> ids;
+    std::vector<int32_t> tokens;
+    for (size_t b = 0; b < seqs.size(); ++b)
+      if (t < prompts[b].size()) {
+        rows.push_back(b);
+        ids.push_back(seqs[b]);
+        tokens.push_back(prompts[b][t]);
+      }
+    std::vector<int32_t> out =
+        step(ids, tokens, logits ? &stepLogits : nullptr);
+    for (size_t j = 0; j < rows.size(); ++j) {
+      const size_t b = rows[j];
+      if (t + 1 != prompts[b].size())
+        continue;
+      next[b] = out[j];
+      if (logits)
+        std::copy_n(stepLogits.begin() + j * V, V, logits->begin() + b * V);
+    }
+  }
+  return next;
+}
+
+std::vector<double> Engine::score(const std::vector<int32_t> &tokens) {
+  if (tokens.size() < 2)
+    throwInvalidArgument("Engine::score: scoring needs at least 2 tokens, got ",
+                         tokens.size());
+  const SeqId id = pool_.unusedId();
+  pool_.addSequence(id);
+  SequenceGuard guard(pool_, id);
+  pool_.checkPrompts({id},
+                     {std::vector<int32_t>(tokens.begin(), tokens.end() - 1)},
+                     "Engine::score");
+  pool_.checkToken("Engine::score", id, tokens.size() - 1, tokens.back());
+  std::vector<double> logProbs;
+  logProbs.reserve(tokens.size() - 1);
+  std::vector<uint16_t> logits;
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    step({id}, {tokens[i]}, &logits);
+    logProbs.push_back(
+        tokenLogProb(dtype_, logits.data(), vocabSize(), tokens[i + 1]));
+  }
+  return logProbs;
+}
+
+} // namespace fusion::runtime

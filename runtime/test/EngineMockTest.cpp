@@ -1,0 +1,341 @@
+//===- EngineMockTest.cpp - the Engine's mechanics on a GPU ---------------===//
+//
+// The Engine on test/data/engine_mock.ptx, one hand-written kernel with the
+// arguments of a compiled whole model (tiny_model.json, pages of 4 tokens)
+// that computes an integer function of each row's token, position, page,
+// length, embedding row and previous token (the PTX file says which), with
+// one-hot logits at the result. The manifest is written here. A host model
+// of the same function predicts every next token, so this checks the
+// mechanics, not the math (EngineTest.cpp checks that on compiled models):
+// the weights bound by name and uploaded, the caches bound per layer and
+// kept across steps, the step inputs (tokens, positions, seq_lens, block
+// table of the pool's pages), graph capture and direct launches, the
+// downloads, prefill with prompts of different lengths, score's
+// log-softmax, and errors before any launch. Skipped without a CUDA device.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fusion/runtime/Engine.h"
+#include "fusion/runtime/Error.h"
+#include "fusion/runtime/KVCacheManager.h"
+
+#include "GpuTest.h"
+#include "TestUtil.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+using namespace fusion::runtime;
+using namespace fusion::runtime::test;
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kVocab = 300, kHidden = 64, kPage = 4, kLayers = 2;
+
+/// tiny_model.json: 2 layers, hidden 64, 4/2 heads of 16, intermediate 96,
+/// vocab 300, tied.
+ModelConfig mockConfig() {
+  return ModelConfig::load(dataPath("configs/tiny_model.json"));
+}
+
+/// The manifest of engine_mock.ptx: decode_step's arguments as
+/// fusion-import --whole-model --page-size=4 declares them, one kernel
+/// binding each to a parameter of its role.
+std::string mockManifest(const std::string &ptx) {
+  json args = json::array();
+  auto add = [&](std::string name, std::string role, json shape,
+                 std::string dtype = "f16", std::string kind = "tensor") {
+    args.push_back({{"index", args.size()},
+                    {"name", name},
+                    {"role", role},
+                    {"kind", kind},
+                    {"dtype", dtype},
+                    {"shape", shape}});
+  };
+  add("tokens", "tokens", {"batch"}, "i32");
+  add("embed_w", "weight", {kVocab, kHidden});
+  for (std::string p : {"l0_", "l1_"}) {
+    add(p + "norm_w", "norm_weight", {kHidden});
+    add(p + "qkv_w", "qkv_weight", {128, kHidden});
+    add(p + "o_w", "weight", {kHidden, kHidden});
+    add(p + "post_norm_w", "norm_weight", {kHidden});
+    add(p + "gate_up_w", "weight", {192, kHidden});
+    add(p + "down_w", "weight", {kHidden, 96});
+    add(p + "k_cache", "key_cache", {"num_pages", kPage, 2, 16}, "f16",
+        "buffer");
+    add(p + "v_cache", "value_cache", {"num_pages", kPage, 2, 16}, "f16",
+        "buffer");
+  }
+  add("final_norm_w", "norm_weight", {kHidden});
+  add("positions", "positions", {"batch"}, "i32");
+  add("seq_lens", "seq_lens", {"batch"}, "i32");
+  add("block_table", "block_table", {"batch", "max_pages"}, "i32");
+
+  json params = json::array();
+  for (const json &a : args)
+    params.push_back({{"index", params.size()},
+                      {"kind", "input"},
+                      {"role", a["role"]},
+                      {"dtype", a["dtype"]},
+                      {"shape", a["shape"]},
+                      {"binding", {{"argument", a["index"]}}}});
+  params.push_back({{"index", params.size()},
+                    {"kind", "output"},
+                    {"role", "tokens"},
+                    {"dtype", "i32"},
+                    {"shape", {"batch"}},
+                    {"binding", {{"result", 0}}}});
+  params.push_back({{"index", params.size()},
+                    {"kind", "output"},
+                    {"role", "output"},
+                    {"dtype", "f16"},
+                    {"shape", {"batch", kVocab}},
+                    {"binding", {{"result", 1}}}});
+  params.push_back({{"index", params.size()},
+                    {"kind", "scalar"},
+                    {"role", "batch"},
+                    {"dtype", "i32"}});
+  params.push_back({{"index", params.size()},
+                    {"kind", "scalar"},
+                    {"role", "max_pages"},
+                    {"dtype", "i32"}});
+  char hex[17];
+  std::snprintf(
+      hex, sizeof hex, "%016llx",
+      static_cast<unsigned long long>(fusion::contract::ptxFingerprint(ptx)));
+  json m = {{"format", "fusion-manifest"},
+            {"version", 2},
+            {"ptx", "engine_mock.ptx"},
+            {"ptx_fnv1a64", hex},
+            {"chip", "sm_90"},
+            {"strategy", "none"},
+            {"functions",
+             {{{"name", "decode_step"},
+               {"arguments", args},
+               {"kernels", {0}},
+               {"results",
+                {{{"index", 0},
+                  {"dtype", "i32"},
+                  {"shape", {"batch"}},
+                  {"source", {{"kernel", 0}, {"result", 0}}}},
+                 {{"index", 1},
+                  {"dtype", "f16"},
+                  {"shape", {"batch", kVocab}},
+                  {"source", {{"kernel", 0}, {"result", 1}}}}}}}}},
+            {"kernels",
+             {{{"index", 0},
+               {"function", "decode_step"},
+               {"name", "decode_step_k0_mock"},
+               {"entry", "decode_step_k0_mock"},
+               {"grid", {"batch", 1, 1}},
+               {"block", {32, 1, 1}},
+               {"params", params}}}}};
+  return m.dump();
+}
+
+/// Weights of mockConfig() that are zero except embed_w[t, 0] = t % 5.
+ModelWeights mockWeights(const ModelConfig &c) {
+  ModelWeights w;
+  w.dtype = DType::F16;
+  w.embedTokens.assign(kVocab * kHidden, 0);
+  for (int64_t t = 0; t < kVocab; ++t)
+    w.embedTokens[t * kHidden] = floatToF16(static_cast<float>(t % 5));
+  for (int64_t l = 0; l < kLayers; ++l) {
+    DecoderLayerWeights lw;
+    lw.front.normWeight.assign(kHidden, 0);
+    lw.front.qkvWeight.assign(128 * kHidden, 0);
+    lw.oProj.assign(kHidden * kHidden, 0);
+    lw.postNorm.assign(kHidden, 0);
+    lw.gateUp.assign(2 * c.intermediateSize * kHidden, 0);
+    lw.down.assign(kHidden * c.intermediateSize, 0);
+    w.layers.push_back(std::move(lw));
+  }
+  w.finalNorm.assign(kHidden, 0);
+  return w;
+}
+
+/// The mock kernel on the host, with its own page pool of the engine's
+/// sizes (allocation is deterministic, so the pages are the engine's).
+class HostMock {
+public:
+  void addSequence(SeqId id) { cache_.addSequence(id); }
+  void removeSequence(SeqId id) {
+    cache_.release(id);
+    last_.erase(id);
+  }
+  std::vector<int32_t> step(const std::vector<SeqId> &seqs,
+                            const std::vector<int32_t> &tokens) {
+    BatchView v = cache_.appendBatch(seqs, 1, 6);
+    std::vector<int32_t> next;
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      const int64_t pos = v.positions[b];
+      const int64_t page = v.block_table[b * 6 + pos / kPage];
+      const int64_t prev = pos > 0 ? last_.at(seqs[b]) : 0;
+      next.push_back(static_cast<int32_t>(
+          (tokens[b] + 3 * pos + 5 * page + 7 * (tokens[b] % 5) +
+           11 * (v.seq_lens[b] - pos) + 13 * prev) %
+          kVocab));
+      last_[seqs[b]] = tokens[b];
+    }
+    return next;
+  }
+
+private:
+  KVCacheManager cache_{18, kPage, 6};
+  std::map<SeqId, int32_t> last_;
+};
+
+class EngineMock : public Gpu {
+protected:
+  std::unique_ptr<Engine> makeEngine(const EngineOptions &options) {
+    std::string ptx = readText(dataPath("engine_mock.ptx"));
+    config_ = mockConfig();
+    return std::make_unique<Engine>(
+        ctx(), Model(Manifest::parse(mockManifest(ptx), "engine_mock.json")),
+        ptx, "engine_mock.ptx", config_, mockWeights(config_),
+        EngineCapacity{3, 24, 0}, options);
+  }
+
+  /// Checks `logits` ([batch, 300]) are one-hot at `next`.
+  static void expectOneHot(const std::vector<uint16_t> &logits,
+                           const std::vector<int32_t> &next) {
+    ASSERT_EQ(logits.size(), next.size() * kVocab);
+    for (size_t b = 0; b < next.size(); ++b)
+      for (int64_t v = 0; v < kVocab; ++v)
+        ASSERT_EQ(f16ToFloat(logits[b * kVocab + v]), v == next[b] ? 1.f : 0.f)
+            << "row " << b << ", logit " << v;
+  }
+
+  /// Steps of mixed batches on both; every next token and logit checked.
+  void runSteps(Engine &engine, HostMock &host) {
+    for (SeqId id : {4, 5, 6}) {
+      engine.addSequence(id);
+      host.addSequence(id);
+    }
+    std::vector<uint16_t> logits;
+    std::vector<int32_t> tokens = {1, 299, 42};
+    for (int i = 0; i < 9; ++i) { // past two pages
+      std::vector<int32_t> next = engine.step({4, 5, 6}, tokens, &logits);
+      ASSERT_EQ(next, host.step({4, 5, 6}, tokens)) << "step " << i;
+      expectOneHot(logits, next);
+      tokens = next;
+    }
+    // A subset in another order, then a removed sequence's pages reused.
+    std::vector<int32_t> next = engine.step({6, 4}, {tokens[2], tokens[0]});
+    EXPECT_EQ(next, host.step({6, 4}, {tokens[2], tokens[0]}));
+    engine.removeSequence(5);
+    host.removeSequence(5);
+    engine.addSequence(9);
+    host.addSequence(9);
+    for (int i = 0; i < 6; ++i) {
+      std::vector<int32_t> in = {next[0], static_cast<int32_t>(i), next[1]};
+      std::vector<int32_t> out = engine.step({6, 9, 4}, in, &logits);
+      ASSERT_EQ(out, host.step({6, 9, 4}, in)) << "reused pages, step " << i;
+      expectOneHot(logits, out);
+      next = {out[0], out[2]};
+    }
+    EXPECT_EQ(engine.length(4), 16);
+    EXPECT_EQ(engine.length(9), 6);
+  }
+
+  ModelConfig config_;
+};
+
+} // namespace
+
+TEST_F(EngineMock, StepsThroughTheGraph) {
+  std::unique_ptr<Engine> engine = makeEngine({});
+  // Every weight once (the tied head is embed_w), K and V of each layer.
+  const uint64_t weights =
+      2 * (kVocab * kHidden +
+           kLayers * (2 * kHidden + 128 * kHidden + kHidden * kHidden +
+                      2 * 96 * kHidden + 96 * kHidden) +
+           kHidden);
+  EXPECT_EQ(engine->weightBytes(), weights);
+  EXPECT_EQ(engine->cacheBytes(), uint64_t{2 * kLayers * 18 * 4 * 2 * 16 * 2});
+  HostMock host;
+  runSteps(*engine, host);
+  EXPECT_GE(engine->graphCaptures(), 3); // batches 3, 2, 3
+}
+
+TEST_F(EngineMock, StepsWithDirectLaunches) {
+  std::unique_ptr<Engine> engine = makeEngine({false, true});
+  HostMock host;
+  runSteps(*engine, host);
+  EXPECT_EQ(engine->graphCaptures(), 0);
+}
+
+TEST_F(EngineMock, PrefillAndScore) {
+  std::unique_ptr<Engine> engine = makeEngine({});
+  HostMock host;
+  for (SeqId id : {1, 2}) {
+    engine->addSequence(id);
+    host.addSequence(id);
+  }
+  const std::vector<int32_t> a = {3, 1, 4, 1, 5}, b = {9, 2};
+  std::vector<uint16_t> logits;
+  std::vector<int32_t> next = engine->prefill({1, 2}, {a, b}, &logits);
+  std::vector<int32_t> want(2);
+  for (size_t t = 0; t < a.size(); ++t) {
+    std::vector<int32_t> out =
+        t < b.size() ? host.step({1, 2}, {a[t], b[t]}) : host.step({1}, {a[t]});
+    if (t + 1 == b.size())
+      want[1] = out[1];
+    want[0] = out[0];
+  }
+  EXPECT_EQ(next, want);
+  expectOneHot(logits, next);
+
+  // score: a fresh sequence (the pool's unused id) removed at the end; the
+  // log-softmax of a one-hot row is 1 - log(e + 299) at the hot token and
+  // -log(e + 299) elsewhere.
+  const std::vector<int32_t> text = {7, 100, 0, 250, 33, 33};
+  const int64_t freePages = engine->sequences().numFreePages();
+  std::vector<double> logProbs = engine->score(text);
+  EXPECT_EQ(engine->sequences().numFreePages(), freePages);
+  ASSERT_EQ(logProbs.size(), text.size() - 1);
+  const SeqId scored = std::numeric_limits<SeqId>::min();
+  host.addSequence(scored);
+  const double logZ = std::log(std::exp(1.0) + 299);
+  for (size_t i = 0; i + 1 < text.size(); ++i) {
+    int32_t hot = host.step({scored}, {text[i]})[0];
+    EXPECT_NEAR(logProbs[i], (text[i + 1] == hot ? 1.0 : 0.0) - logZ, 1e-12)
+        << "token " << i + 1;
+  }
+}
+
+TEST_F(EngineMock, BadRequestsLaunchNothing) {
+  std::unique_ptr<Engine> engine = makeEngine({});
+  HostMock host;
+  engine->addSequence(1);
+  host.addSequence(1);
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError, engine->step({1}, {300})),
+      "Engine::step: token 300 (index 0 of sequence 1) is outside the "
+      "vocabulary [0, 300)");
+  EXPECT_THROW(engine->step({1, 2, 3, 4}, {0, 0, 0, 0}), CapacityError);
+  EXPECT_THROW(engine->prefill({1}, {std::vector<int32_t>(25, 0)}),
+               CapacityError);
+  EXPECT_THROW(engine->score({5}), InvalidArgumentError);
+  EXPECT_THROW(engine->score(std::vector<int32_t>(26, 0)), CapacityError);
+  EXPECT_EQ(engine->length(1), 0);
+  EXPECT_EQ(engine->graphCaptures(), 0);
+  // The first step after the errors sees an empty sequence.
+  EXPECT_EQ(engine->step({1}, {8}), host.step({1}, {8}));
+  // A model compiled for another config is refused at construction.
+  std::string ptx = readText(dataPath("engine_mock.ptx"));
+  ModelConfig other = mockConfig();
+  other.vocabSize = 200;
+  ModelWeights w = mockWeights(mockConfig());
+  std::string msg = EXPECT_THROW_MSG(
+      FormatError,
+      Engine(ctx(), Model(Manifest::parse(mockManifest(ptx), "mock.json")), ptx,
+             "engine_mock.ptx", other, w, EngineCapacity{}));
+  EXPECT_CONTAINS(msg, "argument 1 \"embed_w\" has shape [300, 64]");
+}

@@ -1,0 +1,179 @@
+//===- SequencePoolTest.cpp - the engine's host side ----------------------===//
+//
+// The checks Engine makes before anything launches, and the inputs of each
+// step, on the CPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fusion/runtime/SequencePool.h"
+
+#include "fusion/runtime/Error.h"
+
+#include "TestUtil.h"
+
+using namespace fusion::runtime;
+
+namespace {
+
+/// At most 2 sequences of 10 tokens in pages of 4 (3 pages each, 6 pages),
+/// a vocabulary of 50.
+SequencePool smallPool(int64_t numPages = 0) {
+  return SequencePool(EngineCapacity{2, 10, numPages}, 4, 50);
+}
+
+} // namespace
+
+TEST(SequencePool, Capacities) {
+  SequencePool pool = smallPool();
+  EXPECT_EQ(pool.maxPagesPerSeq(), 3);
+  EXPECT_EQ(pool.numPages(), 6);
+  EXPECT_EQ(pool.pageSize(), 4);
+  EXPECT_EQ(smallPool(5).numPages(), 5);
+  std::string msg = EXPECT_THROW_MSG(
+      InvalidArgumentError, SequencePool(EngineCapacity{0, 10, 0}, 4, 50));
+  EXPECT_CONTAINS(msg, "maxBatch must be >= 1, got 0");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         SequencePool(EngineCapacity{1, 10, 0}, 4, 0));
+  EXPECT_CONTAINS(msg, "vocabulary size must be >= 1, got 0");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         SequencePool(EngineCapacity{1, 10, -1}, 4, 5));
+  EXPECT_CONTAINS(msg, "numPages must be >= 0, got -1");
+  msg = EXPECT_THROW_MSG(
+      CapacityError,
+      SequencePool(EngineCapacity{1, int64_t(1) << 31, 0}, 4, 5));
+  EXPECT_CONTAINS(msg, "2147483648 tokens per sequence in pages of 4 exceed "
+                       "the int32 positions");
+  msg = EXPECT_THROW_MSG(
+      CapacityError, SequencePool(EngineCapacity{65536, 1 << 20, 0}, 16, 5));
+  EXPECT_CONTAINS(msg, "65536 sequences of 65536 pages exceed the int32 page "
+                       "ids");
+}
+
+TEST(SequencePool, StepInputs) {
+  SequencePool pool = smallPool();
+  pool.addSequence(7);
+  pool.addSequence(-3);
+  HostStep s = pool.prepareStep({7, -3}, {11, 12});
+  EXPECT_EQ(s.shape.batch, 2);
+  EXPECT_EQ(s.shape.maxPages, 3); // the fixed width, for the graph
+  EXPECT_EQ(s.tokens, (std::vector<int32_t>{11, 12}));
+  EXPECT_EQ(s.positions, (std::vector<int32_t>{0, 0}));
+  EXPECT_EQ(s.seqLens, (std::vector<int32_t>{1, 1}));
+  EXPECT_EQ(s.blockTable, (std::vector<int32_t>{0, 0, 0, 1, 0, 0}));
+  EXPECT_EQ(s.maxSeqLen, 1);
+  StepInputs in = s.inputs();
+  EXPECT_EQ(in.positions, s.positions.data());
+  EXPECT_EQ(in.blockTable, s.blockTable.data());
+  // Sequence 7 alone up to a new page: positions 1..4, page 2 at token 4.
+  for (int i = 0; i < 4; ++i)
+    s = pool.prepareStep({7}, {1});
+  EXPECT_EQ(s.positions, (std::vector<int32_t>{4}));
+  EXPECT_EQ(s.seqLens, (std::vector<int32_t>{5}));
+  EXPECT_EQ(s.blockTable, (std::vector<int32_t>{0, 2, 0}));
+  EXPECT_EQ(pool.length(7), 5);
+  EXPECT_EQ(pool.length(-3), 1);
+  EXPECT_EQ(pool.numFreePages(), 3);
+  pool.removeSequence(7);
+  EXPECT_EQ(pool.numFreePages(), 5);
+  EXPECT_FALSE(pool.contains(7));
+}
+
+TEST(SequencePool, StepErrorsChangeNothing) {
+  SequencePool pool = smallPool();
+  pool.addSequence(1);
+  pool.addSequence(2);
+  pool.addSequence(3);
+  pool.prepareStep({1}, {5});
+  auto unchanged = [&] {
+    EXPECT_EQ(pool.length(1), 1);
+    EXPECT_EQ(pool.length(2), 0);
+    EXPECT_EQ(pool.numFreePages(), 5);
+  };
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, pool.prepareStep({}, {}));
+  EXPECT_CONTAINS(msg, "Engine::step: no sequences");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError, pool.prepareStep({1, 2}, {5}));
+  EXPECT_CONTAINS(msg, "Engine::step: 1 token rows for 2 sequences");
+  msg = EXPECT_THROW_MSG(CapacityError, pool.prepareStep({1, 2, 3}, {5, 5, 5}));
+  EXPECT_CONTAINS(msg, "Engine::step: 3 sequences exceed the engine's maximum "
+                       "batch of 2 (EngineCapacity::maxBatch)");
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, pool.prepareStep({1, 2}, {5, 50}));
+  EXPECT_CONTAINS(msg, "Engine::step: token 50 (index 1 of sequence 2) is "
+                       "outside the vocabulary [0, 50)");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError, pool.prepareStep({2}, {-1}));
+  EXPECT_CONTAINS(msg, "token -1 (index 0 of sequence 2)");
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, pool.prepareStep({1, 9}, {5, 5}));
+  EXPECT_CONTAINS(msg, "Engine::step: unknown sequence 9 (row 1)");
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, pool.prepareStep({2, 2}, {5, 5}));
+  EXPECT_CONTAINS(msg, "Engine::step: sequence 2 appears twice (rows 0 and 1)");
+  unchanged();
+
+  // A full sequence: 10 tokens is the most.
+  for (int i = 0; i < 9; ++i)
+    pool.prepareStep({1}, {5});
+  msg = EXPECT_THROW_MSG(CapacityError, pool.prepareStep({2, 1}, {5, 5}));
+  EXPECT_CONTAINS(msg, "Engine::step: sequence 1 holds 10 tokens, the most a "
+                       "sequence may hold (EngineCapacity::maxTokensPerSeq)");
+  EXPECT_EQ(pool.length(2), 0);
+}
+
+TEST(SequencePool, ExhaustedPages) {
+  // 3 pages for sequences that could each hold 3.
+  SequencePool pool = smallPool(3);
+  pool.addSequence(1);
+  pool.addSequence(2);
+  for (int i = 0; i < 5; ++i) // sequence 1: 2 pages
+    pool.prepareStep({1}, {0});
+  pool.prepareStep({2}, {0}); // sequence 2: the last page
+  for (int i = 0; i < 3; ++i)
+    pool.prepareStep({1, 2}, {0, 0}); // fills both pages to 8 and 4
+  std::string msg =
+      EXPECT_THROW_MSG(CapacityError, pool.prepareStep({1, 2}, {0, 0}));
+  EXPECT_CONTAINS(msg, "Engine::step: the step needs 2 new pages; 0 of 3 are "
+                       "free");
+  EXPECT_EQ(pool.length(1), 8);
+  EXPECT_EQ(pool.length(2), 4);
+}
+
+TEST(SequencePool, Prompts) {
+  SequencePool pool = smallPool(4);
+  pool.addSequence(1);
+  pool.addSequence(2);
+  pool.checkPrompts({1, 2}, {{1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 3, 4}});
+  EXPECT_EQ(pool.length(1), 0); // checking changes nothing
+  std::string msg = EXPECT_THROW_MSG(
+      CapacityError, pool.checkPrompts({1, 2}, {{1, 2, 3, 4, 5, 6, 7, 8, 9},
+                                                {1, 2, 3, 4, 5}}));
+  EXPECT_CONTAINS(msg, "Engine::prefill: the prompts need 5 new pages; 4 of 4 "
+                       "are free");
+  msg = EXPECT_THROW_MSG(CapacityError,
+                         pool.checkPrompts({1}, {std::vector<int32_t>(11, 0)}));
+  EXPECT_CONTAINS(msg, "Engine::prefill: sequence 1 holds 0 tokens; 11 more "
+                       "exceed the 10 a sequence may hold");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         pool.checkPrompts({1, 2}, {{1}, {}}));
+  EXPECT_CONTAINS(msg, "Engine::prefill: the prompt of sequence 2 is empty");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         pool.checkPrompts({2}, {{1, 2, 77}}, "Engine::score"));
+  EXPECT_CONTAINS(msg, "Engine::score: token 77 (index 2 of sequence 2) is "
+                       "outside the vocabulary [0, 50)");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError, pool.checkPrompts({4}, {{1}}));
+  EXPECT_CONTAINS(msg, "Engine::prefill: unknown sequence 4");
+  // Pages already held count: sequence 1 at 3 tokens needs 1 more page for
+  // 2 tokens, not 2.
+  for (int i = 0; i < 3; ++i)
+    pool.prepareStep({1}, {0});
+  pool.checkPrompts({1, 2}, {{1, 2}, {1, 2, 3, 4, 5, 6, 7, 8}});
+}
+
+TEST(SequencePool, UnusedId) {
+  SequencePool pool = smallPool();
+  SeqId id = pool.unusedId();
+  pool.addSequence(id);
+  SeqId other = pool.unusedId();
+  EXPECT_NE(other, id);
+  EXPECT_FALSE(pool.contains(other));
+}

@@ -1,0 +1,67 @@
+// Kernel formation on the decode step of a whole model as fusion-import
+// --whole-model writes it (runtime/test/data/configs/tiny_model_bias_untied.json:
+// qwen2, 3 layers, q/k/v bias, untied LM head, bf16).
+//
+// `decode`: the embedding, per layer the fused front half (rule 1) and
+// attention plus the back-half ops one kernel each (they have no fusion rule
+// yet), then the final norm, the LM head and argmax. Layer 0's front half
+// has no residual; from layer 1 on every layer's kernels have the same
+// operand and result types, so FusionToGPU emits them once (identical
+// kernels share an entry).
+// RUN: fusion-import %fusion_src_root/runtime/test/data/configs/tiny_model_bias_untied.json --whole-model | fusion-opt --fusion-form-kernels | FileCheck %s
+
+// CHECK-LABEL: func.func @decode_step(
+//       CHECK:   %[[E:.+]] = fusion.kernel @decode_step_k0_embedding
+//  CHECK-NEXT:     fusion.embedding
+//       CHECK:   fusion.kernel @decode_step_k1_fused ({{.*}} = %[[E]],
+//  CHECK-SAME:     -> tensor<?x4x16xbf16>
+//  CHECK-NEXT:     fusion.rmsnorm
+//  CHECK-NEXT:     fusion.qkv_proj
+//  CHECK-NEXT:     fusion.rope
+//  CHECK-NEXT:     fusion.kv_append
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   fusion.kernel @decode_step_k2_decode_attention {{.*}} : ([[ATTN:[^)]*]])
+//       CHECK:   fusion.kernel @decode_step_k3_linear {{.*}} : ([[OPROJ:[^)]*]])
+//       CHECK:   fusion.kernel @decode_step_k4_rmsnorm {{.*}} : ([[POST:[^)]*]])
+//       CHECK:   fusion.kernel @decode_step_k5_linear {{.*}} : ([[GATEUP:[^)]*]])
+//       CHECK:   fusion.kernel @decode_step_k6_silu_mul {{.*}} : ([[SILU:[^)]*]])
+//       CHECK:   fusion.kernel @decode_step_k7_linear {{.*}} : ([[DOWN:[^)]*]])
+// Layer 1: the front half with the residual stream (two results).
+//       CHECK:   fusion.kernel @decode_step_k8_fused {{.*}} : ([[FRONT:[^)]*]]) -> (tensor<?x64xbf16>, tensor<?x4x16xbf16>)
+//  CHECK-NEXT:     fusion.rmsnorm {{.*}} residual(
+//  CHECK-NEXT:     fusion.qkv_proj {{.*}} bias(
+//       CHECK:   fusion.kernel @decode_step_k9_decode_attention {{.*}} : ([[ATTN]])
+//       CHECK:   fusion.kernel @decode_step_k10_linear {{.*}} : ([[OPROJ]])
+//       CHECK:   fusion.kernel @decode_step_k11_rmsnorm {{.*}} : ([[POST]])
+//       CHECK:   fusion.kernel @decode_step_k12_linear {{.*}} : ([[GATEUP]])
+//       CHECK:   fusion.kernel @decode_step_k13_silu_mul {{.*}} : ([[SILU]])
+//       CHECK:   fusion.kernel @decode_step_k14_linear {{.*}} : ([[DOWN]])
+// Layer 2: the same kernels as layer 1.
+//       CHECK:   fusion.kernel @decode_step_k15_fused {{.*}} : ([[FRONT]]) -> (tensor<?x64xbf16>, tensor<?x4x16xbf16>)
+//       CHECK:   fusion.kernel @decode_step_k16_decode_attention {{.*}} : ([[ATTN]])
+//       CHECK:   fusion.kernel @decode_step_k17_linear {{.*}} : ([[OPROJ]])
+//       CHECK:   fusion.kernel @decode_step_k18_rmsnorm {{.*}} : ([[POST]])
+//       CHECK:   fusion.kernel @decode_step_k19_linear {{.*}} : ([[GATEUP]])
+//       CHECK:   fusion.kernel @decode_step_k20_silu_mul {{.*}} : ([[SILU]])
+//       CHECK:   %[[D:.+]] = fusion.kernel @decode_step_k21_linear {{.*}} : ([[DOWN]])
+// The final norm (its residual_out is not used), the LM head, argmax.
+//       CHECK:   %[[F:.+]] = fusion.kernel @decode_step_k22_rmsnorm ({{.*}} = %[[D]],
+//  CHECK-SAME:     -> tensor<?x64xbf16>
+//       CHECK:   %[[L:.+]] = fusion.kernel @decode_step_k23_linear ({{.*}} = %[[F]],
+//  CHECK-SAME:     : (tensor<?x64xbf16>, tensor<200x64xbf16>) -> tensor<?x200xbf16>
+//       CHECK:   %[[T:.+]] = fusion.kernel @decode_step_k24_argmax ({{.*}} = %[[L]])
+//       CHECK:   return %[[T]], %[[L]] : tensor<?xi32>, tensor<?x200xbf16>
+//   CHECK-NOT:   fusion.kernel
+
+// `none`: one op per kernel, 1 + 10 per layer + 3 = 34 kernels of 34 ops.
+// RUN: fusion-import %fusion_src_root/runtime/test/data/configs/tiny_model_bias_untied.json --whole-model | fusion-opt --fusion-form-kernels=strategy=none > %t.none.mlir
+// RUN: FileCheck %s --check-prefix=NONE --input-file=%t.none.mlir
+// RUN: grep -c -E '^ +(%[^=]+= )?fusion\.(embedding|rmsnorm|qkv_proj|rope|kv_append|decode_attention|linear|silu_mul|argmax) ' %t.none.mlir | FileCheck %s --check-prefix=OPS
+// NONE-LABEL: func.func @decode_step(
+//       NONE:   fusion.kernel @decode_step_k0_embedding
+//  NONE-SAME:     attributes {strategy = #fusion.strategy<none>}
+//  NONE-NEXT:     fusion.embedding
+//  NONE-NEXT:     fusion.yield
+// NONE-COUNT-33:   fusion.kernel @decode_step_k{{[0-9]+}}_{{[a-z_]+}} ({{.*}}strategy<none>
+//   NONE-NOT:   fusion.kernel
+//        OPS: {{^}}34{{$}}
