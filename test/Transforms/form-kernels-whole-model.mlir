@@ -2,12 +2,12 @@
 // --whole-model writes it (runtime/test/data/configs/tiny_model_bias_untied.json:
 // qwen2, 3 layers, q/k/v bias, untied LM head, bf16).
 //
-// `decode`: the embedding, per layer the fused front half (rule 1) and
-// attention plus the back-half ops one kernel each (they have no fusion rule
-// yet), then the final norm, the LM head and argmax. Layer 0's front half
-// has no residual; from layer 1 on every layer's kernels have the same
-// operand and result types, so FusionToGPU emits them once (identical
-// kernels share an entry).
+// `decode`: the embedding; per layer the fused front half, attention,
+// o_proj, the post-attention norm fused with gate/up and SwiGLU, down_proj
+// (rule 1); then the final norm fused with the LM head, and argmax: 18
+// kernels. Layer 0's front half has no residual; from layer 1 on every
+// layer's kernels have the same operand and result types, so FusionToGPU
+// emits them once (identical kernels share an entry).
 // RUN: fusion-import %fusion_src_root/runtime/test/data/configs/tiny_model_bias_untied.json --whole-model | fusion-opt --fusion-form-kernels | FileCheck %s
 
 // CHECK-LABEL: func.func @decode_step(
@@ -22,34 +22,33 @@
 //  CHECK-NEXT:     fusion.yield
 //       CHECK:   fusion.kernel @decode_step_k2_decode_attention {{.*}} : ([[ATTN:[^)]*]])
 //       CHECK:   fusion.kernel @decode_step_k3_linear {{.*}} : ([[OPROJ:[^)]*]])
-//       CHECK:   fusion.kernel @decode_step_k4_rmsnorm {{.*}} : ([[POST:[^)]*]])
-//       CHECK:   fusion.kernel @decode_step_k5_linear {{.*}} : ([[GATEUP:[^)]*]])
-//       CHECK:   fusion.kernel @decode_step_k6_silu_mul {{.*}} : ([[SILU:[^)]*]])
-//       CHECK:   fusion.kernel @decode_step_k7_linear {{.*}} : ([[DOWN:[^)]*]])
+//       CHECK:   fusion.kernel @decode_step_k4_fused {{.*}} : ([[MLP:[^)]*]]) -> (tensor<?x64xbf16>, tensor<?x80xbf16>)
+//  CHECK-NEXT:     fusion.rmsnorm {{.*}} residual(
+//  CHECK-NEXT:     fusion.linear
+//  CHECK-NEXT:     fusion.silu_mul
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   fusion.kernel @decode_step_k5_linear {{.*}} : ([[DOWN:[^)]*]])
 // Layer 1: the front half with the residual stream (two results).
-//       CHECK:   fusion.kernel @decode_step_k8_fused {{.*}} : ([[FRONT:[^)]*]]) -> (tensor<?x64xbf16>, tensor<?x4x16xbf16>)
+//       CHECK:   fusion.kernel @decode_step_k6_fused {{.*}} : ([[FRONT:[^)]*]]) -> (tensor<?x64xbf16>, tensor<?x4x16xbf16>)
 //  CHECK-NEXT:     fusion.rmsnorm {{.*}} residual(
 //  CHECK-NEXT:     fusion.qkv_proj {{.*}} bias(
-//       CHECK:   fusion.kernel @decode_step_k9_decode_attention {{.*}} : ([[ATTN]])
-//       CHECK:   fusion.kernel @decode_step_k10_linear {{.*}} : ([[OPROJ]])
-//       CHECK:   fusion.kernel @decode_step_k11_rmsnorm {{.*}} : ([[POST]])
-//       CHECK:   fusion.kernel @decode_step_k12_linear {{.*}} : ([[GATEUP]])
-//       CHECK:   fusion.kernel @decode_step_k13_silu_mul {{.*}} : ([[SILU]])
-//       CHECK:   fusion.kernel @decode_step_k14_linear {{.*}} : ([[DOWN]])
+//       CHECK:   fusion.kernel @decode_step_k7_decode_attention {{.*}} : ([[ATTN]])
+//       CHECK:   fusion.kernel @decode_step_k8_linear {{.*}} : ([[OPROJ]])
+//       CHECK:   fusion.kernel @decode_step_k9_fused {{.*}} : ([[MLP]])
+//       CHECK:   fusion.kernel @decode_step_k10_linear {{.*}} : ([[DOWN]])
 // Layer 2: the same kernels as layer 1.
-//       CHECK:   fusion.kernel @decode_step_k15_fused {{.*}} : ([[FRONT]]) -> (tensor<?x64xbf16>, tensor<?x4x16xbf16>)
-//       CHECK:   fusion.kernel @decode_step_k16_decode_attention {{.*}} : ([[ATTN]])
-//       CHECK:   fusion.kernel @decode_step_k17_linear {{.*}} : ([[OPROJ]])
-//       CHECK:   fusion.kernel @decode_step_k18_rmsnorm {{.*}} : ([[POST]])
-//       CHECK:   fusion.kernel @decode_step_k19_linear {{.*}} : ([[GATEUP]])
-//       CHECK:   fusion.kernel @decode_step_k20_silu_mul {{.*}} : ([[SILU]])
-//       CHECK:   %[[D:.+]] = fusion.kernel @decode_step_k21_linear {{.*}} : ([[DOWN]])
-// The final norm (its residual_out is not used), the LM head, argmax.
-//       CHECK:   %[[F:.+]] = fusion.kernel @decode_step_k22_rmsnorm ({{.*}} = %[[D]],
-//  CHECK-SAME:     -> tensor<?x64xbf16>
-//       CHECK:   %[[L:.+]] = fusion.kernel @decode_step_k23_linear ({{.*}} = %[[F]],
-//  CHECK-SAME:     : (tensor<?x64xbf16>, tensor<200x64xbf16>) -> tensor<?x200xbf16>
-//       CHECK:   %[[T:.+]] = fusion.kernel @decode_step_k24_argmax ({{.*}} = %[[L]])
+//       CHECK:   fusion.kernel @decode_step_k11_fused {{.*}} : ([[FRONT]]) -> (tensor<?x64xbf16>, tensor<?x4x16xbf16>)
+//       CHECK:   fusion.kernel @decode_step_k12_decode_attention {{.*}} : ([[ATTN]])
+//       CHECK:   fusion.kernel @decode_step_k13_linear {{.*}} : ([[OPROJ]])
+//       CHECK:   fusion.kernel @decode_step_k14_fused {{.*}} : ([[MLP]])
+//       CHECK:   %[[D:.+]] = fusion.kernel @decode_step_k15_linear {{.*}} : ([[DOWN]])
+// The final norm (its residual_out is not used) with the LM head, argmax.
+//       CHECK:   %[[L:.+]] = fusion.kernel @decode_step_k16_fused ({{.*}} = %[[D]],
+//  CHECK-SAME:     tensor<200x64xbf16>) -> tensor<?x200xbf16>
+//  CHECK-NEXT:     fusion.rmsnorm
+//  CHECK-NEXT:     fusion.linear
+//  CHECK-NEXT:     fusion.yield
+//       CHECK:   %[[T:.+]] = fusion.kernel @decode_step_k17_argmax ({{.*}} = %[[L]])
 //       CHECK:   return %[[T]], %[[L]] : tensor<?xi32>, tensor<?x200xbf16>
 //   CHECK-NOT:   fusion.kernel
 
