@@ -13,10 +13,15 @@ static bool containsOp(KernelOp kernel) {
       .wasInterrupted();
 }
 
-/// Whether `op` is a fusion op that no emitter builds yet.
-static bool hasNoLowering(Operation *op) {
-  return isa<LinearOp, SiluMulOp, EmbeddingOp, ArgmaxOp>(op);
+/// Whether the body of `kernel` is a single op of one of the types `OpTys`.
+template <typename... OpTys>
+static bool isSingleOpKernel(KernelOp kernel) {
+  auto ops = kernel.getBody().front().without_terminator();
+  return llvm::hasSingleElement(ops) && isa<OpTys...>(*ops.begin());
 }
+
+/// Whether `op` is a fusion op that no emitter builds yet.
+static bool hasNoLowering(Operation *op) { return isa<LinearOp>(op); }
 
 bool mlir::fusion::isUnloweredKernel(KernelOp kernel) {
   return kernel.getBody()
@@ -47,9 +52,19 @@ bool mlir::fusion::isAttentionKernel(KernelOp kernel) {
 }
 
 bool mlir::fusion::isNormKernel(KernelOp kernel) {
-  auto ops = kernel.getBody().front().without_terminator();
-  return llvm::hasSingleElement(ops) &&
-         isa<RMSNormOp, LayerNormOp>(*ops.begin());
+  return isSingleOpKernel<RMSNormOp, LayerNormOp>(kernel);
+}
+
+bool mlir::fusion::isEmbeddingKernel(KernelOp kernel) {
+  return isSingleOpKernel<EmbeddingOp>(kernel);
+}
+
+bool mlir::fusion::isArgmaxKernel(KernelOp kernel) {
+  return isSingleOpKernel<ArgmaxOp>(kernel);
+}
+
+bool mlir::fusion::isSiluMulKernel(KernelOp kernel) {
+  return isSingleOpKernel<SiluMulOp>(kernel);
 }
 
 ArrayRef<KernelEmitter> mlir::fusion::getKernelEmitters() {
@@ -60,6 +75,9 @@ ArrayRef<KernelEmitter> mlir::fusion::getKernelEmitters() {
       {"projection", isProjectionKernel, emitProjectionKernel},
       {"attention", isAttentionKernel, emitAttentionKernel},
       {"norm", isNormKernel, emitNormKernel},
+      {"embedding", isEmbeddingKernel, emitEmbeddingKernel},
+      {"argmax", isArgmaxKernel, emitArgmaxKernel},
+      {"silu_mul", isSiluMulKernel, emitSiluMulKernel},
       {"head", [](KernelOp) { return true; }, emitHeadKernel},
   };
   return emitters;

@@ -1,5 +1,5 @@
-// The gated MLP of a decoder layer, whose ops have no GPU lowering yet
-// (fusion-compile.mlir): fusion-compile reports each at its location and
+// The gated MLP of a decoder layer, whose linear ops have no GPU lowering
+// yet (fusion-compile.mlir): fusion-compile reports each at its location and
 // writes nothing.
 func.func @mlp(%x: tensor<?x64xf16>, %gate_up_w: tensor<256x64xf16>,
                %down_w: tensor<64x128xf16>) -> tensor<?x64xf16> {
