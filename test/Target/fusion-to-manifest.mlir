@@ -6,6 +6,11 @@
 // RUN: fusion-compile %fusion_src_root/examples/llama3_8b.mlir -o %t/m --dump-mlir=%t/m.mlir
 // RUN: fusion-translate --fusion-to-manifest --fusion-ptx-name=m.ptx %t/m.mlir -o %t/translated.json
 // RUN: diff %t/m.manifest.json %t/translated.json
+// The same for the embedding, argmax and silu_mul kernels (their
+// #fusion.row_schedule).
+// RUN: fusion-compile %fusion_src_root/test/Conversion/FusionToGPU/Inputs/embed_argmax_swiglu.mlir -o %t/r --dump-mlir=%t/r.mlir
+// RUN: fusion-translate --fusion-to-manifest --fusion-ptx-name=r.ptx %t/r.mlir -o %t/r.json
+// RUN: diff %t/r.manifest.json %t/r.json
 //
 // 2. Hand-written compiled modules: what each manifest field is read from,
 //    and the modules the exporter refuses.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU check of the projection and elementwise kernels (fusion-compile output).
+"""GPU check of the projection, elementwise and back-half kernels (fusion-compile output).
 
 For every <name>.<strategy>.ptx / .manifest.json pair in --dir, this script
 launches the kernels of each function in manifest order (skipping attention,
@@ -26,6 +26,28 @@ no NaN left in any output, every written cache slot right and every other
 cache element still NaN, every zero_init workspace zero again after the
 launch (the split-K arrival counters are reset for the next launch). It also checks that the fused (decode) and unfused
 (none) kernels agree on the same inputs.
+
+Functions whose kernels are all embedding, argmax or silu_mul (e.g.
+test/Conversion/FusionToGPU/Inputs/embed_argmax_swiglu.mlir) run at
+batches SMALL_BATCHES, each kernel checked against a reference of its own
+inputs:
+
+  embedding  rows clamp(tokens[b], 0, V - 1) of the table, bit for bit (the
+             table is random bits, NaN payloads included; from batch 6 the
+             ids include 0, V - 1 and four outside [0, V))
+  argmax     the exact index (largest non-NaN value, lowest index of equal
+             ones, -0 == +0, 0 for an all-NaN row), on random rows and on
+             the crafted rows of ARGMAX_ROWS (ties within a vector and
+             across threads, NaN, all NaN, -0/+0 both ways, infinities,
+             many ties); the reference itself is checked against each
+             crafted row's index by construction (also in a dry run)
+  silu_mul   round(g / (1 + exp(-g)) * u) in float64, within the relative
+             tolerance and one ulp of f16/bf16 everywhere (gates from -100
+             to 100 included)
+
+In a dry run no kernel runs: the plumbing (inputs, bindings, references)
+runs, kernel outputs are reported as DRY (not evaluated), and only the
+checks that need no GPU count.
 
 Usage (on the GPU machine; CuPy + numpy):
   python3 test/gpu/check_kernels.py --dir .gpu/proj [--only NAME] [--bench]
@@ -87,9 +109,11 @@ class DType:
     def round(self, values):
         return self.decode(self.encode(values))
 
-    def nan(self):
+    def poison(self):
+        """What fresh outputs and caches are filled with: NaN, or -1 for i32
+        (which no kernel output here may keep)."""
         return {"f16": np.float16(np.nan), "bf16": np.uint16(0x7FC0),
-                "f32": np.float32(np.nan)}[self.name]
+                "f32": np.float32(np.nan), "i32": np.int32(-1)}[self.name]
 
 
 # ---------------------------------------------------------------------------
@@ -369,6 +393,57 @@ class Device:
             self.xp.cuda.Device().synchronize()
 
 
+def launch_kernel(dev, ptx, k, env, batch, device_args, outputs):
+    """Launches kernel `k` as the variant `batch` selects, its parameters
+    bound as the manifest says: inputs to `device_args` (function arguments
+    by index) or `outputs` ((kernel, result) -> buffer, which gets k's
+    outputs, fresh and poisoned), zeroed workspaces, scalars from `env`.
+    Returns the name the report shows (with the variant's entry where one
+    ran), [(param, buffer)] of its outputs and of its zero_init
+    workspaces."""
+    launch_args = []
+    kernel_outputs = []
+    zero_init = []  # workspaces the kernel must leave zero
+    for p in k["params"]:
+        dt = DType(p["dtype"])
+        if p["kind"] == "input":
+            b = p["binding"]
+            if "argument" in b:
+                buf = device_args[b["argument"]]
+            else:
+                buf = outputs[(b["kernel"], b["result"])]
+            launch_args.append(buf)
+        elif p["kind"] == "output":
+            shape = resolve_shape(p["shape"], env)
+            buf = dev.full(shape, dt.poison(), dt.storage)
+            outputs[(k["index"], p["binding"]["result"])] = buf
+            kernel_outputs.append((p, buf))
+            launch_args.append(buf)
+        elif p["kind"] == "workspace":
+            shape = resolve_shape(p["shape"], env)
+            buf = dev.xp.zeros(shape, dtype=dt.storage)
+            if p.get("zero_init"):
+                zero_init.append((p, buf))
+            launch_args.append(buf)
+        else:
+            launch_args.append(np.int32(env[p["role"]]))
+    launch = launch_for(k, batch)
+    grid, block = launch_dims(launch, env)
+    fnc = dev.function(ptx, launch)
+    if fnc is not None:
+        fnc(grid, block, tuple(launch_args),
+            shared_mem=launch.get("dynamic_shared_bytes", 0))
+    # Name the variant that ran, so that the report shows it was tested.
+    kname = k["name"] if launch is k else f"{k['name']}[{launch['entry']}]"
+    return kname, kernel_outputs, zero_init
+
+
+def judge(dev, passed):
+    """A check's verdict: None (not evaluated) in a dry run, where no kernel
+    ran and the outputs hold their poison."""
+    return None if dev.dry else bool(passed)
+
+
 def run_function(dev, ptx, manifest, fn, case, seed, report):
     rng = np.random.default_rng(seed)
     args, env = make_inputs(manifest, fn, case, rng)
@@ -376,7 +451,7 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
     device_args = {}
     for index, a in args.items():
         if isinstance(a, tuple) and a[0] == "nan":
-            device_args[index] = dev.full(a[2], a[1].nan(), a[1].storage)
+            device_args[index] = dev.full(a[2], a[1].poison(), a[1].storage)
         else:
             device_args[index] = dev.to_device(np.ascontiguousarray(a))
     outputs = {}  # (kernel index, result index) -> device array
@@ -395,42 +470,9 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
         if kind not in SUPPORTED_KINDS or reads_skipped:
             skipped.add(k["index"])
             continue
-        launch_args = []
-        kernel_outputs = []
-        zero_init = []  # workspaces the kernel must leave zero
-        for p in k["params"]:
-            dt = DType(p["dtype"])
-            if p["kind"] == "input":
-                b = p["binding"]
-                if "argument" in b:
-                    buf = device_args[b["argument"]]
-                else:
-                    buf = outputs[(b["kernel"], b["result"])]
-                launch_args.append(buf)
-            elif p["kind"] == "output":
-                shape = resolve_shape(p["shape"], env)
-                buf = dev.full(shape, dt.nan(), dt.storage)
-                outputs[(k["index"], p["binding"]["result"])] = buf
-                kernel_outputs.append((p, buf))
-                launch_args.append(buf)
-            elif p["kind"] == "workspace":
-                shape = resolve_shape(p["shape"], env)
-                buf = dev.xp.zeros(shape, dtype=dt.storage)
-                if p.get("zero_init"):
-                    zero_init.append((p, buf))
-                launch_args.append(buf)
-            else:
-                launch_args.append(np.int32(env[p["role"]]))
-        launch = launch_for(k, case.batch)
-        grid, block = launch_dims(launch, env)
-        fnc = dev.function(ptx, launch)
-        if fnc is not None:
-            fnc(grid, block, tuple(launch_args),
-                shared_mem=launch.get("dynamic_shared_bytes", 0))
+        kname, kernel_outputs, zero_init = launch_kernel(
+            dev, ptx, k, env, case.batch, device_args, outputs)
         has_rope = "rope" in kernel_ops(k)
-        # Name the variant that ran, so that the report shows it was tested.
-        kname = k["name"] if launch is k else \
-            f"{k['name']}[{launch['entry']}]"
         for p, buf in zero_init:
             checks.append((kname, p["role"], "zero_init", buf))
         for p, buf in kernel_outputs:
@@ -452,13 +494,14 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
                    "nan": False}
             if nonzero:
                 err["note"] = f"{nonzero} nonzero entries left"
-            report.append((case.label(), f"{kname}:{role}", err, nonzero == 0))
-            ok &= nonzero == 0
+            passed = judge(dev, nonzero == 0)
+            report.append((case.label(), f"{kname}:{role}", err, passed))
+            ok &= passed is not False
             continue
         got = dtype.decode(dev.to_host(buf)).reshape(ref[key].shape)
         err = compare(got, ref[key])
-        passed = err["rel"] < dtype.tol and not err["nan"]
-        ok &= passed
+        passed = judge(dev, err["rel"] < dtype.tol and not err["nan"])
+        ok &= passed is not False
         results[key] = got
         report.append((case.label(), f"{kname}:{role}", err, passed))
     # Caches: written slots and untouched NaN elsewhere.
@@ -485,10 +528,11 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
                 nan_count = int(cupy.isnan(cache).sum())
             untouched_nan = nan_count == expected_nan
         err = compare(dtype.decode(got), ref[ref_key])
-        passed = err["rel"] < dtype.tol and not err["nan"] and untouched_nan
+        passed = judge(dev, err["rel"] < dtype.tol and not err["nan"]
+                       and untouched_nan)
         if not untouched_nan:
             err["note"] = "cache elements outside the written slots changed"
-        ok &= passed
+        ok &= passed is not False
         results[ref_key] = dtype.decode(got)
         report.append((case.label(), f"{fn['name']}:{cache_role}", err, passed))
     return ok, results
@@ -502,6 +546,223 @@ def compare(got, ref):
         if denom > 0 else float(np.abs(diff).max())
     return {"rel": rel, "max_abs": float(np.nanmax(np.abs(diff))) if diff.size else 0.0,
             "nan": nan}
+
+
+# ---------------------------------------------------------------------------
+# embedding, argmax and silu_mul (kernels fed by function arguments)
+# ---------------------------------------------------------------------------
+
+SMALL_KINDS = {"embedding", "argmax", "silu_mul"}
+# Batch 13 holds every crafted argmax row (ARGMAX_ROWS) once, 130 ten times.
+SMALL_BATCHES = (1, 3, 13, 64, 130)
+
+
+def ref_embedding(tokens, table_bits):
+    """Rows tokens[b] of the table, as raw bits (a bit copy). Ids outside
+    [0, V) are clamped to [0, V - 1], the lowering's memory-safety rule."""
+    ids = np.clip(tokens.astype(np.int64), 0, table_bits.shape[0] - 1)
+    return table_bits[ids]
+
+
+def ref_argmax(x):
+    """fusion.argmax of the float64 rows of x: the index of the largest
+    non-NaN value, the lowest of equal ones (-0 == +0); 0 for an all-NaN
+    row."""
+    numbers = np.where(np.isnan(x), -np.inf, x)
+    best = numbers.max(axis=1, keepdims=True)
+    candidates = ~np.isnan(x) & (numbers == best)
+    return np.argmax(candidates, axis=1).astype(np.int32)  # first True, or 0
+
+
+def ref_silu_mul(dt, gate_up):
+    """round(silu(g) * u), silu(g) = g / (1 + exp(-g)), in float64."""
+    inter = gate_up.shape[1] // 2
+    g, u = gate_up[:, :inter], gate_up[:, inter:]
+    with np.errstate(over="ignore"):
+        return dt.round(g / (1.0 + np.exp(-g)) * u)
+
+
+def ulp(dt, v):
+    """The spacing of f16 / bf16 values at |v| (v float64, finite), at least
+    2^-126: below the smallest normal fp32 value the fp32 arithmetic the op
+    specifies itself underflows (silu(-100) * u is -0 in fp32, a bf16
+    subnormal in float64)."""
+    if dt.name == "f16":
+        spacing = np.spacing(np.abs(v).astype(np.float16)).astype(np.float64)
+    else:  # bf16 keeps 7 of f32's 23 fraction bits
+        spacing = np.spacing(np.abs(v).astype(np.float32)).astype(np.float64) \
+            * 2.0**16
+    return np.maximum(spacing, 2.0**-126)
+
+
+def _peaks(row, at, value):
+    row[list(at)] = value
+    return row
+
+
+# Crafted argmax rows: (what, build(row of negative numbers, V) -> row, the
+# index fusion.argmax gives by construction). Row b of a case is
+# ARGMAX_ROWS[b % len]; the first is random data, checked against
+# ref_argmax only.
+ARGMAX_ROWS = [
+    ("random", None, None),
+    ("ties in three threads", lambda r, V: _peaks(r, (V - 1, V // 2 + 3, 5), 8.0),
+     lambda V: 5),
+    ("ties in one vector", lambda r, V: _peaks(r, (14, 9, 10), 8.0),
+     lambda V: 9),
+    ("NaN skipped", lambda r, V: _peaks(_peaks(r, (0, 3, V // 3 - 1, V - 2),
+                                               np.nan), (V // 3,), 5.0),
+     lambda V: V // 3),
+    ("all NaN", lambda r, V: np.full(V, np.nan), lambda V: 0),
+    ("-0 before +0", lambda r, V: _peaks(_peaks(r, (V // 4,), -0.0),
+                                         (V // 4 + 1, V - 1), 0.0),
+     lambda V: V // 4),
+    ("+0 before -0", lambda r, V: _peaks(_peaks(r, (2,), 0.0), (7, V - 1), -0.0),
+     lambda V: 2),
+    ("all -inf after NaN", lambda r, V: _peaks(np.full(V, -np.inf), (0,), np.nan),
+     lambda V: 1),
+    ("+inf among NaN and -inf", lambda r, V: _peaks(_peaks(_peaks(
+        r, (1, V // 2), -np.inf), (0, V - 1), np.nan), (V - 3,), np.inf),
+     lambda V: V - 3),
+    ("one number, last", lambda r, V: _peaks(np.full(V, np.nan), (V - 1,), -7.0),
+     lambda V: V - 1),
+    ("ties at a large value", lambda r, V: _peaks(r, (V - 2, V // 2), 60000.0),
+     lambda V: V // 2),
+    ("many ties (integers)", lambda r, V: np.floor(-r) % 7, None),
+    ("random, max last", lambda r, V: _peaks(r, (V - 1,), 9.0), lambda V: V - 1),
+]
+
+
+def small_inputs(manifest, fn, batch, rng):
+    """Function arguments by role: random table bits and token ids (with ids
+    0, V - 1 and out-of-range ones from batch 6), ARGMAX_ROWS logits, and
+    gate/up rows with extremes. Returns (args, env, crafted), crafted a list
+    of (argument, row, what, expected index)."""
+    roles, vocab_of = {}, {}
+    for k in manifest["kernels"]:
+        if k["function"] != fn["name"]:
+            continue
+        bound = {p["role"]: p for p in k["params"] if p["kind"] == "input"}
+        for p in bound.values():
+            roles.setdefault(p["binding"].get("argument"), p["role"])
+        if "tokens" in bound and "weight" in bound:
+            vocab_of[bound["tokens"]["binding"]["argument"]] = \
+                bound["weight"]["shape"][0]
+    env = {"batch": batch}
+    args, crafted = {}, []
+    for a in fn["arguments"]:
+        i, dt = a["index"], DType(a["dtype"])
+        shape = resolve_shape(a["shape"], env)
+        role = roles.get(i, "unused")
+        if role == "weight":
+            bits = rng.integers(0, 1 << 16, size=shape, dtype=np.uint16)
+            args[i] = bits.view(dt.storage)
+        elif role == "tokens":
+            V = vocab_of[i]
+            ids = rng.integers(0, V, size=shape, dtype=np.int64)
+            if batch >= 6:
+                ids[:6] = [0, V - 1, -1, V, -2**31, 2**31 - 1]
+            args[i] = ids.astype(np.int32)
+        elif role == "logits":
+            rows = -np.abs(rng.standard_normal(shape)) * 4.0
+            for b in range(batch):
+                what, build, expected = ARGMAX_ROWS[b % len(ARGMAX_ROWS)]
+                if build is not None:
+                    rows[b] = build(rows[b], shape[1])
+                if expected is not None:
+                    crafted.append((i, b, what, expected(shape[1])))
+            args[i] = dt.encode(rows)
+        elif role == "input":
+            values = 3.0 * rng.standard_normal(shape)
+            inter = shape[1] // 2
+            extremes = [-100.0, -30.0, -10.0, -0.0, 0.0, 10.0, 30.0, 100.0]
+            values[:, :len(extremes)] = extremes  # gates
+            values[:, inter:inter + len(extremes)] = 100.0  # their ups
+            args[i] = dt.encode(values)
+        else:
+            args[i] = np.zeros(shape, dtype=dt.storage)
+    return args, env, crafted
+
+
+def check_small_output(k, p, host_input, got):
+    """Compares output `p` of small kernel `k` (got: host storage) with its
+    reference from the kernel's inputs (host_input(role) -> storage).
+    Returns (err, passed) as compare() and the report use them."""
+    kind = k["schedule"]["kind"]
+    if kind == "embedding":
+        table = host_input("weight")
+        ref = ref_embedding(host_input("tokens"), table.view(np.uint16))
+        wrong = int(np.count_nonzero(got.view(np.uint16) != ref))
+        err = {"rel": wrong / ref.size, "max_abs": float(wrong), "nan": False}
+        if wrong:
+            err["note"] = f"{wrong} elements not bit-identical"
+        return err, wrong == 0
+    if kind == "argmax":
+        dtype = next(q["dtype"] for q in k["params"] if q["role"] == "logits")
+        logits = DType(dtype).decode(host_input("logits"))
+        ref = ref_argmax(logits)
+        rows = np.flatnonzero(got != ref)
+        err = {"rel": rows.size / ref.size, "max_abs": float(rows.size),
+               "nan": False}
+        if rows.size:
+            err["note"] = "rows " + ", ".join(
+                f"{r}: {got[r]} not {ref[r]}" for r in rows[:4])
+        return err, rows.size == 0
+    dt = DType(p["dtype"])
+    ref = ref_silu_mul(dt, dt.decode(host_input("input")))
+    out = dt.decode(got).reshape(ref.shape)
+    err = compare(np.nan_to_num(out, nan=1e30), ref)
+    err["nan"] = bool(np.isnan(out).any())
+    ulps = float(np.max(np.abs(out - ref) / ulp(dt, ref))) \
+        if not err["nan"] else math.inf
+    err["note"] = f"max {ulps:.3g} ulp"
+    return err, err["rel"] < dt.tol and not err["nan"] and ulps <= 1.0
+
+
+def run_small_function(dev, ptx, manifest, fn, batch, seed, report):
+    """Launches the embedding / argmax / silu_mul kernels of `fn` on
+    small_inputs and checks each output against its float64 reference (bit
+    copy, exact index, one ulp of f16/bf16), and ref_argmax against the
+    crafted rows' known indices (also in a dry run). Appends to `report`;
+    returns whether everything evaluated passed."""
+    rng = np.random.default_rng(seed)
+    args, env, crafted = small_inputs(manifest, fn, batch, rng)
+    label = f"B={batch}"
+    wrong = []
+    for i, b, what, expected in crafted:
+        dt = DType(fn["arguments"][i]["dtype"])
+        got = int(ref_argmax(dt.decode(args[i][b:b + 1]))[0])
+        if got != expected:
+            wrong.append(f"row {b} ({what}): {got}, by construction {expected}")
+    if crafted:
+        err = {"rel": len(wrong) / len(crafted), "max_abs": float(len(wrong)),
+               "nan": False, "note": "; ".join(wrong[:3]) or
+               f"{len(crafted)} crafted rows"}
+        report.append((label, f"{fn['name']}:argmax reference", err, not wrong))
+    ok = not wrong
+    device_args = {i: dev.to_device(np.ascontiguousarray(a))
+                   for i, a in args.items()}
+    outputs = {}
+    launched = []
+    for k in manifest["kernels"]:
+        if k["function"] == fn["name"]:
+            launched.append((k,) + launch_kernel(dev, ptx, k, env, batch,
+                                                 device_args, outputs)[:2])
+    dev.sync()
+    for k, kname, kernel_outputs in launched:
+        def host_input(role):
+            p = next(p for p in k["params"]
+                     if p["kind"] == "input" and p["role"] == role)
+            b = p["binding"]
+            return args[b["argument"]] if "argument" in b else \
+                dev.to_host(outputs[(b["kernel"], b["result"])])
+        for p, buf in kernel_outputs:
+            err, passed = check_small_output(k, p, host_input,
+                                             dev.to_host(buf))
+            passed = judge(dev, passed)
+            report.append((label, f"{kname}:{p['role']}", err, passed))
+            ok &= passed is not False
+    return ok
 
 
 # ---------------------------------------------------------------------------
@@ -622,6 +883,31 @@ def cases_for(name):
     return cases
 
 
+def check_small_functions(dev, directory, name, keep, report):
+    """Runs run_small_function on every function of module `name` (both
+    strategies) whose kernels are all embedding / argmax / silu_mul, at
+    SMALL_BATCHES (those in `keep` if given). Returns whether all passed."""
+    ok = True
+    for strategy in ("decode", "none"):
+        path = os.path.join(directory, f"{name}.{strategy}")
+        if not os.path.exists(path + ".manifest.json"):
+            continue
+        manifest = json.load(open(path + ".manifest.json"))
+        for fn in manifest["functions"]:
+            kinds = {k.get("schedule", {}).get("kind")
+                     for k in manifest["kernels"] if k["function"] == fn["name"]}
+            if not kinds or not kinds <= SMALL_KINDS:
+                continue
+            for ci, batch in enumerate(SMALL_BATCHES):
+                if keep and batch not in keep:
+                    continue
+                sub = []
+                ok &= run_small_function(dev, path + ".ptx", manifest, fn,
+                                         batch, 2000 + ci, sub)
+                report.extend((f"{name} {strategy}",) + r for r in sub)
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", required=True)
@@ -672,12 +958,13 @@ def main():
                 common = sorted(set(d) & set(n))
                 diffs = {c: float(np.nanmax(np.abs(d[c] - n[c]))) for c in common}
                 agree.append((name, case.label(), diffs))
+        all_ok &= check_small_functions(dev, args.dir, name, keep, report)
     width = max((len(r[0]) + len(r[1]) for r in report), default=20) + 2
     owidth = max([44] + [len(r[2]) for r in report])
     print(f"{'module / case':{width}s} {'output':{owidth}s} {'rel err':>9s} "
           f"{'max abs':>9s}")
     for mod, label, what, err, passed in report:
-        status = "PASS" if passed else "FAIL"
+        status = {True: "PASS", False: "FAIL", None: "DRY"}[passed]
         note = (" NaN" if err["nan"] else "") + (" " + err["note"] if "note" in err else "")
         print(f"{mod + ' ' + label:{width}s} {what:{owidth}s} {err['rel']:9.2e} "
               f"{err['max_abs']:9.2e} {status}{note}")
@@ -687,7 +974,10 @@ def main():
         text = ", ".join(f"{k}={v:.3g}" for k, v in diffs.items())
         print(f"  {name} {label}: {text}")
     passed = sum(1 for r in report if r[4])
-    print(f"\n{passed}/{len(report)} checks passed")
+    evaluated = sum(1 for r in report if r[4] is not None)
+    dry = len(report) - evaluated
+    print(f"\n{passed}/{evaluated} checks passed" +
+          (f", {dry} not evaluated (dry run: no kernel ran)" if dry else ""))
     if args.bench and not args.dry_run:
         print()
         extra_ptx = sorted(glob.glob(os.path.join(args.bench_variants, "*.ptx"))) \

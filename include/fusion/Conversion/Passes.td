@@ -15,15 +15,18 @@ def ConvertFusionToGPUPass
     per kernel kind, the first of the registry in
     lib/Conversion/FusionToGPU/KernelEmitter.h that matches:
 
-    - a kernel containing an op that has no GPU lowering yet (`linear`,
-      `silu_mul`, `embedding`, `argmax`): an error at each such op
-      (`'fusion.linear' op has no GPU lowering yet`), and the pass fails;
+    - a kernel containing an op that has no GPU lowering yet (`linear`): an
+      error at each such op (`'fusion.linear' op has no GPU lowering yet`),
+      and the pass fails;
     - a kernel containing `fusion.qkv_proj`: the projection emitter (the
       fused front half `[rmsnorm|layernorm] -> qkv_proj -> [rope] ->
       [kv_append]`, or the projection alone);
     - a kernel containing `fusion.decode_attention`: the split-KV attention
       emitter;
     - one `rmsnorm` or `layernorm` alone: the norm emitter;
+    - one `embedding`, `argmax` or `silu_mul` alone: the embedding (a row
+      gather in 16-byte vectors, ids clamped to the table), argmax (one CTA
+      per row) and silu_mul emitters;
     - anything else (`rope`, `kv_append`, `rope -> kv_append`): the head
       emitter.
 

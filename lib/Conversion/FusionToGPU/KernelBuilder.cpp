@@ -90,6 +90,9 @@ Value mlir::fusion::minUI(ImplicitLocOpBuilder &b, Value lhs, Value rhs) {
 Value mlir::fusion::andI(ImplicitLocOpBuilder &b, Value lhs, Value rhs) {
   return arith::AndIOp::create(b, lhs, rhs);
 }
+Value mlir::fusion::orI(ImplicitLocOpBuilder &b, Value lhs, Value rhs) {
+  return arith::OrIOp::create(b, lhs, rhs);
+}
 Value mlir::fusion::xorI(ImplicitLocOpBuilder &b, Value lhs, Value rhs) {
   return arith::XOrIOp::create(b, lhs, rhs);
 }

@@ -72,8 +72,9 @@ Value remSI(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
 Value minSI(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
 Value maxSI(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
 Value minUI(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
-/// Bitwise and / xor (also of i1 conditions).
+/// Bitwise and / or / xor (also of i1 conditions).
 Value andI(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
+Value orI(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
 Value xorI(ImplicitLocOpBuilder &b, Value lhs, Value rhs);
 /// !cond for an i1 (xor with true).
 Value notI1(ImplicitLocOpBuilder &b, Value cond);

@@ -30,14 +30,6 @@ struct KernelEmitter {
 /// kernel.
 ArrayRef<KernelEmitter> getKernelEmitters();
 
-/// KernelEmitter.cpp: a kernel containing an op that has no GPU lowering
-/// yet (embedding, argmax, a silu_mul that is not linear's epilogue);
-/// emitting it reports each such op at its location and fails.
-bool isUnloweredKernel(KernelOp kernel);
-FailureOr<KernelLaunch> emitUnloweredKernel(KernelOp kernel,
-                                            const TargetInfo &target,
-                                            gpu::GPUModuleOp module);
-
 /// Kernels/ProjectionKernel.cpp: a kernel containing fusion.qkv_proj or
 /// fusion.linear: the front half `[rmsnorm|layernorm] -> qkv_proj -> [rope]
 /// -> [kv_append]` or a linear layer `[rmsnorm|layernorm] -> linear ->
@@ -59,6 +51,26 @@ bool isNormKernel(KernelOp kernel);
 FailureOr<KernelLaunch> emitNormKernel(KernelOp kernel,
                                        const TargetInfo &target,
                                        gpu::GPUModuleOp module);
+
+/// Kernels/EmbeddingKernel.cpp: one fusion.embedding alone (a row gather,
+/// ids clamped to the table).
+bool isEmbeddingKernel(KernelOp kernel);
+FailureOr<KernelLaunch> emitEmbeddingKernel(KernelOp kernel,
+                                            const TargetInfo &target,
+                                            gpu::GPUModuleOp module);
+
+/// Kernels/ArgmaxKernel.cpp: one fusion.argmax alone (one CTA per row).
+bool isArgmaxKernel(KernelOp kernel);
+FailureOr<KernelLaunch> emitArgmaxKernel(KernelOp kernel,
+                                         const TargetInfo &target,
+                                         gpu::GPUModuleOp module);
+
+/// Kernels/SiluMulKernel.cpp: one fusion.silu_mul alone (the unfused SwiGLU
+/// activation).
+bool isSiluMulKernel(KernelOp kernel);
+FailureOr<KernelLaunch> emitSiluMulKernel(KernelOp kernel,
+                                          const TargetInfo &target,
+                                          gpu::GPUModuleOp module);
 
 /// Kernels/HeadKernel.cpp: rope, kv_append or rope -> kv_append (and the
 /// error for any other kernel).

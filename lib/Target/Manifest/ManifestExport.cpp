@@ -181,6 +181,11 @@ json::Object scheduleToJSON(ScheduleAttrInterface schedule) {
       .Case([&](HeadScheduleAttr s) {
         o["head_slots"] = s.getHeadSlots();
         o["elements_per_thread"] = s.getElementsPerThread();
+      })
+      .Case([&](RowScheduleAttr s) {
+        o["chunks"] = s.getChunks();
+        o["vector_width"] = s.getVectorWidth();
+        o["unroll"] = s.getUnroll();
       });
   return o;
 }

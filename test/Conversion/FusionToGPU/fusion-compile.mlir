@@ -96,12 +96,6 @@
 // RUN: not fusion-compile %S/Inputs/result_outside_kernels.mlir -o %t/outside 2>&1 | FileCheck %s --check-prefix=OUTSIDE
 // OUTSIDE: result_outside_kernels.mlir:6:3: error: 'func.return' op result #0 is computed outside the fusion.kernel ops (neither a function argument nor a kernel result, nor a reshape of one); the manifest cannot say where it comes from
 // RUN: not ls %t/top.ptx %t/outside.ptx
-// Ops without a GPU lowering yet are errors at the op, under either strategy.
-// RUN: not fusion-compile %S/Inputs/no_lowering.mlir -o %t/nolow 2>&1 | FileCheck %s --check-prefix=NOLOWERING
-// RUN: not fusion-compile %S/Inputs/no_lowering.mlir --strategy=none -o %t/nolow 2>&1 | FileCheck %s --check-prefix=NOLOWERING
-// NOLOWERING: no_lowering.mlir:6:8: error: 'fusion.embedding' op has no GPU lowering yet (kernel sample_k0_embedding cannot be compiled)
-// NOLOWERING: no_lowering.mlir:7:8: error: 'fusion.argmax' op has no GPU lowering yet (kernel sample_k1_argmax cannot be compiled)
-// RUN: not ls %t/nolow.ptx %t/nolow.manifest.json
 
 // Kernels are named after their function, so its name must be a PTX
 // identifier.

@@ -106,28 +106,73 @@ func.func @kernel_duplicate_name(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> (t
 
 // -----
 
-// The ops of the back half of a layer without an emitter yet: compiling one
-// is an error at the op, not a crash or a kernel of the wrong kind.
-func.func @silu_mul_no_lowering(%gu: tensor<?x256xbf16>) -> tensor<?x128xbf16> {
-  // expected-error @+1 {{'fusion.silu_mul' op has no GPU lowering yet (kernel silu_mul_no_lowering_k0_silu_mul cannot be compiled)}}
-  %m = fusion.silu_mul %gu : tensor<?x256xbf16> -> tensor<?x128xbf16>
-  return %m : tensor<?x128xbf16>
+// The embedding kernel copies rows in 16-byte vectors.
+func.func @embedding_hidden(%t: tensor<?xi32>, %e: tensor<256x60xf16>) -> tensor<?x60xf16> {
+  // expected-error @+1 {{'fusion.kernel' op embedding: hidden size 60 is not a multiple of 8 (rows are copied in 16-byte vectors of 8 elements)}}
+  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<256x60xf16> -> tensor<?x60xf16>
+  return %x : tensor<?x60xf16>
 }
 
 // -----
 
-func.func @embedding_no_lowering(%t: tensor<?xi32>, %e: tensor<256x64xf16>) -> tensor<?x64xf16> {
-  // expected-error @+1 {{'fusion.embedding' op has no GPU lowering yet (kernel embedding_no_lowering_k0_embedding cannot be compiled)}}
-  %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<256x64xf16> -> tensor<?x64xf16>
-  return %x : tensor<?x64xf16>
+// embedding, argmax and silu_mul are kernels of their own: in a kernel with
+// other ops no emitter builds them.
+func.func @embedding_with_norm(%t: tensor<?xi32>, %e: tensor<256x64xf16>, %w: tensor<64xf16>) -> tensor<?x64xf16> {
+  // expected-error @+1 {{'fusion.kernel' op no emitter for a kernel of 2 op(s) containing 'fusion.embedding'; supported: one rmsnorm, layernorm, embedding, argmax or silu_mul, rope, kv_append, rope -> kv_append, or kernels with qkv_proj / linear / decode_attention}}
+  %0 = fusion.kernel @embed_norm (%a = %t, %b = %e, %c = %w)
+      : (tensor<?xi32>, tensor<256x64xf16>, tensor<64xf16>) -> tensor<?x64xf16> {
+    %x = fusion.embedding %a, %b : tensor<?xi32>, tensor<256x64xf16> -> tensor<?x64xf16>
+    %y = fusion.rmsnorm %x, %c {epsilon = 1.0e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+    fusion.yield %y : tensor<?x64xf16>
+  }
+  return %0 : tensor<?x64xf16>
 }
 
 // -----
 
-func.func @argmax_no_lowering(%l: tensor<?x256xf16>) -> tensor<?xi32> {
-  // expected-error @+1 {{'fusion.argmax' op has no GPU lowering yet (kernel argmax_no_lowering_k0_argmax cannot be compiled)}}
-  %t = fusion.argmax %l : tensor<?x256xf16> -> tensor<?xi32>
-  return %t : tensor<?xi32>
+func.func @argmax_twice(%l: tensor<?x256xf16>) -> (tensor<?xi32>, tensor<?xi32>) {
+  // expected-error @+1 {{'fusion.kernel' op no emitter for a kernel of 2 op(s) containing 'fusion.argmax'}}
+  %0:2 = fusion.kernel @two_argmax (%a = %l) : (tensor<?x256xf16>) -> (tensor<?xi32>, tensor<?xi32>) {
+    %x = fusion.argmax %a : tensor<?x256xf16> -> tensor<?xi32>
+    %y = fusion.argmax %a : tensor<?x256xf16> -> tensor<?xi32>
+    fusion.yield %x, %y : tensor<?xi32>, tensor<?xi32>
+  }
+  return %0#0, %0#1 : tensor<?xi32>, tensor<?xi32>
+}
+
+// -----
+
+// Each kernel writes its op's result: a silu_mul whose result the kernel does
+// not yield has nowhere to go.
+func.func @silu_mul_not_yielded(%gu: tensor<?x256xbf16>) {
+  // expected-error @+1 {{'fusion.kernel' op silu_mul: the input must be a kernel operand and the result a kernel result}}
+  fusion.kernel @dead_silu (%a = %gu) : (tensor<?x256xbf16>) -> () {
+    %m = fusion.silu_mul %a : tensor<?x256xbf16> -> tensor<?x128xbf16>
+    fusion.yield
+  }
+  return
+}
+
+// -----
+
+func.func @embedding_not_yielded(%t: tensor<?xi32>, %e: tensor<256x64xf16>) {
+  // expected-error @+1 {{'fusion.kernel' op embedding: the tokens and the table must be kernel operands and the result a kernel result}}
+  fusion.kernel @dead_embedding (%a = %t, %b = %e) : (tensor<?xi32>, tensor<256x64xf16>) -> () {
+    %x = fusion.embedding %a, %b : tensor<?xi32>, tensor<256x64xf16> -> tensor<?x64xf16>
+    fusion.yield
+  }
+  return
+}
+
+// -----
+
+func.func @argmax_not_yielded(%l: tensor<?x256xf16>) {
+  // expected-error @+1 {{'fusion.kernel' op argmax: the logits must be a kernel operand and the result a kernel result}}
+  fusion.kernel @dead_argmax (%a = %l) : (tensor<?x256xf16>) -> () {
+    %x = fusion.argmax %a : tensor<?x256xf16> -> tensor<?xi32>
+    fusion.yield
+  }
+  return
 }
 
 // -----

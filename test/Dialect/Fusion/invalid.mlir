@@ -1888,6 +1888,37 @@ func.func private @schedule_head_slots() attributes {s = #fusion.head_schedule<k
 
 // -----
 
+// expected-error @+1 {{row_schedule threads must be a multiple of 32 in [32, 1024], got 48}}
+func.func private @schedule_row_threads() attributes {s = #fusion.row_schedule<kind = silu_mul, threads = 48, chunks = 1, vector_width = 8, unroll = 1>}
+
+// -----
+
+// expected-error @+1 {{row_schedule unroll must be positive, got 0}}
+func.func private @schedule_row_unroll() attributes {s = #fusion.row_schedule<kind = argmax, threads = 256, chunks = 1, vector_width = 8, unroll = 0>}
+
+// -----
+
+// expected-error @+1 {{row_schedule vector_width (16) must be 1, 2, 4 or 8 (at most 16 bytes of f16/bf16)}}
+func.func private @schedule_row_vector_width() attributes {s = #fusion.row_schedule<kind = embedding, threads = 256, chunks = 2, vector_width = 16, unroll = 1>}
+
+// -----
+
+// expected-error @+1 {{row_schedule vector_width (6) must be 1, 2, 4 or 8}}
+func.func private @schedule_row_vector_width_odd() attributes {s = #fusion.row_schedule<kind = silu_mul, threads = 256, chunks = 2, vector_width = 6, unroll = 1>}
+
+// -----
+
+// expected-error @+1 {{row_schedule chunks (2) must be 1 for argmax: one CTA reduces a row}}
+func.func private @schedule_row_argmax_chunks() attributes {s = #fusion.row_schedule<kind = argmax, threads = 256, chunks = 2, vector_width = 8, unroll = 4>}
+
+// -----
+
+// expected-error @+2 {{expected ::mlir::fusion::RowKind to be one of: embedding, argmax, silu_mul}}
+// expected-error @+1 {{failed to parse Fusion_RowScheduleAttr parameter 'kind'}}
+func.func private @schedule_row_kind() attributes {s = #fusion.row_schedule<kind = linear, threads = 256, chunks = 1, vector_width = 8, unroll = 1>}
+
+// -----
+
 // A kernel's schedule is a #fusion.*_schedule, not a dictionary.
 func.func @schedule_dictionary(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> tensor<?x64xf16> {
   // expected-error @+2 {{'fusion.kernel' op attribute 'schedule' failed to satisfy constraint: ScheduleAttrInterface instance}}

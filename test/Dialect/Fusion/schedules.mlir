@@ -38,6 +38,16 @@ func.func private @head() attributes {
   b = #fusion.head_schedule<kind = kv_append, threads = 64, head_slots = 16, elements_per_thread = 2>,
   c = #fusion.head_schedule<kind = rope_kv_append, threads = 32, head_slots = 12, elements_per_thread = 2>}
 
+// The row schedule's three kinds.
+// CHECK-LABEL: func.func private @row()
+// CHECK-SAME:    #fusion.row_schedule<kind = embedding, threads = 256, chunks = 2, vector_width = 8, unroll = 1>
+// CHECK-SAME:    #fusion.row_schedule<kind = argmax, threads = 1024, chunks = 1, vector_width = 8, unroll = 4>
+// CHECK-SAME:    #fusion.row_schedule<kind = silu_mul, threads = 32, chunks = 7, vector_width = 1, unroll = 1>
+func.func private @row() attributes {
+  a = #fusion.row_schedule<kind = embedding, threads = 256, chunks = 2, vector_width = 8, unroll = 1>,
+  b = #fusion.row_schedule<kind = argmax, threads = 1024, chunks = 1, vector_width = 8, unroll = 4>,
+  c = #fusion.row_schedule<kind = silu_mul, threads = 32, chunks = 7, vector_width = 1, unroll = 1>}
+
 // A variant's schedule, and a kernel's strategy and schedule.
 // CHECK-LABEL: func.func private @variant()
 // CHECK-SAME:    #fusion.variant<min_batch = 2, entry = "k_mma", grid = [8, 1, 1], block = 256, smem = 0, static_smem = 0, schedule = #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 8, rows_per_warp = 16, tile_tokens = 32, k_vectors = 2, k_split = 8>>

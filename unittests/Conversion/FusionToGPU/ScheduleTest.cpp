@@ -344,4 +344,27 @@ TEST(ElementwiseSchedule, BlockSizes) {
   EXPECT_EQ(chooseHeadBlockSize(96), 64);
 }
 
+TEST(ElementwiseSchedule, RowSchedules) {
+  // The widest vector of at most 8 elements that divides the row.
+  EXPECT_EQ(chooseRowVectorWidth(14336), 8);
+  EXPECT_EQ(chooseRowVectorWidth(100), 4);
+  EXPECT_EQ(chooseRowVectorWidth(6), 2);
+  EXPECT_EQ(chooseRowVectorWidth(1001), 1);
+  // One vector per thread, up to 256 threads, whole warps.
+  auto chunks = [](int64_t vectors) {
+    RowChunks r = chooseRowChunks(vectors);
+    return std::make_pair(r.threads, r.chunks);
+  };
+  EXPECT_EQ(chunks(1792), std::make_pair(int64_t(256), int64_t(7)));
+  EXPECT_EQ(chunks(512), std::make_pair(int64_t(256), int64_t(2)));
+  EXPECT_EQ(chunks(257), std::make_pair(int64_t(256), int64_t(2)));
+  EXPECT_EQ(chunks(72), std::make_pair(int64_t(96), int64_t(1)));
+  EXPECT_EQ(chunks(3), std::make_pair(int64_t(32), int64_t(1)));
+  // argmax: kArgmaxUnroll vectors per thread and step, 32 to 1024 threads.
+  EXPECT_EQ(chooseArgmaxBlockSize(16032), 1024); // Llama-3, capped
+  EXPECT_EQ(chooseArgmaxBlockSize(4096), 1024);
+  EXPECT_EQ(chooseArgmaxBlockSize(1001), 256); // 251 per step
+  EXPECT_EQ(chooseArgmaxBlockSize(25), 32);
+}
+
 } // namespace

@@ -36,6 +36,25 @@ void warpReduceEach(ImplicitLocOpBuilder &b, MutableArrayRef<Value> values,
 Value blockReduce(ImplicitLocOpBuilder &b, Value value, ReduceKind kind,
                   Value scratch, int64_t blockSize);
 
+/// The better of two argmax candidates (f32 value, i32 index) in
+/// fusion.argmax's order: a non-NaN value beats NaN, a larger value a
+/// smaller one, and of equal values (-0 == +0, or both NaN) the lower index
+/// wins. A total order on distinct indices, so the result of a reduction
+/// does not depend on the order it combines in. Returns (value, index).
+std::pair<Value, Value> argmaxCombine(ImplicitLocOpBuilder &b, Value value,
+                                      Value index, Value otherValue,
+                                      Value otherIndex);
+
+/// The best (value, index) of the CTA by argmaxCombine (`blockSize`
+/// threads, a multiple of 32): warp shuffles, lane 0 of each warp writes
+/// `values[warp]` / `indices[warp]` (workgroup buffers of at least
+/// blockSize/32 f32 and i32; unused, and may be null, when blockSize is
+/// 32), barrier, every warp reduces the per-warp partials, barrier. Every
+/// thread gets the result. Must be called by every thread of the CTA.
+std::pair<Value, Value> blockArgmax(ImplicitLocOpBuilder &b, Value value,
+                                    Value index, Value values, Value indices,
+                                    int64_t blockSize);
+
 /// Thread 0 of the CTA (`tid`, an index) counts the CTA's arrival: an atomic
 /// add of 1 to the i32 `counters[counterIndex()]` (the index is built in
 /// thread 0's branch). The CTA that sees `arrivals` - 1 (`arrivals`: how

@@ -79,8 +79,9 @@ LogicalResult findHeadOps(KernelOp kernel, RopeOp &rope, KVAppendOp &append) {
     }
     return kernel.emitOpError("no emitter for a kernel of ")
            << ops.size() << " op(s) containing '" << op->getName()
-           << "'; supported: one rmsnorm or layernorm, rope, kv_append, "
-              "rope -> kv_append, or kernels with qkv_proj / decode_attention";
+           << "'; supported: one rmsnorm, layernorm, embedding, argmax or "
+              "silu_mul, rope, kv_append, rope -> kv_append, or kernels with "
+              "qkv_proj / linear / decode_attention";
   }
   if (!rope && !append)
     return kernel.emitOpError("empty kernel");

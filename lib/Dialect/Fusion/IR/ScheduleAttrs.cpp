@@ -215,3 +215,27 @@ HeadScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 StringRef HeadScheduleAttr::getKindName() const {
   return stringifyHeadKind(getKind());
 }
+
+LogicalResult
+RowScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        RowKind kind, int64_t threads, int64_t chunks,
+                        int64_t vectorWidth, int64_t unroll) {
+  StringRef name = getMnemonic();
+  if (failed(verifySchedule(emitError, name, threads,
+                            {{"chunks", chunks},
+                             {"vector_width", vectorWidth},
+                             {"unroll", unroll}})))
+    return failure();
+  if (!llvm::isPowerOf2_64(vectorWidth) || vectorWidth > 8)
+    return emitError() << name << " vector_width (" << vectorWidth
+                       << ") must be 1, 2, 4 or 8 (at most 16 bytes of "
+                          "f16/bf16)";
+  if (kind == RowKind::argmax && chunks != 1)
+    return emitError() << name << " chunks (" << chunks
+                       << ") must be 1 for argmax: one CTA reduces a row";
+  return success();
+}
+
+StringRef RowScheduleAttr::getKindName() const {
+  return stringifyRowKind(getKind());
+}

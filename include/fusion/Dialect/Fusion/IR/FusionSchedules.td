@@ -210,4 +210,35 @@ def Fusion_HeadScheduleAttr
                         "int64_t":$elements_per_thread);
 }
 
+def Fusion_RowKindEmbedding : I32EnumAttrCase<"embedding", 0>;
+def Fusion_RowKindArgmax : I32EnumAttrCase<"argmax", 1>;
+def Fusion_RowKindSiluMul : I32EnumAttrCase<"silu_mul", 2>;
+def Fusion_RowKind : I32EnumAttr<"RowKind",
+    "what a per-token-row kernel computes",
+    [Fusion_RowKindEmbedding, Fusion_RowKindArgmax, Fusion_RowKindSiluMul]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::fusion";
+}
+
+def Fusion_RowScheduleAttr
+    : Fusion_ScheduleAttr<"RowSchedule", "row_schedule"> {
+  let summary = "schedule of the embedding, argmax and silu_mul kernels";
+  let description = [{
+    Kind `embedding`, `argmax` or `silu_mul` (`kind`: what the kernel
+    computes), a kernel over the rows of one token each: `chunks` CTAs of
+    `threads` threads per token row (grid `[batch, chunks, 1]`), reading
+    and writing vectors of `vector_width` elements (1, 2, 4 or 8: 16 bytes
+    of f16/bf16 at 8), `unroll` vector loads per thread in flight per loop
+    step. An argmax row is reduced by one CTA (`chunks` = 1).
+
+    ```mlir
+    #fusion.row_schedule<kind = argmax, threads = 1024, chunks = 1,
+        vector_width = 8, unroll = 4>
+    ```
+  }];
+  let parameters = (ins EnumParameter<Fusion_RowKind>:$kind,
+                        "int64_t":$threads, "int64_t":$chunks,
+                        "int64_t":$vector_width, "int64_t":$unroll);
+}
+
 #endif // FUSION_SCHEDULES

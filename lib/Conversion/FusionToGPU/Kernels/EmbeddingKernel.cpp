@@ -1,0 +1,79 @@
+//===- EmbeddingKernel.cpp - fusion.embedding alone -----------------------===//
+//
+// The token embedding (`ref::embedding`): row b of the result is row
+// tokens[b] of the [V, H] table, a bit copy in 16-byte vectors. Grid
+// [batch, chunks]: CTA (b, c) copies vectors c * threads ... of token b's
+// row, one per thread. The id is clamped to [0, V - 1] before the 64-bit row
+// offset is formed (the op's memory-safety rule): a bad id copies some row
+// of the table and never reads outside it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Fragments/Abi.h"
+#include "../KernelEmitter.h"
+#include "../Schedule/ElementwiseSchedule.h"
+
+using namespace mlir;
+using namespace mlir::fusion;
+
+/// Copies vector `vec` (< H / 8) of row clamp(tokens[token], 0, V - 1) of
+/// `table` to row `token` of `out`.
+static void emitCopyVector(ImplicitLocOpBuilder &b, Value tokens, Value table,
+                           Value out, Value token, Value vec, int64_t vocab,
+                           int64_t hidden) {
+  Value id = i32ToIndex(b, loadScalar(b, tokens, token));
+  id = maxSI(b, id, constIndex(b, 0));
+  id = minSI(b, id, constIndex(b, vocab - 1));
+  Value column = mulI(b, vec, kVectorWidth);
+  Value row =
+      loadVector(b, table, addI(b, mulI(b, id, hidden), column), kVectorWidth);
+  storeVector(b, row, out, addI(b, mulI(b, token, hidden), column));
+}
+
+FailureOr<KernelLaunch>
+mlir::fusion::emitEmbeddingKernel(KernelOp kernel, const TargetInfo &target,
+                                  gpu::GPUModuleOp module) {
+  auto op = cast<EmbeddingOp>(kernel.getBody().front().front());
+  auto tableType = cast<ShapedType>(op.getTable().getType());
+  const int64_t vocab = tableType.getDimSize(0);
+  const int64_t hidden = tableType.getDimSize(1);
+  if (hidden % kVectorWidth != 0)
+    return kernel.emitOpError("embedding: hidden size ")
+           << hidden
+           << " is not a multiple of 8 (rows are copied in 16-byte vectors of "
+              "8 elements)";
+  const int64_t vectors = hidden / kVectorWidth;
+  const RowChunks rows = chooseRowChunks(vectors);
+
+  KernelLaunch launch;
+  launch.entry = kernel.getSymName().str();
+  launch.params = getDefaultKernelParams(kernel);
+  launch.blockSize = rows.threads;
+  launch.grid = {std::string(contract::dim::kBatch),
+                 std::to_string(rows.chunks), "1"};
+  OpBuilder builder(kernel.getContext());
+  gpu::GPUFuncOp func =
+      createKernelFunc(builder, kernel.getLoc(), module, launch.entry,
+                       launch.params, rows.threads, target);
+  KernelArgs args(kernel, func, launch.params);
+  Value tokens = args.input(op.getTokens());
+  Value table = args.input(op.getTable());
+  Value out = args.output(op.getResult());
+  if (!tokens || !table || !out)
+    return kernel.emitOpError("embedding: the tokens and the table must be "
+                              "kernel operands and the result a kernel result");
+
+  ImplicitLocOpBuilder b(kernel.getLoc(), builder);
+  Value token = blockIdX(b);
+  Value chunkStart = mulI(b, blockIdY(b), rows.threads);
+  Value vec = addI(b, chunkStart, threadIdX(b));
+  ifThen(b, cmpI(b, CmpIPredicate::ult, vec, vectors),
+         [&](ImplicitLocOpBuilder &tb) {
+           emitCopyVector(tb, tokens, table, out, token, vec, vocab, hidden);
+         });
+  launch.schedule =
+      RowScheduleAttr::get(kernel.getContext(), RowKind::embedding,
+                           rows.threads, rows.chunks, kVectorWidth,
+                           /*unroll=*/1);
+  return launch;
+}
