@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The main job. Compiles the bundled Llama-3-8B decode layer (examples/) and
-# the bundled Hugging Face checkpoint (test/golden/llama3_gqa, imported from
-# its config.json) to PTX + launch manifest, fused (strategy decode) and
-# unfused (strategy none), and checks the PTX with ptxas. On a machine with
-# an NVIDIA GPU it then runs each with fusion-run: the Llama-3-8B layer on
-# random weights against the CPU reference, the checkpoint on its real
-# weights and inputs against the transformers goldens (scripts/example-gpu.sh,
-# which also runs alone on a GPU machine without LLVM). Safe to run again.
+# The main job. Gets the real SmolLM2-135M checkpoint (scripts/get-smollm2.sh)
+# and compiles the whole model (fusion-import --whole-model, 30 layers,
+# embedding to greedy sampling) to PTX + launch manifest; also compiles the
+# bundled Llama-3-8B decode layer (examples/) and the bundled Hugging Face
+# checkpoint (test/golden/llama3_gqa, imported from its config.json), fused
+# (strategy decode) and unfused (strategy none), and checks the PTX with
+# ptxas. On a machine with an NVIDIA GPU it then generates text from SmolLM2
+# with our kernels and prints tokens/s, and runs the layers with fusion-run
+# against their references (scripts/example-gpu.sh, which also runs alone on
+# a GPU machine without LLVM). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,9 +38,18 @@ for strategy in decode none; do
   compile "$out/llama3_gqa.mlir" $strategy
 done
 
+# The real model, whole: one module, one kernel per kernel kind shared by
+# the 30 layers.
+scripts/get-smollm2.sh build/models/smollm2
+build/bin/fusion-import build/models/smollm2/config.json --whole-model \
+  --dtype=f16 -o "$out/smollm2.mlir"
+echo "imported build/models/smollm2/config.json (whole model) -> $out/smollm2.mlir"
+compile "$out/smollm2.mlir" decode
+
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "no GPU on this machine: stopped after PTX (run this script on a machine" \
-       "with an NVIDIA GPU to execute and check it)"
+  echo "no GPU on this machine: stopped after PTX (the whole SmolLM2 model is" \
+       "$out/smollm2.decode.ptx; run this script on a machine with an NVIDIA GPU" \
+       "to generate text with it and to execute and check the layers)"
   exit 0
 fi
 exec scripts/example-gpu.sh

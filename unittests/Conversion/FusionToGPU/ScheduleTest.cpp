@@ -164,6 +164,13 @@ TEST(ProjectionGemmSchedule, HeadDimsAndGroups) {
   EXPECT_EQ(g7[0].rowTiles, 9);
   // 896 = 14 x 64: 896 % 512 != 0, 896 % 256 != 0, 896 % 128 == 0 -> 2.
   EXPECT_EQ(g7[0].kSplit, 2);
+  // SmolLM2: 9 + 2 x 3 = 15 heads of 64, one per tile; hidden 576 is 9
+  // stages of 64, which no power of two divides: k split 9 (15 x 9 = 135
+  // <= 264).
+  auto smol = chooseProjectionGemmSchedules(gemmShape(576, 9, 3, 64), kH100);
+  ASSERT_EQ(smol.size(), 3u);
+  EXPECT_EQ(smol[0].rowTiles, 15);
+  EXPECT_EQ(smol[0].kSplit, 9);
   // 5 + 2 x 1 = 7 heads of 64: 2 does not divide 7, one head per tile: 64
   // rows, 4 warps.
   auto odd = chooseProjectionGemmSchedules(gemmShape(512, 5, 1, 64), kH100);

@@ -117,6 +117,13 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
          (base.rowTiles * base.kSplit > 2 * target.getSMCount() ||
           proj.hidden % (kStageK * base.kSplit) != 0))
     base.kSplit /= 2;
+  // No power of two divides the stages (hidden 576 = 9 stages: SmolLM2):
+  // the largest other divisor up to 16 that keeps the grid in bounds, so
+  // that small row counts still spread over the SMs.
+  const int64_t stages = proj.hidden / kStageK;
+  for (int64_t d = 16; base.kSplit == 1 && d > 2; --d)
+    if (stages % d == 0 && base.rowTiles * d <= 2 * target.getSMCount())
+      base.kSplit = d;
   base.pitchBytes = kStageK * proj.elementBytes + 16;
   llvm::SmallVector<ProjectionGemmSchedule, 3> schedules;
   for (auto [tokens, minBatch] :

@@ -148,7 +148,9 @@ inline constexpr int64_t kGemmStaticSharedBytes = 16;
 /// tile of whole heads that is a multiple of 16 rows. tileRows is the
 /// largest multiple m * headDim <= 128 with m dividing heads (headDim
 /// itself when above 128), kSplit the largest power of two up to 8 with
-/// rowTiles * kSplit <= 2 * SMs and hidden a multiple of 64 * kSplit, and
+/// rowTiles * kSplit <= 2 * SMs and hidden a multiple of 64 * kSplit (where
+/// that is 1: the largest divisor d <= 16 of hidden / 64 with rowTiles * d
+/// <= 2 * SMs, e.g. 9 for hidden 576), and
 /// stages 3 (2 where 3 do not fit the target's shared memory per CTA, less
 /// kGemmStaticSharedBytes).
 llvm::SmallVector<ProjectionGemmSchedule, 3>
