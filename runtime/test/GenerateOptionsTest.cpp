@@ -31,6 +31,9 @@ TEST(GenerateOptions, GenerationAndDefaults) {
   EXPECT_FALSE(o.score);
   EXPECT_FALSE(o.noGraph);
   EXPECT_EQ(parse({"--ids", "5"}).maxNewTokens, 32);
+  EXPECT_FALSE(o.randomWeights);
+  EXPECT_EQ(parse({"--ids", "5", "--random-weights", "7"}).randomWeights,
+            std::optional<uint64_t>(7));
 }
 
 TEST(GenerateOptions, Score) {

@@ -42,6 +42,31 @@ TEST(Weights, RandomWeightsAreSeeded) {
             128u);
 }
 
+TEST(Weights, RandomModelWeightsHaveTheCheckpointShapes) {
+  // tiny_model.json: H 64, 4 heads over 2 of 16, I 96, vocab 300, 2
+  // layers, tied.
+  ModelConfig config = ModelConfig::load(std::string(FUSION_RUNTIME_TEST_DATA) +
+                                         "/configs/tiny_model.json");
+  ModelWeights w = randomModelWeights(config, DType::F16, 3);
+  EXPECT_EQ(w.embedTokens.size(), 300u * 64);
+  ASSERT_EQ(w.layers.size(), 2u);
+  EXPECT_EQ(w.layers[1].front.qkvWeight.size(), (4u + 2 * 2) * 16 * 64);
+  EXPECT_TRUE(w.layers[1].front.qkvBias.empty());
+  EXPECT_EQ(w.layers[1].oProj.size(), 64u * 64);
+  EXPECT_EQ(w.layers[1].gateUp.size(), 2u * 96 * 64);
+  EXPECT_EQ(w.layers[1].down.size(), 64u * 96);
+  EXPECT_EQ(w.finalNorm.size(), 64u);
+  EXPECT_TRUE(w.lmHead.empty()); // tied
+  // Seeded: the same seed gives the same weights, another seed others;
+  // norms are near 1 (f16 0x3C00), never exactly 0.
+  EXPECT_EQ(randomModelWeights(config, DType::F16, 3).layers[1].down,
+            w.layers[1].down);
+  EXPECT_NE(randomModelWeights(config, DType::F16, 4).layers[1].down,
+            w.layers[1].down);
+  for (uint16_t bits : w.finalNorm)
+    EXPECT_NEAR(bits, 0x3C00, 0x0200);
+}
+
 TEST(Weights, PackedNames) {
   Tiny t;
   TempDir dir;

@@ -30,6 +30,9 @@ tokenizer.json.
 Inputs
   --model PREFIX          PREFIX.ptx and PREFIX.manifest.json (fusion-compile
                           -o PREFIX)
+  --random-weights SEED   seeded random weights of the shapes of DIR's
+                          config.json instead of its safetensors (for
+                          timing models without a checkpoint)
   --checkpoint DIR        config.json and model.safetensors (or a sharded
                           index) of the same model
   --dtype f16|bf16        the weights' dtype (default: the compiled model's;
@@ -89,6 +92,9 @@ bool setOption(GenerateOptions &o, bool &idsGiven, const std::string &flag,
     o.maxNewTokens = parseIntOption(kTool, flag, value(), 1, kInt32Max);
   } else if (flag == "--max-tokens") {
     o.maxTokens = parseIntOption(kTool, flag, value(), 1, kInt32Max);
+  } else if (flag == "--random-weights") {
+    o.randomWeights = static_cast<uint64_t>(
+        parseIntOption(kTool, flag, value(), 0, kInt32Max));
   } else if (flag == "--device") {
     o.device = static_cast<int>(parseIntOption(kTool, flag, value(), 0, 1024));
   } else {

@@ -177,4 +177,52 @@ Weights loadWeights(const WeightSource &src, const Model &model,
   return packedWeights(src, store, model, sig);
 }
 
+/// `n` elements: one random block of at most 2^20, repeated.
+static std::vector<uint16_t> repeatedBlock(Random &rng, runtime::DType dtype,
+                                           int64_t n, double bound,
+                                           double centre = 0.0) {
+  const int64_t block = std::min<int64_t>(n, int64_t{1} << 20);
+  std::vector<uint16_t> out =
+      rng.tensor(dtype, block, centre - bound, centre + bound);
+  out.resize(static_cast<size_t>(n));
+  for (int64_t i = block; i < n; i += block)
+    std::copy_n(out.begin(), std::min(block, n - i), out.begin() + i);
+  return out;
+}
+
+runtime::ModelWeights randomModelWeights(const runtime::ModelConfig &config,
+                                         runtime::DType dtype, uint64_t seed) {
+  config.checkWholeModel();
+  const int64_t H = config.hiddenSize, I = config.intermediateSize;
+  const int64_t V = config.vocabSize;
+  const int64_t qWidth = config.numAttentionHeads * config.headDim;
+  const int64_t rows = config.dims().qkvRows();
+  auto fanIn = [](int64_t k) {
+    return std::sqrt(3.0 / static_cast<double>(k));
+  };
+  Random rng(seed ^ 0x30DE1ull);
+  runtime::ModelWeights w;
+  w.dtype = dtype;
+  w.embedTokens = repeatedBlock(rng, dtype, V * H, 1.0);
+  for (int64_t l = 0; l < config.numHiddenLayers; ++l) {
+    runtime::DecoderLayerWeights layer;
+    layer.front.dtype = dtype;
+    layer.front.hidden = H;
+    layer.front.dims = config.dims();
+    layer.front.normWeight = repeatedBlock(rng, dtype, H, 0.1, 1.0);
+    layer.front.qkvWeight = repeatedBlock(rng, dtype, rows * H, fanIn(H));
+    if (config.attentionBias)
+      layer.front.qkvBias = repeatedBlock(rng, dtype, rows, 0.1);
+    layer.oProj = repeatedBlock(rng, dtype, H * qWidth, fanIn(qWidth));
+    layer.postNorm = repeatedBlock(rng, dtype, H, 0.1, 1.0);
+    layer.gateUp = repeatedBlock(rng, dtype, 2 * I * H, fanIn(H));
+    layer.down = repeatedBlock(rng, dtype, H * I, fanIn(I));
+    w.layers.push_back(std::move(layer));
+  }
+  w.finalNorm = repeatedBlock(rng, dtype, H, 0.1, 1.0);
+  if (!config.tieWordEmbeddings)
+    w.lmHead = repeatedBlock(rng, dtype, V * H, fanIn(H));
+  return w;
+}
+
 } // namespace fusion::tooling

@@ -22,6 +22,7 @@
 #include "fusion/runtime/File.h"
 #include "fusion/runtime/LogProbs.h"
 #include "fusion/tooling/GenerateOptions.h"
+#include "fusion/tooling/Weights.h"
 
 #include <chrono>
 #include <cstdio>
@@ -133,8 +134,11 @@ int run(const GenerateOptions &o) {
   const std::string ptxName = o.model + ".ptx";
   std::string ptx = readFile(ptxName, "PTX", uint64_t{1} << 30);
   const DType dtype = compiledDType(model, o);
-  Checkpoint ckpt = Checkpoint::open(o.checkpoint);
-  for (const std::string &w : ckpt.config.warnings)
+  // Random weights need only the checkpoint's config.json.
+  const ModelConfig config =
+      o.randomWeights ? ModelConfig::load(o.checkpoint + "/config.json")
+                      : Checkpoint::open(o.checkpoint).config;
+  for (const std::string &w : config.warnings)
     std::cerr << "fusion-generate: warning: " << w << "\n";
   cuda::Context ctx = cuda::Context::open(o.device);
 
@@ -144,11 +148,14 @@ int run(const GenerateOptions &o) {
       o.score ? static_cast<int64_t>(ids.size()) - 1
               : static_cast<int64_t>(ids.size()) + o.maxNewTokens - 1;
   capacity.maxTokensPerSeq = o.maxTokens ? o.maxTokens : needed;
-  Engine engine(ctx, std::move(model), ptx, ptxName, ckpt.config,
-                loadModelWeights(ckpt.tensors, ckpt.config, dtype), capacity,
-                EngineOptions{!o.noGraph, o.syncEach});
+  Engine engine(
+      ctx, std::move(model), ptx, ptxName, config,
+      o.randomWeights
+          ? randomModelWeights(config, dtype, *o.randomWeights)
+          : loadModelWeights(TensorStore::open(o.checkpoint), config, dtype),
+      capacity, EngineOptions{!o.noGraph, o.syncEach});
   std::cout << "fusion-generate: " << o.model << " on " << ctx.name() << ": "
-            << ckpt.config.summary() << ", " << ckpt.config.numHiddenLayers
+            << config.summary() << ", " << config.numHiddenLayers
             << " layers, vocab " << engine.vocabSize() << ", "
             << dtypeName(dtype) << "; " << (engine.weightBytes() >> 20)
             << " MiB of weights, " << (engine.cacheBytes() >> 20)

@@ -10,6 +10,7 @@
 #define FUSION_TOOLING_GENERATEOPTIONS_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct GenerateOptions {
   std::string model;
   /// --checkpoint DIR: config.json and the safetensors.
   std::string checkpoint;
+  /// --random-weights SEED: seeded random weights of DIR/config.json's
+  /// shapes instead of its safetensors (randomModelWeights; for timing).
+  std::optional<uint64_t> randomWeights;
   /// --dtype f16|bf16; empty: the dtype the model was compiled for.
   std::string dtype;
   /// --function NAME.

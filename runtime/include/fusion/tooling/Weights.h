@@ -54,6 +54,16 @@ Weights loadWeights(const WeightSource &source, const runtime::Model &model,
                     const runtime::FrontHalfSignature &sig,
                     const std::optional<runtime::ModelConfig> &config);
 
+/// Seeded random weights of a whole model of `config`'s shapes, laid out as
+/// runtime::loadModelWeights returns a checkpoint's: norms uniform in
+/// [0.9, 1.1), every matrix uniform in +-sqrt(3 / K) (a fan-in
+/// initialisation; the embedding in +-1), biases in +-0.1. Each tensor
+/// repeats one random block of at most 2^20 elements, so that the 16 GB of
+/// a Llama-3-8B shape fill in seconds: values for timing, not for
+/// numerics. Throws UnsupportedError as config.checkWholeModel() does.
+runtime::ModelWeights randomModelWeights(const runtime::ModelConfig &config,
+                                         runtime::DType dtype, uint64_t seed);
+
 } // namespace fusion::tooling
 
 #endif // FUSION_TOOLING_WEIGHTS_H
