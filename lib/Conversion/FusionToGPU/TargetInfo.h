@@ -61,6 +61,13 @@ public:
   int64_t getOccupancySharedBytes() const { return 227 * 1024; }
   /// Shared memory the driver reserves per resident CTA, in bytes.
   int64_t getReservedSharedBytesPerCTA() const { return 1024; }
+  /// Bytes a kernel asks L2 to prefetch before griddepcontrol.wait, over all
+  /// its CTAs (its weights, or the K/V rows its splits read first). Under
+  /// programmatic dependent launch the next kernels start while this one
+  /// runs and each prefetches this much ahead: 8 MiB keeps the prefetches
+  /// of a few kernels well inside the 50 MB L2 of an H100/H200, so that
+  /// they are not evicted before they are read.
+  static constexpr int64_t kL2PrefetchBytes = 8 << 20;
 
 private:
   int64_t computeCapability;

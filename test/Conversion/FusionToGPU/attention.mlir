@@ -29,6 +29,19 @@
 // CHECK:       gpu.func @attn_g4(%[[Q:.*]]: memref<1099511627776xf16>, %[[KC:.*]]: memref<1099511627776xf16>, %[[VC:.*]]: memref<1099511627776xf16>, %[[BT:.*]]: memref<1099511627776xi32>, %[[SL:.*]]: memref<1099511627776xi32>, %[[O:.*]]: memref<1099511627776xf16>, %[[PO:.*]]: memref<1099511627776xf32>, %[[PS:.*]]: memref<1099511627776xf32>, %[[CNT:.*]]: memref<1099511627776xi32>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32)
 // CHECK-SAME:    workgroup(%[[SMEM:.*]] : memref<4160xf32, #gpu.address_space<workgroup>> {llvm.align = 32 : i64}, %[[FLAG:.*]] : memref<1xi32, #gpu.address_space<workgroup>>{{.*}})
 // CHECK-SAME:    kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// Before griddepcontrol.wait, where the split has at most one token per
+// thread and fits the grid's share of the 8 MiB prefetch budget, thread t
+// asks L2 for the K and V entries of token start + t (128 x 2 = 256 bytes
+// each) through the block table.
+// CHECK-NEXT:  nvvm.griddepcontrol  launch_dependents
+// CHECK:       memref.load %[[SL]]
+// CHECK:       arith.cmpi ule
+// CHECK:       memref.load %[[BT]]
+// CHECK:       memref.extract_aligned_pointer_as_index %[[KC]]
+// CHECK:       nvvm.cp.async.bulk.prefetch %{{.*}}, %c256_i32 : <1>
+// CHECK:       memref.extract_aligned_pointer_as_index %[[VC]]
+// CHECK:       nvvm.cp.async.bulk.prefetch %{{.*}}, %c256_i32_{{[0-9]+}} : <1>
+// CHECK:       nvvm.griddepcontrol  wait
 // The query is loaded once as 16-byte vectors, one per head of the group.
 // CHECK-COUNT-4: vector.load %[[Q]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
 // The token loop: 64-bit page addressing from the block table, then all K/V

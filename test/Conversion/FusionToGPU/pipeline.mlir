@@ -39,6 +39,8 @@
 // Programmatic dependent launch (sm_90): the next kernel may be scheduled,
 // this one waits for the previous kernel's writes.
 // CHECK-SAME: griddepcontrol.launch_dependents;
+// Before the wait, the weights (512 KiB) are prefetched into L2.
+// CHECK-SAME: cp.async.bulk.prefetch.L2.global
 // CHECK-SAME: griddepcontrol.wait;
 // CHECK-SAME: ld.global.v4.b32
 // CHECK-SAME: shfl.sync.bfly.b32
@@ -64,6 +66,7 @@
 
 // griddepcontrol needs sm_90.
 // NOPDL-NOT: griddepcontrol
+// NOPDL-NOT: cp.async.bulk.prefetch
 // NOPDL-NOT: programmatic_dependent_launch
 
 // Before sm_80 there are no f16 mma.m16n8k16: no tensor-core variant.

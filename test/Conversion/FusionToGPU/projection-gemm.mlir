@@ -41,6 +41,19 @@
 // CHECK: gpu.func @layer_k0_fused_gemm16(
 // CHECK-SAME: workgroup(%{{.*}} : memref<1xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
+// Before griddepcontrol.wait, thread r < 128 asks L2 for the CTA's k range
+// of its staged row: row (cta / 8) * 128 + r, elements from (cta % 8) * 64,
+// 64 x 2 = 128 bytes (shouldPrefetchWeights: the 512 x 512 f16 weight,
+// 512 KiB, fits the 8 MiB budget).
+// CHECK-NEXT: nvvm.griddepcontrol  launch_dependents
+// CHECK-NEXT: %thread_id_x = gpu.thread_id  x
+// CHECK: arith.cmpi ult, %thread_id_x, %c128
+// CHECK: arith.remui %[[CTA:.*]], %c8
+// CHECK: arith.divui %[[CTA]], %c8
+// CHECK: arith.muli %{{.*}}, %c512
+// CHECK: nvvm.cp.async.bulk.prefetch %{{.*}}, %c128_i32 : <1>
+// CHECK-NEXT: }
+// CHECK-NEXT: nvvm.griddepcontrol  wait
 // CHECK: memref.view {{.*}} to memref<34776xf16, #gpu.address_space<workgroup>>
 // CHECK: llvm.mlir.addressof @__fusion_dynamic_shared : !llvm.ptr<3>
 // CHECK: memref.extract_aligned_pointer_as_index
@@ -69,7 +82,7 @@
 // The folded norm: h = round(x + residual) in place of x (threads < 128:
 // 16 tokens x 8 chunks), residual_out from row tile 0, h^2 summed; a
 // barrier before the mma reads the rewritten rows.
-// CHECK: arith.cmpi ult, %thread_id_x, %c128
+// CHECK: arith.cmpi ult, %thread_id_x_{{[0-9]+}}, %c128
 // CHECK: arith.addf %{{.*}} : vector<8xf32>
 // CHECK-NEXT: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
 // CHECK-NEXT: vector.store %{{.*}} : memref<34776xf16, #gpu.address_space<workgroup>>, vector<8xf16>

@@ -37,6 +37,8 @@
 // CHECK-SAME: workgroup(%{{.*}} : memref<2048xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64},
 // CHECK-SAME: %{{.*}} : memref<2xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: kernel attributes {known_block_size = array<i32: 64, 1, 1>, nvvm.minctasm = 3 : i32}
+// sm_75 has no griddepcontrol, so nothing runs ahead of the previous kernel.
+// CHECK-NOT: nvvm.cp.async.bulk.prefetch
 // CHECK: memref.get_global @layer_k0_fused_inv_freq
 // Normalisation: x and r as 16-byte vectors, h into shared memory, the sum
 // of squares reduced across the warp and through shared memory.
@@ -79,6 +81,17 @@
 // MMA-SAME: pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1,
 // MMA: gpu.func @layer_k0_fused(
 // MMA-SAME: workgroup(%{{.*}} : memref<512xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64},
+// Before griddepcontrol.wait (sm_90) the kernel asks L2 for its weights
+// (512 x 512 f16 = 512 KiB fit the 8 MiB budget: shouldPrefetchWeights):
+// 256 pairs over 128 CTAs x 2 warps = one round, so lanes 0 and 1 of warp w
+// take the two rows of pair 2 * cta + w, 512 x 2 = 1024 bytes each.
+// MMA-NEXT: nvvm.griddepcontrol  launch_dependents
+// MMA: arith.divui %{{.*}}, %c2 : index
+// MMA: arith.cmpi ult, %{{.*}}, %c256 : index
+// MMA: arith.cmpi ult, %{{.*}}, %c1 : index
+// MMA: nvvm.cp.async.bulk.prefetch %{{.*}}, %c1024_i32 : <1>
+// MMA-NEXT: }
+// MMA-NEXT: nvvm.griddepcontrol  wait
 // MMA-NOT: gpu.func @layer_k0_fused_mma(
 func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
     %qkv_w: tensor<512x512xf16>, %pos: tensor<?xi32>,

@@ -247,6 +247,16 @@ choose(const AttentionShape &shape,
   return s;
 }
 
+TEST(WeightPrefetch, OnlyWholeSmallWeights) {
+  // SmolLM2's gate/up: 3072 x 576 f16 = 3.4 MiB; its LM head: 49152 x 576
+  // = 54 MiB; Llama-3-8B's QKV: 6144 x 4096 = 48 MiB; the 8 MiB budget.
+  EXPECT_TRUE(shouldPrefetchWeights(3072 * 576 * 2));
+  EXPECT_FALSE(shouldPrefetchWeights(int64_t{49152} * 576 * 2));
+  EXPECT_FALSE(shouldPrefetchWeights(int64_t{6144} * 4096 * 2));
+  EXPECT_TRUE(shouldPrefetchWeights(8 << 20));
+  EXPECT_FALSE(shouldPrefetchWeights((8 << 20) + 16));
+}
+
 TEST(AttentionSchedule, Llama3_8B) {
   auto s = choose(attention(32, 8, 128)); // G = 4
   ASSERT_TRUE(s);

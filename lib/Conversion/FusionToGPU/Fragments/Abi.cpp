@@ -254,6 +254,27 @@ gpu::GPUFuncOp mlir::fusion::createKernelFunc(
   return func;
 }
 
+void mlir::fusion::emitBeforeGridDependencyWait(
+    ImplicitLocOpBuilder &b,
+    llvm::function_ref<void(ImplicitLocOpBuilder &)> body) {
+  Operation *parent = b.getInsertionBlock()->getParentOp();
+  auto func = isa<gpu::GPUFuncOp>(parent)
+                  ? cast<gpu::GPUFuncOp>(parent)
+                  : parent->getParentOfType<gpu::GPUFuncOp>();
+  assert(func && "building a gpu.func");
+  for (Operation &op : func.getBody().front()) {
+    auto control = dyn_cast<NVVM::GriddepcontrolOp>(op);
+    if (!control)
+      return; // past the prologue (or none): no wait to go before
+    if (control.getKind() != NVVM::GridDepActionKind::wait)
+      continue;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(control);
+    body(b);
+    return;
+  }
+}
+
 Value mlir::fusion::addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType,
                                        int64_t count, int64_t alignment) {
   MLIRContext *context = func.getContext();

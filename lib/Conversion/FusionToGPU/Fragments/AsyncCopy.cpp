@@ -40,3 +40,10 @@ void mlir::fusion::commitAsyncCopies(ImplicitLocOpBuilder &b) {
 void mlir::fusion::waitAsyncCopies(ImplicitLocOpBuilder &b, int64_t pending) {
   NVVM::CpAsyncWaitGroupOp::create(b, static_cast<int32_t>(pending));
 }
+
+void mlir::fusion::prefetchToL2(ImplicitLocOpBuilder &b, Value global,
+                                int64_t bytes) {
+  assert(bytes > 0 && bytes % 16 == 0 && "bulk prefetch of whole 16 bytes");
+  NVVM::CpAsyncBulkPrefetchOp::create(
+      b, global, constI32(b, static_cast<int32_t>(bytes)), Value());
+}

@@ -5,7 +5,8 @@
 // (`.cg`: cached in L2 only), committed in groups and waited for by group
 // count. The copies address memory through LLVM pointers: global buffers
 // through getGlobalPointer, shared memory through getDynamicSharedPointer
-// (Abi.h).
+// (Abi.h). Also the Hopper bulk prefetch into L2, by which a kernel starts
+// its weight stream before griddepcontrol.wait.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +43,13 @@ void commitAsyncCopies(ImplicitLocOpBuilder &b);
 /// thread's committed groups are still in flight. Other threads' copies need
 /// a barrier after it before they are read.
 void waitAsyncCopies(ImplicitLocOpBuilder &b, int64_t pending);
+
+/// `cp.async.bulk.prefetch.L2.global [global], bytes` (sm_90+): asks the
+/// memory system to bring `bytes` (a constant multiple of 16) from `global`
+/// (a 16-byte aligned `!llvm.ptr<1>`) into L2, without waiting for them and
+/// without touching registers or shared memory: a hint, never a fault
+/// source for in-bounds addresses.
+void prefetchToL2(ImplicitLocOpBuilder &b, Value global, int64_t bytes);
 
 } // namespace mlir::fusion
 

@@ -60,6 +60,7 @@
 #include "AttentionMma.h"
 
 #include "../Fragments/Abi.h"
+#include "../Fragments/AsyncCopy.h"
 #include "../Fragments/PagedKV.h"
 #include "../Fragments/Reduce.h"
 #include "../KernelEmitter.h"
@@ -205,6 +206,9 @@ private:
       rowGroup, dvec, laneActive, numSplits;
 
   void emitThreadIds(ImplicitLocOpBuilder &b);
+  Value emitIsActive(ImplicitLocOpBuilder &b);
+  std::pair<Value, Value> getSplitTokens(ImplicitLocOpBuilder &b);
+  void prefetchKV(ImplicitLocOpBuilder &b);
   void emitCta(ImplicitLocOpBuilder &b);
   SmallVector<SmallVector<Value>> loadQueries(ImplicitLocOpBuilder &b);
   SoftmaxState emitMainLoop(ImplicitLocOpBuilder &b,
@@ -286,16 +290,82 @@ void AttentionKernel::emitThreadIds(ImplicitLocOpBuilder &b) {
   }
 }
 
-void AttentionKernel::emitBody(ImplicitLocOpBuilder &b) {
-  emitThreadIds(b);
-  // num_splits clamped to [1, max_splits]; CTAs past it (a launch with a
-  // larger grid) do nothing.
+/// Sets numSplits (num_splits clamped to [1, max_splits]) and returns
+/// whether this CTA has a split to do: CTAs past it (a launch with a larger
+/// grid) or past the batch do nothing.
+Value AttentionKernel::emitIsActive(ImplicitLocOpBuilder &b) {
   numSplits = maxSI(b, minSI(b, numSplitsArg, constI32(b, sched.maxSplits)),
                     constI32(b, 1));
-  Value active =
-      andI(b, cmpI(b, CmpIPredicate::slt, indexToI32(b, split), numSplits),
-           cmpI(b, CmpIPredicate::slt, indexToI32(b, seq), batchArg));
-  ifThen(b, active, [&](ImplicitLocOpBuilder &ib) { emitCta(ib); });
+  return andI(b, cmpI(b, CmpIPredicate::slt, indexToI32(b, split), numSplits),
+              cmpI(b, CmpIPredicate::slt, indexToI32(b, seq), batchArg));
+}
+
+/// This CTA's tokens [start, end) (i32): split s covers [s * chunk,
+/// min(len, (s + 1) * chunk)), see the file comment.
+std::pair<Value, Value>
+AttentionKernel::getSplitTokens(ImplicitLocOpBuilder &b) {
+  const int64_t tpi = sched.tokensPerIter;
+  Value len = maxSI(b, loadScalar(b, seqLens, seq), constI32(b, 0));
+  Value one = constI32(b, 1);
+  Value perSplit = divUI(b, addI(b, len, subI(b, numSplits, one)), numSplits);
+  Value chunk = mulI(
+      b, divUI(b, addI(b, perSplit, constI32(b, tpi - 1)), constI32(b, tpi)),
+      constI32(b, tpi));
+  Value start = mulI(b, indexToI32(b, split), chunk);
+  return {start, minSI(b, len, addI(b, start, chunk))};
+}
+
+/// Before griddepcontrol.wait: where this CTA's split has at most one token
+/// per thread and the grid's splits fit TargetInfo::kL2PrefetchBytes (each
+/// CTA's cap: the budget / CTAs), thread t asks L2 for the K and V entries of
+/// token start + t, so that the KV stream is done while the previous kernel
+/// (which appends this step's entry) runs; a larger split prefetches
+/// nothing (its head would be evicted by the streams before it, as for the
+/// weights: shouldPrefetchWeights). The history was written by earlier
+/// steps; the appended entry may be fetched before or after its write, which
+/// L2, where both meet, keeps coherent. seq_lens and the block table are
+/// step inputs that no kernel writes.
+void AttentionKernel::prefetchKV(ImplicitLocOpBuilder &b) {
+  const int64_t d = shape.headDim;
+  const int64_t entryBytes = d * getTypeBytes(elementType);
+  emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
+    emitThreadIds(pb);
+    ifThen(pb, emitIsActive(pb), [&](ImplicitLocOpBuilder &ib) {
+      auto [start, end] = getSplitTokens(ib);
+      // The grid: (num_splits, Hkv * head_blocks, batch).
+      Value ctas = mulI(ib, mulI(ib, gridDimX(ib), i32ToIndex(ib, batchArg)),
+                        shape.numKvHeads * sched.headBlocks);
+      Value cap = minUI(
+          ib,
+          divUI(ib,
+                constIndex(ib, TargetInfo::kL2PrefetchBytes / (2 * entryBytes)),
+                ctas),
+          constIndex(ib, sched.threads));
+      Value fits =
+          cmpI(ib, CmpIPredicate::ule,
+               i32ToIndex(ib, maxSI(ib, subI(ib, end, start), constI32(ib, 0))),
+               cap);
+      Value token = addI(ib, start, indexToI32(ib, tid));
+      Value wanted = andI(ib, fits, cmpI(ib, CmpIPredicate::slt, token, end));
+      ifThen(ib, wanted, [&](ImplicitLocOpBuilder &tb) {
+        PagedKVReader cache(tb, {shape.pageSize, shape.numKvHeads, d},
+                            blockTable, maxPagesArg, seq);
+        Value byte = mulI(
+            tb, cache.getOffset(tb, token, indexToI32(tb, mulI(tb, kvHead, d))),
+            getTypeBytes(elementType));
+        for (Value cacheBuffer : {keyCache, valueCache})
+          prefetchToL2(
+              tb, offsetPointer(tb, getGlobalPointer(tb, cacheBuffer), byte),
+              entryBytes);
+      });
+    });
+  });
+}
+
+void AttentionKernel::emitBody(ImplicitLocOpBuilder &b) {
+  prefetchKV(b);
+  emitThreadIds(b);
+  ifThen(b, emitIsActive(b), [&](ImplicitLocOpBuilder &ib) { emitCta(ib); });
 }
 
 /// Issues every K and V load of one iteration (tokens tbase + rowGroup +
@@ -602,15 +672,8 @@ void AttentionKernel::emitPartialAndCombine(ImplicitLocOpBuilder &ib) {
 
 void AttentionKernel::emitCta(ImplicitLocOpBuilder &b) {
   const int64_t tpi = sched.tokensPerIter;
-  // This CTA's tokens.
-  Value len = maxSI(b, loadScalar(b, seqLens, seq), constI32(b, 0));
+  auto [start, end] = getSplitTokens(b);
   Value one = constI32(b, 1);
-  Value perSplit = divUI(b, addI(b, len, subI(b, numSplits, one)), numSplits);
-  Value chunk = mulI(
-      b, divUI(b, addI(b, perSplit, constI32(b, tpi - 1)), constI32(b, tpi)),
-      constI32(b, tpi));
-  Value start = mulI(b, indexToI32(b, split), chunk);
-  Value end = minSI(b, len, addI(b, start, chunk));
   Value count = maxSI(b, subI(b, end, start), constI32(b, 0));
   Value iters =
       divUI(b, addI(b, count, constI32(b, tpi - 1)), constI32(b, tpi));

@@ -102,6 +102,7 @@ struct GemmKernel {
     return {base, addI(b, base, half)};
   }
 
+  void prefetchWeights(ImplicitLocOpBuilder &b);
   void emitBody(ImplicitLocOpBuilder &b);
   void emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart, Value count);
   void copyRows(ImplicitLocOpBuilder &b, Value src, int64_t rows,
@@ -136,6 +137,31 @@ void GemmKernel::emitBody(ImplicitLocOpBuilder &b) {
                    [&](ImplicitLocOpBuilder &tb, Value tileStart, Value count) {
                      emitTokenTile(tb, tileStart, count);
                    });
+}
+
+/// Before griddepcontrol.wait, where shouldPrefetchWeights: thread r <
+/// tileRows asks L2 for the CTA's k range of its staged row r, so that the
+/// weight stream is done while the previous kernel runs.
+void GemmKernel::prefetchWeights(ImplicitLocOpBuilder &b) {
+  const int64_t elemBytes = getTypeBytes(p.act);
+  if (!shouldPrefetchWeights(p.rows * p.hidden * elemBytes))
+    return;
+  emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
+    Value r = threadIdX(pb);
+    ifThen(pb, cmpI(pb, CmpIPredicate::ult, r, constIndex(pb, s.tileRows)),
+           [&](ImplicitLocOpBuilder &ib) {
+             Value cta = blockIdX(ib);
+             Value k = mulI(ib, remUI(ib, cta, constIndex(ib, s.kSplit)),
+                            p.hidden / s.kSplit);
+             Value n0 =
+                 mulI(ib, divUI(ib, cta, constIndex(ib, s.kSplit)), s.tileRows);
+             Value elem = addI(ib, mulI(ib, weightRow(ib, n0, r), p.hidden), k);
+             prefetchToL2(ib,
+                          offsetPointer(ib, getGlobalPointer(ib, p.weight),
+                                        mulI(ib, elem, elemBytes)),
+                          p.hidden / s.kSplit * elemBytes);
+           });
+  });
 }
 
 /// Copies k-elements [k, k + stageK) of `rows` rows of `src` (row r starts
@@ -544,6 +570,7 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
   if (k.rms)
     k.stats = arg(contract::role::kPartialStats);
   k.counters = arg(contract::role::kSplitCounters);
+  k.prefetchWeights(b);
   k.emitBody(b);
 
   variant.schedule = getScheduleAttr(kernel.getContext(), s);

@@ -39,6 +39,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Fragments/AsyncCopy.h"
 #include "../Fragments/Reduce.h"
 #include "../KernelEmitter.h"
 #include "Projection.h"
@@ -55,6 +56,7 @@ struct CudaCoreKernel {
   const ProjectionSchedule &s;
   Value xs, scratch;
 
+  void prefetchWeights(ImplicitLocOpBuilder &b);
   void emitBody(ImplicitLocOpBuilder &b);
   void normalizeTile(ImplicitLocOpBuilder &b, Value tileStart, Value count,
                      Value isCta0);
@@ -190,6 +192,37 @@ void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
           });
 }
 
+/// Before griddepcontrol.wait, where shouldPrefetchWeights: lane 2i + j of
+/// each warp asks L2 for row j of the warp's i-th pair (every pair of the
+/// warp: at most 16), so that this kernel's weight stream is done while the
+/// previous kernel runs.
+void CudaCoreKernel::prefetchWeights(ImplicitLocOpBuilder &b) {
+  const int64_t rowBytes = p.hidden * getTypeBytes(p.act);
+  const int64_t rounds = llvm::divideCeil(p.pairs, s.grid * s.warps);
+  if (!shouldPrefetchWeights(2 * p.pairs * rowBytes) ||
+      rounds > TargetInfo::kWarpSize / 2)
+    return;
+  emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
+    Value lane = laneId(pb);
+    Value round = divUI(pb, lane, constIndex(pb, 2));
+    Value pair = addI(pb, addI(pb, mulI(pb, blockIdX(pb), s.warps), warpId(pb)),
+                      mulI(pb, round, mulI(pb, gridDimX(pb), s.warps)));
+    Value wanted =
+        andI(pb, cmpI(pb, CmpIPredicate::ult, round, constIndex(pb, rounds)),
+             cmpI(pb, CmpIPredicate::ult, pair, constIndex(pb, p.pairs)));
+    ifThen(pb, wanted, [&](ImplicitLocOpBuilder &ib) {
+      PairRows rows = getPairRows(ib, p, pair);
+      Value isB = cmpI(ib, CmpIPredicate::ne,
+                       remUI(ib, lane, constIndex(ib, 2)), constIndex(ib, 0));
+      Value row = select(ib, isB, rows.rowB, rows.rowA);
+      prefetchToL2(ib,
+                   offsetPointer(ib, getGlobalPointer(ib, p.weight),
+                                 mulI(ib, row, rowBytes)),
+                   rowBytes);
+    });
+  });
+}
+
 /// Normalises the `count` tokens of the tile into `xs`. One token: the whole
 /// CTA normalises it (lowest latency). Several: warp t % warps normalises
 /// token t with shuffles only, in parallel.
@@ -284,6 +317,7 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
   k.xs = addWorkgroupBuffer(*func, p.act, s.batchTile * p.hidden);
   (*func)->setAttr("nvvm.minctasm", b.getI32IntegerAttr(s.minCtasPerSM));
   k.scratch = addWorkgroupBuffer(*func, b.getF32Type(), s.warps);
+  k.prefetchWeights(b);
   k.emitBody(b);
 
   launch.schedule = getScheduleAttr(kernel.getContext(), s);

@@ -151,3 +151,7 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
   }
   return schedules;
 }
+
+bool mlir::fusion::shouldPrefetchWeights(int64_t weightBytes) {
+  return weightBytes <= TargetInfo::kL2PrefetchBytes;
+}

@@ -176,6 +176,15 @@ ProjectionSchedule chooseProjectionSchedule(const ProjectionShape &shape,
                                             bool hasBatchVariant,
                                             const TargetInfo &target);
 
+/// Whether a kernel streaming `weightBytes` of weights prefetches all of
+/// them into L2 before griddepcontrol.wait: only when they fit
+/// TargetInfo::kL2PrefetchBytes. Such a kernel is latency-bound and its
+/// stream is done while the previous kernel runs; the head of a larger
+/// stream, prefetched while earlier kernels stream tens of MB through L2,
+/// is evicted before it is read and costs bandwidth (Llama-3-8B shape on
+/// the H200: 2-6% slower at batch 1 with 2-8 MiB heads; docs/performance.md).
+bool shouldPrefetchWeights(int64_t weightBytes);
+
 } // namespace mlir::fusion
 
 #endif // FUSION_LIB_CONVERSION_FUSIONTOGPU_SCHEDULE_PROJECTIONSCHEDULE_H
