@@ -247,4 +247,21 @@ ModelArgumentMap mapModelArguments(const Manifest &manifest,
   return map;
 }
 
+DType getModelDType(const Manifest &manifest,
+                    const ManifestFunction &function) {
+  for (const ManifestArgument &a : function.arguments)
+    if (a.name == "embed_w") {
+      if (a.dtype == ElemType::F16)
+        return DType::F16;
+      if (a.dtype == ElemType::BF16)
+        return DType::BF16;
+      throwFormat(manifest.source, ": function \"", function.name,
+                  "\": embed_w is ", elemTypeName(a.dtype),
+                  ", not an activation dtype (f16 or bf16)");
+    }
+  throwFormat(manifest.source, ": function \"", function.name,
+              "\" has no argument embed_w: not a whole model "
+              "(fusion-import --whole-model)");
+}
+
 } // namespace fusion::runtime

@@ -286,3 +286,21 @@ TEST(ModelArguments, ResultsAndHostTensors) {
       mapModelArguments(manifestNamed(), tinyFunction(true, false), c, w));
   EXPECT_CONTAINS(msg, "field \"hidden_act\": \"gelu\" is not silu");
 }
+
+TEST(ModelArguments, ModelDTypeIsTheEmbeddingTables) {
+  EXPECT_EQ(getModelDType(manifestNamed(), tinyFunction(true, false)),
+            DType::F16);
+  EXPECT_EQ(
+      getModelDType(manifestNamed(), tinyFunction(false, true, ElemType::BF16)),
+      DType::BF16);
+  ManifestFunction f = tinyFunction(true, false);
+  argument(f, "embed_w").dtype = ElemType::F32;
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(FormatError, getModelDType(manifestNamed(), f)),
+      "tiny.manifest.json: function \"decode_step\": embed_w is "
+      "f32, not an activation dtype (f16 or bf16)");
+  argument(f, "embed_w").name = "table";
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(FormatError, getModelDType(manifestNamed(), f)),
+      "function \"decode_step\" has no argument embed_w");
+}

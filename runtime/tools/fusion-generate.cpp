@@ -46,9 +46,7 @@ double msSince(Clock::time_point start) {
 /// The dtype the model was compiled for (its embedding table's), checked
 /// against --dtype.
 DType compiledDType(const Model &model, const GenerateOptions &o) {
-  const ManifestArgument &table =
-      model.arguments()[model.argumentIndex("embed_w")];
-  const DType dtype = table.dtype == ElemType::BF16 ? DType::BF16 : DType::F16;
+  const DType dtype = getModelDType(model.manifest(), model.function());
   if (!o.dtype.empty() && o.dtype != dtypeName(dtype))
     throwInvalidArgument("--dtype ", o.dtype, ": ", o.model,
                          " was compiled for ", dtypeName(dtype));

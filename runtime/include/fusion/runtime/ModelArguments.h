@@ -105,6 +105,12 @@ ModelArgumentMap mapModelArguments(const Manifest &manifest,
                                    const ModelConfig &config,
                                    const ModelWeights &weights);
 
+/// The activation dtype `function` (a whole-model step of `manifest`) was
+/// compiled for: that of its embedding table `embed_w`, f16 or bf16. Throws
+/// FormatError naming the manifest and the function when there is no
+/// `embed_w` or its dtype is neither.
+DType getModelDType(const Manifest &manifest, const ManifestFunction &function);
+
 } // namespace fusion::runtime
 
 #endif // FUSION_RUNTIME_MODELARGUMENTS_H
