@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ ccache python3 python3-pip libgtest-dev nlohmann-json3-dev
+packages=(cmake ninja-build g++ ccache python3 python3-pip python3-venv libgtest-dev nlohmann-json3-dev
           llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools)
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds everything, and runs all
 # tests through ctest (the lit/FileCheck suite, the GoogleTest units, the
-# golden cross-check and the fuzz smoke test), then builds and runs them again
-# under the sanitizers. GPU tests report themselves as skipped on a machine
-# without a GPU.
+# golden cross-check and the fuzz smoke test) and the Python package's tests
+# (pytest), then builds and runs the ctest suite again under the sanitizers.
+# GPU tests report themselves as skipped on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --with-sanitizers
 ninja -C build
 ctest --test-dir build --output-on-failure
+
+# The Python package (python/): built and installed into build/venv, then its
+# tests (GPU tests skip themselves without a GPU).
+scripts/python.sh
+build/venv/bin/python -m pytest -q python/tests
 
 # Again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/): the
 # unit tests, lit and the fuzz smoke test; any report fails the test. The

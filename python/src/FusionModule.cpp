@@ -1,0 +1,276 @@
+//===- FusionModule.cpp - the `fusion._fusion` Python extension -----------===//
+//
+// nanobind bindings of the C++ runtime (runtime/): no second implementation
+// of manifest parsing, variant choice, the num_splits policy, checkpoint
+// loading or the KV-cache bookkeeping in Python. What is bound:
+//  * the runtime's exceptions, as Python exceptions under fusion.Error
+//    (itself a RuntimeError);
+//  * Model: one function of a manifest (fusion-compile's .manifest.json),
+//    inspected on any machine;
+//  * device_name: the GPU the driver reports (DeviceUnavailableError
+//    without one);
+//  * Engine: a whole model compiled from `fusion-import --whole-model`, its
+//    weights and paged KV caches on a GPU (Engine.h), with step, prefill and
+//    score. The GIL is released while the GPU works.
+// python/fusion/__init__.py re-exports these and adds `generate`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fusion/runtime/Checkpoint.h"
+#include "fusion/runtime/Cuda.h"
+#include "fusion/runtime/DType.h"
+#include "fusion/runtime/Engine.h"
+#include "fusion/runtime/Error.h"
+#include "fusion/runtime/File.h"
+#include "fusion/runtime/Model.h"
+#include "fusion/runtime/ModelArguments.h"
+#include "fusion/tooling/Weights.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <optional>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using namespace fusion::runtime;
+
+namespace {
+
+/// Ownership of a std::vector handed to numpy without a copy.
+template <typename T>
+nb::ndarray<nb::numpy, T> toNumpy(std::vector<T> values,
+                                  std::initializer_list<size_t> shape) {
+  auto *owned = new std::vector<T>(std::move(values));
+  nb::capsule owner(
+      owned, [](void *p) noexcept { delete static_cast<std::vector<T> *>(p); });
+  return nb::ndarray<nb::numpy, T>(owned->data(), shape, owner);
+}
+
+nb::list shapeList(const std::vector<Dim> &shape) {
+  nb::list dims;
+  for (const Dim &d : shape)
+    if (d.isSymbol())
+      dims.append(d.symbol);
+    else
+      dims.append(d.value);
+  return dims;
+}
+
+nb::list argumentsOf(const Model &model) {
+  nb::list out;
+  for (const ManifestArgument &a : model.arguments()) {
+    nb::dict d;
+    d["name"] = a.name;
+    d["kind"] = a.kind;
+    d["role"] = model.argumentRole(a.index);
+    d["dtype"] = std::string(elemTypeName(a.dtype));
+    d["shape"] = shapeList(a.shape);
+    out.append(d);
+  }
+  return out;
+}
+
+nb::list kernelsOf(const Model &model) {
+  nb::list out;
+  for (const ManifestKernel *k : model.kernels()) {
+    nb::list variants;
+    for (const ManifestVariant &v : k->variants) {
+      nb::dict variant;
+      variant["min_batch"] = v.minBatch;
+      variant["entry"] = v.entry;
+      variants.append(variant);
+    }
+    nb::dict d;
+    d["name"] = k->name;
+    d["entry"] = k->entry;
+    d["variants"] = variants;
+    out.append(d);
+  }
+  return out;
+}
+
+/// An Engine with the CUDA context it runs in (declared first: destroyed
+/// after the engine; on the heap, so that it never moves under it).
+struct PyEngine {
+  std::unique_ptr<cuda::Context> context;
+  std::unique_ptr<Engine> engine;
+
+  /// `model`: the compiled model's path prefix (<model>.manifest.json and
+  /// <model>.ptx); `checkpoint`: the Hugging Face directory (config.json and
+  /// safetensors), or with `randomWeights` only its config.json.
+  PyEngine(const std::string &model, const std::string &checkpoint,
+           int64_t maxBatch, int64_t maxTokensPerSeq,
+           const std::string &function, int device, bool graph,
+           std::optional<uint64_t> randomWeights) {
+    Model m = Model::load(model + ".manifest.json", function);
+    const std::string ptxName = model + ".ptx";
+    std::string ptx = readFile(ptxName, "PTX", uint64_t{1} << 30);
+    const DType dtype = getModelDType(m.manifest(), m.function());
+    const ModelConfig config =
+        randomWeights ? ModelConfig::load(checkpoint + "/config.json")
+                      : Checkpoint::open(checkpoint).config;
+    context = std::make_unique<cuda::Context>(cuda::Context::open(device));
+    EngineCapacity capacity;
+    capacity.maxBatch = maxBatch;
+    capacity.maxTokensPerSeq = maxTokensPerSeq;
+    engine = std::make_unique<Engine>(
+        *context, std::move(m), ptx, ptxName, config,
+        randomWeights
+            ? fusion::tooling::randomModelWeights(config, dtype, *randomWeights)
+            : loadModelWeights(TensorStore::open(checkpoint), config, dtype),
+        capacity, EngineOptions{graph, false});
+  }
+
+  /// The logits of a step (dtype bit patterns) as float32 [batch, vocab].
+  nb::ndarray<nb::numpy, float> logitsArray(const std::vector<uint16_t> &bits,
+                                            size_t batch) const {
+    std::vector<float> values(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i)
+      values[i] = toFloat(engine->dtype(), bits[i]);
+    return toNumpy(std::move(values),
+                   {batch, static_cast<size_t>(engine->vocabSize())});
+  }
+
+  nb::object step(const std::vector<SeqId> &seqs,
+                  const std::vector<int32_t> &tokens, bool withLogits) {
+    std::vector<uint16_t> logits;
+    std::vector<int32_t> next;
+    {
+      nb::gil_scoped_release release;
+      next = engine->step(seqs, tokens, withLogits ? &logits : nullptr);
+    }
+    if (!withLogits)
+      return nb::cast(next);
+    return nb::make_tuple(next, logitsArray(logits, seqs.size()));
+  }
+
+  nb::object prefill(const std::vector<SeqId> &seqs,
+                     const std::vector<std::vector<int32_t>> &prompts,
+                     bool withLogits) {
+    std::vector<uint16_t> logits;
+    std::vector<int32_t> next;
+    {
+      nb::gil_scoped_release release;
+      next = engine->prefill(seqs, prompts, withLogits ? &logits : nullptr);
+    }
+    if (!withLogits)
+      return nb::cast(next);
+    return nb::make_tuple(next, logitsArray(logits, seqs.size()));
+  }
+
+  nb::ndarray<nb::numpy, double> score(const std::vector<int32_t> &tokens) {
+    std::vector<double> logProbs;
+    {
+      nb::gil_scoped_release release;
+      logProbs = engine->score(tokens);
+    }
+    const size_t n = logProbs.size();
+    return toNumpy(std::move(logProbs), {n});
+  }
+};
+
+void bindErrors(nb::module_ &m) {
+  // Translators are tried most recent first: the base class goes first.
+  static nb::exception<Error> error(m, "Error", PyExc_RuntimeError);
+  static nb::exception<InvalidArgumentError> invalid(m, "InvalidArgumentError",
+                                                     error);
+  static nb::exception<CapacityError> capacity(m, "CapacityError", error);
+  static nb::exception<FormatError> format(m, "FormatError", error);
+  static nb::exception<UnsupportedError> unsupported(m, "UnsupportedError",
+                                                     error);
+  static nb::exception<DeviceUnavailableError> device(
+      m, "DeviceUnavailableError", error);
+  static nb::exception<CudaError> cuda(m, "CudaError", error);
+}
+
+void bindModel(nb::module_ &m) {
+  nb::class_<Model>(m, "Model",
+                    "One function of a compiled manifest (fusion-compile's "
+                    "<prefix>.manifest.json), resolved: its arguments, "
+                    "results and kernels in launch order.")
+      .def_static(
+          "load",
+          [](const std::string &manifest, const std::string &function) {
+            return Model::load(manifest, function);
+          },
+          "manifest"_a, "function"_a = "",
+          "Reads and validates `manifest`; `function` empty: its only "
+          "function. Raises FormatError / InvalidArgumentError.")
+      .def_prop_ro("function",
+                   [](const Model &model) { return model.function().name; })
+      .def_prop_ro("arguments", &argumentsOf,
+                   "[{name, kind, role, dtype, shape}] in argument order")
+      .def_prop_ro("kernels", &kernelsOf,
+                   "[{name, entry, variants: [{min_batch, entry}]}] in launch "
+                   "order")
+      .def_prop_ro("max_splits", &Model::maxSplits)
+      .def("default_num_splits", &Model::defaultNumSplits, "batch"_a,
+           "max_seq_len"_a,
+           "The split-KV attention's num_splits for a step (the "
+           "manifest's policy).");
+}
+
+void bindEngine(nb::module_ &m) {
+  nb::class_<PyEngine>(m, "Engine",
+                       "A whole model (fusion-import --whole-model, "
+                       "fusion-compile) with its weights and paged KV caches "
+                       "on one GPU; sequences are named by integer ids.")
+      .def(nb::init<const std::string &, const std::string &, int64_t, int64_t,
+                    const std::string &, int, bool, std::optional<uint64_t>>(),
+           "model"_a, "checkpoint"_a, "max_batch"_a = 1,
+           "max_tokens_per_seq"_a = 2048, "function"_a = "decode_step",
+           "device"_a = 0, "graph"_a = true, "random_weights"_a = nb::none(),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("device_name",
+                   [](const PyEngine &e) { return e.context->name(); })
+      .def_prop_ro("dtype",
+                   [](const PyEngine &e) {
+                     return std::string(dtypeName(e.engine->dtype()));
+                   })
+      .def_prop_ro("vocab_size",
+                   [](const PyEngine &e) { return e.engine->vocabSize(); })
+      .def_prop_ro("weight_bytes",
+                   [](const PyEngine &e) { return e.engine->weightBytes(); })
+      .def_prop_ro("cache_bytes",
+                   [](const PyEngine &e) { return e.engine->cacheBytes(); })
+      .def(
+          "add_sequence",
+          [](PyEngine &e, SeqId id) { e.engine->addSequence(id); }, "id"_a)
+      .def(
+          "remove_sequence",
+          [](PyEngine &e, SeqId id) { e.engine->removeSequence(id); }, "id"_a)
+      .def(
+          "length",
+          [](const PyEngine &e, SeqId id) { return e.engine->length(id); },
+          "id"_a)
+      .def("step", &PyEngine::step, "seqs"_a, "tokens"_a, "logits"_a = false,
+           "Appends tokens[b] to sequence seqs[b]; returns the greedy next "
+           "tokens (and, with logits=True, float32 logits [batch, vocab]).")
+      .def("prefill", &PyEngine::prefill, "seqs"_a, "prompts"_a,
+           "logits"_a = false,
+           "Runs prompts[b] through sequence seqs[b] (one decode step per "
+           "prompt token); returns the greedy next tokens (and logits).")
+      .def("score", &PyEngine::score, "tokens"_a,
+           "log p(tokens[i] | tokens[:i]) for i >= 1 (float64, n - 1 "
+           "values), teacher-forced in a fresh sequence.");
+}
+
+} // namespace
+
+NB_MODULE(_fusion, m) {
+  m.doc() = "fusion's C++ runtime (runtime/), bound with nanobind";
+  bindErrors(m);
+  bindModel(m);
+  bindEngine(m);
+  m.def(
+      "device_name",
+      [](int device) { return cuda::Context::open(device).name(); },
+      "device"_a = 0,
+      "The name of CUDA device `device`; DeviceUnavailableError without a "
+      "driver or device.");
+}

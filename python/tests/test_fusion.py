@@ -1,0 +1,122 @@
+"""Tests of the fusion Python package (python/, the nanobind bindings).
+
+CPU tests run everywhere: the package imports, inspects a compiled manifest
+(checked against the manifest's JSON read here with the json module) and
+reports bad input and a missing GPU as fusion exceptions. The engine on a GPU
+is tested by test_engine_gpu, which needs a device and $FUSION_ENGINE_MODELS
+(the whole tiny models ctest compiles, runtime/test/CMakeLists.txt).
+"""
+
+import json
+import math
+import os
+import pathlib
+
+import pytest
+
+import fusion
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TINY = REPO / "runtime" / "test" / "data" / "tiny_decode"
+TINY_CONFIG = REPO / "runtime" / "test" / "data" / "configs" / "tiny_model.json"
+
+
+def has_gpu():
+    try:
+        fusion.device_name()
+        return True
+    except fusion.DeviceUnavailableError:
+        return False
+
+
+def manifest_json():
+    with open(f"{TINY}.manifest.json") as f:
+        return json.load(f)
+
+
+def test_version_and_exceptions():
+    assert fusion.__version__ == "0.1.0"
+    assert issubclass(fusion.Error, RuntimeError)
+    for name in ("InvalidArgumentError", "CapacityError", "FormatError",
+                 "UnsupportedError", "DeviceUnavailableError", "CudaError"):
+        assert issubclass(getattr(fusion, name), fusion.Error)
+
+
+def test_model_matches_the_manifest_json():
+    raw = manifest_json()
+    (fn,) = raw["functions"]
+    model = fusion.Model.load(f"{TINY}.manifest.json")
+    assert model.function == fn["name"]
+    assert [a["name"] for a in model.arguments] == [a["name"] for a in fn["arguments"]]
+    assert [a["dtype"] for a in model.arguments] == [a["dtype"] for a in fn["arguments"]]
+    assert [a["shape"] for a in model.arguments] == [a["shape"] for a in fn["arguments"]]
+    kernels = [k for k in raw["kernels"] if k["function"] == fn["name"]]
+    assert [k["entry"] for k in model.kernels] == [k["entry"] for k in kernels]
+    assert [[v["min_batch"] for v in k["variants"]] for k in model.kernels] == \
+        [[v["min_batch"] for v in k.get("variants", [])] for k in kernels]
+
+
+def test_num_splits_follows_the_documented_policy():
+    # docs/abi.md: max(1, min(max_splits, floor(target_ctas / (batch *
+    # grid_y)), ceil(max_seq_len / min_chunk_tokens))) for the split-KV
+    # kernel's primary launch at batch 1.
+    raw = manifest_json()
+    (attention,) = [k for k in raw["kernels"] if "max_splits" in k.get("schedule", {})]
+    sched = attention["schedule"]
+    grid_y = int(attention["grid"][1])
+    model = fusion.Model.load(f"{TINY}.manifest.json")
+    assert model.max_splits == sched["max_splits"]
+    for length in (0, 1, 64, 65, 1000, 100000):
+        expected = max(1, min(sched["max_splits"], sched["target_ctas"] // grid_y,
+                              math.ceil(length / sched["min_chunk_tokens"])))
+        assert model.default_num_splits(1, length) == expected, length
+
+
+def test_bad_manifests_raise(tmp_path):
+    with pytest.raises(fusion.Error, match="cannot open manifest .*missing.json"):
+        fusion.Model.load(str(tmp_path / "missing.json"))
+    bad = tmp_path / "bad.manifest.json"
+    bad.write_text("{")
+    with pytest.raises(fusion.FormatError, match="bad.manifest.json"):
+        fusion.Model.load(str(bad))
+    with pytest.raises(fusion.InvalidArgumentError, match="no function \"nope\""):
+        fusion.Model.load(f"{TINY}.manifest.json", "nope")
+
+
+def test_engine_rejects_what_is_not_a_whole_model_before_the_gpu():
+    # tiny_decode is one layer's front half, not fusion-import --whole-model.
+    with pytest.raises(fusion.FormatError, match="has no argument embed_w"):
+        fusion.Engine(str(TINY), str(TINY_CONFIG.parent), function="decode_layer")
+
+
+@pytest.mark.skipif(has_gpu(), reason="a GPU is present")
+def test_no_gpu_is_a_clear_error():
+    with pytest.raises(fusion.DeviceUnavailableError, match="CUDA"):
+        fusion.device_name()
+
+
+@pytest.mark.skipif(not has_gpu() or "FUSION_ENGINE_MODELS" not in os.environ,
+                    reason="needs a GPU and $FUSION_ENGINE_MODELS")
+def test_engine_gpu(tmp_path):
+    models = pathlib.Path(os.environ["FUSION_ENGINE_MODELS"])
+    config_dir = tmp_path / "tiny"
+    config_dir.mkdir()
+    (config_dir / "config.json").write_text(TINY_CONFIG.read_text())
+    engine = fusion.Engine(str(models / "tiny_model"), str(config_dir), max_batch=2,
+                           max_tokens_per_seq=32, random_weights=1)
+    assert engine.dtype in ("f16", "bf16")
+    prompt = [1, 5, 9, 2]
+    (a, b) = fusion.generate(engine, [prompt, prompt], max_new_tokens=6)
+    assert a == b and len(a) == 6
+    # The greedy tokens are the argmax of the logits the engine returns, and
+    # scoring the continuation teacher-forced gives each generated token
+    # the largest log-probability at its position.
+    engine.add_sequence(7)
+    next_tokens, logits = engine.prefill([7], [prompt], logits=True)
+    assert next_tokens == [int(logits[0].argmax())] == [a[0]]
+    engine.remove_sequence(7)
+    log_probs = engine.score(prompt + a)
+    assert log_probs.shape == (len(prompt) + len(a) - 1,)
+    assert (log_probs <= 0).all()
+    with pytest.raises(fusion.InvalidArgumentError):
+        engine.step([3], [1])  # no sequence 3
