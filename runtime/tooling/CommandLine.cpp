@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <iostream>
 #include <optional>
 
 namespace fusion::tooling {
@@ -50,6 +51,21 @@ bool parseArguments(std::string_view tool, const std::vector<std::string> &args,
       usageError(tool, "unknown argument \"" + arg + "\"");
   }
   return false;
+}
+
+int runToolMain(std::string_view tool, const std::function<int()> &body) {
+  try {
+    return body();
+  } catch (const runtime::DeviceUnavailableError &e) {
+    std::cout << "no CUDA device: skipped (" << e.what() << ")\n";
+    return kExitSkipped;
+  } catch (const runtime::CudaError &e) {
+    std::cerr << tool << ": CUDA error: " << e.what() << "\n";
+    return kExitError;
+  } catch (const std::exception &e) {
+    std::cerr << tool << ": " << e.what() << "\n";
+    return kExitError;
+  }
 }
 
 } // namespace fusion::tooling

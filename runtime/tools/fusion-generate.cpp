@@ -21,6 +21,7 @@
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/File.h"
 #include "fusion/runtime/LogProbs.h"
+#include "fusion/tooling/CommandLine.h"
 #include "fusion/tooling/GenerateOptions.h"
 #include "fusion/tooling/Weights.h"
 
@@ -32,9 +33,6 @@ using namespace fusion::runtime;
 using namespace fusion::tooling;
 
 namespace {
-
-constexpr int kExitError = 2;
-constexpr int kExitSkipped = 77;
 
 using Clock = std::chrono::steady_clock;
 
@@ -169,7 +167,7 @@ int run(const GenerateOptions &o) {
 } // namespace
 
 int main(int argc, char **argv) {
-  try {
+  return runToolMain("fusion-generate", [&] {
     GenerateOptions o =
         parseGenerateOptions(std::vector<std::string>(argv + 1, argv + argc));
     if (o.help) {
@@ -182,14 +180,5 @@ int main(int argc, char **argv) {
       return 0;
     }
     return run(o);
-  } catch (const DeviceUnavailableError &e) {
-    std::cout << "no CUDA device: skipped (" << e.what() << ")\n";
-    return kExitSkipped;
-  } catch (const CudaError &e) {
-    std::cerr << "fusion-generate: CUDA error: " << e.what() << "\n";
-    return kExitError;
-  } catch (const std::exception &e) {
-    std::cerr << "fusion-generate: " << e.what() << "\n";
-    return kExitError;
-  }
+  });
 }

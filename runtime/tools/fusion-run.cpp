@@ -20,6 +20,7 @@
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/File.h"
 #include "fusion/tooling/Checker.h"
+#include "fusion/tooling/CommandLine.h"
 #include "fusion/tooling/DeviceRunner.h"
 #include "fusion/tooling/Inspect.h"
 #include "fusion/tooling/Options.h"
@@ -43,8 +44,6 @@ using namespace fusion::tooling;
 namespace {
 
 constexpr int kExitMismatch = 1;
-constexpr int kExitError = 2;
-constexpr int kExitSkipped = 77;
 
 /// The host's K/V caches and step source: a random history, or the golden's.
 struct HostData {
@@ -221,7 +220,7 @@ int run(const Options &o) {
 } // namespace
 
 int main(int argc, char **argv) {
-  try {
+  return runToolMain("fusion-run", [&] {
     Options o = parseOptions(std::vector<std::string>(argv + 1, argv + argc));
     if (o.help) {
       std::cout << usage();
@@ -233,14 +232,5 @@ int main(int argc, char **argv) {
       return 0;
     }
     return run(o);
-  } catch (const DeviceUnavailableError &e) {
-    std::cout << "no CUDA device: skipped (" << e.what() << ")\n";
-    return kExitSkipped;
-  } catch (const CudaError &e) {
-    std::cerr << "fusion-run: CUDA error: " << e.what() << "\n";
-    return kExitError;
-  } catch (const std::exception &e) {
-    std::cerr << "fusion-run: " << e.what() << "\n";
-    return kExitError;
-  }
+  });
 }

@@ -9,9 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../Fragments/Abi.h"
-#include "../KernelEmitter.h"
-#include "../Schedule/ElementwiseSchedule.h"
+#include "RowKernel.h"
 
 using namespace mlir;
 using namespace mlir::fusion;
@@ -42,38 +40,21 @@ mlir::fusion::emitEmbeddingKernel(KernelOp kernel, const TargetInfo &target,
            << hidden
            << " is not a multiple of 8 (rows are copied in 16-byte vectors of "
               "8 elements)";
-  const int64_t vectors = hidden / kVectorWidth;
-  const RowChunks rows = chooseRowChunks(vectors);
-
-  KernelLaunch launch;
-  launch.entry = kernel.getSymName().str();
-  launch.params = getDefaultKernelParams(kernel);
-  launch.blockSize = rows.threads;
-  launch.grid = {std::string(contract::dim::kBatch),
-                 std::to_string(rows.chunks), "1"};
-  OpBuilder builder(kernel.getContext());
-  gpu::GPUFuncOp func =
-      createKernelFunc(builder, kernel.getLoc(), module, launch.entry,
-                       launch.params, rows.threads, target);
-  KernelArgs args(kernel, func, launch.params);
-  Value tokens = args.input(op.getTokens());
-  Value table = args.input(op.getTable());
-  Value out = args.output(op.getResult());
-  if (!tokens || !table || !out)
-    return kernel.emitOpError("embedding: the tokens and the table must be "
-                              "kernel operands and the result a kernel result");
-
-  ImplicitLocOpBuilder b(kernel.getLoc(), builder);
-  Value token = blockIdX(b);
-  Value chunkStart = mulI(b, blockIdY(b), rows.threads);
-  Value vec = addI(b, chunkStart, threadIdX(b));
-  ifThen(b, cmpI(b, CmpIPredicate::ult, vec, vectors),
-         [&](ImplicitLocOpBuilder &tb) {
-           emitCopyVector(tb, tokens, table, out, token, vec, vocab, hidden);
-         });
-  launch.schedule =
-      RowScheduleAttr::get(kernel.getContext(), RowKind::embedding,
-                           rows.threads, rows.chunks, kVectorWidth,
-                           /*unroll=*/1);
-  return launch;
+  Value tokens, table, out;
+  return emitRowKernel(
+      kernel, module, target, RowKind::embedding, hidden / kVectorWidth,
+      kVectorWidth,
+      [&](const KernelArgs &args) -> LogicalResult {
+        tokens = args.input(op.getTokens());
+        table = args.input(op.getTable());
+        out = args.output(op.getResult());
+        if (!tokens || !table || !out)
+          return kernel.emitOpError(
+              "embedding: the tokens and the table must be kernel operands "
+              "and the result a kernel result");
+        return success();
+      },
+      [&](ImplicitLocOpBuilder &b, Value token, Value vec) {
+        emitCopyVector(b, tokens, table, out, token, vec, vocab, hidden);
+      });
 }

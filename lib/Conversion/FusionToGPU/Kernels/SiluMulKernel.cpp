@@ -22,9 +22,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../Fragments/Abi.h"
-#include "../KernelEmitter.h"
 #include "../Schedule/ElementwiseSchedule.h"
+#include "RowKernel.h"
 
 #include <cmath>
 
@@ -52,41 +51,24 @@ mlir::fusion::emitSiluMulKernel(KernelOp kernel, const TargetInfo &target,
   const int64_t inter = resultType.getDimSize(1);
   Type act = resultType.getElementType();
   const int64_t width = chooseRowVectorWidth(inter);
-  const RowChunks rows = chooseRowChunks(inter / width);
-
-  KernelLaunch launch;
-  launch.entry = kernel.getSymName().str();
-  launch.params = getDefaultKernelParams(kernel);
-  launch.blockSize = rows.threads;
-  launch.grid = {std::string(contract::dim::kBatch),
-                 std::to_string(rows.chunks), "1"};
-  OpBuilder builder(kernel.getContext());
-  gpu::GPUFuncOp func =
-      createKernelFunc(builder, kernel.getLoc(), module, launch.entry,
-                       launch.params, rows.threads, target);
-  KernelArgs args(kernel, func, launch.params);
-  Value input = args.input(op.getInput());
-  Value out = args.output(op.getResult());
-  if (!input || !out)
-    return kernel.emitOpError("silu_mul: the input must be a kernel operand "
-                              "and the result a kernel result");
-
-  ImplicitLocOpBuilder b(kernel.getLoc(), builder);
-  Value token = blockIdX(b);
-  Value chunkStart = mulI(b, blockIdY(b), rows.threads);
-  Value vec = addI(b, chunkStart, threadIdX(b));
-  ifThen(b, cmpI(b, CmpIPredicate::ult, vec, inter / width),
-         [&](ImplicitLocOpBuilder &tb) {
-           Value column = mulI(tb, vec, width);
-           Value gateAt = addI(tb, mulI(tb, token, 2 * inter), column);
-           Value g = extToF32(tb, loadVector(tb, input, gateAt, width));
-           Value u = extToF32(
-               tb, loadVector(tb, input, addI(tb, gateAt, inter), width));
-           Value y = truncFromF32(tb, emitSiluMul(tb, g, u), act);
-           storeVector(tb, y, out, addI(tb, mulI(tb, token, inter), column));
-         });
-  launch.schedule =
-      RowScheduleAttr::get(kernel.getContext(), RowKind::silu_mul, rows.threads,
-                           rows.chunks, width, /*unroll=*/1);
-  return launch;
+  Value input, out;
+  return emitRowKernel(
+      kernel, module, target, RowKind::silu_mul, inter / width, width,
+      [&](const KernelArgs &args) -> LogicalResult {
+        input = args.input(op.getInput());
+        out = args.output(op.getResult());
+        if (!input || !out)
+          return kernel.emitOpError("silu_mul: the input must be a kernel "
+                                    "operand and the result a kernel result");
+        return success();
+      },
+      [&](ImplicitLocOpBuilder &b, Value token, Value vec) {
+        Value column = mulI(b, vec, width);
+        Value gateAt = addI(b, mulI(b, token, 2 * inter), column);
+        Value g = extToF32(b, loadVector(b, input, gateAt, width));
+        Value u =
+            extToF32(b, loadVector(b, input, addI(b, gateAt, inter), width));
+        Value y = truncFromF32(b, emitSiluMul(b, g, u), act);
+        storeVector(b, y, out, addI(b, mulI(b, token, inter), column));
+      });
 }

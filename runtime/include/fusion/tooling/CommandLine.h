@@ -2,8 +2,8 @@
 //
 // What fusion-run and fusion-generate share when they parse their command
 // lines (Options.h, GenerateOptions.h): `--flag value` and `--flag=value`,
-// integer values with their range, and usage errors that point at --help.
-// Errors are InvalidArgumentError.
+// integer values with their range, and usage errors that point at --help
+// (InvalidArgumentError); and how their main() reports errors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +39,17 @@ using OptionSetter = std::function<bool(
 /// usageError "unknown argument "<arg>"" when `set` returns false.
 bool parseArguments(std::string_view tool, const std::vector<std::string> &args,
                     const OptionSetter &set);
+
+/// The runtime tools' exit statuses besides 0: an error, and "skipped" (no
+/// CUDA device; ctest's SKIP_RETURN_CODE).
+inline constexpr int kExitError = 2;
+inline constexpr int kExitSkipped = 77;
+
+/// A tool's main() around `body`: its result; kExitSkipped after "no CUDA
+/// device: skipped (<why>)" on stdout for DeviceUnavailableError;
+/// kExitError after "<tool>: CUDA error: <what>" (CudaError) or
+/// "<tool>: <what>" (any other exception) on stderr.
+int runToolMain(std::string_view tool, const std::function<int()> &body);
 
 } // namespace fusion::tooling
 
