@@ -294,6 +294,17 @@ def upload_cache(cp, prob, cfg, pages):
     return cache
 
 
+def runtime_bindings():
+    """The fusion package (the runtime's bindings), needed on the GPU side
+    only; the --emit step runs without it."""
+    try:
+        import fusion
+    except ImportError:
+        sys.exit("check_attention.py needs the fusion package on the GPU "
+                 "machine: scripts/python.sh (or pip install .)")
+    return fusion
+
+
 class Kernel:
     """The attention kernel of a config's manifest: its own entry, or with
     `variant` = i the entry of its i-th batch variant (the tensor-core loop,
@@ -303,9 +314,12 @@ class Kernel:
         self.cp = cp
         self.cfg = cfg
         name = name or cfg[0]
-        with open(os.path.join(ptx_dir, name + ".manifest.json")) as f:
+        path = os.path.join(ptx_dir, name + ".manifest.json")
+        with open(path) as f:
             manifest = json.load(f)
         (kernel,) = manifest["kernels"]
+        # The runtime's view of it: the num_splits policy the bench uses.
+        self.model = runtime_bindings().Model.load(path)
         launch = kernel if variant is None else kernel["variants"][variant]
         self.label = cfg[0] + ("" if variant is None else "/" + launch["entry"].rsplit("_", 1)[1])
         self.module = cp.RawModule(path=os.path.join(ptx_dir, name + ".ptx"))
@@ -484,17 +498,6 @@ def main():
     return 0 if all_ok else 1
 
 
-def recommended_splits(kern, b, max_len):
-    """The num_splits policy recorded in the schedule (num_splits_policy).
-
-    A copy: the definition is fusion::contract::chooseNumSplits in
-    runtime/include/fusion/contract/Contract.h (keep the two equal until
-    Python reaches the runtime through bindings, issue 16).
-    """
-    return max(1, min(kern.max_splits, kern.target_ctas // (b * kern.grid_y),
-                      math.ceil(max_len / kern.min_chunk)))
-
-
 def bench(cp, ptx_dir, rng):
     """Default schedules with the recommended num_splits, L2-cold (the caches
     rotate over copies totalling >= 400 MB): Llama-3-8B (32/8, D=128, f16)
@@ -522,7 +525,7 @@ def bench(cp, ptx_dir, rng):
             part_o = cp.empty((b, hq, ms, d), dtype=cp.float32)
             part_s = cp.empty((b, hq, ms, 2), dtype=cp.float32)
             counters = cp.zeros((b, kern.grid_y), dtype=cp.int32)
-            ns = recommended_splits(kern, b, l)
+            ns = kern.model.default_num_splits(b, l)
             arg_sets = [(q, kc, vc, bt, sl, out, part_o, part_s, counters,
                          np.int32(b), np.int32(pages), np.int32(ns)) for bt in bts]
             t = time_launches(cp, kern.fn, (ns, kern.grid_y, b),

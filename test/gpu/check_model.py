@@ -31,7 +31,7 @@ stated. Where both strategies are present it also compares the fused
 elementwise rule (|difference| > 1e-4 in fewer than 0.01% of elements), with
 the maximum difference.
 
-Usage (on the GPU machine; CuPy + numpy):
+Usage (on the GPU machine; CuPy, numpy and the fusion package, `pip install .`):
   python3 test/gpu/check_model.py --dir out/ [--only NAME] [--batches 1,4,16]
 Exit status 0 iff every kernel check passes (the fused vs unfused rule is
 reported, not enforced).
@@ -47,6 +47,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_kernels as ck  # noqa: E402
+
+try:
+    import fusion  # the runtime's bindings: manifests and the num_splits policy
+except ImportError:
+    sys.exit("check_model.py needs the fusion package: scripts/python.sh "
+             "(or pip install .)")
 
 
 def argument_roles(manifest, fn):
@@ -203,19 +209,6 @@ def ref_kernel(kernel, ins, dt):
 EXACT = {"tokens"}
 
 
-def num_splits_for(kernel, launch, batch, max_len):
-    """The num_splits policy of the manifest (schedule num_splits_policy; the
-    definition is fusion::contract::chooseNumSplits in Contract.h, copied
-    here as in check_attention.py until Python reaches the runtime through
-    bindings, issue 16)."""
-    s = dict(kernel.get("schedule", {}))
-    s.update(launch.get("schedule", {}))
-    grid_y = int(launch["grid"][1])
-    return max(1, min(s.get("max_splits", 64),
-                      s.get("target_ctas", 264) // (batch * grid_y),
-                      -(-max_len // s.get("min_chunk_tokens", 64))))
-
-
 def decode_param(dev, buf, p, env):
     """Host float64 (or int) copy of a parameter's device buffer."""
     host = dev.to_host(buf).reshape(ck.resolve_shape(p["shape"], env))
@@ -236,9 +229,10 @@ def check_output(kname, role, got, want, exact, report):
     return passed
 
 
-def run_step(dev, ptx, manifest, fn, batch, seed, report):
+def run_step(dev, ptx, manifest, fn, batch, seed, report, model):
     """Runs one decode step kernel by kernel; returns (ok, outputs), outputs
-    mapping (kernel index, result) -> host decoded array."""
+    mapping (kernel index, result) -> host decoded array. `model` is the
+    runtime's view of `fn` (fusion.Model): its num_splits policy."""
     rng = np.random.default_rng(seed)
     args, env = make_arguments(manifest, fn, batch, rng)
     dev_args = {i: dev.to_device(np.ascontiguousarray(v))
@@ -248,8 +242,8 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report):
     for k in (k for k in manifest["kernels"] if k["function"] == fn["name"]):
         launch = ck.launch_for(k, batch)
         if any(p["role"] == "num_splits" for p in k["params"]):
-            env["num_splits"] = num_splits_for(k, launch, batch,
-                                               env["max_seq_len"])
+            env["num_splits"] = model.default_num_splits(batch,
+                                                         env["max_seq_len"])
         launch_args, ins, mine, caches = [], {}, [], {}
         for p in k["params"]:
             if p["kind"] == "input":
@@ -372,8 +366,11 @@ def main():
                 manifest = json.load(open(path + ".manifest.json"))
                 for fn in manifest["functions"]:
                     report = {"rows": [], "tol": 2e-3}
+                    model = fusion.Model.load(path + ".manifest.json",
+                                              fn["name"])
                     ok, out, arg_names = run_step(dev, path + ".ptx", manifest,
-                                                  fn, batch, 7 + batch, report)
+                                                  fn, batch, 7 + batch, report,
+                                                  model)
                     all_ok &= ok
                     total += len(report["rows"])
                     passed += sum(1 for r in report["rows"] if r[3])
