@@ -136,31 +136,35 @@ struct PyEngine {
                    {batch, static_cast<size_t>(engine->vocabSize())});
   }
 
-  nb::object step(const std::vector<SeqId> &seqs,
-                  const std::vector<int32_t> &tokens, bool withLogits) {
+  /// Runs `call` (a step or a prefill of `batch` rows, which fills the
+  /// logits it is given unless null) without the GIL; returns the next
+  /// tokens, with the logits when asked.
+  template <typename Call>
+  nb::object runStep(size_t batch, bool withLogits, Call call) {
     std::vector<uint16_t> logits;
     std::vector<int32_t> next;
     {
       nb::gil_scoped_release release;
-      next = engine->step(seqs, tokens, withLogits ? &logits : nullptr);
+      next = call(withLogits ? &logits : nullptr);
     }
     if (!withLogits)
       return nb::cast(next);
-    return nb::make_tuple(next, logitsArray(logits, seqs.size()));
+    return nb::make_tuple(next, logitsArray(logits, batch));
+  }
+
+  nb::object step(const std::vector<SeqId> &seqs,
+                  const std::vector<int32_t> &tokens, bool withLogits) {
+    return runStep(seqs.size(), withLogits, [&](std::vector<uint16_t> *l) {
+      return engine->step(seqs, tokens, l);
+    });
   }
 
   nb::object prefill(const std::vector<SeqId> &seqs,
                      const std::vector<std::vector<int32_t>> &prompts,
                      bool withLogits) {
-    std::vector<uint16_t> logits;
-    std::vector<int32_t> next;
-    {
-      nb::gil_scoped_release release;
-      next = engine->prefill(seqs, prompts, withLogits ? &logits : nullptr);
-    }
-    if (!withLogits)
-      return nb::cast(next);
-    return nb::make_tuple(next, logitsArray(logits, seqs.size()));
+    return runStep(seqs.size(), withLogits, [&](std::vector<uint16_t> *l) {
+      return engine->prefill(seqs, prompts, l);
+    });
   }
 
   nb::ndarray<nb::numpy, double> score(const std::vector<int32_t> &tokens) {
