@@ -11,9 +11,12 @@ ninja -C build
 ctest --test-dir build --output-on-failure
 
 # The Python package (python/): built and installed into build/venv, then its
-# tests (GPU tests skip themselves without a GPU).
+# tests (GPU tests skip themselves without a GPU; the engine's host side runs
+# on the mock driver and the model that ctest's runtime.mock-driver.* built).
 scripts/python.sh
-build/venv/bin/python -m pytest -q python/tests
+FUSION_TEST_MOCK_DRIVER=$PWD/build/runtime/test/libfusion_mock_cuda.so \
+  FUSION_TEST_MOCK_MODELS=$PWD/build/runtime/test/mock-driver-models \
+  build/venv/bin/python -m pytest -q python/tests
 
 # Again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/): the
 # unit tests, lit and the fuzz smoke test; any report fails the test. The

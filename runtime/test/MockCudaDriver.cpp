@@ -1,0 +1,167 @@
+//===- MockCudaDriver.cpp - a host-memory stand-in for libcuda ------------===//
+//
+// libfusion_mock_cuda.so: the driver functions the runtime loads
+// (runtime/src/Cuda.cpp, FUSION_CUDA_FUNCTIONS), loaded instead of libcuda
+// through FUSION_CUDA_DRIVER, so that the host side of the engine (its
+// bindings, uploads, graph capture calls, downloads, errors) runs in CI
+// without a GPU. Device memory is calloc'ed host memory, copies are memcpy,
+// modules, kernels, streams, graphs and events do nothing: no kernel runs, so
+// every output stays zero. It checks plumbing, never numerics (the GPU tests
+// do that). Defined after <cuda.h>, each function gets the versioned symbol
+// name and the prototype the header declares.
+//
+//===----------------------------------------------------------------------===//
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda.h>
+extern "C" {
+CUresult CUDAAPI cuGetErrorName(CUresult, const char **s) {
+  *s = "MOCK";
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGetErrorString(CUresult, const char **s) {
+  *s = "mock";
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuInit(unsigned int) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDriverGetVersion(int *v) {
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetCount(int *c) {
+  *c = 1;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGet(CUdevice *d, int o) {
+  *d = o;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetName(char *n, int len, CUdevice) {
+  std::snprintf(n, len, "Mock GPU");
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice) {
+  switch (a) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+    *v = 9;
+    break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+    *v = 0;
+    break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+    *v = 132;
+    break;
+  default:
+    *v = 1 << 20;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceTotalMem(size_t *b, CUdevice) {
+  *b = size_t(1) << 36;
+  return CUDA_SUCCESS;
+}
+static int ctxDummy;
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice) {
+  *c = (CUcontext)&ctxDummy;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+static int modDummy, funcDummy, streamDummy, graphDummy, execDummy;
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *, unsigned int,
+                                    CUjit_option *, void **) {
+  *m = (CUmodule)&modDummy;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule, const char *) {
+  *f = (CUfunction)&funcDummy;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) {
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t b) {
+  *p = (CUdeviceptr)std::calloc(1, b ? b : 1);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
+  std::free((void *)p);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemGetInfo(size_t *f, size_t *t) {
+  *f = *t = size_t(1) << 36;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t b) {
+  std::memcpy((void *)d, s, b);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoH(void *d, CUdeviceptr s, size_t b) {
+  std::memcpy(d, (void *)s, b);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t b,
+                                   CUstream) {
+  std::memcpy((void *)d, s, b);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t b, CUstream) {
+  std::memcpy(d, (void *)s, b);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t b,
+                                   CUstream) {
+  std::memcpy((void *)d, (void *)s, b);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
+  std::memset((void *)d, v, n);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n,
+                                 CUstream) {
+  std::memset((void *)d, v, n);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int) {
+  *s = (CUstream)&streamDummy;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamEndCapture(CUstream, CUgraph *g) {
+  *g = (CUgraph)&graphDummy;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *e, CUgraph,
+                                    unsigned long long) {
+  *e = (CUgraphExec)&execDummy;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec, CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuGraphDestroy(CUgraph) { return CUDA_SUCCESS; }
+static int eventDummy;
+CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int) {
+  *e = (CUevent)&eventDummy;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventDestroy(CUevent) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent, CUevent) {
+  *ms = 1.0f;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **,
+                                  void **) {
+  return CUDA_SUCCESS;
+}
+}
