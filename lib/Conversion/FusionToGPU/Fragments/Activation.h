@@ -13,7 +13,8 @@
 
 namespace mlir::fusion {
 
-/// silu(gate) * up of two f32 scalars, in fp32, with
+/// silu(gate) * up of two f32 scalars or two vectors of f32 (elementwise),
+/// in fp32, with
 /// silu(g) = g / (1 + 2^(-g * log2(e))): exp through `ex2.approx.ftz.f32`
 /// (relative error about 2^-22, far below the one rounding to f16/bf16 that
 /// follows; no libdevice call) and a correctly rounded division. The CPU

@@ -22,26 +22,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Fragments/Activation.h"
 #include "../Schedule/ElementwiseSchedule.h"
 #include "RowKernel.h"
 
-#include <cmath>
-
 using namespace mlir;
 using namespace mlir::fusion;
-
-/// silu(g) * u for vectors of f32: g / (1 + 2^(-g * log2(e))) * u.
-static Value emitSiluMul(ImplicitLocOpBuilder &b, Value g, Value u) {
-  const int64_t width = cast<VectorType>(g.getType()).getNumElements();
-  Value t = mulF(b, g, splat(b, constF32(b, -M_LOG2E), width));
-  SmallVector<Value> powers;
-  for (int64_t i = 0; i < width; ++i)
-    powers.push_back(exp2F32(b, extract(b, t, i)));
-  Value e = vector::FromElementsOp::create(b, t.getType(), powers);
-  Value one = splat(b, constF32(b, 1.0), width);
-  Value silu = divF(b, g, addF(b, one, e));
-  return mulF(b, silu, u);
-}
 
 FailureOr<KernelLaunch>
 mlir::fusion::emitSiluMulKernel(KernelOp kernel, const TargetInfo &target,
