@@ -28,7 +28,10 @@ from ._fusion import (
     device_name,
 )
 
-__version__ = "0.1.0"
+from importlib.metadata import version as _distribution_version
+
+# The one home of the version is pyproject.toml.
+__version__ = _distribution_version("fusion-decode")
 
 __all__ = [
     "CapacityError", "CudaError", "DeviceUnavailableError", "Engine", "Error",
