@@ -2,7 +2,9 @@
 
 The C++ runtime (runtime/) bound with nanobind: ``Model`` inspects a compiled
 manifest on any machine; ``Engine`` runs a whole model compiled from
-``fusion-import --whole-model`` on a GPU::
+``fusion-import --whole-model`` on a GPU; ``Function`` launches one compiled
+function on the caller's device memory, and ``fusion.ops`` (needs PyTorch)
+makes the decode-layer front half a PyTorch op on it::
 
     import fusion
     engine = fusion.Engine("build/example/smollm2.decode", "build/models/smollm2",
@@ -22,6 +24,7 @@ from ._fusion import (
     Engine,
     Error,
     FormatError,
+    Function,
     InvalidArgumentError,
     Model,
     UnsupportedError,
@@ -35,7 +38,7 @@ __version__ = _distribution_version("fusion-decode")
 
 __all__ = [
     "CapacityError", "CudaError", "DeviceUnavailableError", "Engine", "Error",
-    "FormatError", "InvalidArgumentError", "Model", "UnsupportedError",
+    "FormatError", "Function", "InvalidArgumentError", "Model", "UnsupportedError",
     "device_name", "generate",
 ]
 

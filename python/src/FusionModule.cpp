@@ -12,6 +12,9 @@
 //  * Engine: a whole model compiled from `fusion-import --whole-model`, its
 //    weights and paged KV caches on a GPU (Engine.h), with step, prefill and
 //    score. The GIL is released while the GPU works.
+//  * Function: one compiled function loaded on a GPU and launched on the
+//    caller's tensors and stream (DecodeStep::runOnTensors); the PyTorch op
+//    of python/fusion/ops.py is built on it.
 // python/fusion/__init__.py re-exports these and adds `generate`.
 //
 //===----------------------------------------------------------------------===//
@@ -19,6 +22,7 @@
 #include "fusion/runtime/Checkpoint.h"
 #include "fusion/runtime/Cuda.h"
 #include "fusion/runtime/DType.h"
+#include "fusion/runtime/DecodeStep.h"
 #include "fusion/runtime/Engine.h"
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/File.h"
@@ -30,6 +34,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <memory>
@@ -70,6 +75,19 @@ nb::list argumentsOf(const Model &model) {
     d["role"] = model.argumentRole(a.index);
     d["dtype"] = std::string(elemTypeName(a.dtype));
     d["shape"] = shapeList(a.shape);
+    out.append(d);
+  }
+  return out;
+}
+
+nb::list resultsOf(const Model &model) {
+  nb::list out;
+  for (size_t r = 0; r < model.results().size(); ++r) {
+    const ManifestResult &res = model.results()[r];
+    nb::dict d;
+    d["role"] = model.resultRole(static_cast<int>(r));
+    d["dtype"] = std::string(elemTypeName(res.dtype));
+    d["shape"] = shapeList(res.shape);
     out.append(d);
   }
   return out;
@@ -178,6 +196,55 @@ struct PyEngine {
   }
 };
 
+/// A tensor as python/fusion/ops.py describes it: (address, dtype name,
+/// shape, strides in elements, CUDA device ordinal).
+using TensorTuple = std::tuple<uint64_t, std::string, std::vector<int64_t>,
+                               std::vector<int64_t>, int>;
+
+std::vector<DeviceTensor> toDeviceTensors(const std::vector<TensorTuple> &in,
+                                          const char *what) {
+  std::vector<DeviceTensor> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const auto &[address, dtype, shape, strides, device] = in[i];
+    std::optional<ElemType> type = parseElemType(dtype);
+    if (!type)
+      throwInvalidArgument(what, " ", i, ": dtype \"", dtype,
+                           "\" is not f16, bf16, f32 or i32");
+    out.push_back(DeviceTensor{address, *type, shape, strides, device});
+  }
+  return out;
+}
+
+/// One compiled function with the CUDA context, the Model and the
+/// DecodeStep it runs in (declared in destruction order; on the heap, so
+/// that nothing moves under the DecodeStep).
+struct PyFunction {
+  std::unique_ptr<cuda::Context> context;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<DecodeStep> step;
+
+  /// `prefix`: fusion-compile's output (<prefix>.manifest.json and
+  /// <prefix>.ptx); internal buffers for batches up to `maxBatch`.
+  PyFunction(const std::string &prefix, const std::string &function,
+             int64_t maxBatch, int device) {
+    model = std::make_unique<Model>(
+        Model::load(prefix + ".manifest.json", function));
+    const std::string ptxName = prefix + ".ptx";
+    std::string ptx = readFile(ptxName, "PTX", uint64_t{1} << 30);
+    context = std::make_unique<cuda::Context>(cuda::Context::open(device));
+    step = std::make_unique<DecodeStep>(*context, *model, ptx, ptxName,
+                                        Capacity{maxBatch, 1, 1});
+  }
+
+  void call(const std::vector<TensorTuple> &arguments,
+            const std::vector<TensorTuple> &results, int64_t numSplits,
+            uintptr_t stream) {
+    step->runOnTensors(toDeviceTensors(arguments, "argument"),
+                       toDeviceTensors(results, "result"), numSplits,
+                       reinterpret_cast<CUstream>(stream));
+  }
+};
+
 void bindErrors(nb::module_ &m) {
   // Translators are tried most recent first: the base class goes first.
   static nb::exception<Error> error(m, "Error", PyExc_RuntimeError);
@@ -209,6 +276,8 @@ void bindModel(nb::module_ &m) {
                    [](const Model &model) { return model.function().name; })
       .def_prop_ro("arguments", &argumentsOf,
                    "[{name, kind, role, dtype, shape}] in argument order")
+      .def_prop_ro("results", &resultsOf,
+                   "[{role, dtype, shape}] in result order")
       .def_prop_ro("kernels", &kernelsOf,
                    "[{name, entry, variants: [{min_batch, entry}]}] in launch "
                    "order")
@@ -264,13 +333,40 @@ void bindEngine(nb::module_ &m) {
            "values), teacher-forced in a fresh sequence.");
 }
 
+void bindFunction(nb::module_ &m) {
+  nb::class_<PyFunction>(m, "Function",
+                         "One compiled function (fusion-compile's output) "
+                         "loaded on a GPU, launched on the caller's tensors "
+                         "and stream.")
+      .def(nb::init<const std::string &, const std::string &, int64_t, int>(),
+           "prefix"_a, "function"_a = "", "max_batch"_a = 256, "device"_a = 0)
+      .def_prop_ro(
+          "model",
+          [](const PyFunction &f) -> const Model & { return *f.model; },
+          nb::rv_policy::reference_internal)
+      .def_prop_ro("device",
+                   [](const PyFunction &f) { return f.context->ordinal(); })
+      .def("call", &PyFunction::call, "arguments"_a, "results"_a,
+           "num_splits"_a, "stream"_a,
+           "Launches the function's kernels on `stream` (a CUstream as an "
+           "int): arguments[i] and results[r] are (address, dtype, shape, "
+           "strides, device) tuples in manifest order. Checks them all "
+           "first (InvalidArgumentError naming the tensor); never "
+           "synchronizes.");
+}
+
 } // namespace
 
 NB_MODULE(_fusion, m) {
   m.doc() = "fusion's C++ runtime (runtime/), bound with nanobind";
+  // torch.library keeps the PyTorch op's Python implementation (and through
+  // it this module's functions and types) alive past interpreter shutdown,
+  // by design; nanobind would report those as leaks at exit.
+  nb::set_leak_warnings(false);
   bindErrors(m);
   bindModel(m);
   bindEngine(m);
+  bindFunction(m);
   m.def(
       "device_name",
       [](int device) { return cuda::Context::open(device).name(); },

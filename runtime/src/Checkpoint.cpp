@@ -5,6 +5,7 @@
 #include "JsonUtil.h"
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/File.h"
+#include "fusion/runtime/Manifest.h"
 
 #include <cerrno>
 #include <cmath>
@@ -215,13 +216,6 @@ std::vector<uint16_t> packQKV(const ref::AttentionDims &dims, int64_t cols,
 }
 
 namespace {
-
-std::string shapeString(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 std::vector<uint16_t> readTensor(const TensorStore &store,
                                  const std::string &name,

@@ -172,6 +172,45 @@ void DecodeStep::runGraph(const StepShape &shape, const StepInputs &inputs,
   graph_.launch(stream, stepLabel());
 }
 
+void DecodeStep::runOnTensors(const std::vector<DeviceTensor> &arguments,
+                              const std::vector<DeviceTensor> &results,
+                              int64_t numSplits, CUstream stream) {
+  const Symbols sizes =
+      checkCallTensors(*model_, arguments, results, context_->ordinal());
+  LaunchPlan plan(*model_,
+                  Capacity{sizes.batch, sizes.max_pages, sizes.num_pages});
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const int ai = static_cast<int>(i);
+    plan.bindArgument(ai, arguments[i].address, plan.argumentBytes(ai));
+  }
+  const auto &buffers = model_->internalBuffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const int bi = static_cast<int>(i);
+    if (plan.internalBytes(bi) > plan_.internalBytes(bi))
+      throwCapacity(stepLabel(), ": a call of batch ", sizes.batch,
+                    " and block-table width ", sizes.max_pages, " needs ",
+                    plan.internalBytes(bi), " bytes for ", buffers[i].label,
+                    "; the step was loaded for batch ",
+                    plan_.capacity().maxBatch, " and width ",
+                    plan_.capacity().maxPages, " (", plan_.internalBytes(bi),
+                    " bytes)");
+    plan.setInternal(bi, internal_[i].get());
+  }
+  for (size_t r = 0; r < results.size(); ++r) {
+    const Binding &source = model_->results()[r].source;
+    if (source.kind == Binding::Kind::Argument)
+      throwUnsupported(stepLabel(), ": result ", r, " is argument ",
+                       source.index,
+                       "; runOnTensors needs every result to "
+                       "be a kernel output");
+    plan.setInternal(model_->internalForResult(source.index, source.result),
+                     results[r].address);
+  }
+  context_->makeCurrent();
+  launchAll(plan.prepare(StepShape{sizes.batch, sizes.max_pages, numSplits}),
+            stream, /*syncEach=*/false);
+}
+
 void DecodeStep::synchronize(CUstream stream) const {
   cuda::synchronize(stream ? stream : stream_.get(), stepLabel());
 }

@@ -88,6 +88,13 @@ std::string shapeString(const std::vector<Dim> &shape) {
   return s + "]";
 }
 
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols) {
   int64_t n = 1;
   for (const Dim &d : shape) {

@@ -5,6 +5,7 @@
 #include "JsonUtil.h"
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/File.h"
+#include "fusion/runtime/Manifest.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -37,13 +38,6 @@ int64_t checkedBytes(const std::vector<int64_t> &shape, int64_t elemSize) {
     n *= d;
   }
   return n;
-}
-
-std::string shapeString(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 } // namespace

@@ -41,6 +41,7 @@
 
 #include "fusion/runtime/Cuda.h"
 #include "fusion/runtime/Model.h"
+#include "fusion/runtime/TensorCall.h"
 
 #include <optional>
 #include <string>
@@ -113,6 +114,23 @@ public:
   /// capture, then launched. `inputs` are checked on every call.
   void runGraph(const StepShape &shape, const StepInputs &inputs,
                 CUstream stream = nullptr);
+  /// Launches one step on tensors its caller owns (a framework's custom
+  /// op: python/fusion/ops.py) on `stream`: `arguments[i]` is function
+  /// argument i, `results[r]` the memory result r is written to. The call's
+  /// sizes come from the tensors (checkCallTensors, which also checks
+  /// them), not from the capacity; `numSplits` as in StepShape. The bindings
+  /// of bind() are neither used nor changed. The runtime's own buffers
+  /// (intermediates, workspaces) are this DecodeStep's: a call that needs
+  /// more than the capacity gave them throws CapacityError. Nothing
+  /// synchronizes, allocates or copies, so the caller may capture the call
+  /// into its own CUDA graph; calls must be ordered on one stream (they
+  /// share those buffers). Unlike run(), the positions, seq_lens and block
+  /// table stay in device memory the runtime never reads: the caller
+  /// guarantees the launch preconditions of LaunchPlan::checkStepInputs
+  /// (out-of-range values are undefined behaviour, as in FlashInfer).
+  void runOnTensors(const std::vector<DeviceTensor> &arguments,
+                    const std::vector<DeviceTensor> &results, int64_t numSplits,
+                    CUstream stream);
   /// Number of graph captures so far.
   int graphCaptures() const { return captures_; }
   /// Waits for `stream` (null: stream()); a kernel fault is reported here

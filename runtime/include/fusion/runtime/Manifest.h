@@ -124,6 +124,8 @@ struct Dim {
 };
 /// "[batch, 32, 128]".
 std::string shapeString(const std::vector<Dim> &shape);
+/// "[2, 32, 128]".
+std::string shapeString(const std::vector<int64_t> &shape);
 /// Product of the dimensions under `symbols`.
 int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols);
 
