@@ -5,8 +5,9 @@ Every compiled front half under test (runtime/test/data/tiny_decode, and
 each <prefix>.manifest.json in $FUSION_OPS_MODELS) runs on random inputs
 with a history already in a paged cache (NaN in every slot no row may read)
 and is checked against float64: test/gpu/check_kernels.py's reference for the
-norm, projection and RoPE (rounded at op boundaries, design.md 2.1), and here
-softmax(q K^T * scale) V over the gathered history plus the appended token.
+norm, projection and RoPE (rounded at op boundaries, design.md 2.1) and
+test/gpu/check_model.py's paged attention over the history plus the
+appended token.
 Pass: ||got - ref|| / ||ref|| below that script's bound (2e-3 f16, 1e-2
 bf16) for the output, residual_out and the appended K/V; every other cache
 element bit-for-bit unchanged.
@@ -32,6 +33,7 @@ import fusion.ops  # noqa: E402
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "test" / "gpu"))
 import check_kernels as ck  # noqa: E402
+import check_model as cm  # noqa: E402
 
 PREFIXES = [str(REPO / "runtime" / "test" / "data" / "tiny_decode")]
 if "FUSION_OPS_MODELS" in os.environ:
@@ -103,7 +105,9 @@ class Problem:
                 continue
             self.args[a["index"]] = self.dtype.encode(v)
         self.roles = {role: a["index"] for role, a in roles.items()}
-        self.table, self.P = table, P
+        self.table = table
+        # (page, slot) of the token each row appends
+        self.appended = (table[np.arange(batch), self.positions // P], self.positions % P)
 
     def tensors(self):
         """{op keyword: fresh CUDA tensor}."""
@@ -118,22 +122,14 @@ class Problem:
         for k in self.manifest["kernels"]:
             ops.update(ck.kernel_ops(k))
         scale = ops["decode_attention"]["scale"]
-        kc = dt.decode(self.args[self.roles["key_cache"]])
-        vc = dt.decode(self.args[self.roles["value_cache"]])
-        q = ref["query_rot"]
-        group = q.shape[1] // kc.shape[2]
-        out = np.empty_like(q)
-        for b, pos in enumerate(self.positions):
-            t = np.arange(pos)
-            keys = np.concatenate([kc[self.table[b, t // self.P], t % self.P],
-                                   ref["key_rot"][b][None]])      # [len, hkv, d]
-            values = np.concatenate([vc[self.table[b, t // self.P], t % self.P],
-                                     ref["value"][b][None]])
-            for h in range(q.shape[1]):
-                s = keys[:, h // group] @ q[b, h] * scale
-                p = np.exp(s - s.max())
-                out[b, h] = (p / p.sum()) @ values[:, h // group]
-        ref["output"] = dt.round(out)
+        pages, slots = self.appended
+        caches = []
+        for role, key in (("key_cache", "key_rot"), ("value_cache", "value")):
+            cache = dt.decode(self.args[self.roles[role]])
+            cache[pages, slots] = ref[key]  # the appended token
+            caches.append(cache)
+        ref["output"] = cm.ref_attention(dt, ref["query_rot"], *caches, self.table,
+                                         self.positions + 1, scale)
         return ref
 
     def check(self, got, k_cache, v_cache):
@@ -142,9 +138,7 @@ class Problem:
         pairs = [("output", to_numpy(got[0]), ref["output"])]
         if "residual" in self.roles:
             pairs.append(("residual_out", to_numpy(got[1]), ref["residual_out"]))
-        rows = np.arange(len(self.positions))
-        pages = self.table[rows, self.positions // self.P]
-        slots = self.positions % self.P
+        pages, slots = self.appended
         for name, cache, key in (("k_cache", k_cache, "key_rot"), ("v_cache", v_cache, "value")):
             after = to_numpy(cache)
             pairs.append((name, after[pages, slots], ref[key]))
