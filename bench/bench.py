@@ -11,6 +11,13 @@ layer-step:
   eager_sdpa     PyTorch eager with scaled_dot_product_attention, in a CUDA
                  graph
   inductor_sdpa  torch.compile (Inductor) of the SDPA step, in a CUDA graph
+  fusion_op      our fused pipeline as the PyTorch op torch.ops.fusion.front_half
+                 (python/fusion/ops.py) on torch tensors, vLLM's cache
+                 layout ([2, pages, 16, Hkv, D]) and the FlashInfer column's
+                 scattered page table, in the same CUDA graph timing as the
+                 PyTorch variants; checked against SDPA first (needs the
+                 fusion package, `pip install .`; FAILED with the reason
+                 where it is not importable)
   flashinfer     the FlashInfer stack vLLM and SGLang run (fused_add_rmsnorm,
                  F.linear, RoPE from a cos/sin cache, append_paged_kv_cache,
                  BatchDecodeWithPagedKVCacheWrapper on 16-token pages), best
@@ -73,9 +80,10 @@ DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 # layer or less (64x4096, 128x2048 and 256x1024 hold the same tokens).
 CONFIGS = [(1, 1024), (1, 8192), (1, 32768), (4, 4096), (8, 4096),
            (16, 4096), (32, 4096), (64, 4096), (128, 2048), (256, 1024)]
-VARIANTS = ["fused", "unfused", "eager_math", "eager_sdpa", "inductor_sdpa",
-            "flashinfer"]
+VARIANTS = ["fused", "unfused", "fusion_op", "eager_math", "eager_sdpa",
+            "inductor_sdpa", "flashinfer"]
 STRATEGIES = {"fused": "decode", "unfused": "none"}
+OURS_IN_TORCH = ["fusion_op"]
 TORCH_VARIANTS = ["eager_math", "eager_sdpa", "inductor_sdpa"]
 DEVICE = "cuda"
 
@@ -393,9 +401,10 @@ def fi_meta(batch, length, seed):
         cos_sin=torch.cat([angle.cos(), angle.sin()], -1).contiguous())
 
 
-def fi_layers(batch, dtype, copies, meta, seed=0):
+def fi_layers(batch, dtype, copies, meta, seed=0, kv_first=False):
     """`copies` independent sets of random weights, inputs and paged caches
-    ([pages, K|V, 16, Hkv, D], NHD, every slot random)."""
+    ([pages, K|V, 16, Hkv, D], NHD, every slot random; with kv_first vLLM's
+    [K|V, pages, 16, Hkv, D])."""
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     randn = lambda *shape: torch.randn(*shape, device=DEVICE, generator=g)
     layers = []
@@ -405,8 +414,9 @@ def fi_layers(batch, dtype, copies, meta, seed=0):
             residual=randn(batch, HIDDEN).to(dtype),
             w_norm=(1 + 0.1 * randn(HIDDEN)).to(dtype),
             w_qkv=(randn(QKV_ROWS, HIDDEN) / math.sqrt(HIDDEN)).to(dtype),
-            kv=torch.randn(meta["num_pages"], 2, PAGE, KV_HEADS, HEAD_DIM,
-                           device=DEVICE, generator=g, dtype=dtype),
+            kv=torch.randn(*((2, meta["num_pages"]) if kv_first else
+                             (meta["num_pages"], 2)), PAGE, KV_HEADS,
+                           HEAD_DIM, device=DEVICE, generator=g, dtype=dtype),
             out=torch.empty(batch, HEADS, HEAD_DIM, device=DEVICE,
                             dtype=dtype)))
     return layers
@@ -552,6 +562,74 @@ def run_flashinfer(dtype, batch, length, args):
                 tensor_cores_settings=settings)
 
 
+# --- Our fused pipeline as the PyTorch op --------------------------------------
+
+
+def step_fusion_op(x, residual, w_norm, w_qkv, kv, out, layer, meta):
+    """One step through torch.ops.fusion.front_half: (attention output,
+    x + residual)."""
+    return layer(x, w_norm, w_qkv, meta["positions"], meta["seq_lens"],
+                 meta["block_table"], kv[0], kv[1], residual=residual)
+
+
+def op_check(layer, step, meta, batch, length):
+    """One step on copies of a layer's inputs: its attention output against
+    SDPA on this harness's projection (project(), bench.py's RoPE) of
+    x + residual and the cache after the append, the appended K/V row
+    against that projection, residual_out against x + residual, the history
+    unchanged; errors as fi_check's."""
+    x0, r0, kv = layer["x"].clone(), layer["residual"].clone(), layer["kv"].clone()
+    k_hist, v_hist = fi_gather(kv.transpose(0, 1), meta, batch, length - 1)
+    out, residual_out = step(x0, r0, layer["w_norm"], layer["w_qkv"], kv, None)
+    kc, vc = fi_gather(kv.transpose(0, 1), meta, batch, length)
+    summed = x0 + r0
+    normed = F.rms_norm(summed, (HIDDEN,), layer["w_norm"], EPS)
+    q_ref, k_ref, v_ref = project(summed, layer["w_norm"], layer["w_qkv"],
+                                  meta["pos"], rope_inv_freq(), normed)
+    sdpa = F.scaled_dot_product_attention(
+        q_ref.view(batch, HEADS, 1, HEAD_DIM), kc.transpose(1, 2),
+        vc.transpose(1, 2), enable_gqa=True)[:, :, 0, :]
+
+    def rel(a, ref):
+        return ((a.float() - ref.float()).abs().max() /
+                ref.float().abs().max().clamp_min(1e-30)).item()
+
+    check = dict(attention_rel_err=rel(out, sdpa),
+                 front_rel_err=max(rel(kc[:, length - 1], k_ref),
+                                   rel(vc[:, length - 1], v_ref),
+                                   rel(residual_out, summed)),
+                 history_unchanged=bool(
+                     torch.equal(kc[:, :length - 1], k_hist) and
+                     torch.equal(vc[:, :length - 1], v_hist)))
+    if (not check["attention_rel_err"] <= FI_TOLERANCE["attention"] or
+            not check["front_rel_err"] <= FI_TOLERANCE["front"] or
+            not check["history_unchanged"]):
+        raise AssertionError(f"check failed (tolerance {FI_TOLERANCE}): "
+                             f"{check}")
+    return check
+
+
+def run_fusion_op(dtype, batch, length, args):
+    """Our fused PTX (bench/compile.sh's decode strategy) through the
+    PyTorch op: checked (op_check), then timed like the PyTorch variants.
+    num_splits follows the manifest's policy for the block table's
+    capacity (the op's default)."""
+    import fusion.ops
+
+    name = {torch.float16: "f16", torch.bfloat16: "bf16"}[dtype]
+    layer = fusion.ops.FrontHalf(
+        os.path.join(args.ptx_dir, f"llama3_8b.{name}.{STRATEGIES['fused']}"),
+        max_batch=batch)
+    meta = fi_meta(batch, length, seed=batch * 100003 + length)
+    meta["block_table"] = meta["indices"].view(batch, meta["pages_per_seq"])
+    meta["seq_lens"] = meta["positions"] + 1
+    layers = fi_layers(batch, dtype, args.layers, meta, kv_first=True)
+    step = functools.partial(step_fusion_op, layer=layer, meta=meta)
+    check = op_check(layers[0], step, meta, batch, length)
+    median, minimum = time_graph(step, layers, args.iters, args.warmup)
+    return dict(check, us=median, us_min=minimum)
+
+
 # --- Our pipelines, through fusion-run --------------------------------------
 
 
@@ -615,7 +693,7 @@ def derive(row):
                                       fused)
     for v in VARIANTS[1:]:
         row[v + "_over_fused"] = ratio(us(v), fused)
-    peers = [us(v) for v in VARIANTS if v not in STRATEGIES
+    peers = [us(v) for v in VARIANTS if v not in STRATEGIES and v not in OURS_IN_TORCH
              and us(v) is not None]
     row["best_peer_over_fused"] = ratio(min(peers, default=None), fused)
 
@@ -631,6 +709,7 @@ COLUMNS = [  # header, width, value
     ("floor", 6, lambda r: r["floor_us"]),
     ("fused", 6, us_of("fused")),
     ("unfused", 7, us_of("unfused")),
+    ("op", 6, us_of("fusion_op")),
     ("e-math", 7, us_of("eager_math")),
     ("e-sdpa", 6, us_of("eager_sdpa")),
     ("ind-sdpa", 8, us_of("inductor_sdpa")),
@@ -640,6 +719,7 @@ COLUMNS = [  # header, width, value
     ("TB/s", 5, lambda r: r["fused_TBps"]),
     ("%floor", 6, lambda r: r["fused_pct_of_floor"]),
     ("unf/fus", 7, lambda r: r["unfused_over_fused"]),
+    ("op/fus", 6, lambda r: r["fusion_op_over_fused"]),
     ("em/fus", 6, lambda r: r["eager_math_over_fused"]),
     ("es/fus", 6, lambda r: r["eager_sdpa_over_fused"]),
     ("ind/fus", 7, lambda r: r["inductor_sdpa_over_fused"]),
@@ -833,6 +913,10 @@ def main():
                 for v in baselines:
                     row[v] = attempt(v, runs[v]) if layers else None
                 del layers
+                torch.cuda.empty_cache()
+            if "fusion_op" in args.variants:
+                row["fusion_op"] = attempt("fusion_op", lambda: run_fusion_op(
+                    DTYPES[dtype], batch, length, args))
                 torch.cuda.empty_cache()
             if "flashinfer" in args.variants:
                 row["flashinfer"] = None  # not importable: skipped
