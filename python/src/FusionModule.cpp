@@ -112,6 +112,32 @@ nb::list kernelsOf(const Model &model) {
   return out;
 }
 
+/// What the runtime launches for the kernel with entry `entry` at a step of
+/// these sizes (ManifestKernel::launchFor: the batch variant; its grid
+/// evaluated), as a dict: entry, variant (-1: the primary launch), grid,
+/// block, dynamic_shared_bytes, static_shared_bytes.
+nb::dict launchOf(const Model &model, const std::string &entry, int64_t batch,
+                  int64_t maxPages, int64_t numSplits) {
+  for (const ManifestKernel *k : model.kernels()) {
+    if (k->entry != entry)
+      continue;
+    const LaunchGeometry &g = k->launchFor(batch);
+    const Symbols sizes{batch, numSplits, maxPages, 1};
+    nb::dict d;
+    d["entry"] = g.entry;
+    d["variant"] = k->variantFor(batch);
+    d["grid"] =
+        nb::make_tuple(g.grid[0].evaluate(sizes), g.grid[1].evaluate(sizes),
+                       g.grid[2].evaluate(sizes));
+    d["block"] = nb::make_tuple(g.block[0], g.block[1], g.block[2]);
+    d["dynamic_shared_bytes"] = g.dynamicSharedBytes;
+    d["static_shared_bytes"] = g.staticSharedBytes;
+    return d;
+  }
+  throwInvalidArgument("function \"", model.function().name,
+                       "\" launches no kernel with entry \"", entry, "\"");
+}
+
 /// An Engine with the CUDA context it runs in (declared first: destroyed
 /// after the engine; on the heap, so that it never moves under it).
 struct PyEngine {
@@ -281,6 +307,11 @@ void bindModel(nb::module_ &m) {
       .def_prop_ro("kernels", &kernelsOf,
                    "[{name, entry, variants: [{min_batch, entry}]}] in launch "
                    "order")
+      .def("launch", &launchOf, "entry"_a, "batch"_a, "max_pages"_a = 1,
+           "num_splits"_a = 1,
+           "What the runtime launches for kernel `entry` at these sizes: "
+           "{entry, variant, grid, block, dynamic_shared_bytes, "
+           "static_shared_bytes} (the batch variant, docs/abi.md 3.2).")
       .def_prop_ro("max_splits", &Model::maxSplits)
       .def("default_num_splits", &Model::defaultNumSplits, "batch"_a,
            "max_seq_len"_a,

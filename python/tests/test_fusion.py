@@ -60,6 +60,29 @@ def test_model_matches_the_manifest_json():
         [[v["min_batch"] for v in k.get("variants", [])] for k in kernels]
 
 
+def test_launch_follows_the_documented_variant_rule():
+    # docs/abi.md 3.2: the last variant whose min_batch <= batch, else the
+    # kernel's own launch; symbolic grid dimensions take the step's sizes.
+    raw = manifest_json()
+    model = fusion.Model.load(f"{TINY}.manifest.json")
+    sizes = {"batch": None, "max_pages": 3, "num_splits": 5}
+    for k in raw["kernels"]:
+        for batch in (1, 2, 16, 17, 33, 200):
+            chosen, variant = k, -1
+            for i, v in enumerate(k.get("variants", [])):
+                if v["min_batch"] <= batch:
+                    chosen, variant = v, i
+            sizes["batch"] = batch
+            got = model.launch(k["entry"], batch, max_pages=3, num_splits=5)
+            assert got["entry"] == chosen["entry"] and got["variant"] == variant
+            assert got["grid"] == tuple(sizes[g] if isinstance(g, str) else g
+                                        for g in chosen["grid"])
+            assert got["block"] == tuple(chosen["block"])
+            assert got["dynamic_shared_bytes"] == chosen.get("dynamic_shared_bytes", 0)
+    with pytest.raises(fusion.InvalidArgumentError, match="no kernel with entry"):
+        model.launch("missing", 1)
+
+
 def test_num_splits_follows_the_documented_policy():
     # docs/abi.md: max(1, min(max_splits, floor(target_ctas / (batch *
     # grid_y)), ceil(max_seq_len / min_chunk_tokens))) for the split-KV

@@ -49,14 +49,19 @@ In a dry run no kernel runs: the plumbing (inputs, bindings, references)
 runs, kernel outputs are reported as DRY (not evaluated), and only the
 checks that need no GPU count.
 
-Usage (on the GPU machine; CuPy + numpy):
+Each kernel is launched as the runtime would launch it: the batch variant
+and grid come from the fusion package (fusion.Model.launch), not from a
+second reading of the manifest here.
+
+Usage (on the GPU machine; CuPy, numpy and the fusion package):
   python3 test/gpu/check_kernels.py --dir .gpu/proj [--only NAME] [--bench]
-  python3 test/gpu/check_kernels.py --dir .gpu/proj --dry-run   # no GPU: numpy only,
+  python3 test/gpu/check_kernels.py --dir .gpu/proj --dry-run   # no GPU: numpy + fusion,
                                                              # exercises the plumbing
 Exit status 0 iff every case passes.
 """
 
 import argparse
+import functools
 import glob
 import json
 import math
@@ -194,23 +199,31 @@ def kernel_ops(kernel):
     return {op["op"]: op["attributes"] for op in kernel["ops"]}
 
 
-def launch_for(kernel, batch):
-    """What to launch for `batch` (docs/abi.md 3.2): the last of the kernel's
-    `variants` whose min_batch <= batch, else the kernel itself. Either has
-    entry, grid, block and dynamic_shared_bytes; the parameters are the
-    kernel's."""
-    chosen = kernel
-    for variant in kernel.get("variants", []):
-        if variant["min_batch"] <= batch:
-            chosen = variant
-    return chosen
+@functools.lru_cache(maxsize=None)
+def runtime_model(manifest_path, function):
+    """The runtime's view of one function of a manifest (fusion.Model)."""
+    try:
+        import fusion
+    except ImportError:
+        sys.exit("this script needs the fusion package (scripts/python.sh, or "
+                 "pip install .; docs/runtime.md for an offline machine)")
+    return fusion.Model.load(manifest_path, function)
 
 
-def launch_dims(launch, env):
-    """(grid, block) of `launch` with the run-time names resolved."""
-    grid = tuple(int(env[g]) if isinstance(g, str) else int(g)
-                 for g in launch["grid"])
-    return grid, tuple(int(b) for b in launch["block"])
+def runtime_launch(manifest_path, kernel, batch, env):
+    """What the runtime launches for `kernel` (a manifest kernel) at `batch`:
+    fusion.Model.launch, the batch variant of docs/abi.md 3.2 with its grid
+    under env's max_pages / num_splits; a dict with entry, variant (-1: the
+    kernel's own launch), grid, block, dynamic_shared_bytes and
+    static_shared_bytes. The parameters are the kernel's either way."""
+    return runtime_model(manifest_path, kernel["function"]).launch(
+        kernel["entry"], batch, env.get("max_pages", 1), env.get("num_splits", 1))
+
+
+def launch_label(kernel, launch):
+    """The kernel's name, with the variant's entry where one ran."""
+    return kernel["name"] if launch["variant"] < 0 else \
+        f"{kernel['name']}[{launch['entry']}]"
 
 
 SUPPORTED_KINDS = {"projection", "norm_row", "rope", "kv_append",
@@ -427,15 +440,14 @@ def launch_kernel(dev, ptx, k, env, batch, device_args, outputs):
             launch_args.append(buf)
         else:
             launch_args.append(np.int32(env[p["role"]]))
-    launch = launch_for(k, batch)
-    grid, block = launch_dims(launch, env)
+    launch = runtime_launch(os.path.splitext(ptx)[0] + ".manifest.json", k,
+                            batch, env)
     fnc = dev.function(ptx, launch)
     if fnc is not None:
-        fnc(grid, block, tuple(launch_args),
-            shared_mem=launch.get("dynamic_shared_bytes", 0))
+        fnc(launch["grid"], launch["block"], tuple(launch_args),
+            shared_mem=launch["dynamic_shared_bytes"])
     # Name the variant that ran, so that the report shows it was tested.
-    kname = k["name"] if launch is k else f"{k['name']}[{launch['entry']}]"
-    return kname, kernel_outputs, zero_init
+    return launch_label(k, launch), kernel_outputs, zero_init
 
 
 def judge(dev, passed):
@@ -825,11 +837,10 @@ def bench(dev, directory, name, batches, copies=8, iters=50, extra_ptx=None):
                                                  dtype=dt.storage))
                         else:
                             la.append(np.int32(env[p["role"]]))
-                    launch = launch_for(k, B)
-                    grid, block = launch_dims(launch, env)
-                    seq.append((dev.function(ptx, launch), grid, block,
-                                tuple(la),
-                                launch.get("dynamic_shared_bytes", 0)))
+                    launch = runtime_launch(path + ".manifest.json", k, B, env)
+                    seq.append((dev.function(ptx, launch), launch["grid"],
+                                launch["block"], tuple(la),
+                                launch["dynamic_shared_bytes"]))
                 launches.append(seq)
             weight_bytes = sum(a.nbytes for i, a in sets[0].items()
                                if not isinstance(a, tuple))

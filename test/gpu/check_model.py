@@ -240,10 +240,11 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model):
     names = {a["index"]: a["name"] for a in fn["arguments"]}
     outputs, host_out, ok = {}, {}, True
     for k in (k for k in manifest["kernels"] if k["function"] == fn["name"]):
-        launch = ck.launch_for(k, batch)
         if any(p["role"] == "num_splits" for p in k["params"]):
             env["num_splits"] = model.default_num_splits(batch,
                                                          env["max_seq_len"])
+        launch = ck.runtime_launch(os.path.splitext(ptx)[0] + ".manifest.json",
+                                   k, batch, env)
         launch_args, ins, mine, caches = [], {}, [], {}
         for p in k["params"]:
             if p["kind"] == "input":
@@ -267,17 +268,16 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model):
                     dtype=ck.DType(p["dtype"]).storage))
             else:
                 launch_args.append(np.int32(env[p["role"]]))
-        grid, block = ck.launch_dims(launch, env)
         fnc = dev.function(ptx, launch)
         if fnc is not None:
-            fnc(grid, block, tuple(launch_args),
-                shared_mem=launch.get("dynamic_shared_bytes", 0))
+            fnc(launch["grid"], launch["block"], tuple(launch_args),
+                shared_mem=launch["dynamic_shared_bytes"])
         dev.sync()
         act = next((ck.DType(p["dtype"]) for p in k["params"]
                     if p["dtype"] in ("f16", "bf16")), ck.DType("f16"))
         report["tol"] = act.tol
         want, want_cache = ref_kernel(k, ins, act)
-        kname = k["name"] if launch is k else f"{k['name']}[{launch['entry']}]"
+        kname = ck.launch_label(k, launch)
         for p, buf in mine:
             got = decode_param(dev, buf, p, env)
             host_out[(k["index"], p["binding"]["result"])] = got
