@@ -34,6 +34,21 @@ def _layer_kv(cache, i):
     return cache.key_cache[i], cache.value_cache[i]
 
 
+def _check_compiled_for(signature, config, head_dim):
+    """Raises ValueError unless the compiled front half (its
+    Model.front_half() signature) is for the model's config."""
+    rope = getattr(config, "rope_parameters", None) or {}
+    expected = {"hidden": config.hidden_size, "num_heads": config.num_attention_heads,
+                "num_kv_heads": config.num_key_value_heads, "head_dim": head_dim,
+                "eps": config.rms_norm_eps,
+                "rope_theta": getattr(config, "rope_theta", None) or rope.get("rope_theta")}
+    wrong = [f"{k} {signature[k]} (the model has {v})" for k, v in expected.items()
+             if v is not None and k in signature and
+             not math.isclose(signature[k], v, rel_tol=1e-6)]
+    if wrong:
+        raise ValueError("the front half was compiled for another model: " + ", ".join(wrong))
+
+
 class LlamaDecoder:
     """Greedy decoding of a transformers Llama model with the fused op.
 
@@ -44,10 +59,11 @@ class LlamaDecoder:
     def __init__(self, model, layer_prefix, max_batch, max_len, graph=True):
         self.model, self.graph, self.max_len = model, graph, max_len
         self.layers = model.model.layers
-        self.front = FrontHalf(layer_prefix, max_batch=max_batch)
+        self.front = FrontHalf(layer_prefix, max_batch=max_batch, device=model.device)
         config = model.config
         hkv = config.num_key_value_heads
         d = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        _check_compiled_for(self.front.signature, config, d)
         page = self.front.page_size
         self.pages_per_seq = math.ceil(max_len / page)
         device, dtype = model.device, model.dtype

@@ -15,8 +15,8 @@ Shapes (Hq query heads, Hkv KV heads, head_dim D, page size P; the compiled
 function fixes everything but batch, max_pages and num_pages): ``x`` and
 ``residual`` [batch, hidden]; ``norm_weight`` [hidden]; ``qkv_weight``
 [(Hq + 2 Hkv) D, hidden] (q, k, v rows stacked, as vLLM's ``qkv_proj``);
-``positions`` and ``seq_lens`` [batch] (int32; int64 positions are converted,
-one small copy); ``block_table`` int32 [batch, max_pages];
+``positions`` and ``seq_lens`` [batch] (int32; int64 ones are converted, one
+small copy each); ``block_table`` int32 [batch, max_pages];
 ``k_cache``/``v_cache`` [num_pages, P, Hkv, D], appended to in place. vLLM's
 cache ``kv = torch.empty(2, num_blocks, P, Hkv, D)`` is taken as
 ``kv[0], kv[1]`` without a copy; a layout whose K pages are not contiguous
@@ -28,7 +28,9 @@ the appended token, whose position is ``positions[b]``.
 
 The op never synchronizes or allocates outside torch, so it runs inside
 ``torch.cuda.graph`` capture and ``torch.compile`` (a fake implementation
-gives the output shapes). Every tensor is checked before anything runs (a
+gives the output shapes). Keep a ``FrontHalf`` alive while its op is in use,
+including every CUDA graph that captured it: a graph holds the kernels and
+buffers, not the object. Every tensor is checked before anything runs (a
 ``fusion.InvalidArgumentError`` naming the argument); the device contents
 of positions, seq_lens and the block table are the caller's to keep in
 range (docs/runtime.md, "Launch preconditions"), as with FlashInfer.
@@ -87,19 +89,18 @@ class FrontHalf:
 
     def __init__(self, prefix, function="", max_batch=256, device=None):
         device = torch.device("cuda" if device is None else device)
-        index = torch.cuda.current_device() if device.index is None else device.index
-        self._function = _fusion.Function(prefix, function, max_batch, index)
+        self.device_index = torch.cuda.current_device() if device.index is None \
+            else device.index
+        with torch.cuda.device(self.device_index):  # restores torch's device
+            self._function = _fusion.Function(prefix, function, max_batch,
+                                              self.device_index)
         model = self._function.model
+        # The runtime's check that this is a front half (names what is missing).
+        self.signature = model.front_half()
+        self.page_size = self.signature["page_size"]
         self._arguments = model.arguments
         self._results = model.results
         self._roles = {a["role"] for a in self._arguments}
-        for role in ("input", "norm_weight", "qkv_weight", "positions", "seq_lens",
-                     "block_table", "key_cache", "value_cache"):
-            if role not in self._roles:
-                raise InvalidArgumentError(f"{prefix}: function {model.function!r} has no "
-                                           f"{role} argument: not a decode-layer front half")
-        cache = next(a for a in self._arguments if a["role"] == "key_cache")
-        self.page_size = cache["shape"][1]
         self.model = model
         self.handle = next(_handles)
         _loaded[self.handle] = self
@@ -130,8 +131,10 @@ class FrontHalf:
             if t is not None and role not in self._roles:
                 raise InvalidArgumentError(f"{role}: this compiled function takes no {role} "
                                            f"(its arguments: {sorted(self._roles)})")
-        if tensors["positions"].dtype == torch.int64:
-            tensors["positions"] = tensors["positions"].to(torch.int32)
+        for role in ("positions", "seq_lens"):
+            t = tensors[role]
+            if isinstance(t, torch.Tensor) and t.dtype == torch.int64:
+                tensors[role] = t.to(torch.int32)
         arguments = []
         for a in self._arguments:
             t = tensors.get(a["role"])
@@ -146,8 +149,9 @@ class FrontHalf:
         if max_seq_len < 0:
             max_seq_len = block_table.shape[1] * self.page_size if block_table.dim() == 2 else 0
         num_splits = self.model.default_num_splits(max(x.shape[0], 1), max_seq_len)
-        self._function.call(arguments, described, num_splits,
-                            torch.cuda.current_stream(x.device).cuda_stream)
+        with torch.cuda.device(self.device_index):  # restores torch's device
+            self._function.call(arguments, described, num_splits,
+                                torch.cuda.current_stream(x.device).cuda_stream)
         return results
 
 

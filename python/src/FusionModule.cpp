@@ -118,17 +118,20 @@ nb::list kernelsOf(const Model &model) {
 /// block, dynamic_shared_bytes, static_shared_bytes.
 nb::dict launchOf(const Model &model, const std::string &entry, int64_t batch,
                   int64_t maxPages, int64_t numSplits) {
+  if (batch < 1 || maxPages < 1 || numSplits < 1)
+    throwInvalidArgument("Model.launch: batch, max_pages and num_splits must "
+                         "be >= 1, got ",
+                         batch, ", ", maxPages, ", ", numSplits);
   for (const ManifestKernel *k : model.kernels()) {
     if (k->entry != entry)
       continue;
     const LaunchGeometry &g = k->launchFor(batch);
-    const Symbols sizes{batch, numSplits, maxPages, 1};
+    const std::array<int64_t, 3> grid =
+        g.gridFor(Symbols{batch, numSplits, maxPages, 1});
     nb::dict d;
     d["entry"] = g.entry;
     d["variant"] = k->variantFor(batch);
-    d["grid"] =
-        nb::make_tuple(g.grid[0].evaluate(sizes), g.grid[1].evaluate(sizes),
-                       g.grid[2].evaluate(sizes));
+    d["grid"] = nb::make_tuple(grid[0], grid[1], grid[2]);
     d["block"] = nb::make_tuple(g.block[0], g.block[1], g.block[2]);
     d["dynamic_shared_bytes"] = g.dynamicSharedBytes;
     d["static_shared_bytes"] = g.staticSharedBytes;
@@ -136,6 +139,28 @@ nb::dict launchOf(const Model &model, const std::string &entry, int64_t batch,
   }
   throwInvalidArgument("function \"", model.function().name,
                        "\" launches no kernel with entry \"", entry, "\"");
+}
+
+/// The decode-layer front half `model` computes (FrontHalfSignature::
+/// fromModel, which throws InvalidArgumentError naming what is missing when
+/// it is not one): hidden, num_heads, num_kv_heads, head_dim, page_size,
+/// and, when the manifest lists the ops, norm ("rmsnorm" or "layernorm"),
+/// eps and rope_theta.
+nb::dict frontHalfOf(const Model &model) {
+  const FrontHalfSignature sig = FrontHalfSignature::fromModel(model);
+  nb::dict d;
+  d["hidden"] = sig.hidden;
+  d["num_heads"] = sig.dims.numQHeads;
+  d["num_kv_heads"] = sig.dims.numKVHeads;
+  d["head_dim"] = sig.dims.headDim;
+  d["page_size"] = sig.pageSize;
+  if (sig.reference) {
+    d["norm"] =
+        sig.reference->norm == ref::NormKind::RMSNorm ? "rmsnorm" : "layernorm";
+    d["eps"] = sig.reference->normOptions.eps;
+    d["rope_theta"] = sig.reference->rope.theta;
+  }
+  return d;
 }
 
 /// An Engine with the CUDA context it runs in (declared first: destroyed
@@ -312,6 +337,10 @@ void bindModel(nb::module_ &m) {
            "What the runtime launches for kernel `entry` at these sizes: "
            "{entry, variant, grid, block, dynamic_shared_bytes, "
            "static_shared_bytes} (the batch variant, docs/abi.md 3.2).")
+      .def("front_half", &frontHalfOf,
+           "{hidden, num_heads, num_kv_heads, head_dim, page_size[, norm, "
+           "eps, rope_theta]} of a decode-layer front half; "
+           "InvalidArgumentError naming what is missing if it is not one.")
       .def_prop_ro("max_splits", &Model::maxSplits)
       .def("default_num_splits", &Model::defaultNumSplits, "batch"_a,
            "max_seq_len"_a,

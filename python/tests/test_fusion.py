@@ -81,6 +81,16 @@ def test_launch_follows_the_documented_variant_rule():
             assert got["dynamic_shared_bytes"] == chosen.get("dynamic_shared_bytes", 0)
     with pytest.raises(fusion.InvalidArgumentError, match="no kernel with entry"):
         model.launch("missing", 1)
+    with pytest.raises(fusion.InvalidArgumentError, match="must be >= 1, got 0"):
+        model.launch(raw["kernels"][0]["entry"], 0)
+
+
+def test_front_half_signature():
+    # tiny_decode: hidden 64, 4 query heads, 2 KV heads, head_dim 16, pages
+    # of 4 tokens, RMSNorm eps 1e-5, rope theta 500000 (tiny_decode.mlir).
+    sig = fusion.Model.load(f"{TINY}.manifest.json").front_half()
+    assert sig == {"hidden": 64, "num_heads": 4, "num_kv_heads": 2, "head_dim": 16,
+                   "page_size": 4, "norm": "rmsnorm", "eps": 1e-5, "rope_theta": 500000.0}
 
 
 def test_num_splits_follows_the_documented_policy():
@@ -187,18 +197,23 @@ def tensor(dtype, shape):
     a = np.zeros(shape, dtype=np.float16 if dtype in ("f16", "bf16") else np.int32)
     keep.append(a)
     return (a.ctypes.data, dtype, list(shape), [s // a.itemsize for s in a.strides], 0)
-def call(batch, qkv_dtype="f16", device=0):
+def call(batch, qkv_dtype="f16", device=0, output_on_cache=False):
     args = [tensor("f16", (batch, 64)), tensor("f16", (batch, 64)), tensor("f16", (64,)),
             tensor(qkv_dtype, (128, 64)), tensor("i32", (batch,)), tensor("i32", (batch,)),
             tensor("i32", (batch, 3)), tensor("f16", (9, 4, 2, 16)), tensor("f16", (9, 4, 2, 16))]
     args[0] = args[0][:4] + (device,)
-    f.call(args, [tensor("f16", (batch, 4, 16)), tensor("f16", (batch, 64))], 2, 0)
+    results = [tensor("f16", (batch, 4, 16)), tensor("f16", (batch, 64))]
+    if output_on_cache:
+        results[0] = (args[7][0],) + results[0][1:]
+    f.call(args, results, 2, 0)
 call(3)
 for bad, error, text in ((dict(batch=3, qkv_dtype="bf16"), fusion.InvalidArgumentError,
                           'argument "qkv_w" (qkv_weight) of "decode_layer": dtype bf16'),
                          (dict(batch=5), fusion.CapacityError, "loaded for batch 4"),
                          (dict(batch=3, device=1), fusion.InvalidArgumentError,
-                          "on CUDA device 1; the compiled function was loaded on device 0")):
+                          "on CUDA device 1; the compiled function was loaded on device 0"),
+                         (dict(batch=3, output_on_cache=True), fusion.InvalidArgumentError,
+                          'result 0 (output) of "decode_layer" overlaps argument "k_cache"')):
     try:
         call(**bad)
         raise AssertionError(f"no error for {bad}")

@@ -199,13 +199,13 @@ def test_torch_compile():
     problem.check((out, residual_out), t["k_cache"], t["v_cache"])
 
 
-def test_vllm_cache_layout_and_int64_positions():
+def test_vllm_cache_layout_and_int64_positions_and_lengths():
     prefix = PREFIXES[0]
     problem = Problem(prefix, 2, seed=31)
     t = problem.tensors()
     kv = torch.stack([t["k_cache"], t["v_cache"]])  # [2, num_blocks, P, Hkv, D]
     t["k_cache"], t["v_cache"] = kv[0], kv[1]
-    t["positions"] = t["positions"].long()
+    t["positions"], t["seq_lens"] = t["positions"].long(), t["seq_lens"].long()
     got = layer(prefix)(**t)
     torch.cuda.synchronize()
     problem.check(got, kv[0], kv[1])
@@ -222,7 +222,7 @@ def test_bad_tensors_name_the_argument():
         (dict(residual=t["residual"][:1]), "gives batch = 1"),
         (dict(k_cache=torch.stack([t["k_cache"], t["v_cache"]], 1)[:, 0]),
          "dimension 0 has stride"),
-        (dict(seq_lens=t["seq_lens"].long()), "seq_lens: dtype torch.int64"),
+        (dict(block_table=t["block_table"].long()), "block_table: dtype torch.int64"),
         (dict(qkv_bias=torch.zeros(8, device="cuda")), "takes no qkv_bias"),
     ]
     for change, text in cases:

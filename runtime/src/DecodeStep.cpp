@@ -206,9 +206,15 @@ void DecodeStep::runOnTensors(const std::vector<DeviceTensor> &arguments,
     plan.setInternal(model_->internalForResult(source.index, source.result),
                      results[r].address);
   }
+  std::vector<PreparedLaunch> launches =
+      plan.prepare(StepShape{sizes.batch, sizes.max_pages, numSplits});
+  // The kernel before ours on the caller's stream is not ours: it may
+  // trigger its dependents early while still writing our inputs, and our
+  // second kernel reads seq_lens and the block table before its
+  // griddepcontrol.wait (docs/abi.md). So the first waits for it in full.
+  launches.front().programmaticDependentLaunch = false;
   context_->makeCurrent();
-  launchAll(plan.prepare(StepShape{sizes.batch, sizes.max_pages, numSplits}),
-            stream, /*syncEach=*/false);
+  launchAll(launches, stream, /*syncEach=*/false);
 }
 
 void DecodeStep::synchronize(CUstream stream) const {

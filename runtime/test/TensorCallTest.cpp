@@ -79,7 +79,7 @@ TEST(TensorCall, SizeOneDimensionsMayHaveAnyStride) {
   Call c = validCall();
   // A batch-1 row as torch slices it out of a larger tensor: x[2:3].
   c.arguments[0] = tensor(0x10000, ElemType::F16, {1, 64});
-  c.arguments[0].strides = {64, 1};
+  c.arguments[0].strides = {4096, 1};
   c.arguments[1] = tensor(0x20000, ElemType::F16, {1, 64});
   c.arguments[1].strides = {999, 1};
   for (int a : {4, 5})
@@ -127,6 +127,24 @@ TEST(TensorCall, RefusesStridedViews) {
   c = validCall();
   c.arguments[3].strides = {1, 128};
   EXPECT_CONTAINS(failure(c), "not row-major contiguous");
+}
+
+TEST(TensorCall, ResultsGetMemoryOfTheirOwn) {
+  // The output [3, 4, 16] f16 is 384 bytes: at 0x80000 + 256 it overlaps
+  // k_cache [7, 4, 2, 16] (0x80000, 1792 bytes).
+  Call c = validCall();
+  c.results[0].address = 0x80000 + 256;
+  EXPECT_CONTAINS(failure(c), "result 0 (output) of \"decode_layer\" overlaps "
+                              "argument \"k_cache\" (key_cache)");
+  c = validCall();
+  c.results[1].address = c.results[0].address + 256;
+  EXPECT_CONTAINS(failure(c), "result 0 (output) of \"decode_layer\" "
+                              "overlaps result 1 (residual_out)");
+  // Adjacent is fine: residual_out right after the output's 384 bytes.
+  Model m = Model::load(dataPath("tiny_decode.manifest.json"));
+  c = validCall();
+  c.results[1].address = c.results[0].address + 384;
+  EXPECT_EQ(checkCallTensors(m, c.arguments, c.results, 0).batch, 3);
 }
 
 TEST(TensorCall, RefusesBadAddressesDevicesAndCounts) {

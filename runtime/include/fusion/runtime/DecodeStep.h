@@ -23,9 +23,11 @@
 //
 // Checks: construction checks the PTX entries against the manifest
 // (parameter count and kinds) before loading it; bind() checks sizes and
-// alignment; every run checks the step shape (LaunchPlan::validate) and the
-// step's positions, lengths and block table (LaunchPlan::checkStepInputs)
-// before launching anything: the kernels trust them. Errors are the
+// alignment; run() and runGraph() check the step shape
+// (LaunchPlan::validate) and the step's positions, lengths and block table
+// (LaunchPlan::checkStepInputs) before launching anything: the kernels trust
+// them. runOnTensors() checks the tensors (checkCallTensors) but cannot read
+// the device-side positions, lengths and block table. Errors are the
 // runtime's exceptions (Error.h) and name the kernel involved.
 //
 // Graphs capture the kernel arguments (device addresses and the batch,
@@ -55,7 +57,7 @@ public:
   struct Options {
     /// Synchronize after every kernel of run() so that a fault (e.g.
     /// CUDA_ERROR_ILLEGAL_ADDRESS) names the kernel that caused it. Slow;
-    /// for debugging. Ignored by runGraph().
+    /// for debugging. Ignored by runGraph() and runOnTensors().
     bool syncEachKernel = false;
   };
 
@@ -127,7 +129,9 @@ public:
   /// share those buffers). Unlike run(), the positions, seq_lens and block
   /// table stay in device memory the runtime never reads: the caller
   /// guarantees the launch preconditions of LaunchPlan::checkStepInputs
-  /// (out-of-range values are undefined behaviour, as in FlashInfer).
+  /// (out-of-range values are undefined behaviour, as in FlashInfer). The
+  /// first kernel is launched without programmatic dependent launch, so it
+  /// starts after the caller's previous kernel has finished.
   void runOnTensors(const std::vector<DeviceTensor> &arguments,
                     const std::vector<DeviceTensor> &results, int64_t numSplits,
                     CUstream stream);

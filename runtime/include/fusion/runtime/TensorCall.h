@@ -34,16 +34,19 @@ struct DeviceTensor {
 };
 
 /// Reads the run-time sizes of a call of `model` from its tensors and
-/// checks them: `arguments[i]` is function argument i, `results[r]` function
-/// result r (the memory the kernels write it to). Each tensor must have the
-/// manifest's dtype and rank, every constant dimension, and for a symbolic
-/// dimension (batch, max_pages, num_pages) the value the first tensor with
-/// that symbol gave it; row-major contiguous strides (a dimension of size 1
-/// may have any stride); a non-null address aligned to 16 bytes; and device
-/// `device`. Symbols no tensor names are 1 (num_splits always: the caller
-/// chooses it). Throws InvalidArgumentError naming the tensor ("argument
-/// \"x\" (input)", "result 1 (residual_out)") and what differs, or for
-/// counts that differ from the function's arguments and results.
+/// checks them: `arguments[i]` is function argument i, `results[r]` the
+/// memory result r is written to. Each tensor must have the manifest's
+/// dtype and rank, every constant dimension, and for a symbolic dimension
+/// (batch, max_pages, num_pages) a value >= 1, the same as the first tensor
+/// with that symbol gave it; row-major contiguous strides (a dimension of
+/// size 1 may have any stride); a non-null address aligned to
+/// contract::kBufferAlignment; and device `device`. A result may share no
+/// byte with an argument or another result (the kernels write it). The
+/// symbols no tensor names are 1; no tensor may be sized by num_splits (the
+/// caller chooses it as a number). Throws InvalidArgumentError naming the
+/// tensor ("argument \"x\" (input) of \"decode_layer\"", "result 1
+/// (residual_out) of ...") and what differs, or for counts that differ from
+/// the function's arguments and results.
 Symbols checkCallTensors(const Model &model,
                          const std::vector<DeviceTensor> &arguments,
                          const std::vector<DeviceTensor> &results, int device);
