@@ -8,7 +8,8 @@
 // modules, kernels, streams, graphs and events do nothing: no kernel runs, so
 // every output stays zero. It checks plumbing, never numerics (the GPU tests
 // do that). Defined after <cuda.h>, each function gets the versioned symbol
-// name and the prototype the header declares.
+// name and the prototype the header declares. Tests read the log of kernel
+// launches through fusionMockLaunches (below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +17,25 @@
 #include <cstdlib>
 #include <cstring>
 #include <cuda.h>
+#include <vector>
+
+namespace {
+/// Per kernel launch: 1 if it asked for programmatic stream serialization.
+std::vector<int> launchLog;
+} // namespace
+
 extern "C" {
+/// Test hook: copies up to `capacity` entries of the launch log (1: the
+/// launch had programmatic stream serialization, 0: not) to `out`, returns
+/// the number of launches so far and, with `clear`, empties the log.
+int fusionMockLaunches(int *out, int capacity, int clear) {
+  const int n = static_cast<int>(launchLog.size());
+  for (int i = 0; i < n && i < capacity; ++i)
+    out[i] = launchLog[i];
+  if (clear)
+    launchLog.clear();
+  return n;
+}
 CUresult CUDAAPI cuGetErrorName(CUresult, const char **s) {
   *s = "MOCK";
   return CUDA_SUCCESS;
@@ -160,8 +179,15 @@ CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent, CUevent) {
   *ms = 1.0f;
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **,
-                                  void **) {
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction,
+                                  void **, void **) {
+  int programmatic = 0;
+  for (unsigned i = 0; i < config->numAttrs; ++i)
+    if (config->attrs[i].id ==
+        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      programmatic =
+          config->attrs[i].value.programmaticStreamSerializationAllowed;
+  launchLog.push_back(programmatic);
   return CUDA_SUCCESS;
 }
 }

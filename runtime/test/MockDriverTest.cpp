@@ -1,0 +1,119 @@
+//===- MockDriverTest.cpp - DecodeStep::runOnTensors on the mock driver ---===//
+//
+// The host side of a call on caller tensors (what the PyTorch op does),
+// run on libfusion_mock_cuda.so ($FUSION_CUDA_DRIVER, set by ctest; also
+// under the sanitizers): the tiny front half (runtime/test/data/tiny_decode,
+// two kernels, both marked for programmatic dependent launch in its
+// manifest) launched on buffers the test owns. The mock runs no kernel; it
+// logs each launch, so the test sees what was launched and how.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fusion/runtime/DecodeStep.h"
+#include "fusion/runtime/Error.h"
+#include "fusion/runtime/File.h"
+
+#include "TestUtil.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <memory>
+
+using namespace fusion::runtime;
+using namespace fusion::runtime::test;
+
+namespace {
+
+using LaunchLogFn = int (*)(int *, int, int);
+
+/// The mock's launch log (1 per launch with programmatic stream
+/// serialization, 0 without), emptied.
+std::vector<int> takeLaunches() {
+  void *mock = dlopen(std::getenv("FUSION_CUDA_DRIVER"), RTLD_NOW);
+  auto log = reinterpret_cast<LaunchLogFn>(
+      mock ? dlsym(mock, "fusionMockLaunches") : nullptr);
+  if (!log)
+    return {-1};
+  std::vector<int> out(64);
+  out.resize(log(out.data(), 64, /*clear=*/1));
+  return out;
+}
+
+/// Device buffers for every argument and result of the tiny front half at
+/// batch `batch` (max_pages 5, num_pages 7), and their DeviceTensors.
+struct Tensors {
+  std::vector<cuda::DeviceBuffer> buffers;
+  std::vector<DeviceTensor> arguments, results;
+
+  DeviceTensor make(ElemType dtype, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    std::vector<int64_t> strides(shape.size());
+    for (size_t d = shape.size(); d-- > 0;) {
+      strides[d] = n;
+      n *= shape[d];
+    }
+    buffers.emplace_back(n * elemTypeSize(dtype), "test tensor");
+    return DeviceTensor{buffers.back().get(), dtype, shape, strides, 0};
+  }
+  explicit Tensors(int64_t batch) {
+    const ElemType h = ElemType::F16, i = ElemType::I32;
+    buffers.reserve(16);
+    arguments = {
+        make(h, {batch, 64}), make(h, {batch, 64}),   make(h, {64}),
+        make(h, {128, 64}),   make(i, {batch}),       make(i, {batch}),
+        make(i, {batch, 5}),  make(h, {7, 4, 2, 16}), make(h, {7, 4, 2, 16})};
+    results = {make(h, {batch, 4, 16}), make(h, {batch, 64})};
+  }
+};
+
+class MockDriver : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!std::getenv("FUSION_CUDA_DRIVER"))
+      GTEST_SKIP() << "needs $FUSION_CUDA_DRIVER (the mock driver; ctest "
+                      "sets it)";
+    context = std::make_unique<cuda::Context>(cuda::Context::open());
+    model = std::make_unique<Model>(
+        Model::load(dataPath("tiny_decode.manifest.json")));
+    step = std::make_unique<DecodeStep>(
+        *context, *model,
+        readFile(dataPath("tiny_decode.ptx"), "PTX", uint64_t{1} << 30),
+        "tiny_decode.ptx", Capacity{4, 1, 1});
+    takeLaunches();
+  }
+  std::unique_ptr<cuda::Context> context;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<DecodeStep> step;
+};
+
+} // namespace
+
+TEST_F(MockDriver, RunOnTensorsLaunchesTheFirstKernelWithoutPDL) {
+  cuda::Stream stream = cuda::Stream::create();
+  Tensors t(3);
+  step->runOnTensors(t.arguments, t.results, 2, stream.get());
+  // Kernel 0 waits for the caller's previous kernel in full; kernel 1
+  // follows ours with programmatic dependent launch, as the manifest says.
+  EXPECT_EQ(takeLaunches(), (std::vector<int>{0, 1}));
+  // run() on the runtime's own buffers keeps the manifest's PDL for both.
+  EXPECT_TRUE(model->kernels()[0]->programmaticDependentLaunch);
+}
+
+TEST_F(MockDriver, RunOnTensorsChecksBeforeLaunching) {
+  cuda::Stream stream = cuda::Stream::create();
+  Tensors big(5); // the step was loaded for batch 4
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(
+          CapacityError,
+          step->runOnTensors(big.arguments, big.results, 2, stream.get())),
+      "the step was loaded for batch 4");
+  Tensors t(3);
+  t.results[1].address = t.arguments[0].address; // residual_out onto x
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(
+          InvalidArgumentError,
+          step->runOnTensors(t.arguments, t.results, 2, stream.get())),
+      "result 1 (residual_out) of \"decode_layer\" overlaps argument \"x\"");
+  EXPECT_TRUE(takeLaunches().empty());
+}
