@@ -9,7 +9,7 @@ makes the decode-layer front half a PyTorch op on it::
     import fusion
     engine = fusion.Engine("build/example/smollm2.decode", "build/models/smollm2",
                            max_batch=2, max_tokens_per_seq=256)
-    print(fusion.generate(engine, [[1, 504, 3575], [1, 504]], max_new_tokens=16))
+    print(fusion.generate(engine, [[504, 3575, 314], [504]], max_new_tokens=16))
 
 Errors are ``fusion.Error`` (a ``RuntimeError``) or one of its subclasses:
 ``InvalidArgumentError``, ``CapacityError``, ``FormatError``,

@@ -22,7 +22,13 @@ residual add, which every layer shares). Each decode step is one CUDA graph
 
 import math
 
-import torch
+try:
+    import torch
+    import transformers  # noqa: F401 (the models this module takes)
+except ImportError as e:
+    raise ImportError("fusion.hf needs PyTorch and transformers: pip install "
+                      "torch transformers (or the package's extra: pip "
+                      "install '.[transformers]')") from e
 
 from .ops import FrontHalf
 

@@ -40,7 +40,11 @@ import itertools
 import weakref
 from typing import Optional, Tuple
 
-import torch
+try:
+    import torch
+except ImportError as e:  # the package itself does not need torch
+    raise ImportError("fusion.ops needs PyTorch: pip install torch (or the "
+                      "package's extra: pip install '.[torch]')") from e
 
 from . import _fusion
 from ._fusion import InvalidArgumentError

@@ -322,7 +322,8 @@ void bindModel(nb::module_ &m) {
           },
           "manifest"_a, "function"_a = "",
           "Reads and validates `manifest`; `function` empty: its only "
-          "function. Raises FormatError / InvalidArgumentError.")
+          "function. Raises Error (unreadable file), FormatError (bad "
+          "manifest) or InvalidArgumentError (no such function).")
       .def_prop_ro("function",
                    [](const Model &model) { return model.function().name; })
       .def_prop_ro("arguments", &argumentsOf,

@@ -9,6 +9,8 @@ at the build; on a GPU, test_engine_gpu needs $FUSION_ENGINE_MODELS (the
 whole tiny models ctest compiles, runtime/test/CMakeLists.txt).
 """
 
+import importlib
+import importlib.util
 import json
 import math
 import os
@@ -124,6 +126,15 @@ def test_engine_rejects_what_is_not_a_whole_model_before_the_gpu():
     # tiny_decode is one layer's front half, not fusion-import --whole-model.
     with pytest.raises(fusion.FormatError, match="has no argument embed_w"):
         fusion.Engine(str(TINY), str(TINY_CONFIG.parent), function="decode_layer")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None,
+                    reason="PyTorch is installed")
+def test_the_torch_modules_say_what_is_missing():
+    for module, text in (("fusion.ops", "fusion.ops needs PyTorch"),
+                         ("fusion.hf", "fusion.hf needs PyTorch and transformers")):
+        with pytest.raises(ImportError, match=text):
+            importlib.import_module(module)
 
 
 @pytest.mark.skipif(has_gpu(), reason="a GPU is present")
