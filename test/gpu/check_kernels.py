@@ -250,8 +250,9 @@ class Case:
         return f"B={self.batch} pos=[{pos}]{extra}"
 
 
-def make_inputs(manifest, fn, case, rng):
-    """Random function arguments (numpy), by the roles their users give them."""
+def argument_roles(manifest, fn):
+    """Function argument index -> the role of the first kernel parameter
+    bound to it (the runtime's Model.argumentRole)."""
     roles = {}
     for k in manifest["kernels"]:
         if k["function"] != fn["name"]:
@@ -260,6 +261,12 @@ def make_inputs(manifest, fn, case, rng):
             b = p.get("binding", {})
             if p["kind"] == "input" and "argument" in b:
                 roles.setdefault(b["argument"], p["role"])
+    return roles
+
+
+def make_inputs(manifest, fn, case, rng):
+    """Random function arguments (numpy), by the roles their users give them."""
+    roles = argument_roles(manifest, fn)
     B = case.batch
     page_size = None
     for a in fn["arguments"]:

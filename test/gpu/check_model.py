@@ -55,23 +55,10 @@ except ImportError:
              "(or pip install .)")
 
 
-def argument_roles(manifest, fn):
-    """Function argument index -> the role of the first parameter bound."""
-    roles = {}
-    for k in manifest["kernels"]:
-        if k["function"] != fn["name"]:
-            continue
-        for p in k["params"]:
-            b = p.get("binding", {})
-            if p["kind"] == "input" and "argument" in b:
-                roles.setdefault(b["argument"], p["role"])
-    return roles
-
-
 def make_arguments(manifest, fn, batch, rng):
     """Random arguments of one decode step: lengths 1..400 per sequence,
     distinct pages, random KV history."""
-    roles = argument_roles(manifest, fn)
+    roles = ck.argument_roles(manifest, fn)
     page = next((a["shape"][1] for a in fn["arguments"]
                  if roles.get(a["index"]) == "key_cache"), 16)
     positions = rng.integers(0, 400, size=batch).astype(np.int32)
