@@ -493,39 +493,25 @@ def fi_check(layer, wrapper, meta, batch, length):
     sdpa = F.scaled_dot_product_attention(
         q.contiguous()[:, :, None, :], kc.transpose(1, 2), vc.transpose(1, 2),
         enable_gqa=True)[:, :, 0, :]
-    _, q_ref, k_ref, v_ref = front_reference(layer, meta)
+    summed = x0 + r0
+    normed = F.rms_norm(summed, (HIDDEN,), layer["w_norm"], EPS)
+    q_ref, k_ref, v_ref = project(summed, layer["w_norm"], layer["w_qkv"],
+                                  meta["pos"], rope_inv_freq(), normed)
+
+    def errors(a, ref):
+        err = (a.float() - ref.float()).abs().max().item()
+        return err, err / max(ref.float().abs().max().item(), 1e-30)
+
     attn_abs, attn_rel = errors(out, sdpa)
     front_rel = max(errors(q, q_ref)[1],
                     errors(kc[:, length - 1], k_ref)[1],
                     errors(vc[:, length - 1], v_ref)[1])
     history = bool(torch.equal(kc[:, :length - 1], k_hist) and
                    torch.equal(vc[:, :length - 1], v_hist))
-    return within_tolerance(dict(
-        attention_max_abs_err=attn_abs, attention_rel_err=attn_rel,
-        front_rel_err=front_rel, history_unchanged=history))
-
-
-def front_reference(layer, meta):
-    """x + residual and this harness's projection of it (project(),
-    bench.py's RoPE at meta's positions): (summed, q, k, v)."""
-    summed = layer["x"] + layer["residual"]
-    normed = F.rms_norm(summed, (HIDDEN,), layer["w_norm"], EPS)
-    return (summed,) + project(summed, layer["w_norm"], layer["w_qkv"],
-                               meta["pos"], rope_inv_freq(), normed)
-
-
-def errors(a, ref):
-    """max |a - ref| and that over max |ref|."""
-    err = (a.float() - ref.float()).abs().max().item()
-    return err, err / max(ref.float().abs().max().item(), 1e-30)
-
-
-def within_tolerance(check):
-    """`check` if its errors are within FI_TOLERANCE and the history is
-    unchanged; AssertionError otherwise."""
-    if (not check["attention_rel_err"] <= FI_TOLERANCE["attention"] or
-            not check["front_rel_err"] <= FI_TOLERANCE["front"] or
-            not check["history_unchanged"]):
+    check = dict(attention_max_abs_err=attn_abs, attention_rel_err=attn_rel,
+                 front_rel_err=front_rel, history_unchanged=history)
+    if (not attn_rel <= FI_TOLERANCE["attention"] or
+            not front_rel <= FI_TOLERANCE["front"] or not history):
         raise AssertionError(f"check failed (tolerance {FI_TOLERANCE}): "
                              f"{check}")
     return check
@@ -596,18 +582,31 @@ def op_check(layer, step, meta, batch, length):
     k_hist, v_hist = fi_gather(kv.transpose(0, 1), meta, batch, length - 1)
     out, residual_out = step(x0, r0, layer["w_norm"], layer["w_qkv"], kv, None)
     kc, vc = fi_gather(kv.transpose(0, 1), meta, batch, length)
-    summed, q_ref, k_ref, v_ref = front_reference(layer, meta)
+    summed = x0 + r0
+    normed = F.rms_norm(summed, (HIDDEN,), layer["w_norm"], EPS)
+    q_ref, k_ref, v_ref = project(summed, layer["w_norm"], layer["w_qkv"],
+                                  meta["pos"], rope_inv_freq(), normed)
     sdpa = F.scaled_dot_product_attention(
         q_ref.view(batch, HEADS, 1, HEAD_DIM), kc.transpose(1, 2),
         vc.transpose(1, 2), enable_gqa=True)[:, :, 0, :]
-    attn_abs, attn_rel = errors(out, sdpa)
-    return within_tolerance(dict(
-        attention_max_abs_err=attn_abs, attention_rel_err=attn_rel,
-        front_rel_err=max(errors(kc[:, length - 1], k_ref)[1],
-                          errors(vc[:, length - 1], v_ref)[1],
-                          errors(residual_out, summed)[1]),
-        history_unchanged=bool(torch.equal(kc[:, :length - 1], k_hist) and
-                               torch.equal(vc[:, :length - 1], v_hist))))
+
+    def rel(a, ref):
+        return ((a.float() - ref.float()).abs().max() /
+                ref.float().abs().max().clamp_min(1e-30)).item()
+
+    check = dict(attention_rel_err=rel(out, sdpa),
+                 front_rel_err=max(rel(kc[:, length - 1], k_ref),
+                                   rel(vc[:, length - 1], v_ref),
+                                   rel(residual_out, summed)),
+                 history_unchanged=bool(
+                     torch.equal(kc[:, :length - 1], k_hist) and
+                     torch.equal(vc[:, :length - 1], v_hist)))
+    if (not check["attention_rel_err"] <= FI_TOLERANCE["attention"] or
+            not check["front_rel_err"] <= FI_TOLERANCE["front"] or
+            not check["history_unchanged"]):
+        raise AssertionError(f"check failed (tolerance {FI_TOLERANCE}): "
+                             f"{check}")
+    return check
 
 
 def run_fusion_op(dtype, batch, length, args):
