@@ -66,15 +66,22 @@ nb::list shapeList(const std::vector<Dim> &shape) {
   return dims;
 }
 
+/// {role, dtype, shape} of one argument or result.
+nb::dict tensorDict(const std::string &role, ElemType dtype,
+                    const std::vector<Dim> &shape) {
+  nb::dict d;
+  d["role"] = role;
+  d["dtype"] = std::string(elemTypeName(dtype));
+  d["shape"] = shapeList(shape);
+  return d;
+}
+
 nb::list argumentsOf(const Model &model) {
   nb::list out;
   for (const ManifestArgument &a : model.arguments()) {
-    nb::dict d;
+    nb::dict d = tensorDict(model.argumentRole(a.index), a.dtype, a.shape);
     d["name"] = a.name;
     d["kind"] = a.kind;
-    d["role"] = model.argumentRole(a.index);
-    d["dtype"] = std::string(elemTypeName(a.dtype));
-    d["shape"] = shapeList(a.shape);
     out.append(d);
   }
   return out;
@@ -82,14 +89,9 @@ nb::list argumentsOf(const Model &model) {
 
 nb::list resultsOf(const Model &model) {
   nb::list out;
-  for (size_t r = 0; r < model.results().size(); ++r) {
-    const ManifestResult &res = model.results()[r];
-    nb::dict d;
-    d["role"] = model.resultRole(static_cast<int>(r));
-    d["dtype"] = std::string(elemTypeName(res.dtype));
-    d["shape"] = shapeList(res.shape);
-    out.append(d);
-  }
+  for (size_t r = 0; r < model.results().size(); ++r)
+    out.append(tensorDict(model.resultRole(static_cast<int>(r)),
+                          model.results()[r].dtype, model.results()[r].shape));
   return out;
 }
 
@@ -178,7 +180,7 @@ struct PyEngine {
            std::optional<uint64_t> randomWeights) {
     Model m = Model::load(model + ".manifest.json", function);
     const std::string ptxName = model + ".ptx";
-    std::string ptx = readFile(ptxName, "PTX", uint64_t{1} << 30);
+    std::string ptx = readPtx(ptxName);
     const DType dtype = getModelDType(m.manifest(), m.function());
     const ModelConfig config =
         randomWeights ? ModelConfig::load(checkpoint + "/config.json")
@@ -281,7 +283,7 @@ struct PyFunction {
     model = std::make_unique<Model>(
         Model::load(prefix + ".manifest.json", function));
     const std::string ptxName = prefix + ".ptx";
-    std::string ptx = readFile(ptxName, "PTX", uint64_t{1} << 30);
+    std::string ptx = readPtx(ptxName);
     context = std::make_unique<cuda::Context>(cuda::Context::open(device));
     step = std::make_unique<DecodeStep>(*context, *model, ptx, ptxName,
                                         Capacity{maxBatch, 1, 1});

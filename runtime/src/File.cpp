@@ -62,4 +62,8 @@ bool sameFile(const std::string &a, const std::string &b) {
   return !pa.empty() && pa == pb;
 }
 
+std::string readPtx(const std::string &path) {
+  return readFile(path, "PTX", uint64_t{1} << 30);
+}
+
 } // namespace fusion::runtime

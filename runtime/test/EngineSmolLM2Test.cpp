@@ -72,8 +72,7 @@ protected:
     dtype_ = table.dtype == ElemType::BF16 ? DType::BF16 : DType::F16;
     Checkpoint ckpt = Checkpoint::open(dir_);
     return std::make_unique<Engine>(
-        ctx(), std::move(model),
-        readFile(prefix_ + ".ptx", "PTX", uint64_t{1} << 30), prefix_ + ".ptx",
+        ctx(), std::move(model), readPtx(prefix_ + ".ptx"), prefix_ + ".ptx",
         ckpt.config, loadModelWeights(ckpt.tensors, ckpt.config, dtype_),
         EngineCapacity{maxBatch, maxTokens, 0});
   }

@@ -117,8 +117,8 @@ protected:
     const std::string prefix = std::string(dir) + "/" + GetParam();
     engine_ = std::make_unique<Engine>(
         ctx(), Model::load(prefix + ".manifest.json", "decode_step"),
-        readFile(prefix + ".ptx", "PTX", uint64_t{1} << 30), prefix + ".ptx",
-        config_, weights_, EngineCapacity{3, 24, 0});
+        readPtx(prefix + ".ptx"), prefix + ".ptx", config_, weights_,
+        EngineCapacity{3, 24, 0});
     reference_ = std::make_unique<ModelReference>(
         config_, weights_, engine_->sequences().numPages(),
         engine_->sequences().pageSize());

@@ -76,10 +76,9 @@ protected:
     context = std::make_unique<cuda::Context>(cuda::Context::open());
     model = std::make_unique<Model>(
         Model::load(dataPath("tiny_decode.manifest.json")));
-    step = std::make_unique<DecodeStep>(
-        *context, *model,
-        readFile(dataPath("tiny_decode.ptx"), "PTX", uint64_t{1} << 30),
-        "tiny_decode.ptx", Capacity{4, 1, 1});
+    step = std::make_unique<DecodeStep>(*context, *model,
+                                        readPtx(dataPath("tiny_decode.ptx")),
+                                        "tiny_decode.ptx", Capacity{4, 1, 1});
     takeLaunches();
   }
   std::unique_ptr<cuda::Context> context;

@@ -128,7 +128,7 @@ int run(const GenerateOptions &o) {
                          ids.size());
   Model model = Model::load(o.model + ".manifest.json", o.function);
   const std::string ptxName = o.model + ".ptx";
-  std::string ptx = readFile(ptxName, "PTX", uint64_t{1} << 30);
+  std::string ptx = readPtx(ptxName);
   const DType dtype = compiledDType(model, o);
   // Random weights need only the checkpoint's config.json.
   const ModelConfig config =

@@ -23,6 +23,10 @@ namespace fusion::runtime {
 std::string readFile(const std::string &path, std::string_view what,
                      uint64_t maxBytes);
 
+/// The PTX file at `path` (fusion-compile's <prefix>.ptx): readFile with
+/// what = "PTX" and at most 1 GiB.
+std::string readPtx(const std::string &path);
+
 /// The file to write for output `path` through a temporary and a rename:
 /// `path` itself, or the file a symbolic link names (the rename would
 /// replace the link). Throws InvalidArgumentError if it exists as anything
