@@ -42,7 +42,7 @@ TEST(ProjectionSchedule, Llama3_8B) {
   ProjectionSchedule s = chooseProjectionSchedule(shape, true, kH100);
   EXPECT_EQ(s.warps, 8); // ceil(3072 / 8) = 384 >= 132
   EXPECT_EQ(s.blockSize, 256);
-  EXPECT_EQ(s.pairsPerWarp, 1); // 3072 / (8 * 2 * 132) = 1
+  EXPECT_EQ(s.pairsPerWarp, 1); // ceil(3072 / (384 * 8))
   EXPECT_EQ(s.grid, 384);
   EXPECT_EQ(s.batchTile, 1); // the variant takes batches >= 2
   EXPECT_EQ(s.unroll, 2);
@@ -82,7 +82,7 @@ TEST(ProjectionSchedule, TinyLlama) {
   EXPECT_EQ(mma->vectors, 8);     // 512 % 256 == 0
   ProjectionSchedule s = chooseProjectionSchedule(shape, true, kH100);
   EXPECT_EQ(s.grid, 160);
-  EXPECT_EQ(s.pairsPerWarp, 1); // 1280 / 2112 = 0, at least 1
+  EXPECT_EQ(s.pairsPerWarp, 1); // ceil(1280 / (160 * 8))
 }
 
 TEST(ProjectionSchedule, Group5Hidden5120) {
@@ -93,7 +93,26 @@ TEST(ProjectionSchedule, Group5Hidden5120) {
   EXPECT_EQ(mma->tileTokens, 16); // 218112 / 10304 = 21 -> 16
   EXPECT_EQ(mma->kSplit, 2);      // 448 * 4 > 1056 >= 448 * 2
   ProjectionSchedule s = chooseProjectionSchedule(shape, true, kH100);
-  EXPECT_EQ(s.grid, 448);
+  // 3584 / 8 = 448 CTAs' worth of pairs, at most 3 x 132 = 396 slots.
+  EXPECT_EQ(s.grid, 396);
+  EXPECT_EQ(s.pairsPerWarp, 2); // ceil(3584 / (396 * 8))
+}
+
+TEST(ProjectionSchedule, Llama3_8BMlpAtBatch1) {
+  // gate/up: 4096 hidden, 2 x 14336 rows = 14336 pairs: 1792 CTAs' worth,
+  // one per slot of 3 x 132, ceil(14336 / 3168) = 5 rounds.
+  ProjectionShape gateUp{4096, 14336, 2};
+  ProjectionSchedule s = chooseProjectionSchedule(gateUp, true, kH100);
+  EXPECT_EQ(s.grid, 396);
+  EXPECT_EQ(s.pairsPerWarp, 5);
+  EXPECT_EQ(s.minCtasPerSM, 3);
+  // down_proj: 14336 hidden, 4096 rows = 2048 pairs = 256 CTAs' worth, one
+  // round (28 KiB of shared memory per CTA still allows 3 per SM).
+  ProjectionShape down{14336, 2048, 2};
+  s = chooseProjectionSchedule(down, true, kH100);
+  EXPECT_EQ(s.grid, 256);
+  EXPECT_EQ(s.pairsPerWarp, 1);
+  EXPECT_EQ(s.minCtasPerSM, 3); // min(3, 233472 / (28704 + 1024), 8)
 }
 
 TEST(ProjectionSchedule, Group6Hidden1000) {

@@ -60,8 +60,6 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
          static_cast<int64_t>(llvm::divideCeil(shape.pairs, s.warps)) < smCount)
     s.warps /= 2;
   s.blockSize = TargetInfo::kWarpSize * s.warps;
-  s.pairsPerWarp = std::max<int64_t>(1, shape.pairs / (s.warps * 2 * smCount));
-  s.grid = llvm::divideCeil(shape.pairs, s.warps * s.pairsPerWarp);
   s.batchTile = 8;
   while (s.batchTile > 1 &&
          s.batchTile * shape.hidden * shape.elementBytes > budget)
@@ -83,6 +81,13 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
               target.getOccupancySharedBytes() /
                   (ctaShared + target.getReservedSharedBytesPerCTA()),
               target.getMaxThreadsPerSM() / s.blockSize}));
+  // One CTA per resident slot, fewer where the pairs give fewer warps'
+  // work: every SM then streams the same share. (A grid between one and two
+  // rounds of slots, like Llama-3-8B gate/up's 299 CTAs on 396 slots, left
+  // a third of the SMs with one CTA more; docs/performance.md entry 22.)
+  const int64_t warpsOfPairs = llvm::divideCeil(shape.pairs, s.warps);
+  s.grid = std::min(warpsOfPairs, smCount * s.minCtasPerSM);
+  s.pairsPerWarp = llvm::divideCeil(shape.pairs, s.grid * s.warps);
   return s;
 }
 

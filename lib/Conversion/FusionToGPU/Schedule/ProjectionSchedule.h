@@ -38,7 +38,8 @@ struct ProjectionSchedule {
   /// Warps per CTA (8, halved down to 2 while that leaves SMs idle at
   /// batch 1) and threads per CTA.
   int64_t warps = 8, blockSize = 256;
-  /// Row pairs per warp and grid step, and CTAs (grid x).
+  /// Row pairs per warp (rounds of the grid-stride loop, the last one
+  /// partial) and CTAs (grid x: at most minCtasPerSM per SM).
   int64_t pairsPerWarp = 1, grid = 1;
   /// Tokens normalised into shared memory per tile (1 with the tensor-core
   /// variant, else up to 4 as the 46 KiB static budget allows).
