@@ -76,10 +76,12 @@ LLAMA3_FACTOR, LLAMA3_LOW, LLAMA3_HIGH, LLAMA3_ORIGINAL = 8.0, 1.0, 4.0, 8192
 PAGE = 16  # tokens per KV page, ours (bench/compile.sh) and FlashInfer's
 
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
-# Batch 1 at three lengths, then batch 4 to 256 at 1 GiB of K/V history per
-# layer or less (64x4096, 128x2048 and 256x1024 hold the same tokens).
-CONFIGS = [(1, 1024), (1, 8192), (1, 32768), (4, 4096), (8, 4096),
-           (16, 4096), (32, 4096), (64, 4096), (128, 2048), (256, 1024)]
+# Batch 1 at four lengths, batches 1 to 8 at 4096 (issue 13's small-batch
+# rows), then batch 16 to 256 at 1 GiB of K/V history per layer or less
+# (64x4096, 128x2048 and 256x1024 hold the same tokens).
+CONFIGS = [(1, 1024), (1, 4096), (1, 8192), (1, 32768), (2, 4096), (4, 4096),
+           (8, 4096), (16, 4096), (32, 4096), (64, 4096), (128, 2048),
+           (256, 1024)]
 VARIANTS = ["fused", "unfused", "fusion_op", "eager_math", "eager_sdpa",
             "inductor_sdpa", "flashinfer"]
 STRATEGIES = {"fused": "decode", "unfused": "none"}
