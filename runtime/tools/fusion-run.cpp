@@ -174,7 +174,6 @@ int finish(const Options &o, RunSummary &r, const std::string &weightsOrigin,
 
 int run(const Options &o) {
   Model model = Model::load(o.manifest, o.function);
-  // The PTX of a whole model is megabytes.
   std::string ptx = readPtx(o.ptx);
   checkPtxAgainstManifest(ptx, o.ptx, model.manifest());
   std::optional<FrontHalfSignature> sig;
