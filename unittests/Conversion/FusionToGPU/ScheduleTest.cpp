@@ -106,13 +106,37 @@ TEST(ProjectionSchedule, Llama3_8BMlpAtBatch1) {
   EXPECT_EQ(s.grid, 396);
   EXPECT_EQ(s.pairsPerWarp, 5);
   EXPECT_EQ(s.minCtasPerSM, 3);
+  EXPECT_EQ(s.reservedSharedBytes, 0);
   // down_proj: 14336 hidden, 4096 rows = 2048 pairs = 256 CTAs' worth, one
-  // round (28 KiB of shared memory per CTA still allows 3 per SM).
+  // round of at most two per SM, 117 MB of weights: held to two CTAs per SM.
   ProjectionShape down{14336, 2048, 2};
   s = chooseProjectionSchedule(down, true, kH100);
   EXPECT_EQ(s.grid, 256);
   EXPECT_EQ(s.pairsPerWarp, 1);
-  EXPECT_EQ(s.minCtasPerSM, 3); // min(3, 233472 / (28704 + 1024), 8)
+  EXPECT_EQ(s.minCtasPerSM, 2);
+  EXPECT_EQ(s.unroll, 4);
+  // 232448 * 2 / 5 = 92979 bytes per CTA, less 28672 + 32 static and 1024
+  // reserved: 63251, down to a multiple of 16.
+  EXPECT_EQ(s.reservedSharedBytes, 63248);
+  // o_proj (4096 hidden, 2048 pairs): 232448 * 2 / 5 = 92979, less 8192 +
+  // 32 static and 1024 reserved: 83731, down to a multiple of 16.
+  EXPECT_EQ(chooseProjectionSchedule({4096, 2048, 2}, true, kH100)
+                .reservedSharedBytes,
+            83728);
+  // Without programmatic dependent launch (sm_80, same SM count) nothing is
+  // held, nor without the batch variants (the kernel then runs at every
+  // batch).
+  const TargetInfo sm80(/*computeCapability=*/80, /*smCount=*/132);
+  s = chooseProjectionSchedule(down, true, sm80);
+  EXPECT_EQ(s.minCtasPerSM, 3);
+  EXPECT_EQ(s.reservedSharedBytes, 0);
+  EXPECT_EQ(chooseProjectionSchedule(down, false, kH100).reservedSharedBytes,
+            0);
+  // SmolLM2's down_proj (1536 hidden, 288 pairs, 1.7 MB) stays in L2:
+  // nothing is held either.
+  s = chooseProjectionSchedule({1536, 288, 2}, true, kH100);
+  EXPECT_EQ(s.reservedSharedBytes, 0);
+  EXPECT_EQ(s.unroll, 2);
 }
 
 TEST(ProjectionSchedule, Group6Hidden1000) {

@@ -308,6 +308,7 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
         gemmShape.norm == ProjectionNorm::FoldableRMS, kernel.getContext());
   launch.blockSize = s.blockSize;
   launch.grid = {std::to_string(s.grid), "1", "1"};
+  launch.dynamicSharedBytes = s.reservedSharedBytes;
   ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
   FailureOr<gpu::GPUFuncOp> func = createProjectionFunc(
       b, p, kernel, module, launch, launch.entry, s.blockSize, target);

@@ -47,6 +47,36 @@ mlir::fusion::chooseProjectionMmaSchedule(const ProjectionShape &shape,
   return s;
 }
 
+/// On a target with programmatic dependent launch, a kernel that runs only
+/// at batch 1 (it has batch variants), whose weights stream from HBM (above
+/// the L2 prefetch budget) and whose grid is one round of between one and two
+/// CTAs per SM (Llama-3-8B's o_proj and down_proj: 256 CTAs) runs two CTAs
+/// per SM with 4 chunks per step, and reserves
+/// dynamic shared memory (unused) so that a third CTA cannot be resident.
+/// Under PDL a kernel's CTAs are placed while the previous kernel drains, on
+/// the SMs that free up first; without the cap some SMs got three CTAs and
+/// others one (docs/performance.md entry 22: -8% on the Llama-3-8B-shape
+/// step with these kernels at 126 registers, which had the same effect).
+static void holdToTwoCtasPerSM(const ProjectionShape &shape,
+                               bool hasBatchVariant, const TargetInfo &target,
+                               int64_t chunks, ProjectionSchedule &s) {
+  const int64_t weightBytes =
+      2 * shape.pairs * shape.hidden * shape.elementBytes;
+  const int64_t sms = target.getSMCount();
+  if (!hasBatchVariant || s.minCtasPerSM != 3 || chunks < 4 || s.grid <= sms ||
+      s.grid > 2 * sms || !target.hasGridDependencyControl() ||
+      shouldPrefetchWeights(weightBytes))
+    return;
+  s.minCtasPerSM = 2;
+  s.unroll = 4;
+  // A footprint of 2/5 of the SM's shared memory: two CTAs fit, three do
+  // not, whatever the allocation granularity.
+  const int64_t ctaShared = shape.hidden * shape.elementBytes + 4 * s.warps +
+                            target.getReservedSharedBytesPerCTA();
+  s.reservedSharedBytes =
+      (target.getOccupancySharedBytes() * 2 / 5 - ctaShared) / 16 * 16;
+}
+
 ProjectionSchedule
 mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
                                        bool hasBatchVariant,
@@ -87,6 +117,7 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
   // a third of the SMs with one CTA more; docs/performance.md entry 22.)
   const int64_t warpsOfPairs = llvm::divideCeil(shape.pairs, s.warps);
   s.grid = std::min(warpsOfPairs, smCount * s.minCtasPerSM);
+  holdToTwoCtasPerSM(shape, hasBatchVariant, target, chunks, s);
   s.pairsPerWarp = llvm::divideCeil(shape.pairs, s.grid * s.warps);
   return s;
 }

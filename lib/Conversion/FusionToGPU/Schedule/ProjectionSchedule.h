@@ -47,8 +47,13 @@ struct ProjectionSchedule {
   /// 256-element chunks per warp and loop step (before dividing by the
   /// sub-tile's token count).
   int64_t unroll = 2;
-  /// `.minnctapersm` hint: at most 3, as shared memory and threads allow.
+  /// `.minnctapersm` hint: at most 3, as shared memory and threads allow;
+  /// 2 where the kernel is held to two CTAs per SM (below).
   int64_t minCtasPerSM = 1;
+  /// Dynamic shared memory the launch reserves and the kernel does not use,
+  /// in bytes: nonzero where a batch-1 kernel is held to two CTAs per SM
+  /// (chooseProjectionSchedule documents when).
+  int64_t reservedSharedBytes = 0;
 };
 
 /// The tensor-core variant's schedule.
@@ -172,7 +177,11 @@ chooseProjectionMmaSchedule(const ProjectionShape &shape,
 
 /// The CUDA-core kernel's schedule; `hasBatchVariant` when
 /// chooseProjectionGemmSchedules or chooseProjectionMmaSchedule gave one
-/// (then this kernel runs only at batch 1, with tiles of one token).
+/// (then this kernel runs only at batch 1, with tiles of one token). The
+/// grid is one CTA per resident slot (fewer when the pairs give less work);
+/// a batch-1 kernel streaming more than the L2 prefetch budget from a grid
+/// of at most two CTAs per SM is held to two per SM on sm_90+
+/// (`reservedSharedBytes`, unroll 4).
 ProjectionSchedule chooseProjectionSchedule(const ProjectionShape &shape,
                                             bool hasBatchVariant,
                                             const TargetInfo &target);
