@@ -171,8 +171,15 @@ TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
   step.downloadResult(0, StepShape{4, 1, 1}, host.data(), host.size() * 2);
   EXPECT_EQ(host[0], 0xFFFF);
   std::vector<int32_t> counters(8, -1);
-  int counterBuffer = 5; // kernel 1 workspace "split_counters"
-  step.internal(counterBuffer).download(counters.data(), 32);
+  const std::vector<InternalBuffer> &internal =
+      step.plan().model().internalBuffers();
+  auto counterBuffer = std::find_if(
+      internal.begin(), internal.end(), [](const InternalBuffer &b) {
+        return b.kernel == 1 && b.role == "split_counters";
+      });
+  ASSERT_NE(counterBuffer, internal.end());
+  step.internal(static_cast<int>(counterBuffer - internal.begin()))
+      .download(counters.data(), 32);
   EXPECT_EQ(counters[0], 0);
 
   step.run(StepShape{2, 3, 4}, TinyInputs(2, 3).view());
