@@ -1,11 +1,12 @@
-//===- MockDriverTest.cpp - DecodeStep::runOnTensors on the mock driver ---===//
+//===- MockDriverTest.cpp - DecodeStep's launches on the mock driver ------===//
 //
-// The host side of a call on caller tensors (what the PyTorch op does),
-// run on libfusion_mock_cuda.so ($FUSION_CUDA_DRIVER, set by ctest; also
-// under the sanitizers): the tiny front half (runtime/test/data/tiny_decode,
-// two kernels, both marked for programmatic dependent launch in its
-// manifest) launched on buffers the test owns. The mock runs no kernel; it
-// logs each launch, so the test sees what was launched and how.
+// The host side of a call on caller tensors (what the PyTorch op does) and
+// of runGraph's graph cache, run on libfusion_mock_cuda.so
+// ($FUSION_CUDA_DRIVER, set by ctest; also under the sanitizers): the tiny
+// front half (runtime/test/data/tiny_decode, two kernels, both marked for
+// programmatic dependent launch in its manifest) launched on buffers the test
+// owns. The mock runs no kernel; it logs each launch, so the test sees what was
+// launched and how.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include "fusion/runtime/File.h"
 
 #include "TestUtil.h"
+#include "TinyStep.h"
 
 #include <dlfcn.h>
 
@@ -115,4 +117,39 @@ TEST_F(MockDriver, RunOnTensorsChecksBeforeLaunching) {
           step->runOnTensors(t.arguments, t.results, 2, stream.get())),
       "result 1 (residual_out) of \"decode_layer\" overlaps argument \"x\"");
   EXPECT_TRUE(takeLaunches().empty());
+}
+
+TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
+  DecodeStep graphs(*context, *model, readPtx(dataPath("tiny_decode.ptx")),
+                    "tiny_decode.ptx", Capacity{4, 1, 4});
+  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, graphs, 1);
+  for (size_t i = 0; i < args.size(); ++i)
+    graphs.bind(static_cast<int>(i), args[i]);
+  takeLaunches();
+  auto run = [&](int64_t batch, int64_t splits) {
+    graphs.runGraph(StepShape{batch, 1, splits}, TinyInputs(batch, 1).view());
+  };
+  // A capture records the step's two launches; a replay records none.
+  run(2, 1);
+  run(3, 1);
+  run(2, 1);
+  EXPECT_EQ(graphs.graphCaptures(), 2);
+  EXPECT_EQ(takeLaunches().size(), 4u);
+  // kMaxGraphs (8) shapes are kept, the least recently used dropped first.
+  ASSERT_EQ(DecodeStep::kMaxGraphs, 8u);
+  for (int64_t splits = 2; splits <= 7; ++splits) // 8 kept now
+    run(3, splits);
+  EXPECT_EQ(graphs.graphCaptures(), 8);
+  run(2, 1); // kept, and now the most recently used
+  EXPECT_EQ(graphs.graphCaptures(), 8);
+  run(3, 8); // a ninth: (batch 3, 1 split) is dropped
+  EXPECT_EQ(graphs.graphCaptures(), 9);
+  run(2, 1);
+  EXPECT_EQ(graphs.graphCaptures(), 9);
+  run(3, 1);
+  EXPECT_EQ(graphs.graphCaptures(), 10);
+  // New bindings make every kept graph stale.
+  graphs.bind(0, args[0]);
+  run(3, 1);
+  EXPECT_EQ(graphs.graphCaptures(), 11);
 }
