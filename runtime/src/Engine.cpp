@@ -81,17 +81,10 @@ void Engine::bindArguments() {
   }
 }
 
-int64_t Engine::attentionLength(int64_t maxSeqLen) const {
-  int64_t length = 1;
-  while (length < maxSeqLen)
-    length *= 2;
-  return std::min(length, pool_.capacity().maxTokensPerSeq);
-}
-
 void Engine::launch(HostStep s) {
   last_ = std::move(s);
   last_.shape.numSplits = model_.defaultNumSplits(
-      last_.shape.batch, attentionLength(last_.maxSeqLen));
+      last_.shape.batch, pool_.attentionLength(last_.maxSeqLen));
   CUstream stream = step_.stream();
   auto upload = [&](cuda::DeviceBuffer &buffer,
                     const std::vector<int32_t> &values) {

@@ -92,6 +92,13 @@ void SequencePool::checkToken(const char *what, SeqId id, size_t index,
                          ") is outside the vocabulary [0, ", vocab_, ")");
 }
 
+int64_t SequencePool::attentionLength(int64_t maxSeqLen) const {
+  int64_t length = 1;
+  while (length < maxSeqLen)
+    length *= 2;
+  return std::min(length, capacity_.maxTokensPerSeq);
+}
+
 HostStep SequencePool::prepareStep(const std::vector<SeqId> &seqs,
                                    const std::vector<int32_t> &tokens) {
   const char *what = "Engine::step";

@@ -9,10 +9,12 @@
 // every output stays zero. It checks plumbing, never numerics (the GPU tests
 // do that). Defined after <cuda.h>, each function gets the versioned symbol
 // name and the prototype the header declares. Tests read the log of kernel
-// launches through fusionMockLaunches (below).
+// launches through fusionMockLaunches and that of graph launches and
+// destructions through fusionMockGraphs (below).
 //
 //===----------------------------------------------------------------------===//
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +24,10 @@
 namespace {
 /// Per kernel launch: 1 if it asked for programmatic stream serialization.
 std::vector<int> launchLog;
+/// Graph executables: each instantiation gets the next id (1, 2, ...);
+/// a launch of graph i logs i, its destruction -i.
+std::vector<int> graphLog;
+int graphsMade = 0;
 } // namespace
 
 extern "C" {
@@ -34,6 +40,15 @@ int fusionMockLaunches(int *out, int capacity, int clear) {
     out[i] = launchLog[i];
   if (clear)
     launchLog.clear();
+  return n;
+}
+/// The graph log (see graphLog), as fusionMockLaunches.
+int fusionMockGraphs(int *out, int capacity, int clear) {
+  const int n = static_cast<int>(graphLog.size());
+  for (int i = 0; i < n && i < capacity; ++i)
+    out[i] = graphLog[i];
+  if (clear)
+    graphLog.clear();
   return n;
 }
 CUresult CUDAAPI cuGetErrorName(CUresult, const char **s) {
@@ -89,7 +104,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice) {
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSynchronize(void) { return CUDA_SUCCESS; }
-static int modDummy, funcDummy, streamDummy, graphDummy, execDummy;
+static int modDummy, funcDummy, streamDummy, graphDummy;
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *, unsigned int,
                                     CUjit_option *, void **) {
   *m = (CUmodule)&modDummy;
@@ -161,11 +176,18 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream, CUgraph *g) {
 }
 CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *e, CUgraph,
                                     unsigned long long) {
-  *e = (CUgraphExec)&execDummy;
+  // A distinct handle per executable: its id, never dereferenced.
+  *e = (CUgraphExec)(uintptr_t)(++graphsMade);
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuGraphLaunch(CUgraphExec, CUstream) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream) {
+  graphLog.push_back(static_cast<int>((uintptr_t)e));
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec e) {
+  graphLog.push_back(-static_cast<int>((uintptr_t)e));
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuGraphDestroy(CUgraph) { return CUDA_SUCCESS; }
 static int eventDummy;
 CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int) {

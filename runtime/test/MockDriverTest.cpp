@@ -19,6 +19,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -29,18 +30,22 @@ namespace {
 
 using LaunchLogFn = int (*)(int *, int, int);
 
-/// The mock's launch log (1 per launch with programmatic stream
-/// serialization, 0 without), emptied.
-std::vector<int> takeLaunches() {
+/// The mock's log `name` (fusionMockLaunches or fusionMockGraphs), emptied;
+/// {-1} when the mock is not loaded.
+std::vector<int> takeLog(const char *name) {
   void *mock = dlopen(std::getenv("FUSION_CUDA_DRIVER"), RTLD_NOW);
-  auto log = reinterpret_cast<LaunchLogFn>(
-      mock ? dlsym(mock, "fusionMockLaunches") : nullptr);
+  auto log = reinterpret_cast<LaunchLogFn>(mock ? dlsym(mock, name) : nullptr);
   if (!log)
     return {-1};
   std::vector<int> out(64);
   out.resize(log(out.data(), 64, /*clear=*/1));
   return out;
 }
+/// Per kernel launch: 1 with programmatic stream serialization, 0 without.
+std::vector<int> takeLaunches() { return takeLog("fusionMockLaunches"); }
+/// Per graph launch the graph's id, per destruction minus its id (the mock
+/// numbers its graph executables 1, 2, ... in instantiation order).
+std::vector<int> takeGraphs() { return takeLog("fusionMockGraphs"); }
 
 /// Device buffers for every argument and result of the tiny front half at
 /// batch `batch` (max_pages 5, num_pages 7), and their DeviceTensors.
@@ -120,36 +125,49 @@ TEST_F(MockDriver, RunOnTensorsChecksBeforeLaunching) {
 }
 
 TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
-  DecodeStep graphs(*context, *model, readPtx(dataPath("tiny_decode.ptx")),
-                    "tiny_decode.ptx", Capacity{4, 1, 4});
-  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, graphs, 1);
+  auto graphs = std::make_unique<DecodeStep>(
+      *context, *model, readPtx(dataPath("tiny_decode.ptx")), "tiny_decode.ptx",
+      Capacity{4, 1, 4});
+  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, *graphs, 1);
   for (size_t i = 0; i < args.size(); ++i)
-    graphs.bind(static_cast<int>(i), args[i]);
+    graphs->bind(static_cast<int>(i), args[i]);
   takeLaunches();
+  takeGraphs();
+  // Runs a step of `batch` rows and `splits` splits; returns the graph
+  // launched (-1 if not exactly one).
   auto run = [&](int64_t batch, int64_t splits) {
-    graphs.runGraph(StepShape{batch, 1, splits}, TinyInputs(batch, 1).view());
+    graphs->runGraph(StepShape{batch, 1, splits}, TinyInputs(batch, 1).view());
+    std::vector<int> log = takeGraphs();
+    return log.size() == 1 ? log[0] : -1;
   };
-  // A capture records the step's two launches; a replay records none.
-  run(2, 1);
-  run(3, 1);
-  run(2, 1);
-  EXPECT_EQ(graphs.graphCaptures(), 2);
+  // The mock numbers graph executables in instantiation order. A capture
+  // records the step's two kernel launches; a replay records none.
+  const int first = run(2, 1);
+  const int second = run(3, 1);
+  EXPECT_EQ(second, first + 1);
+  EXPECT_EQ(run(2, 1), first);
+  EXPECT_EQ(graphs->graphCaptures(), 2);
   EXPECT_EQ(takeLaunches().size(), 4u);
-  // kMaxGraphs (8) shapes are kept, the least recently used dropped first.
+  // kMaxGraphs (8) are kept, the least recently used dropped (destroyed)
+  // first.
   ASSERT_EQ(DecodeStep::kMaxGraphs, 8u);
-  for (int64_t splits = 2; splits <= 7; ++splits) // 8 kept now
-    run(3, splits);
-  EXPECT_EQ(graphs.graphCaptures(), 8);
-  run(2, 1); // kept, and now the most recently used
-  EXPECT_EQ(graphs.graphCaptures(), 8);
-  run(3, 8); // a ninth: (batch 3, 1 split) is dropped
-  EXPECT_EQ(graphs.graphCaptures(), 9);
-  run(2, 1);
-  EXPECT_EQ(graphs.graphCaptures(), 9);
-  run(3, 1);
-  EXPECT_EQ(graphs.graphCaptures(), 10);
-  // New bindings make every kept graph stale.
-  graphs.bind(0, args[0]);
-  run(3, 1);
-  EXPECT_EQ(graphs.graphCaptures(), 11);
+  for (int64_t splits = 2; splits <= 7; ++splits)
+    EXPECT_EQ(run(3, splits), second + splits - 1);
+  EXPECT_EQ(run(2, 1), first); // kept, now the most recently used
+  graphs->runGraph(StepShape{3, 1, 8}, TinyInputs(3, 1).view());
+  EXPECT_EQ(takeGraphs(), (std::vector<int>{-second, second + 7}));
+  EXPECT_EQ(run(2, 1), first);
+  EXPECT_EQ(run(3, 1), -1); // dropped: one destroyed, a new one launched
+  EXPECT_EQ(graphs->graphCaptures(), 10);
+  // New bindings make every kept graph stale: all 8 are destroyed.
+  graphs->bind(0, args[0]);
+  graphs->runGraph(StepShape{3, 1, 1}, TinyInputs(3, 1).view());
+  std::vector<int> log = takeGraphs();
+  EXPECT_EQ(std::count_if(log.begin(), log.end(), [](int g) { return g < 0; }),
+            8);
+  EXPECT_EQ(log.back(), second + 9);
+  EXPECT_EQ(graphs->graphCaptures(), 11);
+  // The step destroys the one it keeps.
+  graphs.reset();
+  EXPECT_EQ(takeGraphs(), (std::vector<int>{-(second + 9)}));
 }

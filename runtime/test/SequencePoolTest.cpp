@@ -177,3 +177,19 @@ TEST(SequencePool, UnusedId) {
   EXPECT_NE(other, id);
   EXPECT_FALSE(pool.contains(other));
 }
+
+TEST(SequencePool, AttentionLengthIsThePowerOfTwoAtOrAbove) {
+  // smallPool: at most 10 tokens per sequence.
+  SequencePool pool = smallPool();
+  EXPECT_EQ(pool.attentionLength(1), 1);
+  EXPECT_EQ(pool.attentionLength(2), 2);
+  EXPECT_EQ(pool.attentionLength(3), 4);
+  EXPECT_EQ(pool.attentionLength(5), 8);
+  EXPECT_EQ(pool.attentionLength(8), 8);
+  EXPECT_EQ(pool.attentionLength(9), 10); // the capacity, not 16
+  EXPECT_EQ(pool.attentionLength(10), 10);
+  SequencePool large(EngineCapacity{1, 2048, 0}, 16, 50);
+  EXPECT_EQ(large.attentionLength(513), 1024);
+  EXPECT_EQ(large.attentionLength(1024), 1024);
+  EXPECT_EQ(large.attentionLength(1025), 2048);
+}

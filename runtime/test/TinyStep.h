@@ -1,5 +1,4 @@
-//===- TinyStep.h - inputs of the tiny front half for DecodeStep tests -*- C++
-//-*-===//
+//===- TinyStep.h - the tiny front half's step inputs -----------*- C++ -*-===//
 //
 // runtime/test/data/tiny_decode (two kernels, pages of 4 tokens): valid
 // step inputs and bound argument buffers, shared by the GPU tests

@@ -46,7 +46,6 @@
 #include "fusion/runtime/Model.h"
 #include "fusion/runtime/TensorCall.h"
 
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>

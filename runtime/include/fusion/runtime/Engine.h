@@ -33,9 +33,9 @@
 // (and the logits when asked). num_splits is the schedule's policy for the
 // longest sequence rounded up to a power of two (at most maxTokensPerSeq),
 // so that a growing sequence changes it, and captures a graph, a few times
-// rather than every 64 tokens (attentionLength). Prefill runs a prompt as
-// decode steps, one token at a time: simple and exactly the path decoding
-// takes, but one step per prompt token (slow for long prompts).
+// rather than every 64 tokens (SequencePool::attentionLength). Prefill runs a
+// prompt as decode steps, one token at a time: simple and exactly the path
+// decoding takes, but one step per prompt token (slow for long prompts).
 //
 // Errors: a bad request (batch, token ids, unknown or repeated sequences, a
 // sequence past maxTokensPerSeq, too few free pages) throws the runtime's
@@ -145,11 +145,9 @@ private:
   /// caller's ModelWeights may go away), allocates and zeroes the caches,
   /// allocates the step inputs at capacity, and binds them all.
   void bindArguments();
-  /// The length num_splits is chosen for: `maxSeqLen` rounded up to a
-  /// power of two, at most maxTokensPerSeq.
-  int64_t attentionLength(int64_t maxSeqLen) const;
   /// Uploads the inputs of `s` and launches it (num_splits chosen here by
-  /// the schedule's policy at attentionLength); `s` is kept in last_.
+  /// the schedule's policy at SequencePool::attentionLength); `s` is kept
+  /// in last_.
   void launch(HostStep s);
   /// The next tokens of the last step, and its logits when asked.
   std::vector<int32_t> download(std::vector<uint16_t> *logits) const;

@@ -73,6 +73,12 @@ public:
   int64_t numFreePages() const { return cache_.numFreePages(); }
   /// The block-table width of every step: ceil(maxTokensPerSeq / pageSize).
   int64_t maxPagesPerSeq() const { return cache_.maxPagesPerSeq(); }
+  /// The length a step's num_splits is chosen for (the schedule's policy,
+  /// Model::defaultNumSplits) when its longest sequence holds `maxSeqLen`
+  /// tokens: the next power of two, at most maxTokensPerSeq, so that a
+  /// growing sequence changes num_splits (and the step's CUDA graph) a few
+  /// times rather than at every multiple of the policy's chunk.
+  int64_t attentionLength(int64_t maxSeqLen) const;
   int64_t vocabSize() const { return vocab_; }
 
   /// Starts an empty sequence. Throws InvalidArgumentError if `id` is live.
