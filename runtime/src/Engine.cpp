@@ -39,6 +39,12 @@ Engine::Engine(const cuda::Context &context, Model model,
           Capacity{capacity.maxBatch, pool_.maxPagesPerSeq(), pool_.numPages()},
           DecodeStep::Options{options.syncEachKernel}) {
   bindArguments();
+  const uint64_t slotBytes = static_cast<uint64_t>(
+      capacity.maxBatch * (3 + pool_.maxPagesPerSeq()) * sizeof(int32_t));
+  for (int i = 0; i < 2; ++i)
+    staging_.push_back(
+        {cuda::PinnedHostBuffer(slotBytes, "step inputs (staging)"),
+         cuda::Event::create()});
 }
 
 void Engine::bindArguments() {
@@ -81,19 +87,31 @@ void Engine::bindArguments() {
   }
 }
 
-void Engine::launch(HostStep s) {
+void Engine::launch(HostStep s, bool tokensOnDevice) {
   last_ = std::move(s);
   last_.shape.numSplits = model_.defaultNumSplits(
       last_.shape.batch, pool_.attentionLength(last_.maxSeqLen));
   CUstream stream = step_.stream();
+  StagingSlot &slot = staging_[nextSlot_];
+  nextSlot_ = (nextSlot_ + 1) % staging_.size();
+  slot.uploaded.synchronize();
+  int32_t *host = static_cast<int32_t *>(slot.host.data());
   auto upload = [&](cuda::DeviceBuffer &buffer,
                     const std::vector<int32_t> &values) {
-    buffer.uploadAsync(values.data(), values.size() * sizeof(int32_t), stream);
+    std::copy(values.begin(), values.end(), host);
+    buffer.uploadAsync(host, values.size() * sizeof(int32_t), stream);
+    host += values.size();
   };
-  upload(tokens_, last_.tokens);
+  if (tokensOnDevice)
+    tokens_.copyFrom(step_.resultAddress(map_.nextTokens),
+                     last_.tokens.size() * sizeof(int32_t), "the next tokens",
+                     stream);
+  else
+    upload(tokens_, last_.tokens);
   upload(positions_, last_.positions);
   upload(seqLens_, last_.seqLens);
   upload(blockTable_, last_.blockTable);
+  slot.uploaded.record(stream);
   if (options_.graph)
     step_.runGraph(last_.shape, last_.inputs());
   else
@@ -155,6 +173,39 @@ Engine::prefill(const std::vector<SeqId> &seqs,
     }
   }
   return next;
+}
+
+std::vector<std::vector<int32_t>>
+Engine::generate(const std::vector<SeqId> &seqs,
+                 const std::vector<int32_t> &tokens, int64_t steps) {
+  if (steps < 1)
+    throwInvalidArgument("Engine::generate: steps must be at least 1, got ",
+                         steps);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t token : tokens) {
+    prompts.emplace_back(static_cast<size_t>(steps), 0);
+    prompts.back()[0] = token;
+  }
+  pool_.checkPrompts(seqs, prompts, "Engine::generate");
+  const size_t batch = seqs.size();
+  const uint64_t rowBytes = batch * sizeof(int32_t);
+  cuda::DeviceBuffer generated(static_cast<uint64_t>(steps) * rowBytes,
+                               "generated tokens");
+  const std::vector<int32_t> onDevice(batch, 0); // placeholders, not uploaded
+  for (int64_t t = 0; t < steps; ++t) {
+    launch(pool_.prepareStep(seqs, t == 0 ? tokens : onDevice), t > 0);
+    generated.copyFrom(step_.resultAddress(map_.nextTokens), rowBytes,
+                       "the next tokens", step_.stream(),
+                       static_cast<uint64_t>(t) * rowBytes);
+  }
+  step_.synchronize();
+  std::vector<int32_t> host(static_cast<size_t>(steps) * batch);
+  generated.download(host.data(), generated.bytes());
+  std::vector<std::vector<int32_t>> out(batch);
+  for (size_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < steps; ++t)
+      out[b].push_back(host[static_cast<size_t>(t) * batch + b]);
+  return out;
 }
 
 std::vector<double> Engine::score(const std::vector<int32_t> &tokens) {

@@ -80,6 +80,30 @@ TEST_F(Gpu, ContextAndBuffers) {
       EXPECT_THROW_MSG(InvalidArgumentError, buf.copyFrom(copy, stream.get()));
   EXPECT_CONTAINS(msg, "DeviceBuffer::copyFrom: 2048 bytes at offset 0 exceed "
                        "buffer \"test buffer\" of 1024 bytes");
+  // A range of device memory to an offset, as Engine::generate collects
+  // each step's tokens.
+  copy.copyFrom(buf.get() + 8, 16, "bytes 8..24", stream.get(), 2000);
+  stream.synchronize();
+  copy.download(copied.data(), copied.size());
+  EXPECT_TRUE(
+      std::equal(in.begin() + 8, in.begin() + 24, copied.begin() + 2000));
+  EXPECT_EQ(copied[1999], 0x5A);
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         copy.copyFrom(buf.get(), 16, "x", nullptr, 2040));
+  EXPECT_CONTAINS(msg, "16 bytes at offset 2040 exceed buffer \"copy\"");
+
+  // Page-locked host memory: zeroed, and a source of async uploads.
+  cuda::PinnedHostBuffer pinned(64, "pinned");
+  ASSERT_EQ(pinned.bytes(), 64u);
+  auto *bytes = static_cast<uint8_t *>(pinned.data());
+  EXPECT_EQ(std::count(bytes, bytes + 64, 0), 64);
+  std::fill(bytes, bytes + 64, 0x11);
+  buf.uploadAsync(pinned.data(), 64, stream.get(), 100);
+  stream.synchronize();
+  buf.download(out.data(), out.size());
+  EXPECT_EQ(out[100], 0x11);
+  EXPECT_EQ(out[163], 0x11);
+  EXPECT_EQ(out[164], in[164]);
 }
 
 TEST_F(Gpu, BadPtxReportsTheJitLog) {

@@ -10,7 +10,8 @@
 // the weights bound by name and uploaded, the caches bound per layer and
 // kept across steps, the step inputs (tokens, positions, seq_lens, block
 // table of the pool's pages), graph capture and direct launches, the
-// downloads, prefill with prompts of different lengths, score's
+// downloads, prefill with prompts of different lengths, generate (the
+// next tokens fed back on the device), score's
 // log-softmax, and errors before any launch. Skipped without a CUDA device.
 //
 //===----------------------------------------------------------------------===//
@@ -272,6 +273,32 @@ TEST_F(EngineMock, StepsWithDirectLaunches) {
   EXPECT_EQ(engine->graphCaptures(), 0);
 }
 
+TEST_F(EngineMock, GenerateMatchesSteps) {
+  for (bool graph : {true, false}) {
+    SCOPED_TRACE(graph ? "graph" : "direct launches");
+    std::unique_ptr<Engine> engine = makeEngine({graph, false});
+    HostMock host;
+    for (SeqId id : {4, 5, 6}) {
+      engine->addSequence(id);
+      host.addSequence(id);
+    }
+    std::vector<int32_t> tokens = {1, 299, 42};
+    std::vector<std::vector<int32_t>> ids =
+        engine->generate({4, 5, 6}, tokens, 9); // past two pages
+    ASSERT_EQ(ids.size(), 3u);
+    for (size_t t = 0; t < 9; ++t) {
+      tokens = host.step({4, 5, 6}, tokens);
+      for (size_t b = 0; b < 3; ++b)
+        ASSERT_EQ(ids[b].at(t), tokens[b]) << "row " << b << ", step " << t;
+    }
+    // A step after generate continues the same sequences.
+    EXPECT_EQ(engine->step({5, 4}, {tokens[1], tokens[0]}),
+              host.step({5, 4}, {tokens[1], tokens[0]}));
+    EXPECT_EQ(engine->length(4), 10);
+    EXPECT_EQ(engine->length(6), 9);
+  }
+}
+
 TEST_F(EngineMock, PrefillAndScore) {
   std::unique_ptr<Engine> engine = makeEngine({});
   HostMock host;
@@ -323,6 +350,13 @@ TEST_F(EngineMock, BadRequestsLaunchNothing) {
   EXPECT_THROW(engine->step({1, 2, 3, 4}, {0, 0, 0, 0}), CapacityError);
   EXPECT_THROW(engine->prefill({1}, {std::vector<int32_t>(25, 0)}),
                CapacityError);
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError, engine->generate({1}, {7}, 0)),
+      "Engine::generate: steps must be at least 1, got 0");
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError, engine->generate({1}, {300}, 2)),
+      "Engine::generate: token 300");
+  EXPECT_THROW(engine->generate({1}, {7}, 25), CapacityError);
   EXPECT_THROW(engine->score({5}), InvalidArgumentError);
   EXPECT_THROW(engine->score(std::vector<int32_t>(26, 0)), CapacityError);
   EXPECT_EQ(engine->length(1), 0);

@@ -126,6 +126,14 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
   std::free((void *)p);
   return CUDA_SUCCESS;
 }
+CUresult CUDAAPI cuMemHostAlloc(void **p, size_t b, unsigned int) {
+  *p = std::calloc(1, b ? b : 1);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemFreeHost(void *p) {
+  std::free(p);
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuMemGetInfo(size_t *f, size_t *t) {
   *f = *t = size_t(1) << 36;
   return CUDA_SUCCESS;

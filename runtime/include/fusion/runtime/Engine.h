@@ -131,6 +131,20 @@ public:
                                const std::vector<std::vector<int32_t>> &prompts,
                                std::vector<uint16_t> *logits = nullptr);
 
+  /// Greedy decoding of `steps` tokens without a host round trip per step:
+  /// as `steps` calls of step(), each fed the previous call's next tokens
+  /// (tokens[b] first), but step t + 1's input tokens are copied from step
+  /// t's argmax on the device and the host enqueues the steps back to back
+  /// (its staging waits only for the uploads two steps back), so the GPU
+  /// does not idle between steps. Returns [batch][steps]: row b the greedy
+  /// tokens sequence seqs[b] gets (downloaded once, at the end). Throws
+  /// InvalidArgumentError for steps < 1, otherwise as checkPrompts for a
+  /// prompt of `steps` tokens per sequence, before anything changes or
+  /// launches.
+  std::vector<std::vector<int32_t>> generate(const std::vector<SeqId> &seqs,
+                                             const std::vector<int32_t> &tokens,
+                                             int64_t steps);
+
   /// Teacher-forced scoring of `tokens` in a fresh sequence (removed at the
   /// end): element i - 1 of the result is log p(tokens[i] | tokens[0..i))
   /// (tokenLogProb, LogProbs.h: float64 log-softmax of the logits on the
@@ -145,10 +159,12 @@ private:
   /// caller's ModelWeights may go away), allocates and zeroes the caches,
   /// allocates the step inputs at capacity, and binds them all.
   void bindArguments();
-  /// Uploads the inputs of `s` and launches it (num_splits chosen here by
-  /// the schedule's policy at SequencePool::attentionLength); `s` is kept
-  /// in last_.
-  void launch(HostStep s);
+  /// Uploads the inputs of `s` through the next staging slot and launches
+  /// it (num_splits chosen here by the schedule's policy at
+  /// SequencePool::attentionLength); `s` is kept in last_. With
+  /// `tokensOnDevice`, the token ids are the previous step's next tokens,
+  /// copied on the device (s.tokens is not uploaded).
+  void launch(HostStep s, bool tokensOnDevice = false);
   /// The next tokens of the last step, and its logits when asked.
   std::vector<int32_t> download(std::vector<uint16_t> *logits) const;
 
@@ -161,8 +177,18 @@ private:
   std::vector<cuda::DeviceBuffer> weights_, caches_;
   cuda::DeviceBuffer tokens_, positions_, seqLens_, blockTable_;
   uint64_t weightBytes_ = 0, cacheBytes_ = 0;
-  /// The last step's host inputs (the uploads read them on the stream).
+  /// The last step's host inputs.
   HostStep last_;
+  /// Page-locked copies of two steps' int32 inputs (tokens, positions,
+  /// seq_lens, block table at capacity), used in turn: a step's uploads read
+  /// its slot on the stream, and `uploaded` (recorded after them) is waited
+  /// for before the slot is written again.
+  struct StagingSlot {
+    cuda::PinnedHostBuffer host;
+    cuda::Event uploaded;
+  };
+  std::vector<StagingSlot> staging_;
+  size_t nextSlot_ = 0;
 };
 
 } // namespace fusion::runtime
