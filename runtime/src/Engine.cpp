@@ -30,7 +30,7 @@ Engine::Engine(const cuda::Context &context, Model model,
                const std::string &ptx, const std::string &ptxName,
                const ModelConfig &config, const ModelWeights &weights,
                const EngineCapacity &capacity, const EngineOptions &options)
-    : model_(std::move(model)), dtype_(weights.dtype),
+    : context_(&context), model_(std::move(model)), dtype_(weights.dtype),
       map_(mapModelArguments(model_.manifest(), model_.function(), config,
                              weights)),
       pool_(capacity, map_.pageSize, config.vocabSize), options_(options),
@@ -87,7 +87,17 @@ void Engine::bindArguments() {
   }
 }
 
+Engine::~Engine() { drainQuietly(); }
+
+void Engine::drainQuietly() const noexcept {
+  try {
+    step_.synchronize();
+  } catch (...) { // the fault was (or will be) reported by the failing call
+  }
+}
+
 void Engine::launch(HostStep s, bool tokensOnDevice) {
+  context_->makeCurrent();
   last_ = std::move(s);
   last_.shape.numSplits = model_.defaultNumSplits(
       last_.shape.batch, pool_.attentionLength(last_.maxSeqLen));
@@ -102,16 +112,21 @@ void Engine::launch(HostStep s, bool tokensOnDevice) {
     buffer.uploadAsync(host, values.size() * sizeof(int32_t), stream);
     host += values.size();
   };
-  if (tokensOnDevice)
-    tokens_.copyFrom(step_.resultAddress(map_.nextTokens),
-                     last_.tokens.size() * sizeof(int32_t), "the next tokens",
-                     stream);
-  else
-    upload(tokens_, last_.tokens);
-  upload(positions_, last_.positions);
-  upload(seqLens_, last_.seqLens);
-  upload(blockTable_, last_.blockTable);
-  slot.uploaded.record(stream);
+  try {
+    if (tokensOnDevice)
+      tokens_.copyFrom(step_.resultAddress(map_.nextTokens),
+                       last_.tokens.size() * sizeof(int32_t), "the next tokens",
+                       stream);
+    else
+      upload(tokens_, last_.tokens);
+    upload(positions_, last_.positions);
+    upload(seqLens_, last_.seqLens);
+    upload(blockTable_, last_.blockTable);
+    slot.uploaded.record(stream);
+  } catch (...) {
+    drainQuietly(); // the slot's event may predate uploads still queued
+    throw;
+  }
   if (options_.graph)
     step_.runGraph(last_.shape, last_.inputs());
   else
@@ -178,25 +193,23 @@ Engine::prefill(const std::vector<SeqId> &seqs,
 std::vector<std::vector<int32_t>>
 Engine::generate(const std::vector<SeqId> &seqs,
                  const std::vector<int32_t> &tokens, int64_t steps) {
-  if (steps < 1)
-    throwInvalidArgument("Engine::generate: steps must be at least 1, got ",
-                         steps);
-  std::vector<std::vector<int32_t>> prompts;
-  for (int32_t token : tokens) {
-    prompts.emplace_back(static_cast<size_t>(steps), 0);
-    prompts.back()[0] = token;
-  }
-  pool_.checkPrompts(seqs, prompts, "Engine::generate");
+  pool_.checkSteps(seqs, tokens, steps, "Engine::generate");
+  context_->makeCurrent();
   const size_t batch = seqs.size();
   const uint64_t rowBytes = batch * sizeof(int32_t);
   cuda::DeviceBuffer generated(static_cast<uint64_t>(steps) * rowBytes,
                                "generated tokens");
   const std::vector<int32_t> onDevice(batch, 0); // placeholders, not uploaded
-  for (int64_t t = 0; t < steps; ++t) {
-    launch(pool_.prepareStep(seqs, t == 0 ? tokens : onDevice), t > 0);
-    generated.copyFrom(step_.resultAddress(map_.nextTokens), rowBytes,
-                       "the next tokens", step_.stream(),
-                       static_cast<uint64_t>(t) * rowBytes);
+  try {
+    for (int64_t t = 0; t < steps; ++t) {
+      launch(pool_.prepareStep(seqs, t == 0 ? tokens : onDevice), t > 0);
+      generated.copyFrom(step_.resultAddress(map_.nextTokens), rowBytes,
+                         "the next tokens", step_.stream(),
+                         static_cast<uint64_t>(t) * rowBytes);
+    }
+  } catch (...) {
+    drainQuietly(); // before `generated` is freed under queued copies
+    throw;
   }
   step_.synchronize();
   std::vector<int32_t> host(static_cast<size_t>(steps) * batch);

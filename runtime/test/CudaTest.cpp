@@ -81,12 +81,12 @@ TEST_F(Gpu, ContextAndBuffers) {
   EXPECT_CONTAINS(msg, "DeviceBuffer::copyFrom: 2048 bytes at offset 0 exceed "
                        "buffer \"test buffer\" of 1024 bytes");
   // A range of device memory to an offset, as Engine::generate collects
-  // each step's tokens.
+  // each step's tokens (`out` holds buf[0, 32) after the fill).
   copy.copyFrom(buf.get() + 8, 16, "bytes 8..24", stream.get(), 2000);
   stream.synchronize();
   copy.download(copied.data(), copied.size());
   EXPECT_TRUE(
-      std::equal(in.begin() + 8, in.begin() + 24, copied.begin() + 2000));
+      std::equal(out.begin() + 8, out.begin() + 24, copied.begin() + 2000));
   EXPECT_EQ(copied[1999], 0x5A);
   msg = EXPECT_THROW_MSG(InvalidArgumentError,
                          copy.copyFrom(buf.get(), 16, "x", nullptr, 2040));

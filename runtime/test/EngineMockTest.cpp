@@ -20,6 +20,7 @@
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/KVCacheManager.h"
 
+#include "EngineMock.h"
 #include "GpuTest.h"
 #include "TestUtil.h"
 
@@ -29,137 +30,10 @@
 #include <map>
 #include <memory>
 
-#include <nlohmann/json.hpp>
-
 using namespace fusion::runtime;
 using namespace fusion::runtime::test;
-using nlohmann::json;
 
 namespace {
-
-constexpr int64_t kVocab = 300, kHidden = 64, kPage = 4, kLayers = 2;
-
-/// tiny_model.json: 2 layers, hidden 64, 4/2 heads of 16, intermediate 96,
-/// vocab 300, tied.
-ModelConfig mockConfig() {
-  return ModelConfig::load(dataPath("configs/tiny_model.json"));
-}
-
-/// The manifest of engine_mock.ptx: decode_step's arguments as
-/// fusion-import --whole-model --page-size=4 declares them, one kernel
-/// binding each to a parameter of its role.
-std::string mockManifest(const std::string &ptx) {
-  json args = json::array();
-  auto add = [&](std::string name, std::string role, json shape,
-                 std::string dtype = "f16", std::string kind = "tensor") {
-    args.push_back({{"index", args.size()},
-                    {"name", name},
-                    {"role", role},
-                    {"kind", kind},
-                    {"dtype", dtype},
-                    {"shape", shape}});
-  };
-  add("tokens", "tokens", {"batch"}, "i32");
-  add("embed_w", "weight", {kVocab, kHidden});
-  for (std::string p : {"l0_", "l1_"}) {
-    add(p + "norm_w", "norm_weight", {kHidden});
-    add(p + "qkv_w", "qkv_weight", {128, kHidden});
-    add(p + "o_w", "weight", {kHidden, kHidden});
-    add(p + "post_norm_w", "norm_weight", {kHidden});
-    add(p + "gate_up_w", "weight", {192, kHidden});
-    add(p + "down_w", "weight", {kHidden, 96});
-    add(p + "k_cache", "key_cache", {"num_pages", kPage, 2, 16}, "f16",
-        "buffer");
-    add(p + "v_cache", "value_cache", {"num_pages", kPage, 2, 16}, "f16",
-        "buffer");
-  }
-  add("final_norm_w", "norm_weight", {kHidden});
-  add("positions", "positions", {"batch"}, "i32");
-  add("seq_lens", "seq_lens", {"batch"}, "i32");
-  add("block_table", "block_table", {"batch", "max_pages"}, "i32");
-
-  json params = json::array();
-  for (const json &a : args)
-    params.push_back({{"index", params.size()},
-                      {"kind", "input"},
-                      {"role", a["role"]},
-                      {"dtype", a["dtype"]},
-                      {"shape", a["shape"]},
-                      {"binding", {{"argument", a["index"]}}}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "output"},
-                    {"role", "tokens"},
-                    {"dtype", "i32"},
-                    {"shape", {"batch"}},
-                    {"binding", {{"result", 0}}}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "output"},
-                    {"role", "output"},
-                    {"dtype", "f16"},
-                    {"shape", {"batch", kVocab}},
-                    {"binding", {{"result", 1}}}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "scalar"},
-                    {"role", "batch"},
-                    {"dtype", "i32"}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "scalar"},
-                    {"role", "max_pages"},
-                    {"dtype", "i32"}});
-  char hex[17];
-  std::snprintf(
-      hex, sizeof hex, "%016llx",
-      static_cast<unsigned long long>(fusion::contract::ptxFingerprint(ptx)));
-  json m = {{"format", "fusion-manifest"},
-            {"version", 2},
-            {"ptx", "engine_mock.ptx"},
-            {"ptx_fnv1a64", hex},
-            {"chip", "sm_90"},
-            {"strategy", "none"},
-            {"functions",
-             {{{"name", "decode_step"},
-               {"arguments", args},
-               {"kernels", {0}},
-               {"results",
-                {{{"index", 0},
-                  {"dtype", "i32"},
-                  {"shape", {"batch"}},
-                  {"source", {{"kernel", 0}, {"result", 0}}}},
-                 {{"index", 1},
-                  {"dtype", "f16"},
-                  {"shape", {"batch", kVocab}},
-                  {"source", {{"kernel", 0}, {"result", 1}}}}}}}}},
-            {"kernels",
-             {{{"index", 0},
-               {"function", "decode_step"},
-               {"name", "decode_step_k0_mock"},
-               {"entry", "decode_step_k0_mock"},
-               {"grid", {"batch", 1, 1}},
-               {"block", {32, 1, 1}},
-               {"params", params}}}}};
-  return m.dump();
-}
-
-/// Weights of mockConfig() that are zero except embed_w[t, 0] = t % 5.
-ModelWeights mockWeights(const ModelConfig &c) {
-  ModelWeights w;
-  w.dtype = DType::F16;
-  w.embedTokens.assign(kVocab * kHidden, 0);
-  for (int64_t t = 0; t < kVocab; ++t)
-    w.embedTokens[t * kHidden] = floatToF16(static_cast<float>(t % 5));
-  for (int64_t l = 0; l < kLayers; ++l) {
-    DecoderLayerWeights lw;
-    lw.front.normWeight.assign(kHidden, 0);
-    lw.front.qkvWeight.assign(128 * kHidden, 0);
-    lw.oProj.assign(kHidden * kHidden, 0);
-    lw.postNorm.assign(kHidden, 0);
-    lw.gateUp.assign(2 * c.intermediateSize * kHidden, 0);
-    lw.down.assign(kHidden * c.intermediateSize, 0);
-    w.layers.push_back(std::move(lw));
-  }
-  w.finalNorm.assign(kHidden, 0);
-  return w;
-}
 
 /// The mock kernel on the host, with its own page pool of the engine's
 /// sizes (allocation is deterministic, so the pages are the engine's).

@@ -9,8 +9,9 @@
 // every output stays zero. It checks plumbing, never numerics (the GPU tests
 // do that). Defined after <cuda.h>, each function gets the versioned symbol
 // name and the prototype the header declares. Tests read the log of kernel
-// launches through fusionMockLaunches and that of graph launches and
-// destructions through fusionMockGraphs (below).
+// launches through fusionMockLaunches, that of graph launches and
+// destructions through fusionMockGraphs, and that of the calls that order
+// host staging memory through fusionMockOps (below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +29,11 @@ std::vector<int> launchLog;
 /// a launch of graph i logs i, its destruction -i.
 std::vector<int> graphLog;
 int graphsMade = 0;
+/// In call order: 'p' cuMemHostAlloc (the pointer), 'h' cuMemcpyHtoDAsync
+/// (the source), 'r' cuEventRecord and 'w' cuEventSynchronize (the event's
+/// id; events are numbered 1, 2, ... as created).
+std::vector<std::pair<char, uintptr_t>> opLog;
+int eventsMade = 0;
 } // namespace
 
 extern "C" {
@@ -49,6 +55,18 @@ int fusionMockGraphs(int *out, int capacity, int clear) {
     out[i] = graphLog[i];
   if (clear)
     graphLog.clear();
+  return n;
+}
+/// The op log (see opLog): up to `capacity` kinds and arguments, as
+/// fusionMockLaunches.
+int fusionMockOps(char *kinds, uintptr_t *args, int capacity, int clear) {
+  const int n = static_cast<int>(opLog.size());
+  for (int i = 0; i < n && i < capacity; ++i) {
+    kinds[i] = opLog[i].first;
+    args[i] = opLog[i].second;
+  }
+  if (clear)
+    opLog.clear();
   return n;
 }
 CUresult CUDAAPI cuGetErrorName(CUresult, const char **s) {
@@ -128,6 +146,7 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
 }
 CUresult CUDAAPI cuMemHostAlloc(void **p, size_t b, unsigned int) {
   *p = std::calloc(1, b ? b : 1);
+  opLog.push_back({'p', (uintptr_t)*p});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemFreeHost(void *p) {
@@ -149,6 +168,7 @@ CUresult CUDAAPI cuMemcpyDtoH(void *d, CUdeviceptr s, size_t b) {
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t b,
                                    CUstream) {
   std::memcpy((void *)d, s, b);
+  opLog.push_back({'h', (uintptr_t)s});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t b, CUstream) {
@@ -197,14 +217,20 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec e) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuGraphDestroy(CUgraph) { return CUDA_SUCCESS; }
-static int eventDummy;
 CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int) {
-  *e = (CUevent)&eventDummy;
+  // A distinct handle per event: its id, never dereferenced.
+  *e = (CUevent)(uintptr_t)(++eventsMade);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventDestroy(CUevent) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuEventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream) {
+  opLog.push_back({'r', (uintptr_t)e});
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventSynchronize(CUevent e) {
+  opLog.push_back({'w', (uintptr_t)e});
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent, CUevent) {
   *ms = 1.0f;
   return CUDA_SUCCESS;

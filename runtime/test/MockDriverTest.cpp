@@ -11,9 +11,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "fusion/runtime/DecodeStep.h"
+#include "fusion/runtime/Engine.h"
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/File.h"
 
+#include "EngineMock.h"
 #include "TestUtil.h"
 #include "TinyStep.h"
 
@@ -46,6 +48,24 @@ std::vector<int> takeLaunches() { return takeLog("fusionMockLaunches"); }
 /// Per graph launch the graph's id, per destruction minus its id (the mock
 /// numbers its graph executables 1, 2, ... in instantiation order).
 std::vector<int> takeGraphs() { return takeLog("fusionMockGraphs"); }
+
+/// The mock's op log (fusionMockOps: host staging allocations 'p', uploads
+/// 'h', event records 'r' and waits 'w'), emptied.
+std::vector<std::pair<char, uintptr_t>> takeOps() {
+  using OpLogFn = int (*)(char *, uintptr_t *, int, int);
+  void *mock = dlopen(std::getenv("FUSION_CUDA_DRIVER"), RTLD_NOW);
+  auto log =
+      reinterpret_cast<OpLogFn>(mock ? dlsym(mock, "fusionMockOps") : nullptr);
+  if (!log)
+    return {{'?', 0}};
+  std::vector<char> kinds(4096);
+  std::vector<uintptr_t> args(4096);
+  const int n = log(kinds.data(), args.data(), 4096, /*clear=*/1);
+  std::vector<std::pair<char, uintptr_t>> out;
+  for (int i = 0; i < n && i < 4096; ++i)
+    out.push_back({kinds[i], args[i]});
+  return out;
+}
 
 /// Device buffers for every argument and result of the tiny front half at
 /// batch `batch` (max_pages 5, num_pages 7), and their DeviceTensors.
@@ -170,4 +190,55 @@ TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
   // The step destroys the one it keeps.
   graphs.reset();
   EXPECT_EQ(takeGraphs(), (std::vector<int>{-(second + 9)}));
+}
+
+TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
+  const std::string ptx = readText(dataPath("engine_mock.ptx"));
+  const ModelConfig config = mockConfig();
+  takeOps();
+  Engine engine(*context,
+                Model(Manifest::parse(mockManifest(ptx), "engine_mock.json")),
+                ptx, "engine_mock.ptx", config, mockWeights(config),
+                EngineCapacity{3, 24, 0});
+  // The engine's only page-locked allocations: two slots of batch 3 x
+  // (token, position, length and 6 block-table entries) int32.
+  std::vector<uintptr_t> slots;
+  for (auto [kind, arg] : takeOps())
+    if (kind == 'p')
+      slots.push_back(arg);
+  ASSERT_EQ(slots.size(), 2u);
+  const uintptr_t slotBytes = 3 * (3 + 6) * sizeof(int32_t);
+  engine.addSequence(1);
+  engine.addSequence(2);
+  engine.generate({1, 2}, {5, 7}, 5);
+  // Each step waits for its slot's event, uploads from that slot only (the
+  // tokens only at step 0: later ones are copied on the device), and
+  // records the event after; the slots and their events alternate, so a
+  // slot is rewritten only after the uploads of two steps back are done.
+  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  std::vector<uintptr_t> events;
+  size_t i = 0;
+  for (size_t t = 0; t < 5; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    ASSERT_LT(i, ops.size());
+    ASSERT_EQ(ops[i].first, 'w');
+    const uintptr_t event = ops[i++].second;
+    if (t >= 2) {
+      EXPECT_EQ(event, events[t - 2]);
+    } else if (t == 1) {
+      EXPECT_NE(event, events[0]);
+    }
+    events.push_back(event);
+    const uintptr_t slot = slots[t % 2];
+    size_t uploads = 0;
+    for (; i < ops.size() && ops[i].first == 'h'; ++i, ++uploads) {
+      EXPECT_GE(ops[i].second, slot);
+      EXPECT_LT(ops[i].second, slot + slotBytes);
+    }
+    EXPECT_EQ(uploads, t == 0 ? 4u : 3u);
+    ASSERT_LT(i, ops.size());
+    EXPECT_EQ(ops[i].first, 'r');
+    EXPECT_EQ(ops[i++].second, event);
+  }
+  EXPECT_EQ(i, ops.size());
 }

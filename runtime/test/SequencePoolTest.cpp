@@ -11,6 +11,8 @@
 
 #include "TestUtil.h"
 
+#include <limits>
+
 using namespace fusion::runtime;
 
 namespace {
@@ -167,6 +169,40 @@ TEST(SequencePool, Prompts) {
   for (int i = 0; i < 3; ++i)
     pool.prepareStep({1}, {0});
   pool.checkPrompts({1, 2}, {{1, 2}, {1, 2, 3, 4, 5, 6, 7, 8}});
+}
+
+TEST(SequencePool, Steps) {
+  SequencePool pool = smallPool(4); // pages of 4 tokens, 10 tokens a sequence
+  pool.addSequence(1);
+  pool.addSequence(2);
+  pool.prepareStep({1}, {0});
+  // 1 + 2 new pages of the 3 free: sequence 1 already holds one.
+  pool.checkSteps({1, 2}, {3, 4}, 7, "Engine::generate");
+  EXPECT_EQ(pool.length(1), 1); // checking changes nothing
+  std::string msg = EXPECT_THROW_MSG(
+      CapacityError, pool.checkSteps({1, 2}, {3, 4}, 9, "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: the steps need 5 new pages; 3 of 4 "
+                       "are free");
+  // In time independent of the steps, with no overflow of length + steps.
+  msg = EXPECT_THROW_MSG(CapacityError,
+                         pool.checkSteps({1}, {3},
+                                         std::numeric_limits<int64_t>::max(),
+                                         "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: sequence 1 holds 1 tokens; "
+                       "9223372036854775807 more exceed the 10");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         pool.checkSteps({1}, {3}, 0, "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: steps must be at least 1, got 0");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         pool.checkSteps({1}, {50}, 2, "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: token 50 (index 0 of sequence 1)");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         pool.checkSteps({1, 2}, {3}, 2, "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: 1 token rows for 2 sequences");
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError,
+                       pool.checkSteps({1, 1}, {3, 3}, 2, "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: sequence 1 appears twice");
 }
 
 TEST(SequencePool, UnusedId) {

@@ -217,7 +217,8 @@ private:
   CUstream stream_ = nullptr;
 };
 
-/// A timing event. Move-only.
+/// An event (default flags): a point in a stream to time or to wait for.
+/// Move-only.
 class Event {
 public:
   static Event create();

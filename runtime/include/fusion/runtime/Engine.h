@@ -92,6 +92,9 @@ public:
          const EngineOptions &options = {});
   Engine(const Engine &) = delete;
   Engine &operator=(const Engine &) = delete;
+  /// Waits for the engine's stream (work it enqueued may still read the
+  /// staging slots) before freeing anything.
+  ~Engine();
 
   const Model &model() const { return model_; }
   const SequencePool &sequences() const { return pool_; }
@@ -137,10 +140,9 @@ public:
   /// t's argmax on the device and the host enqueues the steps back to back
   /// (its staging waits only for the uploads two steps back), so the GPU
   /// does not idle between steps. Returns [batch][steps]: row b the greedy
-  /// tokens sequence seqs[b] gets (downloaded once, at the end). Throws
-  /// InvalidArgumentError for steps < 1, otherwise as checkPrompts for a
-  /// prompt of `steps` tokens per sequence, before anything changes or
-  /// launches.
+  /// tokens sequence seqs[b] gets (downloaded once, at the end). Throws as
+  /// SequencePool::checkSteps before anything changes or launches; after a
+  /// CudaError the sequences are undefined (as after step()).
   std::vector<std::vector<int32_t>> generate(const std::vector<SeqId> &seqs,
                                              const std::vector<int32_t> &tokens,
                                              int64_t steps);
@@ -168,6 +170,11 @@ private:
   /// The next tokens of the last step, and its logits when asked.
   std::vector<int32_t> download(std::vector<uint16_t> *logits) const;
 
+  /// Waits for the stream, ignoring a fault it reports: for error paths,
+  /// before memory the enqueued work may read is reused or freed.
+  void drainQuietly() const noexcept;
+
+  const cuda::Context *context_;
   Model model_;
   DType dtype_;
   ModelArgumentMap map_;
