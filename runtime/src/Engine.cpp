@@ -6,10 +6,26 @@
 #include "fusion/runtime/LogProbs.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 namespace fusion::runtime {
 
 namespace {
+
+/// The int32 inputs a step uploads, in their order in Engine::stepInputs_.
+constexpr std::array<ModelArgumentKind, 4> kStepInputs = {
+    ModelArgumentKind::Tokens, ModelArgumentKind::Positions,
+    ModelArgumentKind::SeqLens, ModelArgumentKind::BlockTable};
+
+/// The index of `kind` in kStepInputs, or kStepInputs.size().
+size_t stepInputIndex(ModelArgumentKind kind) {
+  return static_cast<size_t>(
+      std::find(kStepInputs.begin(), kStepInputs.end(), kind) -
+      kStepInputs.begin());
+}
+
+uint64_t alignTo16(uint64_t bytes) { return (bytes + 15) / 16 * 16; }
 
 /// Removes a sequence when it goes out of scope.
 class SequenceGuard {
@@ -39,50 +55,47 @@ Engine::Engine(const cuda::Context &context, Model model,
           Capacity{capacity.maxBatch, pool_.maxPagesPerSeq(), pool_.numPages()},
           DecodeStep::Options{options.syncEachKernel}) {
   bindArguments();
-  const uint64_t slotBytes = static_cast<uint64_t>(
-      capacity.maxBatch * (3 + pool_.maxPagesPerSeq()) * sizeof(int32_t));
   for (int i = 0; i < 2; ++i)
     staging_.push_back(
-        {cuda::PinnedHostBuffer(slotBytes, "step inputs (staging)"),
+        {cuda::PinnedHostBuffer(stepInputs_.bytes(), "step inputs (staging)"),
          cuda::Event::create()});
 }
 
 void Engine::bindArguments() {
+  // The step inputs: one buffer, so that a step uploads them at once, in
+  // the order of kStepInputs (the block table last: only its used rows are
+  // uploaded), each at capacity at a 16-byte aligned offset.
+  uint64_t inputBytes = 0;
+  for (ModelArgumentKind kind : kStepInputs)
+    for (const ModelArgumentBinding &a : map_.arguments)
+      if (a.kind == kind) {
+        inputOffsets_[stepInputIndex(kind)] = inputBytes;
+        inputBytes += alignTo16(
+            static_cast<uint64_t>(step_.plan().argumentBytes(a.argument)));
+      }
+  stepInputs_ = cuda::DeviceBuffer(inputBytes, "step inputs");
+  stepInputs_.fill(0);
   for (ModelArgumentBinding &a : map_.arguments) {
     const uint64_t bytes =
         static_cast<uint64_t>(step_.plan().argumentBytes(a.argument));
+    if (stepInputIndex(a.kind) < kStepInputs.size()) {
+      step_.bind(a.argument,
+                 stepInputs_.get() + inputOffsets_[stepInputIndex(a.kind)],
+                 bytes);
+      continue;
+    }
     cuda::DeviceBuffer buffer(bytes, a.name);
-    switch (a.kind) {
-    case ModelArgumentKind::Weight:
+    if (a.kind == ModelArgumentKind::Weight) {
       buffer.upload(a.weight->data(), bytes);
       a.weight = nullptr;
       weightBytes_ += bytes;
       step_.bind(a.argument, buffer);
       weights_.push_back(std::move(buffer));
-      break;
-    case ModelArgumentKind::KeyCache:
-    case ModelArgumentKind::ValueCache:
+    } else { // a key or value cache
       buffer.fill(0);
       cacheBytes_ += bytes;
       step_.bind(a.argument, buffer);
       caches_.push_back(std::move(buffer));
-      break;
-    case ModelArgumentKind::Tokens:
-      step_.bind(a.argument, buffer);
-      tokens_ = std::move(buffer);
-      break;
-    case ModelArgumentKind::Positions:
-      step_.bind(a.argument, buffer);
-      positions_ = std::move(buffer);
-      break;
-    case ModelArgumentKind::SeqLens:
-      step_.bind(a.argument, buffer);
-      seqLens_ = std::move(buffer);
-      break;
-    case ModelArgumentKind::BlockTable:
-      step_.bind(a.argument, buffer);
-      blockTable_ = std::move(buffer);
-      break;
     }
   }
 }
@@ -105,23 +118,21 @@ void Engine::launch(HostStep s, bool tokensOnDevice) {
   StagingSlot &slot = staging_[nextSlot_];
   nextSlot_ = (nextSlot_ + 1) % staging_.size();
   slot.uploaded.synchronize();
-  int32_t *host = static_cast<int32_t *>(slot.host.data());
-  auto upload = [&](cuda::DeviceBuffer &buffer,
-                    const std::vector<int32_t> &values) {
-    std::copy(values.begin(), values.end(), host);
-    buffer.uploadAsync(host, values.size() * sizeof(int32_t), stream);
-    host += values.size();
-  };
+  auto *host = static_cast<uint8_t *>(slot.host.data());
+  const std::vector<int32_t> *values[] = {&last_.tokens, &last_.positions,
+                                          &last_.seqLens, &last_.blockTable};
+  for (size_t i = 0; i < kStepInputs.size(); ++i)
+    std::memcpy(host + inputOffsets_[i], values[i]->data(),
+                values[i]->size() * sizeof(int32_t));
+  const uint64_t tokenBytes = last_.tokens.size() * sizeof(int32_t);
   try {
+    // Up to the block table's last used row.
+    stepInputs_.uploadAsync(
+        host, inputOffsets_.back() + last_.blockTable.size() * sizeof(int32_t),
+        stream);
     if (tokensOnDevice)
-      tokens_.copyFrom(step_.resultAddress(map_.nextTokens),
-                       last_.tokens.size() * sizeof(int32_t), "the next tokens",
-                       stream);
-    else
-      upload(tokens_, last_.tokens);
-    upload(positions_, last_.positions);
-    upload(seqLens_, last_.seqLens);
-    upload(blockTable_, last_.blockTable);
+      stepInputs_.copyFrom(step_.resultAddress(map_.nextTokens), tokenBytes,
+                           "the next tokens", stream, inputOffsets_[0]);
     slot.uploaded.record(stream);
   } catch (...) {
     drainQuietly(); // the slot's event may predate uploads still queued

@@ -57,6 +57,7 @@
 #include "fusion/runtime/ModelConfig.h"
 #include "fusion/runtime/SequencePool.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -182,14 +183,16 @@ private:
   EngineOptions options_;
   DecodeStep step_;
   std::vector<cuda::DeviceBuffer> weights_, caches_;
-  cuda::DeviceBuffer tokens_, positions_, seqLens_, blockTable_;
+  /// The step inputs (tokens, positions, seq_lens, block table at capacity)
+  /// in one buffer, at inputOffsets_ (bytes).
+  cuda::DeviceBuffer stepInputs_;
+  std::array<uint64_t, 4> inputOffsets_{};
   uint64_t weightBytes_ = 0, cacheBytes_ = 0;
   /// The last step's host inputs.
   HostStep last_;
-  /// Page-locked copies of two steps' int32 inputs (tokens, positions,
-  /// seq_lens, block table at capacity), used in turn: a step's uploads read
-  /// its slot on the stream, and `uploaded` (recorded after them) is waited
-  /// for before the slot is written again.
+  /// Page-locked images of stepInputs_ for two steps, used in turn: a
+  /// step's upload reads its slot on the stream, and `uploaded` (recorded
+  /// after it) is waited for before the slot is written again.
   struct StagingSlot {
     cuda::PinnedHostBuffer host;
     cuda::Event uploaded;
