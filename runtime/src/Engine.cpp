@@ -169,35 +169,61 @@ Engine::prefill(const std::vector<SeqId> &seqs,
                 const std::vector<std::vector<int32_t>> &prompts,
                 std::vector<uint16_t> *logits) {
   pool_.checkPrompts(seqs, prompts);
+  context_->makeCurrent();
   size_t longest = 0;
   for (const std::vector<int32_t> &p : prompts)
     longest = std::max(longest, p.size());
-  const size_t V = static_cast<size_t>(vocabSize());
-  std::vector<int32_t> next(seqs.size());
+  const size_t batch = seqs.size(), V = static_cast<size_t>(vocabSize());
   if (logits)
-    logits->assign(seqs.size() * V, 0);
+    logits->assign(batch * V, 0);
+  // Each step's next tokens go to row t of `collected` ([longest, batch],
+  // downloaded once); last[b] is (step, row) of prompt b's last token.
+  const uint64_t rowBytes = batch * sizeof(int32_t);
+  cuda::DeviceBuffer collected(longest * rowBytes, "prefill next tokens");
+  std::vector<size_t> last(batch);
   std::vector<uint16_t> stepLogits;
-  for (size_t t = 0; t < longest; ++t) {
-    std::vector<size_t> rows;
-    std::vector<SeqId> ids;
-    std::vector<int32_t> tokens;
-    for (size_t b = 0; b < seqs.size(); ++b)
-      if (t < prompts[b].size()) {
-        rows.push_back(b);
-        ids.push_back(seqs[b]);
-        tokens.push_back(prompts[b][t]);
-      }
-    std::vector<int32_t> out =
-        step(ids, tokens, logits ? &stepLogits : nullptr);
-    for (size_t j = 0; j < rows.size(); ++j) {
-      const size_t b = rows[j];
-      if (t + 1 != prompts[b].size())
+  try {
+    for (size_t t = 0; t < longest; ++t) {
+      std::vector<size_t> rows;
+      std::vector<SeqId> ids;
+      std::vector<int32_t> tokens;
+      for (size_t b = 0; b < batch; ++b)
+        if (t < prompts[b].size()) {
+          rows.push_back(b);
+          ids.push_back(seqs[b]);
+          tokens.push_back(prompts[b][t]);
+        }
+      launch(pool_.prepareStep(ids, tokens));
+      collected.copyFrom(step_.resultAddress(map_.nextTokens),
+                         rows.size() * sizeof(int32_t), "the next tokens",
+                         step_.stream(), t * rowBytes);
+      bool ending = false;
+      for (size_t j = 0; j < rows.size(); ++j)
+        if (t + 1 == prompts[rows[j]].size()) {
+          last[rows[j]] = t * batch + j;
+          ending = true;
+        }
+      if (!logits || !ending)
         continue;
-      next[b] = out[j];
-      if (logits)
-        std::copy_n(stepLogits.begin() + j * V, V, logits->begin() + b * V);
+      // Waits for this step: only where a prompt ends.
+      stepLogits.resize(rows.size() * V);
+      step_.downloadResult(map_.logits, last_.shape, stepLogits.data(),
+                           stepLogits.size() * sizeof(uint16_t));
+      for (size_t j = 0; j < rows.size(); ++j)
+        if (t + 1 == prompts[rows[j]].size())
+          std::copy_n(stepLogits.begin() + j * V, V,
+                      logits->begin() + rows[j] * V);
     }
+  } catch (...) {
+    drainQuietly(); // before `collected` is freed under queued copies
+    throw;
   }
+  step_.synchronize();
+  std::vector<int32_t> host(longest * batch);
+  collected.download(host.data(), collected.bytes());
+  std::vector<int32_t> next(batch);
+  for (size_t b = 0; b < batch; ++b)
+    next[b] = host[last[b]];
   return next;
 }
 

@@ -31,7 +31,7 @@ std::vector<int> graphLog;
 int graphsMade = 0;
 /// In call order: 'p' cuMemHostAlloc (the pointer), 'h' cuMemcpyHtoDAsync
 /// (the source), 'r' cuEventRecord and 'w' cuEventSynchronize (the event's
-/// id; events are numbered 1, 2, ... as created).
+/// id; events are numbered 1, 2, ... as created), 's' cuStreamSynchronize.
 std::vector<std::pair<char, uintptr_t>> opLog;
 int eventsMade = 0;
 } // namespace
@@ -194,7 +194,10 @@ CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuStreamSynchronize(CUstream) {
+  opLog.push_back({'s', 0});
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {
   return CUDA_SUCCESS;
 }

@@ -50,7 +50,8 @@ std::vector<int> takeLaunches() { return takeLog("fusionMockLaunches"); }
 std::vector<int> takeGraphs() { return takeLog("fusionMockGraphs"); }
 
 /// The mock's op log (fusionMockOps: host staging allocations 'p', uploads
-/// 'h', event records 'r' and waits 'w'), emptied.
+/// 'h', event records 'r' and waits 'w', stream synchronizations 's'),
+/// emptied.
 std::vector<std::pair<char, uintptr_t>> takeOps() {
   using OpLogFn = int (*)(char *, uintptr_t *, int, int);
   void *mock = dlopen(std::getenv("FUSION_CUDA_DRIVER"), RTLD_NOW);
@@ -216,6 +217,10 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
   // alternate, so a slot is rewritten only after the upload of two steps
   // back is done.
   std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  // One synchronization, before the download at the end.
+  ASSERT_EQ(std::count(ops.begin(), ops.end(), std::make_pair('s', 0ul)), 1);
+  EXPECT_EQ(ops.back().first, 's');
+  ops.pop_back();
   std::vector<uintptr_t> events;
   size_t i = 0;
   for (size_t t = 0; t < 5; ++t) {
@@ -237,4 +242,31 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
     EXPECT_EQ(ops[i++].second, event);
   }
   EXPECT_EQ(i, ops.size());
+}
+
+TEST_F(MockDriver, PrefillWaitsOnlyWhereLogitsAreAsked) {
+  const std::string ptx = readText(dataPath("engine_mock.ptx"));
+  const ModelConfig config = mockConfig();
+  Engine engine(*context,
+                Model(Manifest::parse(mockManifest(ptx), "engine_mock.json")),
+                ptx, "engine_mock.ptx", config, mockWeights(config),
+                EngineCapacity{3, 24, 0});
+  for (SeqId id : {1, 2, 3, 4})
+    engine.addSequence(id);
+  auto syncs = [] {
+    std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+    return std::count_if(ops.begin(), ops.end(),
+                         [](const auto &op) { return op.first == 's'; });
+  };
+  takeOps();
+  // Prompts of 5 and 2 tokens: five steps, one wait (the final download).
+  engine.prefill({1, 2}, {{3, 1, 4, 1, 5}, {9, 2}});
+  EXPECT_EQ(syncs(), 1);
+  EXPECT_EQ(engine.length(1), 5);
+  EXPECT_EQ(engine.length(2), 2);
+  // With logits: also at the two steps where a prompt ends.
+  std::vector<uint16_t> logits;
+  engine.prefill({3, 4}, {{3, 1, 4, 1, 5}, {9, 2}}, &logits);
+  EXPECT_EQ(syncs(), 3);
+  EXPECT_EQ(logits.size(), 2u * 300);
 }

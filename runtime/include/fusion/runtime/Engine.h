@@ -127,10 +127,14 @@ public:
                             std::vector<uint16_t> *logits = nullptr);
 
   /// Runs prompts[b] through sequence seqs[b] as decode steps, one token
-  /// per step, the sequences with a token at an index batched in one step.
-  /// Returns each sequence's greedy next token after its last prompt token;
-  /// with `logits`, [batch, vocab]: row b the logits after prompt b. Throws
-  /// as SequencePool::checkPrompts before anything changes or launches.
+  /// per step, the sequences with a token at an index batched in one step,
+  /// enqueued back to back (as generate: each step's next tokens collected
+  /// on the device and downloaded once; with `logits` the host waits only
+  /// for the steps where a prompt ends). Returns each sequence's greedy
+  /// next token after its last prompt token; with `logits`, [batch, vocab]:
+  /// row b the logits after prompt b. Throws as SequencePool::checkPrompts
+  /// before anything changes or launches; after a CudaError the sequences
+  /// are undefined.
   std::vector<int32_t> prefill(const std::vector<SeqId> &seqs,
                                const std::vector<std::vector<int32_t>> &prompts,
                                std::vector<uint16_t> *logits = nullptr);
