@@ -109,6 +109,20 @@ void Engine::drainQuietly() const noexcept {
   }
 }
 
+void Engine::copyNextTokens(cuda::DeviceBuffer &to, uint64_t offset,
+                            size_t rows) {
+  to.copyFrom(step_.resultAddress(map_.nextTokens), rows * sizeof(int32_t),
+              "the next tokens", step_.stream(), offset);
+}
+
+std::vector<int32_t>
+Engine::downloadTokens(const cuda::DeviceBuffer &tokens) const {
+  step_.synchronize();
+  std::vector<int32_t> host(tokens.bytes() / sizeof(int32_t));
+  tokens.download(host.data(), tokens.bytes());
+  return host;
+}
+
 void Engine::launch(HostStep s, bool tokensOnDevice) {
   context_->makeCurrent();
   last_ = std::move(s);
@@ -124,15 +138,13 @@ void Engine::launch(HostStep s, bool tokensOnDevice) {
   for (size_t i = 0; i < kStepInputs.size(); ++i)
     std::memcpy(host + inputOffsets_[i], values[i]->data(),
                 values[i]->size() * sizeof(int32_t));
-  const uint64_t tokenBytes = last_.tokens.size() * sizeof(int32_t);
   try {
     // Up to the block table's last used row.
     stepInputs_.uploadAsync(
         host, inputOffsets_.back() + last_.blockTable.size() * sizeof(int32_t),
         stream);
     if (tokensOnDevice)
-      stepInputs_.copyFrom(step_.resultAddress(map_.nextTokens), tokenBytes,
-                           "the next tokens", stream, inputOffsets_[0]);
+      copyNextTokens(stepInputs_, inputOffsets_[0], last_.tokens.size());
     slot.uploaded.record(stream);
   } catch (...) {
     drainQuietly(); // the slot's event may predate uploads still queued
@@ -194,9 +206,7 @@ Engine::prefill(const std::vector<SeqId> &seqs,
           tokens.push_back(prompts[b][t]);
         }
       launch(pool_.prepareStep(ids, tokens));
-      collected.copyFrom(step_.resultAddress(map_.nextTokens),
-                         rows.size() * sizeof(int32_t), "the next tokens",
-                         step_.stream(), t * rowBytes);
+      copyNextTokens(collected, t * rowBytes, rows.size());
       bool ending = false;
       for (size_t j = 0; j < rows.size(); ++j)
         if (t + 1 == prompts[rows[j]].size()) {
@@ -218,9 +228,7 @@ Engine::prefill(const std::vector<SeqId> &seqs,
     drainQuietly(); // before `collected` is freed under queued copies
     throw;
   }
-  step_.synchronize();
-  std::vector<int32_t> host(longest * batch);
-  collected.download(host.data(), collected.bytes());
+  const std::vector<int32_t> host = downloadTokens(collected);
   std::vector<int32_t> next(batch);
   for (size_t b = 0; b < batch; ++b)
     next[b] = host[last[b]];
@@ -240,17 +248,13 @@ Engine::generate(const std::vector<SeqId> &seqs,
   try {
     for (int64_t t = 0; t < steps; ++t) {
       launch(pool_.prepareStep(seqs, t == 0 ? tokens : onDevice), t > 0);
-      generated.copyFrom(step_.resultAddress(map_.nextTokens), rowBytes,
-                         "the next tokens", step_.stream(),
-                         static_cast<uint64_t>(t) * rowBytes);
+      copyNextTokens(generated, static_cast<uint64_t>(t) * rowBytes, batch);
     }
   } catch (...) {
     drainQuietly(); // before `generated` is freed under queued copies
     throw;
   }
-  step_.synchronize();
-  std::vector<int32_t> host(static_cast<size_t>(steps) * batch);
-  generated.download(host.data(), generated.bytes());
+  const std::vector<int32_t> host = downloadTokens(generated);
   std::vector<std::vector<int32_t>> out(batch);
   for (size_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < steps; ++t)

@@ -13,11 +13,13 @@
 #include "fusion/contract/Contract.h"
 #include "fusion/runtime/Checkpoint.h"
 #include "fusion/runtime/DType.h"
+#include "fusion/runtime/Engine.h"
 #include "fusion/runtime/ModelConfig.h"
 
 #include "TestUtil.h"
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -146,6 +148,18 @@ inline ModelWeights mockWeights(const ModelConfig &c) {
   }
   w.finalNorm.assign(kHidden, 0);
   return w;
+}
+
+/// An Engine of engine_mock.ptx with mockWeights: batches up to 3, 24 tokens
+/// a sequence (6 pages of 4).
+inline std::unique_ptr<Engine>
+makeMockEngine(const cuda::Context &ctx, const EngineOptions &options = {}) {
+  const std::string ptx = readText(dataPath("engine_mock.ptx"));
+  const ModelConfig config = mockConfig();
+  return std::make_unique<Engine>(
+      ctx, Model(Manifest::parse(mockManifest(ptx), "engine_mock.json")), ptx,
+      "engine_mock.ptx", config, mockWeights(config), EngineCapacity{3, 24, 0},
+      options);
 }
 
 } // namespace fusion::runtime::test

@@ -69,12 +69,7 @@ private:
 class EngineMock : public Gpu {
 protected:
   std::unique_ptr<Engine> makeEngine(const EngineOptions &options) {
-    std::string ptx = readText(dataPath("engine_mock.ptx"));
-    config_ = mockConfig();
-    return std::make_unique<Engine>(
-        ctx(), Model(Manifest::parse(mockManifest(ptx), "engine_mock.json")),
-        ptx, "engine_mock.ptx", config_, mockWeights(config_),
-        EngineCapacity{3, 24, 0}, options);
+    return makeMockEngine(ctx(), options);
   }
 
   /// Checks `logits` ([batch, 300]) are one-hot at `next`.
@@ -118,8 +113,6 @@ protected:
     EXPECT_EQ(engine.length(4), 16);
     EXPECT_EQ(engine.length(9), 6);
   }
-
-  ModelConfig config_;
 };
 
 } // namespace

@@ -32,11 +32,16 @@ namespace {
 
 using LaunchLogFn = int (*)(int *, int, int);
 
+/// The mock driver's test hook `name`, or null when the mock is not loaded.
+void *mockSymbol(const char *name) {
+  void *mock = dlopen(std::getenv("FUSION_CUDA_DRIVER"), RTLD_NOW);
+  return mock ? dlsym(mock, name) : nullptr;
+}
+
 /// The mock's log `name` (fusionMockLaunches or fusionMockGraphs), emptied;
 /// {-1} when the mock is not loaded.
 std::vector<int> takeLog(const char *name) {
-  void *mock = dlopen(std::getenv("FUSION_CUDA_DRIVER"), RTLD_NOW);
-  auto log = reinterpret_cast<LaunchLogFn>(mock ? dlsym(mock, name) : nullptr);
+  auto log = reinterpret_cast<LaunchLogFn>(mockSymbol(name));
   if (!log)
     return {-1};
   std::vector<int> out(64);
@@ -54,9 +59,7 @@ std::vector<int> takeGraphs() { return takeLog("fusionMockGraphs"); }
 /// emptied.
 std::vector<std::pair<char, uintptr_t>> takeOps() {
   using OpLogFn = int (*)(char *, uintptr_t *, int, int);
-  void *mock = dlopen(std::getenv("FUSION_CUDA_DRIVER"), RTLD_NOW);
-  auto log =
-      reinterpret_cast<OpLogFn>(mock ? dlsym(mock, "fusionMockOps") : nullptr);
+  auto log = reinterpret_cast<OpLogFn>(mockSymbol("fusionMockOps"));
   if (!log)
     return {{'?', 0}};
   std::vector<char> kinds(4096);
@@ -194,13 +197,8 @@ TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
 }
 
 TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
-  const std::string ptx = readText(dataPath("engine_mock.ptx"));
-  const ModelConfig config = mockConfig();
   takeOps();
-  Engine engine(*context,
-                Model(Manifest::parse(mockManifest(ptx), "engine_mock.json")),
-                ptx, "engine_mock.ptx", config, mockWeights(config),
-                EngineCapacity{3, 24, 0});
+  std::unique_ptr<Engine> engine = makeMockEngine(*context);
   // The engine's only page-locked allocations: two images of its step
   // inputs.
   std::vector<uintptr_t> slots;
@@ -208,9 +206,9 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
     if (kind == 'p')
       slots.push_back(arg);
   ASSERT_EQ(slots.size(), 2u);
-  engine.addSequence(1);
-  engine.addSequence(2);
-  engine.generate({1, 2}, {5, 7}, 5);
+  engine->addSequence(1);
+  engine->addSequence(2);
+  engine->generate({1, 2}, {5, 7}, 5);
   // Each step waits for its slot's event, uploads all its inputs from that
   // slot in one copy (the tokens copied on the device after it from step
   // 1 on), and records the event after; the slots and their events
@@ -245,14 +243,9 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
 }
 
 TEST_F(MockDriver, PrefillWaitsOnlyWhereLogitsAreAsked) {
-  const std::string ptx = readText(dataPath("engine_mock.ptx"));
-  const ModelConfig config = mockConfig();
-  Engine engine(*context,
-                Model(Manifest::parse(mockManifest(ptx), "engine_mock.json")),
-                ptx, "engine_mock.ptx", config, mockWeights(config),
-                EngineCapacity{3, 24, 0});
+  std::unique_ptr<Engine> engine = makeMockEngine(*context);
   for (SeqId id : {1, 2, 3, 4})
-    engine.addSequence(id);
+    engine->addSequence(id);
   auto syncs = [] {
     std::vector<std::pair<char, uintptr_t>> ops = takeOps();
     return std::count_if(ops.begin(), ops.end(),
@@ -260,13 +253,13 @@ TEST_F(MockDriver, PrefillWaitsOnlyWhereLogitsAreAsked) {
   };
   takeOps();
   // Prompts of 5 and 2 tokens: five steps, one wait (the final download).
-  engine.prefill({1, 2}, {{3, 1, 4, 1, 5}, {9, 2}});
+  engine->prefill({1, 2}, {{3, 1, 4, 1, 5}, {9, 2}});
   EXPECT_EQ(syncs(), 1);
-  EXPECT_EQ(engine.length(1), 5);
-  EXPECT_EQ(engine.length(2), 2);
+  EXPECT_EQ(engine->length(1), 5);
+  EXPECT_EQ(engine->length(2), 2);
   // With logits: also at the two steps where a prompt ends.
   std::vector<uint16_t> logits;
-  engine.prefill({3, 4}, {{3, 1, 4, 1, 5}, {9, 2}}, &logits);
+  engine->prefill({3, 4}, {{3, 1, 4, 1, 5}, {9, 2}}, &logits);
   EXPECT_EQ(syncs(), 3);
   EXPECT_EQ(logits.size(), 2u * 300);
 }

@@ -172,6 +172,11 @@ private:
   /// `tokensOnDevice`, the token ids are the previous step's next tokens,
   /// copied on the device (s.tokens is not uploaded).
   void launch(HostStep s, bool tokensOnDevice = false);
+  /// Copies the last step's first `rows` next tokens (int32) to byte
+  /// `offset` of `to`, ordered on the step's stream.
+  void copyNextTokens(cuda::DeviceBuffer &to, uint64_t offset, size_t rows);
+  /// Waits for the step's stream and downloads all of `tokens` (int32).
+  std::vector<int32_t> downloadTokens(const cuda::DeviceBuffer &tokens) const;
   /// The next tokens of the last step, and its logits when asked.
   std::vector<int32_t> download(std::vector<uint16_t> *logits) const;
 
