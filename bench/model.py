@@ -9,7 +9,9 @@ and batch:
            per sequence (the engine's prefill is one decode step per token),
            then --steps decode steps replayed from its CUDA graph; the time
            is fusion-generate's own "decode: ... us/step" (host-timed around
-           each step: tokens uploaded, next tokens downloaded).
+           Engine::generate: the steps enqueued back to back, each step's
+           input tokens copied from the last one's argmax on the GPU, the
+           ids downloaded once at the end).
   anchor   a plain PyTorch Llama decode step (RMSNorm, packed QKV, RoPE,
            static KV cache, SDPA with GQA, o_proj, SwiGLU MLP, final norm, LM
            head, argmax) compiled with torch.compile(mode="reduce-overhead")
@@ -24,11 +26,10 @@ head; of the embedding table only B rows) plus the KV cache at the mean
 context (prompt + steps / 2), over the read bandwidth of bench.py's
 16-byte-load kernel. Prints a table and writes JSON (--out).
 
-Known biases: ours is timed on the host around each step (a synchronisation
-and a token download per step), the anchor with CUDA events and no
-synchronisation, which favours the anchor slightly; and at batch 1 our
-engine re-captures its CUDA graph when the split count grows (every 64
-tokens of context: twice in the default 512 + 127), inside the timed steps.
+Known biases: ours is timed on the host around all the steps, the anchor with
+CUDA events; at batch 1 our engine re-captures its CUDA graph when the split
+count grows (every 64 tokens of context: twice in the default 512 + 127),
+inside the timed steps.
 Each model's compile takes the anchor about 40 s: one --model per device
 command keeps a run inside its limit.
 

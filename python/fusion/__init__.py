@@ -47,9 +47,10 @@ def generate(engine, prompts, max_new_tokens):
     """Greedy continuations of ``prompts`` (lists of token ids), batched.
 
     Starts one sequence per prompt (ids 0, 1, ... must be free), runs the
-    prompts (``Engine.prefill``) and then ``max_new_tokens - 1`` decode steps,
+    prompts (``Engine.prefill``) and then ``max_new_tokens - 1`` decode steps
+    (``Engine.generate``: enqueued back to back, downloaded once),
     removes the sequences, and returns the ``max_new_tokens`` generated ids of
-    each prompt. Raises as ``Engine.prefill`` / ``Engine.step`` do (e.g.
+    each prompt. Raises as ``Engine.prefill`` / ``Engine.generate`` do (e.g.
     ``CapacityError`` past ``max_tokens_per_seq``) after removing the
     sequences.
     """
@@ -61,10 +62,9 @@ def generate(engine, prompts, max_new_tokens):
     try:
         next_tokens = engine.prefill(seqs, [list(p) for p in prompts])
         out = [[t] for t in next_tokens]
-        for _ in range(max_new_tokens - 1):
-            next_tokens = engine.step(seqs, next_tokens)
-            for row, t in zip(out, next_tokens):
-                row.append(t)
+        if max_new_tokens > 1:
+            rest = engine.generate(seqs, next_tokens, max_new_tokens - 1)
+            out = [first + more for first, more in zip(out, rest)]
         return out
     finally:
         for s in seqs:

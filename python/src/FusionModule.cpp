@@ -238,6 +238,13 @@ struct PyEngine {
     });
   }
 
+  std::vector<std::vector<int32_t>> generate(const std::vector<SeqId> &seqs,
+                                             const std::vector<int32_t> &tokens,
+                                             int64_t steps) {
+    nb::gil_scoped_release release;
+    return engine->generate(seqs, tokens, steps);
+  }
+
   nb::ndarray<nb::numpy, double> score(const std::vector<int32_t> &tokens) {
     std::vector<double> logProbs;
     {
@@ -391,6 +398,10 @@ void bindEngine(nb::module_ &m) {
            "logits"_a = false,
            "Runs prompts[b] through sequence seqs[b] (one decode step per "
            "prompt token); returns the greedy next tokens (and logits).")
+      .def("generate", &PyEngine::generate, "seqs"_a, "tokens"_a, "steps"_a,
+           "Greedy decoding: `steps` steps, tokens[b] the first input of "
+           "sequence seqs[b], each next input the previous step's argmax on "
+           "the GPU, enqueued back to back; returns [batch][steps] ids.")
       .def("score", &PyEngine::score, "tokens"_a,
            "log p(tokens[i] | tokens[:i]) for i >= 1 (float64, n - 1 "
            "values), teacher-forced in a fresh sequence.");

@@ -162,6 +162,26 @@ assert next_tokens == [int(logits[0].argmax())] == [a[0]], (next_tokens, a)
 engine.remove_sequence(7)
 log_probs = engine.score(prompt + a)
 assert log_probs.shape == (len(prompt) + len(a) - 1,) and (log_probs <= 0).all()
+# Engine.generate (what fusion.generate decodes with) gives what step does.
+engine.add_sequence(8)
+stepped = engine.prefill([8], [prompt])
+for _ in range(5):
+    stepped.append(engine.step([8], stepped[-1:])[0])
+assert stepped == a, (stepped, a)
+engine.remove_sequence(8)
+engine.add_sequence(8)
+ids = engine.generate([8], [a[0]], 3)
+assert len(ids) == 1 and len(ids[0]) == 3 and engine.length(8) == 3, ids
+for bad, error in (([8], [1], 0), fusion.InvalidArgumentError), \
+                  (([8], [400], 2), fusion.InvalidArgumentError), \
+                  (([8], [1], 30), fusion.CapacityError):
+    try:
+        engine.generate(*bad)
+        raise AssertionError(f"generate{bad} did not raise")
+    except error:
+        pass
+assert engine.length(8) == 3
+engine.remove_sequence(8)
 try:
     engine.step([3], [1])  # no sequence 3
     raise AssertionError("step of an unknown sequence did not raise")

@@ -5,6 +5,7 @@
 #include "fusion/runtime/Error.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 #include <vector>
@@ -45,6 +46,8 @@ namespace fusion::runtime::cuda {
   X(cuMemAlloc)                                                                \
   X(cuMemFree)                                                                 \
   X(cuMemGetInfo)                                                              \
+  X(cuMemHostAlloc)                                                            \
+  X(cuMemFreeHost)                                                             \
   X(cuMemcpyHtoD)                                                              \
   X(cuMemcpyDtoH)                                                              \
   X(cuMemcpyHtoDAsync)                                                         \
@@ -394,14 +397,20 @@ void DeviceBuffer::downloadAsync(void *dst, uint64_t bytes, CUstream stream,
 }
 
 void DeviceBuffer::copyFrom(const DeviceBuffer &src, CUstream stream) {
-  checkRange("DeviceBuffer::copyFrom", src.bytes_, 0);
   if (!src.ptr_)
     throwInvalidArgument("DeviceBuffer::copyFrom: source buffer \"", src.label_,
                          "\" is not allocated");
-  if (src.bytes_)
-    check(api().cuMemcpyDtoDAsync(ptr_, src.ptr_, src.bytes_, stream),
-          "cuMemcpyDtoDAsync(" + std::to_string(src.bytes_) + " bytes from " +
-              src.label_ + " to " + label_ + ")");
+  copyFrom(src.ptr_, src.bytes_, src.label_, stream);
+}
+
+void DeviceBuffer::copyFrom(CUdeviceptr src, uint64_t bytes,
+                            std::string_view what, CUstream stream,
+                            uint64_t offset) {
+  checkRange("DeviceBuffer::copyFrom", bytes, offset);
+  if (bytes)
+    check(api().cuMemcpyDtoDAsync(ptr_ + offset, src, bytes, stream),
+          "cuMemcpyDtoDAsync(" + std::to_string(bytes) + " bytes from " +
+              std::string(what) + " to " + label_ + ")");
 }
 
 void DeviceBuffer::fill(uint8_t value, CUstream stream, uint64_t bytes) {
@@ -419,6 +428,20 @@ void DeviceBuffer::fill(uint8_t value, CUstream stream, uint64_t bytes) {
     check(api().cuMemsetD8(ptr_, value, bytes), op);
     check(api().cuStreamSynchronize(nullptr), op);
   }
+}
+
+PinnedHostBuffer::PinnedHostBuffer(uint64_t bytes, std::string label)
+    : bytes_(bytes), label_(std::move(label)) {
+  check(api().cuMemHostAlloc(&ptr_, bytes ? bytes : 1,
+                             CU_MEMHOSTALLOC_PORTABLE),
+        "cuMemHostAlloc(" + std::to_string(bytes) + " bytes for " + label_ +
+            ")");
+  std::memset(ptr_, 0, bytes ? bytes : 1);
+}
+
+PinnedHostBuffer::~PinnedHostBuffer() {
+  if (ptr_)
+    driverState().api.cuMemFreeHost(ptr_);
 }
 
 //===----------------------------------------------------------------------===//

@@ -4,6 +4,8 @@
 
 #include "fusion/runtime/Error.h"
 
+#include <algorithm>
+
 namespace fusion::runtime {
 
 namespace {
@@ -157,19 +159,31 @@ void DecodeStep::runGraph(const StepShape &shape, const StepInputs &inputs,
   plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
   std::vector<PreparedLaunch> launches = plan_.prepare(shape);
-  if (!graph_ || !graphShape_ || *graphShape_ != shape ||
-      graphStream_ != stream || graphGeneration_ != plan_.generation()) {
-    graph_ = cuda::GraphExec();
-    graphShape_.reset();
-    graph_ = cuda::GraphExec::capture(stream, stepLabel(), [&](CUstream s) {
-      launchAll(launches, s, /*syncEach=*/false);
-    });
-    graphShape_ = shape;
-    graphStream_ = stream;
-    graphGeneration_ = plan_.generation();
+  const uint64_t generation = plan_.generation();
+  // Graphs of older bindings hold stale addresses: never replayed again.
+  graphs_.erase(std::remove_if(graphs_.begin(), graphs_.end(),
+                               [&](const CachedGraph &g) {
+                                 return g.generation != generation;
+                               }),
+                graphs_.end());
+  auto hit =
+      std::find_if(graphs_.begin(), graphs_.end(), [&](const CachedGraph &g) {
+        return g.shape == shape && g.stream == stream;
+      });
+  if (hit == graphs_.end()) {
+    CachedGraph g{
+        shape, stream, generation,
+        cuda::GraphExec::capture(stream, stepLabel(), [&](CUstream s) {
+          launchAll(launches, s, /*syncEach=*/false);
+        })};
     ++captures_;
+    if (graphs_.size() == kMaxGraphs)
+      graphs_.pop_back();
+    graphs_.insert(graphs_.begin(), std::move(g));
+  } else {
+    std::rotate(graphs_.begin(), hit, hit + 1);
   }
-  graph_.launch(stream, stepLabel());
+  graphs_.front().exec.launch(stream, stepLabel());
 }
 
 void DecodeStep::runOnTensors(const std::vector<DeviceTensor> &arguments,

@@ -6,10 +6,26 @@
 #include "fusion/runtime/LogProbs.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 namespace fusion::runtime {
 
 namespace {
+
+/// The int32 inputs a step uploads, in their order in Engine::stepInputs_.
+constexpr std::array<ModelArgumentKind, 4> kStepInputs = {
+    ModelArgumentKind::Tokens, ModelArgumentKind::Positions,
+    ModelArgumentKind::SeqLens, ModelArgumentKind::BlockTable};
+
+/// The index of `kind` in kStepInputs, or kStepInputs.size().
+size_t stepInputIndex(ModelArgumentKind kind) {
+  return static_cast<size_t>(
+      std::find(kStepInputs.begin(), kStepInputs.end(), kind) -
+      kStepInputs.begin());
+}
+
+uint64_t alignTo16(uint64_t bytes) { return (bytes + 15) / 16 * 16; }
 
 /// Removes a sequence when it goes out of scope.
 class SequenceGuard {
@@ -30,7 +46,7 @@ Engine::Engine(const cuda::Context &context, Model model,
                const std::string &ptx, const std::string &ptxName,
                const ModelConfig &config, const ModelWeights &weights,
                const EngineCapacity &capacity, const EngineOptions &options)
-    : model_(std::move(model)), dtype_(weights.dtype),
+    : context_(&context), model_(std::move(model)), dtype_(weights.dtype),
       map_(mapModelArguments(model_.manifest(), model_.function(), config,
                              weights)),
       pool_(capacity, map_.pageSize, config.vocabSize), options_(options),
@@ -39,61 +55,101 @@ Engine::Engine(const cuda::Context &context, Model model,
           Capacity{capacity.maxBatch, pool_.maxPagesPerSeq(), pool_.numPages()},
           DecodeStep::Options{options.syncEachKernel}) {
   bindArguments();
+  for (int i = 0; i < 2; ++i)
+    staging_.push_back(
+        {cuda::PinnedHostBuffer(stepInputs_.bytes(), "step inputs (staging)"),
+         cuda::Event::create()});
 }
 
 void Engine::bindArguments() {
+  // The step inputs: one buffer, so that a step uploads them at once, in
+  // the order of kStepInputs (the block table last: only its used rows are
+  // uploaded), each at capacity at a 16-byte aligned offset.
+  uint64_t inputBytes = 0;
+  for (ModelArgumentKind kind : kStepInputs)
+    for (const ModelArgumentBinding &a : map_.arguments)
+      if (a.kind == kind) {
+        inputOffsets_[stepInputIndex(kind)] = inputBytes;
+        inputBytes += alignTo16(
+            static_cast<uint64_t>(step_.plan().argumentBytes(a.argument)));
+      }
+  stepInputs_ = cuda::DeviceBuffer(inputBytes, "step inputs");
+  stepInputs_.fill(0);
   for (ModelArgumentBinding &a : map_.arguments) {
     const uint64_t bytes =
         static_cast<uint64_t>(step_.plan().argumentBytes(a.argument));
+    if (stepInputIndex(a.kind) < kStepInputs.size()) {
+      step_.bind(a.argument,
+                 stepInputs_.get() + inputOffsets_[stepInputIndex(a.kind)],
+                 bytes);
+      continue;
+    }
     cuda::DeviceBuffer buffer(bytes, a.name);
-    switch (a.kind) {
-    case ModelArgumentKind::Weight:
+    if (a.kind == ModelArgumentKind::Weight) {
       buffer.upload(a.weight->data(), bytes);
       a.weight = nullptr;
       weightBytes_ += bytes;
       step_.bind(a.argument, buffer);
       weights_.push_back(std::move(buffer));
-      break;
-    case ModelArgumentKind::KeyCache:
-    case ModelArgumentKind::ValueCache:
+    } else { // a key or value cache
       buffer.fill(0);
       cacheBytes_ += bytes;
       step_.bind(a.argument, buffer);
       caches_.push_back(std::move(buffer));
-      break;
-    case ModelArgumentKind::Tokens:
-      step_.bind(a.argument, buffer);
-      tokens_ = std::move(buffer);
-      break;
-    case ModelArgumentKind::Positions:
-      step_.bind(a.argument, buffer);
-      positions_ = std::move(buffer);
-      break;
-    case ModelArgumentKind::SeqLens:
-      step_.bind(a.argument, buffer);
-      seqLens_ = std::move(buffer);
-      break;
-    case ModelArgumentKind::BlockTable:
-      step_.bind(a.argument, buffer);
-      blockTable_ = std::move(buffer);
-      break;
     }
   }
 }
 
-void Engine::launch(HostStep s) {
+Engine::~Engine() { drainQuietly(); }
+
+void Engine::drainQuietly() const noexcept {
+  try {
+    step_.synchronize();
+  } catch (...) { // the fault was (or will be) reported by the failing call
+  }
+}
+
+void Engine::copyNextTokens(cuda::DeviceBuffer &to, uint64_t offset,
+                            size_t rows) {
+  to.copyFrom(step_.resultAddress(map_.nextTokens), rows * sizeof(int32_t),
+              "the next tokens", step_.stream(), offset);
+}
+
+std::vector<int32_t>
+Engine::downloadTokens(const cuda::DeviceBuffer &tokens) const {
+  step_.synchronize();
+  std::vector<int32_t> host(tokens.bytes() / sizeof(int32_t));
+  tokens.download(host.data(), tokens.bytes());
+  return host;
+}
+
+void Engine::launch(HostStep s, bool tokensOnDevice) {
+  context_->makeCurrent();
   last_ = std::move(s);
-  last_.shape.numSplits =
-      model_.defaultNumSplits(last_.shape.batch, last_.maxSeqLen);
+  last_.shape.numSplits = model_.defaultNumSplits(
+      last_.shape.batch, pool_.attentionLength(last_.maxSeqLen));
   CUstream stream = step_.stream();
-  auto upload = [&](cuda::DeviceBuffer &buffer,
-                    const std::vector<int32_t> &values) {
-    buffer.uploadAsync(values.data(), values.size() * sizeof(int32_t), stream);
-  };
-  upload(tokens_, last_.tokens);
-  upload(positions_, last_.positions);
-  upload(seqLens_, last_.seqLens);
-  upload(blockTable_, last_.blockTable);
+  StagingSlot &slot = staging_[nextSlot_];
+  nextSlot_ = (nextSlot_ + 1) % staging_.size();
+  slot.uploaded.synchronize();
+  auto *host = static_cast<uint8_t *>(slot.host.data());
+  const std::vector<int32_t> *values[] = {&last_.tokens, &last_.positions,
+                                          &last_.seqLens, &last_.blockTable};
+  for (size_t i = 0; i < kStepInputs.size(); ++i)
+    std::memcpy(host + inputOffsets_[i], values[i]->data(),
+                values[i]->size() * sizeof(int32_t));
+  try {
+    // Up to the block table's last used row.
+    stepInputs_.uploadAsync(
+        host, inputOffsets_.back() + last_.blockTable.size() * sizeof(int32_t),
+        stream);
+    if (tokensOnDevice)
+      copyNextTokens(stepInputs_, inputOffsets_[0], last_.tokens.size());
+    slot.uploaded.record(stream);
+  } catch (...) {
+    drainQuietly(); // the slot's event may predate uploads still queued
+    throw;
+  }
   if (options_.graph)
     step_.runGraph(last_.shape, last_.inputs());
   else
@@ -125,36 +181,85 @@ Engine::prefill(const std::vector<SeqId> &seqs,
                 const std::vector<std::vector<int32_t>> &prompts,
                 std::vector<uint16_t> *logits) {
   pool_.checkPrompts(seqs, prompts);
+  context_->makeCurrent();
   size_t longest = 0;
   for (const std::vector<int32_t> &p : prompts)
     longest = std::max(longest, p.size());
-  const size_t V = static_cast<size_t>(vocabSize());
-  std::vector<int32_t> next(seqs.size());
+  const size_t batch = seqs.size(), V = static_cast<size_t>(vocabSize());
   if (logits)
-    logits->assign(seqs.size() * V, 0);
+    logits->assign(batch * V, 0);
+  // Each step's next tokens go to row t of `collected` ([longest, batch],
+  // downloaded once); last[b] is (step, row) of prompt b's last token.
+  const uint64_t rowBytes = batch * sizeof(int32_t);
+  cuda::DeviceBuffer collected(longest * rowBytes, "prefill next tokens");
+  std::vector<size_t> last(batch);
   std::vector<uint16_t> stepLogits;
-  for (size_t t = 0; t < longest; ++t) {
-    std::vector<size_t> rows;
-    std::vector<SeqId> ids;
-    std::vector<int32_t> tokens;
-    for (size_t b = 0; b < seqs.size(); ++b)
-      if (t < prompts[b].size()) {
-        rows.push_back(b);
-        ids.push_back(seqs[b]);
-        tokens.push_back(prompts[b][t]);
-      }
-    std::vector<int32_t> out =
-        step(ids, tokens, logits ? &stepLogits : nullptr);
-    for (size_t j = 0; j < rows.size(); ++j) {
-      const size_t b = rows[j];
-      if (t + 1 != prompts[b].size())
+  try {
+    for (size_t t = 0; t < longest; ++t) {
+      std::vector<size_t> rows;
+      std::vector<SeqId> ids;
+      std::vector<int32_t> tokens;
+      for (size_t b = 0; b < batch; ++b)
+        if (t < prompts[b].size()) {
+          rows.push_back(b);
+          ids.push_back(seqs[b]);
+          tokens.push_back(prompts[b][t]);
+        }
+      launch(pool_.prepareStep(ids, tokens));
+      copyNextTokens(collected, t * rowBytes, rows.size());
+      bool ending = false;
+      for (size_t j = 0; j < rows.size(); ++j)
+        if (t + 1 == prompts[rows[j]].size()) {
+          last[rows[j]] = t * batch + j;
+          ending = true;
+        }
+      if (!logits || !ending)
         continue;
-      next[b] = out[j];
-      if (logits)
-        std::copy_n(stepLogits.begin() + j * V, V, logits->begin() + b * V);
+      // Waits for this step: only where a prompt ends.
+      stepLogits.resize(rows.size() * V);
+      step_.downloadResult(map_.logits, last_.shape, stepLogits.data(),
+                           stepLogits.size() * sizeof(uint16_t));
+      for (size_t j = 0; j < rows.size(); ++j)
+        if (t + 1 == prompts[rows[j]].size())
+          std::copy_n(stepLogits.begin() + j * V, V,
+                      logits->begin() + rows[j] * V);
     }
+  } catch (...) {
+    drainQuietly(); // before `collected` is freed under queued copies
+    throw;
   }
+  const std::vector<int32_t> host = downloadTokens(collected);
+  std::vector<int32_t> next(batch);
+  for (size_t b = 0; b < batch; ++b)
+    next[b] = host[last[b]];
   return next;
+}
+
+std::vector<std::vector<int32_t>>
+Engine::generate(const std::vector<SeqId> &seqs,
+                 const std::vector<int32_t> &tokens, int64_t steps) {
+  pool_.checkSteps(seqs, tokens, steps, "Engine::generate");
+  context_->makeCurrent();
+  const size_t batch = seqs.size();
+  const uint64_t rowBytes = batch * sizeof(int32_t);
+  cuda::DeviceBuffer generated(static_cast<uint64_t>(steps) * rowBytes,
+                               "generated tokens");
+  const std::vector<int32_t> onDevice(batch, 0); // placeholders, not uploaded
+  try {
+    for (int64_t t = 0; t < steps; ++t) {
+      launch(pool_.prepareStep(seqs, t == 0 ? tokens : onDevice), t > 0);
+      copyNextTokens(generated, static_cast<uint64_t>(t) * rowBytes, batch);
+    }
+  } catch (...) {
+    drainQuietly(); // before `generated` is freed under queued copies
+    throw;
+  }
+  const std::vector<int32_t> host = downloadTokens(generated);
+  std::vector<std::vector<int32_t>> out(batch);
+  for (size_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < steps; ++t)
+      out[b].push_back(host[static_cast<size_t>(t) * batch + b]);
+  return out;
 }
 
 std::vector<double> Engine::score(const std::vector<int32_t> &tokens) {

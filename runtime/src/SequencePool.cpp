@@ -92,6 +92,13 @@ void SequencePool::checkToken(const char *what, SeqId id, size_t index,
                          ") is outside the vocabulary [0, ", vocab_, ")");
 }
 
+int64_t SequencePool::attentionLength(int64_t maxSeqLen) const {
+  int64_t length = 1;
+  while (length < maxSeqLen)
+    length *= 2;
+  return std::min(length, capacity_.maxTokensPerSeq);
+}
+
 HostStep SequencePool::prepareStep(const std::vector<SeqId> &seqs,
                                    const std::vector<int32_t> &tokens) {
   const char *what = "Engine::step";
@@ -127,7 +134,7 @@ void SequencePool::checkPrompts(
     const std::vector<SeqId> &seqs,
     const std::vector<std::vector<int32_t>> &prompts, const char *what) const {
   checkBatch(what, seqs, prompts.size());
-  int64_t newPages = 0;
+  std::vector<int64_t> growth;
   for (size_t b = 0; b < seqs.size(); ++b) {
     const std::vector<int32_t> &prompt = prompts[b];
     if (prompt.empty())
@@ -135,18 +142,40 @@ void SequencePool::checkPrompts(
                            " is empty");
     for (size_t i = 0; i < prompt.size(); ++i)
       checkToken(what, seqs[b], i, prompt[i]);
+    growth.push_back(static_cast<int64_t>(prompt.size()));
+  }
+  checkGrowth(what, "the prompts need", seqs, growth);
+}
+
+void SequencePool::checkSteps(const std::vector<SeqId> &seqs,
+                              const std::vector<int32_t> &tokens, int64_t steps,
+                              const char *what) const {
+  if (steps < 1)
+    throwInvalidArgument(what, ": steps must be at least 1, got ", steps);
+  checkBatch(what, seqs, tokens.size());
+  for (size_t b = 0; b < seqs.size(); ++b)
+    checkToken(what, seqs[b], 0, tokens[b]);
+  checkGrowth(what, "the steps need", seqs,
+              std::vector<int64_t>(seqs.size(), steps));
+}
+
+void SequencePool::checkGrowth(const char *what, const char *need,
+                               const std::vector<SeqId> &seqs,
+                               const std::vector<int64_t> &tokens) const {
+  int64_t newPages = 0;
+  for (size_t b = 0; b < seqs.size(); ++b) {
     const int64_t length = cache_.length(seqs[b]);
-    const int64_t after = length + static_cast<int64_t>(prompt.size());
-    if (after > capacity_.maxTokensPerSeq)
+    if (tokens[b] > capacity_.maxTokensPerSeq - length)
       throwCapacity(what, ": sequence ", seqs[b], " holds ", length,
-                    " tokens; ", prompt.size(), " more exceed the ",
+                    " tokens; ", tokens[b], " more exceed the ",
                     capacity_.maxTokensPerSeq,
                     " a sequence may hold (EngineCapacity::maxTokensPerSeq)");
+    const int64_t after = length + tokens[b];
     newPages += KVCacheManager::pagesForTokens(after, pageSize()) -
                 KVCacheManager::pagesForTokens(length, pageSize());
   }
   if (newPages > numFreePages())
-    throwCapacity(what, ": the prompts need ", newPages, " new pages; ",
+    throwCapacity(what, ": ", need, " ", newPages, " new pages; ",
                   numFreePages(), " of ", numPages(), " are free");
 }
 

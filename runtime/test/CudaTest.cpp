@@ -19,6 +19,7 @@
 
 #include "GpuTest.h"
 #include "TestUtil.h"
+#include "TinyStep.h"
 
 #include <algorithm>
 
@@ -79,6 +80,30 @@ TEST_F(Gpu, ContextAndBuffers) {
       EXPECT_THROW_MSG(InvalidArgumentError, buf.copyFrom(copy, stream.get()));
   EXPECT_CONTAINS(msg, "DeviceBuffer::copyFrom: 2048 bytes at offset 0 exceed "
                        "buffer \"test buffer\" of 1024 bytes");
+  // A range of device memory to an offset, as Engine::generate collects
+  // each step's tokens (`out` holds buf[0, 32) after the fill).
+  copy.copyFrom(buf.get() + 8, 16, "bytes 8..24", stream.get(), 2000);
+  stream.synchronize();
+  copy.download(copied.data(), copied.size());
+  EXPECT_TRUE(
+      std::equal(out.begin() + 8, out.begin() + 24, copied.begin() + 2000));
+  EXPECT_EQ(copied[1999], 0x5A);
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         copy.copyFrom(buf.get(), 16, "x", nullptr, 2040));
+  EXPECT_CONTAINS(msg, "16 bytes at offset 2040 exceed buffer \"copy\"");
+
+  // Page-locked host memory: zeroed, and a source of async uploads.
+  cuda::PinnedHostBuffer pinned(64, "pinned");
+  ASSERT_EQ(pinned.bytes(), 64u);
+  auto *bytes = static_cast<uint8_t *>(pinned.data());
+  EXPECT_EQ(std::count(bytes, bytes + 64, 0), 64);
+  std::fill(bytes, bytes + 64, 0x11);
+  buf.uploadAsync(pinned.data(), 64, stream.get(), 100);
+  stream.synchronize();
+  buf.download(out.data(), out.size());
+  EXPECT_EQ(out[100], 0x11);
+  EXPECT_EQ(out[163], 0x11);
+  EXPECT_EQ(out[164], in[164]);
 }
 
 TEST_F(Gpu, BadPtxReportsTheJitLog) {
@@ -102,44 +127,6 @@ TEST_F(Gpu, MissingEntryNamesIt) {
   std::string msg = EXPECT_THROW_MSG(CudaError, m.function("nope"));
   EXPECT_CONTAINS(msg, "cuModuleGetFunction(nope in tiny.ptx)");
   EXPECT_CONTAINS(msg, "CUDA_ERROR_NOT_FOUND");
-}
-
-/// Valid step inputs of the tiny model (pages of 4 tokens) for `batch`
-/// rows and block tables of `maxPages`: row b holds one token, the new one,
-/// at position 0 of page b.
-struct TinyInputs {
-  TinyInputs(int64_t batch, int64_t maxPages)
-      : pos(batch, 0), lens(batch, 1), table(batch * maxPages, 0) {
-    for (int64_t b = 0; b < batch; ++b)
-      table[b * maxPages] = static_cast<int32_t>(b);
-  }
-  StepInputs view() const { return {pos.data(), lens.data(), table.data()}; }
-  std::vector<int32_t> pos, lens, table;
-};
-
-/// A device buffer for every argument of `step`'s function, sized at its
-/// capacity and zeroed, the positions, seq_lens and block_table arguments
-/// holding TinyInputs(capacity batch, maxPages): valid inputs for every
-/// step of at most that batch with block tables of `maxPages` (the rows of
-/// a smaller batch are a prefix). The kernels are the compiler's, so they
-/// read these.
-std::vector<cuda::DeviceBuffer> tinyArguments(const cuda::Context &ctx,
-                                              const DecodeStep &step,
-                                              int64_t maxPages) {
-  TinyInputs inputs(step.plan().capacity().maxBatch, maxPages);
-  std::vector<cuda::DeviceBuffer> args;
-  for (const ManifestArgument &a : step.plan().model().arguments()) {
-    args.emplace_back(step.plan().argumentBytes(a.index), a.name);
-    args.back().fill(0);
-    const std::vector<int32_t> *host = a.role == "positions"     ? &inputs.pos
-                                       : a.role == "seq_lens"    ? &inputs.lens
-                                       : a.role == "block_table" ? &inputs.table
-                                                                 : nullptr;
-    if (host)
-      args.back().upload(host->data(), host->size() * sizeof(int32_t));
-  }
-  ctx.synchronize();
-  return args;
 }
 
 TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
@@ -189,7 +176,9 @@ TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
   step.runGraph(StepShape{2, 3, 4}, TinyInputs(2, 3).view());
   EXPECT_EQ(step.graphCaptures(), 1);
   step.runGraph(StepShape{3, 3, 4},
-                TinyInputs(3, 3).view()); // new batch: re-capture
+                TinyInputs(3, 3).view()); // new batch: a new capture
+  EXPECT_EQ(step.graphCaptures(), 2);
+  step.runGraph(StepShape{2, 3, 4}, TinyInputs(2, 3).view()); // kept
   EXPECT_EQ(step.graphCaptures(), 2);
   step.bind("x", args[0]); // a binding changed: re-capture
   step.runGraph(StepShape{3, 3, 4}, TinyInputs(3, 3).view());

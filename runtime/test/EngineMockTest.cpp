@@ -10,7 +10,8 @@
 // the weights bound by name and uploaded, the caches bound per layer and
 // kept across steps, the step inputs (tokens, positions, seq_lens, block
 // table of the pool's pages), graph capture and direct launches, the
-// downloads, prefill with prompts of different lengths, score's
+// downloads, prefill with prompts of different lengths, generate (the
+// next tokens fed back on the device), score's
 // log-softmax, and errors before any launch. Skipped without a CUDA device.
 //
 //===----------------------------------------------------------------------===//
@@ -19,6 +20,7 @@
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/KVCacheManager.h"
 
+#include "EngineMock.h"
 #include "GpuTest.h"
 #include "TestUtil.h"
 
@@ -28,137 +30,10 @@
 #include <map>
 #include <memory>
 
-#include <nlohmann/json.hpp>
-
 using namespace fusion::runtime;
 using namespace fusion::runtime::test;
-using nlohmann::json;
 
 namespace {
-
-constexpr int64_t kVocab = 300, kHidden = 64, kPage = 4, kLayers = 2;
-
-/// tiny_model.json: 2 layers, hidden 64, 4/2 heads of 16, intermediate 96,
-/// vocab 300, tied.
-ModelConfig mockConfig() {
-  return ModelConfig::load(dataPath("configs/tiny_model.json"));
-}
-
-/// The manifest of engine_mock.ptx: decode_step's arguments as
-/// fusion-import --whole-model --page-size=4 declares them, one kernel
-/// binding each to a parameter of its role.
-std::string mockManifest(const std::string &ptx) {
-  json args = json::array();
-  auto add = [&](std::string name, std::string role, json shape,
-                 std::string dtype = "f16", std::string kind = "tensor") {
-    args.push_back({{"index", args.size()},
-                    {"name", name},
-                    {"role", role},
-                    {"kind", kind},
-                    {"dtype", dtype},
-                    {"shape", shape}});
-  };
-  add("tokens", "tokens", {"batch"}, "i32");
-  add("embed_w", "weight", {kVocab, kHidden});
-  for (std::string p : {"l0_", "l1_"}) {
-    add(p + "norm_w", "norm_weight", {kHidden});
-    add(p + "qkv_w", "qkv_weight", {128, kHidden});
-    add(p + "o_w", "weight", {kHidden, kHidden});
-    add(p + "post_norm_w", "norm_weight", {kHidden});
-    add(p + "gate_up_w", "weight", {192, kHidden});
-    add(p + "down_w", "weight", {kHidden, 96});
-    add(p + "k_cache", "key_cache", {"num_pages", kPage, 2, 16}, "f16",
-        "buffer");
-    add(p + "v_cache", "value_cache", {"num_pages", kPage, 2, 16}, "f16",
-        "buffer");
-  }
-  add("final_norm_w", "norm_weight", {kHidden});
-  add("positions", "positions", {"batch"}, "i32");
-  add("seq_lens", "seq_lens", {"batch"}, "i32");
-  add("block_table", "block_table", {"batch", "max_pages"}, "i32");
-
-  json params = json::array();
-  for (const json &a : args)
-    params.push_back({{"index", params.size()},
-                      {"kind", "input"},
-                      {"role", a["role"]},
-                      {"dtype", a["dtype"]},
-                      {"shape", a["shape"]},
-                      {"binding", {{"argument", a["index"]}}}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "output"},
-                    {"role", "tokens"},
-                    {"dtype", "i32"},
-                    {"shape", {"batch"}},
-                    {"binding", {{"result", 0}}}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "output"},
-                    {"role", "output"},
-                    {"dtype", "f16"},
-                    {"shape", {"batch", kVocab}},
-                    {"binding", {{"result", 1}}}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "scalar"},
-                    {"role", "batch"},
-                    {"dtype", "i32"}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "scalar"},
-                    {"role", "max_pages"},
-                    {"dtype", "i32"}});
-  char hex[17];
-  std::snprintf(
-      hex, sizeof hex, "%016llx",
-      static_cast<unsigned long long>(fusion::contract::ptxFingerprint(ptx)));
-  json m = {{"format", "fusion-manifest"},
-            {"version", 2},
-            {"ptx", "engine_mock.ptx"},
-            {"ptx_fnv1a64", hex},
-            {"chip", "sm_90"},
-            {"strategy", "none"},
-            {"functions",
-             {{{"name", "decode_step"},
-               {"arguments", args},
-               {"kernels", {0}},
-               {"results",
-                {{{"index", 0},
-                  {"dtype", "i32"},
-                  {"shape", {"batch"}},
-                  {"source", {{"kernel", 0}, {"result", 0}}}},
-                 {{"index", 1},
-                  {"dtype", "f16"},
-                  {"shape", {"batch", kVocab}},
-                  {"source", {{"kernel", 0}, {"result", 1}}}}}}}}},
-            {"kernels",
-             {{{"index", 0},
-               {"function", "decode_step"},
-               {"name", "decode_step_k0_mock"},
-               {"entry", "decode_step_k0_mock"},
-               {"grid", {"batch", 1, 1}},
-               {"block", {32, 1, 1}},
-               {"params", params}}}}};
-  return m.dump();
-}
-
-/// Weights of mockConfig() that are zero except embed_w[t, 0] = t % 5.
-ModelWeights mockWeights(const ModelConfig &c) {
-  ModelWeights w;
-  w.dtype = DType::F16;
-  w.embedTokens.assign(kVocab * kHidden, 0);
-  for (int64_t t = 0; t < kVocab; ++t)
-    w.embedTokens[t * kHidden] = floatToF16(static_cast<float>(t % 5));
-  for (int64_t l = 0; l < kLayers; ++l) {
-    DecoderLayerWeights lw;
-    lw.front.normWeight.assign(kHidden, 0);
-    lw.front.qkvWeight.assign(128 * kHidden, 0);
-    lw.oProj.assign(kHidden * kHidden, 0);
-    lw.postNorm.assign(kHidden, 0);
-    lw.gateUp.assign(2 * c.intermediateSize * kHidden, 0);
-    lw.down.assign(kHidden * c.intermediateSize, 0);
-    w.layers.push_back(std::move(lw));
-  }
-  w.finalNorm.assign(kHidden, 0);
-  return w;
-}
 
 /// The mock kernel on the host, with its own page pool of the engine's
 /// sizes (allocation is deterministic, so the pages are the engine's).
@@ -194,12 +69,7 @@ private:
 class EngineMock : public Gpu {
 protected:
   std::unique_ptr<Engine> makeEngine(const EngineOptions &options) {
-    std::string ptx = readText(dataPath("engine_mock.ptx"));
-    config_ = mockConfig();
-    return std::make_unique<Engine>(
-        ctx(), Model(Manifest::parse(mockManifest(ptx), "engine_mock.json")),
-        ptx, "engine_mock.ptx", config_, mockWeights(config_),
-        EngineCapacity{3, 24, 0}, options);
+    return makeMockEngine(ctx(), options);
   }
 
   /// Checks `logits` ([batch, 300]) are one-hot at `next`.
@@ -243,8 +113,6 @@ protected:
     EXPECT_EQ(engine.length(4), 16);
     EXPECT_EQ(engine.length(9), 6);
   }
-
-  ModelConfig config_;
 };
 
 } // namespace
@@ -261,7 +129,8 @@ TEST_F(EngineMock, StepsThroughTheGraph) {
   EXPECT_EQ(engine->cacheBytes(), uint64_t{2 * kLayers * 18 * 4 * 2 * 16 * 2});
   HostMock host;
   runSteps(*engine, host);
-  EXPECT_GE(engine->graphCaptures(), 3); // batches 3, 2, 3
+  // Batches 3, 2, then 3 again: its graph is replayed, not captured again.
+  EXPECT_EQ(engine->graphCaptures(), 2);
 }
 
 TEST_F(EngineMock, StepsWithDirectLaunches) {
@@ -269,6 +138,32 @@ TEST_F(EngineMock, StepsWithDirectLaunches) {
   HostMock host;
   runSteps(*engine, host);
   EXPECT_EQ(engine->graphCaptures(), 0);
+}
+
+TEST_F(EngineMock, GenerateMatchesSteps) {
+  for (bool graph : {true, false}) {
+    SCOPED_TRACE(graph ? "graph" : "direct launches");
+    std::unique_ptr<Engine> engine = makeEngine({graph, false});
+    HostMock host;
+    for (SeqId id : {4, 5, 6}) {
+      engine->addSequence(id);
+      host.addSequence(id);
+    }
+    std::vector<int32_t> tokens = {1, 299, 42};
+    std::vector<std::vector<int32_t>> ids =
+        engine->generate({4, 5, 6}, tokens, 9); // past two pages
+    ASSERT_EQ(ids.size(), 3u);
+    for (size_t t = 0; t < 9; ++t) {
+      tokens = host.step({4, 5, 6}, tokens);
+      for (size_t b = 0; b < 3; ++b)
+        ASSERT_EQ(ids[b].at(t), tokens[b]) << "row " << b << ", step " << t;
+    }
+    // A step after generate continues the same sequences.
+    EXPECT_EQ(engine->step({5, 4}, {tokens[1], tokens[0]}),
+              host.step({5, 4}, {tokens[1], tokens[0]}));
+    EXPECT_EQ(engine->length(4), 10);
+    EXPECT_EQ(engine->length(6), 9);
+  }
 }
 
 TEST_F(EngineMock, PrefillAndScore) {
@@ -322,6 +217,13 @@ TEST_F(EngineMock, BadRequestsLaunchNothing) {
   EXPECT_THROW(engine->step({1, 2, 3, 4}, {0, 0, 0, 0}), CapacityError);
   EXPECT_THROW(engine->prefill({1}, {std::vector<int32_t>(25, 0)}),
                CapacityError);
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError, engine->generate({1}, {7}, 0)),
+      "Engine::generate: steps must be at least 1, got 0");
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError, engine->generate({1}, {300}, 2)),
+      "Engine::generate: token 300");
+  EXPECT_THROW(engine->generate({1}, {7}, 25), CapacityError);
   EXPECT_THROW(engine->score({5}), InvalidArgumentError);
   EXPECT_THROW(engine->score(std::vector<int32_t>(26, 0)), CapacityError);
   EXPECT_EQ(engine->length(1), 0);

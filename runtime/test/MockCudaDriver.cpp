@@ -9,10 +9,13 @@
 // every output stays zero. It checks plumbing, never numerics (the GPU tests
 // do that). Defined after <cuda.h>, each function gets the versioned symbol
 // name and the prototype the header declares. Tests read the log of kernel
-// launches through fusionMockLaunches (below).
+// launches through fusionMockLaunches, that of graph launches and
+// destructions through fusionMockGraphs, and that of the calls that order
+// host staging memory through fusionMockOps (below).
 //
 //===----------------------------------------------------------------------===//
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +25,15 @@
 namespace {
 /// Per kernel launch: 1 if it asked for programmatic stream serialization.
 std::vector<int> launchLog;
+/// Graph executables: each instantiation gets the next id (1, 2, ...);
+/// a launch of graph i logs i, its destruction -i.
+std::vector<int> graphLog;
+int graphsMade = 0;
+/// In call order: 'p' cuMemHostAlloc (the pointer), 'h' cuMemcpyHtoDAsync
+/// (the source), 'r' cuEventRecord and 'w' cuEventSynchronize (the event's
+/// id; events are numbered 1, 2, ... as created), 's' cuStreamSynchronize.
+std::vector<std::pair<char, uintptr_t>> opLog;
+int eventsMade = 0;
 } // namespace
 
 extern "C" {
@@ -34,6 +46,27 @@ int fusionMockLaunches(int *out, int capacity, int clear) {
     out[i] = launchLog[i];
   if (clear)
     launchLog.clear();
+  return n;
+}
+/// The graph log (see graphLog), as fusionMockLaunches.
+int fusionMockGraphs(int *out, int capacity, int clear) {
+  const int n = static_cast<int>(graphLog.size());
+  for (int i = 0; i < n && i < capacity; ++i)
+    out[i] = graphLog[i];
+  if (clear)
+    graphLog.clear();
+  return n;
+}
+/// The op log (see opLog): up to `capacity` kinds and arguments, as
+/// fusionMockLaunches.
+int fusionMockOps(char *kinds, uintptr_t *args, int capacity, int clear) {
+  const int n = static_cast<int>(opLog.size());
+  for (int i = 0; i < n && i < capacity; ++i) {
+    kinds[i] = opLog[i].first;
+    args[i] = opLog[i].second;
+  }
+  if (clear)
+    opLog.clear();
   return n;
 }
 CUresult CUDAAPI cuGetErrorName(CUresult, const char **s) {
@@ -89,7 +122,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice) {
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSynchronize(void) { return CUDA_SUCCESS; }
-static int modDummy, funcDummy, streamDummy, graphDummy, execDummy;
+static int modDummy, funcDummy, streamDummy, graphDummy;
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *, unsigned int,
                                     CUjit_option *, void **) {
   *m = (CUmodule)&modDummy;
@@ -111,6 +144,15 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
   std::free((void *)p);
   return CUDA_SUCCESS;
 }
+CUresult CUDAAPI cuMemHostAlloc(void **p, size_t b, unsigned int) {
+  *p = std::calloc(1, b ? b : 1);
+  opLog.push_back({'p', (uintptr_t)*p});
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemFreeHost(void *p) {
+  std::free(p);
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuMemGetInfo(size_t *f, size_t *t) {
   *f = *t = size_t(1) << 36;
   return CUDA_SUCCESS;
@@ -126,6 +168,7 @@ CUresult CUDAAPI cuMemcpyDtoH(void *d, CUdeviceptr s, size_t b) {
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t b,
                                    CUstream) {
   std::memcpy((void *)d, s, b);
+  opLog.push_back({'h', (uintptr_t)s});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t b, CUstream) {
@@ -151,7 +194,10 @@ CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuStreamSynchronize(CUstream) {
+  opLog.push_back({'s', 0});
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {
   return CUDA_SUCCESS;
 }
@@ -161,20 +207,33 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream, CUgraph *g) {
 }
 CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *e, CUgraph,
                                     unsigned long long) {
-  *e = (CUgraphExec)&execDummy;
+  // A distinct handle per executable: its id, never dereferenced.
+  *e = (CUgraphExec)(uintptr_t)(++graphsMade);
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuGraphLaunch(CUgraphExec, CUstream) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream) {
+  graphLog.push_back(static_cast<int>((uintptr_t)e));
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec e) {
+  graphLog.push_back(-static_cast<int>((uintptr_t)e));
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuGraphDestroy(CUgraph) { return CUDA_SUCCESS; }
-static int eventDummy;
 CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int) {
-  *e = (CUevent)&eventDummy;
+  // A distinct handle per event: its id, never dereferenced.
+  *e = (CUevent)(uintptr_t)(++eventsMade);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventDestroy(CUevent) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuEventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream) {
+  opLog.push_back({'r', (uintptr_t)e});
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventSynchronize(CUevent e) {
+  opLog.push_back({'w', (uintptr_t)e});
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent, CUevent) {
   *ms = 1.0f;
   return CUDA_SUCCESS;

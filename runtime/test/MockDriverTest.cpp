@@ -1,22 +1,27 @@
-//===- MockDriverTest.cpp - DecodeStep::runOnTensors on the mock driver ---===//
+//===- MockDriverTest.cpp - DecodeStep's launches on the mock driver ------===//
 //
-// The host side of a call on caller tensors (what the PyTorch op does),
-// run on libfusion_mock_cuda.so ($FUSION_CUDA_DRIVER, set by ctest; also
-// under the sanitizers): the tiny front half (runtime/test/data/tiny_decode,
-// two kernels, both marked for programmatic dependent launch in its
-// manifest) launched on buffers the test owns. The mock runs no kernel; it
-// logs each launch, so the test sees what was launched and how.
+// The host side of a call on caller tensors (what the PyTorch op does) and
+// of runGraph's graph cache, run on libfusion_mock_cuda.so
+// ($FUSION_CUDA_DRIVER, set by ctest; also under the sanitizers): the tiny
+// front half (runtime/test/data/tiny_decode, two kernels, both marked for
+// programmatic dependent launch in its manifest) launched on buffers the test
+// owns. The mock runs no kernel; it logs each launch, so the test sees what was
+// launched and how.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fusion/runtime/DecodeStep.h"
+#include "fusion/runtime/Engine.h"
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/File.h"
 
+#include "EngineMock.h"
 #include "TestUtil.h"
+#include "TinyStep.h"
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -27,16 +32,42 @@ namespace {
 
 using LaunchLogFn = int (*)(int *, int, int);
 
-/// The mock's launch log (1 per launch with programmatic stream
-/// serialization, 0 without), emptied.
-std::vector<int> takeLaunches() {
+/// The mock driver's test hook `name`, or null when the mock is not loaded.
+void *mockSymbol(const char *name) {
   void *mock = dlopen(std::getenv("FUSION_CUDA_DRIVER"), RTLD_NOW);
-  auto log = reinterpret_cast<LaunchLogFn>(
-      mock ? dlsym(mock, "fusionMockLaunches") : nullptr);
+  return mock ? dlsym(mock, name) : nullptr;
+}
+
+/// The mock's log `name` (fusionMockLaunches or fusionMockGraphs), emptied;
+/// {-1} when the mock is not loaded.
+std::vector<int> takeLog(const char *name) {
+  auto log = reinterpret_cast<LaunchLogFn>(mockSymbol(name));
   if (!log)
     return {-1};
   std::vector<int> out(64);
   out.resize(log(out.data(), 64, /*clear=*/1));
+  return out;
+}
+/// Per kernel launch: 1 with programmatic stream serialization, 0 without.
+std::vector<int> takeLaunches() { return takeLog("fusionMockLaunches"); }
+/// Per graph launch the graph's id, per destruction minus its id (the mock
+/// numbers its graph executables 1, 2, ... in instantiation order).
+std::vector<int> takeGraphs() { return takeLog("fusionMockGraphs"); }
+
+/// The mock's op log (fusionMockOps: host staging allocations 'p', uploads
+/// 'h', event records 'r' and waits 'w', stream synchronizations 's'),
+/// emptied.
+std::vector<std::pair<char, uintptr_t>> takeOps() {
+  using OpLogFn = int (*)(char *, uintptr_t *, int, int);
+  auto log = reinterpret_cast<OpLogFn>(mockSymbol("fusionMockOps"));
+  if (!log)
+    return {{'?', 0}};
+  std::vector<char> kinds(4096);
+  std::vector<uintptr_t> args(4096);
+  const int n = log(kinds.data(), args.data(), 4096, /*clear=*/1);
+  std::vector<std::pair<char, uintptr_t>> out;
+  for (int i = 0; i < n && i < 4096; ++i)
+    out.push_back({kinds[i], args[i]});
   return out;
 }
 
@@ -115,4 +146,120 @@ TEST_F(MockDriver, RunOnTensorsChecksBeforeLaunching) {
           step->runOnTensors(t.arguments, t.results, 2, stream.get())),
       "result 1 (residual_out) of \"decode_layer\" overlaps argument \"x\"");
   EXPECT_TRUE(takeLaunches().empty());
+}
+
+TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
+  auto graphs = std::make_unique<DecodeStep>(
+      *context, *model, readPtx(dataPath("tiny_decode.ptx")), "tiny_decode.ptx",
+      Capacity{4, 1, 4});
+  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, *graphs, 1);
+  for (size_t i = 0; i < args.size(); ++i)
+    graphs->bind(static_cast<int>(i), args[i]);
+  takeLaunches();
+  takeGraphs();
+  // Runs a step of `batch` rows and `splits` splits; returns the graph
+  // launched (-1 if not exactly one).
+  auto run = [&](int64_t batch, int64_t splits) {
+    graphs->runGraph(StepShape{batch, 1, splits}, TinyInputs(batch, 1).view());
+    std::vector<int> log = takeGraphs();
+    return log.size() == 1 ? log[0] : -1;
+  };
+  // The mock numbers graph executables in instantiation order. A capture
+  // records the step's two kernel launches; a replay records none.
+  const int first = run(2, 1);
+  const int second = run(3, 1);
+  EXPECT_EQ(second, first + 1);
+  EXPECT_EQ(run(2, 1), first);
+  EXPECT_EQ(graphs->graphCaptures(), 2);
+  EXPECT_EQ(takeLaunches().size(), 4u);
+  // kMaxGraphs (8) are kept, the least recently used dropped (destroyed)
+  // first.
+  ASSERT_EQ(DecodeStep::kMaxGraphs, 8u);
+  for (int64_t splits = 2; splits <= 7; ++splits)
+    EXPECT_EQ(run(3, splits), second + splits - 1);
+  EXPECT_EQ(run(2, 1), first); // kept, now the most recently used
+  graphs->runGraph(StepShape{3, 1, 8}, TinyInputs(3, 1).view());
+  EXPECT_EQ(takeGraphs(), (std::vector<int>{-second, second + 7}));
+  EXPECT_EQ(run(2, 1), first);
+  EXPECT_EQ(run(3, 1), -1); // dropped: one destroyed, a new one launched
+  EXPECT_EQ(graphs->graphCaptures(), 10);
+  // New bindings make every kept graph stale: all 8 are destroyed.
+  graphs->bind(0, args[0]);
+  graphs->runGraph(StepShape{3, 1, 1}, TinyInputs(3, 1).view());
+  std::vector<int> log = takeGraphs();
+  EXPECT_EQ(std::count_if(log.begin(), log.end(), [](int g) { return g < 0; }),
+            8);
+  EXPECT_EQ(log.back(), second + 9);
+  EXPECT_EQ(graphs->graphCaptures(), 11);
+  // The step destroys the one it keeps.
+  graphs.reset();
+  EXPECT_EQ(takeGraphs(), (std::vector<int>{-(second + 9)}));
+}
+
+TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
+  takeOps();
+  std::unique_ptr<Engine> engine = makeMockEngine(*context);
+  // The engine's only page-locked allocations: two images of its step
+  // inputs.
+  std::vector<uintptr_t> slots;
+  for (auto [kind, arg] : takeOps())
+    if (kind == 'p')
+      slots.push_back(arg);
+  ASSERT_EQ(slots.size(), 2u);
+  engine->addSequence(1);
+  engine->addSequence(2);
+  engine->generate({1, 2}, {5, 7}, 5);
+  // Each step waits for its slot's event, uploads all its inputs from that
+  // slot in one copy (the tokens copied on the device after it from step
+  // 1 on), and records the event after; the slots and their events
+  // alternate, so a slot is rewritten only after the upload of two steps
+  // back is done.
+  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  // One synchronization, before the download at the end.
+  ASSERT_EQ(std::count(ops.begin(), ops.end(), std::make_pair('s', 0ul)), 1);
+  EXPECT_EQ(ops.back().first, 's');
+  ops.pop_back();
+  std::vector<uintptr_t> events;
+  size_t i = 0;
+  for (size_t t = 0; t < 5; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    ASSERT_LT(i, ops.size());
+    ASSERT_EQ(ops[i].first, 'w');
+    const uintptr_t event = ops[i++].second;
+    if (t >= 2) {
+      EXPECT_EQ(event, events[t - 2]);
+    } else if (t == 1) {
+      EXPECT_NE(event, events[0]);
+    }
+    events.push_back(event);
+    ASSERT_LT(i, ops.size());
+    EXPECT_EQ(ops[i].first, 'h');
+    EXPECT_EQ(ops[i++].second, slots[t % 2]);
+    ASSERT_LT(i, ops.size());
+    EXPECT_EQ(ops[i].first, 'r');
+    EXPECT_EQ(ops[i++].second, event);
+  }
+  EXPECT_EQ(i, ops.size());
+}
+
+TEST_F(MockDriver, PrefillWaitsOnlyWhereLogitsAreAsked) {
+  std::unique_ptr<Engine> engine = makeMockEngine(*context);
+  for (SeqId id : {1, 2, 3, 4})
+    engine->addSequence(id);
+  auto syncs = [] {
+    std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+    return std::count_if(ops.begin(), ops.end(),
+                         [](const auto &op) { return op.first == 's'; });
+  };
+  takeOps();
+  // Prompts of 5 and 2 tokens: five steps, one wait (the final download).
+  engine->prefill({1, 2}, {{3, 1, 4, 1, 5}, {9, 2}});
+  EXPECT_EQ(syncs(), 1);
+  EXPECT_EQ(engine->length(1), 5);
+  EXPECT_EQ(engine->length(2), 2);
+  // With logits: also at the two steps where a prompt ends.
+  std::vector<uint16_t> logits;
+  engine->prefill({3, 4}, {{3, 1, 4, 1, 5}, {9, 2}}, &logits);
+  EXPECT_EQ(syncs(), 3);
+  EXPECT_EQ(logits.size(), 2u * 300);
 }

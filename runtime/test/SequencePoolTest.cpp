@@ -11,6 +11,8 @@
 
 #include "TestUtil.h"
 
+#include <limits>
+
 using namespace fusion::runtime;
 
 namespace {
@@ -169,6 +171,40 @@ TEST(SequencePool, Prompts) {
   pool.checkPrompts({1, 2}, {{1, 2}, {1, 2, 3, 4, 5, 6, 7, 8}});
 }
 
+TEST(SequencePool, Steps) {
+  SequencePool pool = smallPool(4); // pages of 4 tokens, 10 tokens a sequence
+  pool.addSequence(1);
+  pool.addSequence(2);
+  pool.prepareStep({1}, {0});
+  // 1 + 2 new pages of the 3 free: sequence 1 already holds one.
+  pool.checkSteps({1, 2}, {3, 4}, 7, "Engine::generate");
+  EXPECT_EQ(pool.length(1), 1); // checking changes nothing
+  std::string msg = EXPECT_THROW_MSG(
+      CapacityError, pool.checkSteps({1, 2}, {3, 4}, 9, "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: the steps need 5 new pages; 3 of 4 "
+                       "are free");
+  // In time independent of the steps, with no overflow of length + steps.
+  msg = EXPECT_THROW_MSG(CapacityError,
+                         pool.checkSteps({1}, {3},
+                                         std::numeric_limits<int64_t>::max(),
+                                         "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: sequence 1 holds 1 tokens; "
+                       "9223372036854775807 more exceed the 10");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         pool.checkSteps({1}, {3}, 0, "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: steps must be at least 1, got 0");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         pool.checkSteps({1}, {50}, 2, "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: token 50 (index 0 of sequence 1)");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         pool.checkSteps({1, 2}, {3}, 2, "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: 1 token rows for 2 sequences");
+  msg =
+      EXPECT_THROW_MSG(InvalidArgumentError,
+                       pool.checkSteps({1, 1}, {3, 3}, 2, "Engine::generate"));
+  EXPECT_CONTAINS(msg, "Engine::generate: sequence 1 appears twice");
+}
+
 TEST(SequencePool, UnusedId) {
   SequencePool pool = smallPool();
   SeqId id = pool.unusedId();
@@ -176,4 +212,20 @@ TEST(SequencePool, UnusedId) {
   SeqId other = pool.unusedId();
   EXPECT_NE(other, id);
   EXPECT_FALSE(pool.contains(other));
+}
+
+TEST(SequencePool, AttentionLengthIsThePowerOfTwoAtOrAbove) {
+  // smallPool: at most 10 tokens per sequence.
+  SequencePool pool = smallPool();
+  EXPECT_EQ(pool.attentionLength(1), 1);
+  EXPECT_EQ(pool.attentionLength(2), 2);
+  EXPECT_EQ(pool.attentionLength(3), 4);
+  EXPECT_EQ(pool.attentionLength(5), 8);
+  EXPECT_EQ(pool.attentionLength(8), 8);
+  EXPECT_EQ(pool.attentionLength(9), 10); // the capacity, not 16
+  EXPECT_EQ(pool.attentionLength(10), 10);
+  SequencePool large(EngineCapacity{1, 2048, 0}, 16, 50);
+  EXPECT_EQ(large.attentionLength(513), 1024);
+  EXPECT_EQ(large.attentionLength(1024), 1024);
+  EXPECT_EQ(large.attentionLength(1025), 2048);
 }

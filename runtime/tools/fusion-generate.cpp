@@ -51,7 +51,8 @@ DType compiledDType(const Model &model, const GenerateOptions &o) {
   return dtype;
 }
 
-/// Greedy generation: prefill, then --max-new-tokens - 1 decode steps.
+/// Greedy generation: prefill, then --max-new-tokens - 1 decode steps
+/// (Engine::generate: enqueued back to back, downloaded once).
 void generate(Engine &engine, const GenerateOptions &o,
               const std::vector<int32_t> &prompt) {
   std::vector<SeqId> seqs;
@@ -67,10 +68,11 @@ void generate(Engine &engine, const GenerateOptions &o,
   for (size_t b = 0; b < seqs.size(); ++b)
     out[b].push_back(next[b]);
   start = Clock::now();
-  for (int64_t i = 1; i < o.maxNewTokens; ++i) {
-    next = engine.step(seqs, next);
+  if (o.maxNewTokens > 1) {
+    std::vector<std::vector<int32_t>> rest =
+        engine.generate(seqs, next, o.maxNewTokens - 1);
     for (size_t b = 0; b < seqs.size(); ++b)
-      out[b].push_back(next[b]);
+      out[b].insert(out[b].end(), rest[b].begin(), rest[b].end());
   }
   const double decodeMs = msSince(start);
 

@@ -143,6 +143,10 @@ public:
   /// Copies all of `src` (at most bytes() bytes, else InvalidArgumentError)
   /// to the start of this buffer, ordered on `stream` (cuMemcpyDtoDAsync).
   void copyFrom(const DeviceBuffer &src, CUstream stream);
+  /// Copies `bytes` of device memory at `src` (`what` names it in messages)
+  /// to byte `offset` of this buffer, ordered on `stream`.
+  void copyFrom(CUdeviceptr src, uint64_t bytes, std::string_view what,
+                CUstream stream, uint64_t offset = 0);
   /// Sets the first `bytes` (default: all) to `value`: cuMemsetD8Async on
   /// `stream`, or, when stream is null, cuMemsetD8 waited for.
   void fill(uint8_t value, CUstream stream = nullptr, uint64_t bytes = ~0ull);
@@ -155,6 +159,37 @@ private:
   }
   void checkRange(const char *op, uint64_t bytes, uint64_t offset) const;
   CUdeviceptr ptr_ = 0;
+  uint64_t bytes_ = 0;
+  std::string label_;
+};
+
+/// Page-locked host memory (cuMemHostAlloc), zeroed: the source of copies
+/// that must not wait for the stream (an asynchronous copy from pageable
+/// memory may synchronize with it). Move-only; freed on destruction.
+class PinnedHostBuffer {
+public:
+  PinnedHostBuffer() = default;
+  /// Allocates `bytes` (0 is rounded up to 1). `label` names it in messages.
+  PinnedHostBuffer(uint64_t bytes, std::string label);
+  PinnedHostBuffer(PinnedHostBuffer &&o) noexcept { swap(o); }
+  PinnedHostBuffer &operator=(PinnedHostBuffer &&o) noexcept {
+    swap(o);
+    return *this;
+  }
+  PinnedHostBuffer(const PinnedHostBuffer &) = delete;
+  PinnedHostBuffer &operator=(const PinnedHostBuffer &) = delete;
+  ~PinnedHostBuffer();
+
+  void *data() const { return ptr_; }
+  uint64_t bytes() const { return bytes_; }
+
+private:
+  void swap(PinnedHostBuffer &o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    std::swap(label_, o.label_);
+  }
+  void *ptr_ = nullptr;
   uint64_t bytes_ = 0;
   std::string label_;
 };
@@ -182,7 +217,8 @@ private:
   CUstream stream_ = nullptr;
 };
 
-/// A timing event. Move-only.
+/// An event (default flags): a point in a stream to time or to wait for.
+/// Move-only.
 class Event {
 public:
   static Event create();

@@ -33,8 +33,9 @@
 // Graphs capture the kernel arguments (device addresses and the batch,
 // max_pages, num_splits scalars), not the contents of the buffers: write
 // the new token's inputs, positions, seq_lens and block table into the same
-// buffers before each replay. runGraph re-captures when the step shape or a
-// binding changes.
+// buffers before each replay. runGraph keeps the graphs of the last
+// kMaxGraphs step shapes (on one stream, with the current bindings) and
+// captures only a shape it does not hold.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,7 +46,6 @@
 #include "fusion/runtime/Model.h"
 #include "fusion/runtime/TensorCall.h"
 
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -111,9 +111,10 @@ public:
   /// shape.batch. Throws (before any launch) as those do.
   void run(const StepShape &shape, const StepInputs &inputs,
            CUstream stream = nullptr);
-  /// As run(), through a CUDA graph: captured on the first call and
-  /// whenever the shape, the stream or a binding changed since the last
-  /// capture, then launched. `inputs` are checked on every call.
+  /// As run(), through a CUDA graph: the one captured for this shape and
+  /// stream with the current bindings, else a new capture (kept with the
+  /// kMaxGraphs most recently used ones), then launched. `inputs` are
+  /// checked on every call.
   void runGraph(const StepShape &shape, const StepInputs &inputs,
                 CUstream stream = nullptr);
   /// Launches one step on tensors its caller owns (a framework's custom
@@ -137,6 +138,10 @@ public:
                     CUstream stream);
   /// Number of graph captures so far.
   int graphCaptures() const { return captures_; }
+  /// Graphs runGraph keeps (least recently used dropped first): a batch
+  /// that shrinks and grows, or a split count that changes, replays instead
+  /// of capturing again.
+  static constexpr size_t kMaxGraphs = 8;
   /// Waits for `stream` (null: stream()); a kernel fault is reported here
   /// with the kernels of the step.
   void synchronize(CUstream stream = nullptr) const;
@@ -156,10 +161,15 @@ private:
   std::vector<std::vector<CUfunction>> functions_;
   std::vector<cuda::DeviceBuffer> internal_;
   cuda::Stream stream_;
-  cuda::GraphExec graph_;
-  std::optional<StepShape> graphShape_;
-  CUstream graphStream_ = nullptr;
-  uint64_t graphGeneration_ = 0;
+  /// A captured step: valid for its shape, stream and binding generation.
+  struct CachedGraph {
+    StepShape shape;
+    CUstream stream = nullptr;
+    uint64_t generation = 0;
+    cuda::GraphExec exec;
+  };
+  /// Most recently used first.
+  std::vector<CachedGraph> graphs_;
   int captures_ = 0;
 };
 

@@ -28,12 +28,14 @@
 //
 // A step uploads the token ids, positions, lengths and block table (a fixed
 // width of ceil(maxTokensPerSeq / P) pages, so the graph is reused), replays
-// the captured CUDA graph (DecodeStep::runGraph; re-captured when the batch
-// or the attention's num_splits changes, which the schedule's policy ties to
-// the longest sequence), and downloads the next tokens (and the logits when
-// asked). Prefill runs a prompt as decode steps, one token at a time: simple
-// and exactly the path decoding takes, but one step per prompt token (slow
-// for long prompts).
+// a CUDA graph (DecodeStep::runGraph, which keeps the graphs of recent
+// step shapes: one per batch and num_splits), and downloads the next tokens
+// (and the logits when asked). num_splits is the schedule's policy for the
+// longest sequence rounded up to a power of two (at most maxTokensPerSeq),
+// so that a growing sequence changes it, and captures a graph, a few times
+// rather than every 64 tokens (SequencePool::attentionLength). Prefill runs a
+// prompt as decode steps, one token at a time: simple and exactly the path
+// decoding takes, but one step per prompt token (slow for long prompts).
 //
 // Errors: a bad request (batch, token ids, unknown or repeated sequences, a
 // sequence past maxTokensPerSeq, too few free pages) throws the runtime's
@@ -55,6 +57,7 @@
 #include "fusion/runtime/ModelConfig.h"
 #include "fusion/runtime/SequencePool.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -90,6 +93,9 @@ public:
          const EngineOptions &options = {});
   Engine(const Engine &) = delete;
   Engine &operator=(const Engine &) = delete;
+  /// Waits for the engine's stream (work it enqueued may still read the
+  /// staging slots) before freeing anything.
+  ~Engine();
 
   const Model &model() const { return model_; }
   const SequencePool &sequences() const { return pool_; }
@@ -121,13 +127,30 @@ public:
                             std::vector<uint16_t> *logits = nullptr);
 
   /// Runs prompts[b] through sequence seqs[b] as decode steps, one token
-  /// per step, the sequences with a token at an index batched in one step.
-  /// Returns each sequence's greedy next token after its last prompt token;
-  /// with `logits`, [batch, vocab]: row b the logits after prompt b. Throws
-  /// as SequencePool::checkPrompts before anything changes or launches.
+  /// per step, the sequences with a token at an index batched in one step,
+  /// enqueued back to back (as generate: each step's next tokens collected
+  /// on the device and downloaded once; with `logits` the host waits only
+  /// for the steps where a prompt ends). Returns each sequence's greedy
+  /// next token after its last prompt token; with `logits`, [batch, vocab]:
+  /// row b the logits after prompt b. Throws as SequencePool::checkPrompts
+  /// before anything changes or launches; after a CudaError the sequences
+  /// are undefined.
   std::vector<int32_t> prefill(const std::vector<SeqId> &seqs,
                                const std::vector<std::vector<int32_t>> &prompts,
                                std::vector<uint16_t> *logits = nullptr);
+
+  /// Greedy decoding of `steps` tokens without a host round trip per step:
+  /// as `steps` calls of step(), each fed the previous call's next tokens
+  /// (tokens[b] first), but step t + 1's input tokens are copied from step
+  /// t's argmax on the device and the host enqueues the steps back to back
+  /// (its staging waits only for the uploads two steps back), so the GPU
+  /// does not idle between steps. Returns [batch][steps]: row b the greedy
+  /// tokens sequence seqs[b] gets (downloaded once, at the end). Throws as
+  /// SequencePool::checkSteps before anything changes or launches; after a
+  /// CudaError the sequences are undefined (as after step()).
+  std::vector<std::vector<int32_t>> generate(const std::vector<SeqId> &seqs,
+                                             const std::vector<int32_t> &tokens,
+                                             int64_t steps);
 
   /// Teacher-forced scoring of `tokens` in a fresh sequence (removed at the
   /// end): element i - 1 of the result is log p(tokens[i] | tokens[0..i))
@@ -143,12 +166,25 @@ private:
   /// caller's ModelWeights may go away), allocates and zeroes the caches,
   /// allocates the step inputs at capacity, and binds them all.
   void bindArguments();
-  /// Uploads the inputs of `s` and launches it (num_splits chosen here by
-  /// the schedule's policy); `s` is kept in last_.
-  void launch(HostStep s);
+  /// Uploads the inputs of `s` through the next staging slot and launches
+  /// it (num_splits chosen here by the schedule's policy at
+  /// SequencePool::attentionLength); `s` is kept in last_. With
+  /// `tokensOnDevice`, the token ids are the previous step's next tokens,
+  /// copied on the device (s.tokens is not uploaded).
+  void launch(HostStep s, bool tokensOnDevice = false);
+  /// Copies the last step's first `rows` next tokens (int32) to byte
+  /// `offset` of `to`, ordered on the step's stream.
+  void copyNextTokens(cuda::DeviceBuffer &to, uint64_t offset, size_t rows);
+  /// Waits for the step's stream and downloads all of `tokens` (int32).
+  std::vector<int32_t> downloadTokens(const cuda::DeviceBuffer &tokens) const;
   /// The next tokens of the last step, and its logits when asked.
   std::vector<int32_t> download(std::vector<uint16_t> *logits) const;
 
+  /// Waits for the stream, ignoring a fault it reports: for error paths,
+  /// before memory the enqueued work may read is reused or freed.
+  void drainQuietly() const noexcept;
+
+  const cuda::Context *context_;
   Model model_;
   DType dtype_;
   ModelArgumentMap map_;
@@ -156,10 +192,22 @@ private:
   EngineOptions options_;
   DecodeStep step_;
   std::vector<cuda::DeviceBuffer> weights_, caches_;
-  cuda::DeviceBuffer tokens_, positions_, seqLens_, blockTable_;
+  /// The step inputs (tokens, positions, seq_lens, block table at capacity)
+  /// in one buffer, at inputOffsets_ (bytes).
+  cuda::DeviceBuffer stepInputs_;
+  std::array<uint64_t, 4> inputOffsets_{};
   uint64_t weightBytes_ = 0, cacheBytes_ = 0;
-  /// The last step's host inputs (the uploads read them on the stream).
+  /// The last step's host inputs.
   HostStep last_;
+  /// Page-locked images of stepInputs_ for two steps, used in turn: a
+  /// step's upload reads its slot on the stream, and `uploaded` (recorded
+  /// after it) is waited for before the slot is written again.
+  struct StagingSlot {
+    cuda::PinnedHostBuffer host;
+    cuda::Event uploaded;
+  };
+  std::vector<StagingSlot> staging_;
+  size_t nextSlot_ = 0;
 };
 
 } // namespace fusion::runtime

@@ -73,6 +73,12 @@ public:
   int64_t numFreePages() const { return cache_.numFreePages(); }
   /// The block-table width of every step: ceil(maxTokensPerSeq / pageSize).
   int64_t maxPagesPerSeq() const { return cache_.maxPagesPerSeq(); }
+  /// The length a step's num_splits is chosen for (the schedule's policy,
+  /// Model::defaultNumSplits) when its longest sequence holds `maxSeqLen`
+  /// tokens: the next power of two, at most maxTokensPerSeq, so that a
+  /// growing sequence changes num_splits (and the step's CUDA graph) a few
+  /// times rather than at every multiple of the policy's chunk.
+  int64_t attentionLength(int64_t maxSeqLen) const;
   int64_t vocabSize() const { return vocab_; }
 
   /// Starts an empty sequence. Throws InvalidArgumentError if `id` is live.
@@ -102,6 +108,15 @@ public:
   void checkPrompts(const std::vector<SeqId> &seqs,
                     const std::vector<std::vector<int32_t>> &prompts,
                     const char *what = "Engine::prefill") const;
+  /// Throws as prepareStep would for any of `steps` steps that each append
+  /// one token to every sequence seqs[b], the first tokens[b] (the others
+  /// come from the device: not checked here): InvalidArgumentError
+  /// "<what>: steps must be at least 1" for steps < 1, then as checkPrompts
+  /// for prompts of `steps` tokens, in time independent of `steps`. Changes
+  /// nothing.
+  void checkSteps(const std::vector<SeqId> &seqs,
+                  const std::vector<int32_t> &tokens, int64_t steps,
+                  const char *what) const;
   /// Throws InvalidArgumentError "<what>: token <token> (index <index> of
   /// sequence <id>) is outside the vocabulary [0, vocabSize)" unless it is
   /// in it.
@@ -113,6 +128,12 @@ private:
   /// as `count` (the token rows).
   void checkBatch(const char *what, const std::vector<SeqId> &seqs,
                   size_t count) const;
+  /// Throws CapacityError unless every seqs[b] can hold tokens[b] more
+  /// tokens and the pages that takes are free ("<what>: <need> N new
+  /// pages; F of P are free").
+  void checkGrowth(const char *what, const char *need,
+                   const std::vector<SeqId> &seqs,
+                   const std::vector<int64_t> &tokens) const;
 
   EngineCapacity capacity_;
   int64_t vocab_;
