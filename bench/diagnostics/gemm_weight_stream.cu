@@ -10,7 +10,9 @@
 // MB, more than L2). Each configuration is timed like bench/ (4 launches in
 // one CUDA graph, median of 100 replays), against a plain 16-byte read of the
 // same bytes in the same run, and its sum is checked against that read's. It
-// measures the pattern, not our kernel.
+// measures the pattern, not our kernel. The grids differ (N / TR x KS CTAs),
+// so part of a difference between lines is the number of rounds of CTAs; the
+// CTAs per SM printed are the occupancy calculator's.
 //   nvcc -O3 -arch=sm_90 -std=c++17 gemm_weight_stream.cu \
 //     -o gemm_weight_stream && ./gemm_weight_stream
 #include "graph_timing.cuh"
@@ -20,7 +22,7 @@
 #include <cuda_fp16.h>
 #include <vector>
 constexpr int N = 28672, K = 4096, kThreads = 256, kCopies = 4;
-constexpr size_t kWords = size_t(N) * K / 4; // 32-bit words of W
+constexpr size_t kWords = size_t(N) * K / 2; // 32-bit words of W
 
 /// Sum of every 32-bit word the thread consumes, as an integer (exact, so
 /// any order of reading gives the same total).
@@ -79,6 +81,7 @@ __global__ void __launch_bounds__(kThreads)
 struct Result {
   float us;
   unsigned long long sum;
+  int residentPerSM; // as the occupancy calculator reports it
 };
 
 template <class Kernel>
@@ -87,11 +90,15 @@ Result run(Kernel kernel, int grid, int smem, const void *w,
   if (smem > 48 * 1024)
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             smem));
+  CK(cudaFuncSetAttribute(kernel,
+                          cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   CK(cudaMemset(dSum, 0, 8));
   kernel<<<grid, kThreads, smem>>>(static_cast<const __half *>(w), dSum);
   CK(cudaDeviceSynchronize());
-  Result r{0, 0};
+  Result r{0, 0, 0};
   CK(cudaMemcpy(&r.sum, dSum, 8, cudaMemcpyDeviceToHost));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.residentPerSM, kernel,
+                                                   kThreads, smem));
   r.us = timeGraph(
       [&](int, cudaStream_t s) {
         kernel<<<grid, kThreads, smem, s>>>(static_cast<const __half *>(w),
@@ -136,9 +143,10 @@ int main() {
                     int ctasPerSM, Result r) {
     const int grid = N / tr * ks;
     printf("TR %3d SK %3d (%3d B/row) ST %d KS %d  grid %4d  %d/SM  %7.1f us  "
-           "%.2f TB/s  %s%s\n",
-           tr, sk, 2 * sk, st, ks, grid, ctasPerSM, r.us, bytes / r.us / 1e6,
-           name, r.sum == want ? "" : "  SUM MISMATCH");
+           "%.2f TB/s  %s%s%s\n",
+           tr, sk, 2 * sk, st, ks, grid, r.residentPerSM, r.us,
+           bytes / r.us / 1e6, name, r.sum == want ? "" : "  SUM MISMATCH",
+           r.residentPerSM == ctasPerSM ? "" : "  (not the intended CTAs/SM)");
     ok = ok && r.sum == want;
   };
   // `ctas` CTAs per SM by shared memory: the ring, padded up to
