@@ -12,7 +12,11 @@
 // same bytes in the same run, and its sum is checked against that read's. It
 // measures the pattern, not our kernel. The grids differ (N / TR x KS CTAs),
 // so part of a difference between lines is the number of rounds of CTAs; the
-// CTAs per SM printed are the occupancy calculator's.
+// CTAs per SM printed are the occupancy calculator's. The last lines read W
+// as if the runtime had packed it so that every stage of every CTA is one
+// contiguous block, fetched either by 16-byte cp.async or by one Hopper bulk
+// copy (cp.async.bulk + mbarrier) per stage: issue 14's design, which the
+// per-row bulk copies of gemm_projection.cu could not feed (issue-bound).
 //   nvcc -O3 -arch=sm_90 -std=c++17 gemm_weight_stream.cu \
 //     -o gemm_weight_stream && ./gemm_weight_stream
 #include "graph_timing.cuh"
@@ -30,6 +34,17 @@ __device__ __forceinline__ unsigned long long words(uint4 v) {
   return (unsigned long long)v.x + v.y + v.z + v.w;
 }
 
+/// Adds each warp's sums to *sum with one atomic per warp. One atomic per
+/// thread on one address serialises (about 1 ns each, 57K per launch at grid
+/// 224): the first run of this file timed those atomics, not the reads.
+__device__ __forceinline__ void addToSum(unsigned long long *sum,
+                                         unsigned long long s) {
+  for (int o = 16; o > 0; o /= 2)
+    s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (threadIdx.x % 32 == 0)
+    atomicAdd(sum, s);
+}
+
 /// A plain read of W: 16 bytes per thread and step, grid-stride.
 __global__ void __launch_bounds__(kThreads)
     plainRead(const uint4 *__restrict__ w, unsigned long long *sum) {
@@ -37,7 +52,7 @@ __global__ void __launch_bounds__(kThreads)
   for (size_t i = blockIdx.x * size_t(kThreads) + threadIdx.x; i < kWords / 4;
        i += size_t(gridDim.x) * kThreads)
     s += words(__ldcs(w + i));
-  atomicAdd(sum, s);
+  addToSum(sum, s);
 }
 
 /// CTA (tile t, k-split part p) streams rows [t TR, (t + 1) TR) x k-range p
@@ -75,7 +90,85 @@ __global__ void __launch_bounds__(kThreads)
       acc += words(*reinterpret_cast<const uint4 *>(
           stage + (c / kChunks) * kPitch + (c % kChunks) * 8));
   }
-  atomicAdd(sum, acc);
+  addToSum(sum, acc);
+}
+
+__device__ __forceinline__ void mbarInit(uint64_t *bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smemAddr(bar)),
+               "r"(count));
+}
+__device__ __forceinline__ void mbarExpectTx(uint64_t *bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   smemAddr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbarWait(uint64_t *bar, int parity) {
+  asm volatile("{\n .reg .pred p;\n WAIT:\n"
+               " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               " @!p bra WAIT;\n}" ::"r"(smemAddr(bar)),
+               "r"(parity)
+               : "memory");
+}
+
+/// The same tiles with W pre-packed by the runtime so that each stage of
+/// each CTA is one contiguous block of SB bytes (TR rows x SK k-elements:
+/// CTA t then owns bytes [t, t + 1) x N * K * 2 / grid of W, whatever the
+/// permutation inside a block, which a packing pass would choose to suit
+/// ldmatrix). BULK: one thread issues one cp.async.bulk of SB bytes per stage
+/// completing on the stage's mbarrier; otherwise every thread issues 16-byte
+/// cp.async as ringRead does. One block barrier per stage (the slot reused).
+template <int SB, int ST, bool BULK>
+__global__ void __launch_bounds__(kThreads)
+    packedRead(const __half *__restrict__ w, unsigned long long *sum) {
+  constexpr int kVecs = SB / 16;
+  extern __shared__ __align__(128) uint4 slots[];
+  __shared__ uint64_t full[ST];
+  const size_t perCta = kWords * 4 / gridDim.x; // bytes; grids divide W
+  const char *base = reinterpret_cast<const char *>(w) + blockIdx.x * perCta;
+  const int steps = static_cast<int>(perCta / SB);
+  if (BULK && threadIdx.x == 0) {
+    for (int i = 0; i < ST; ++i)
+      mbarInit(&full[i], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  auto issue = [&](int step) {
+    if (step < steps) {
+      uint4 *slot = slots + (step % ST) * kVecs;
+      const char *src = base + size_t(step) * SB;
+      if (BULK) {
+        if (threadIdx.x == 0) {
+          mbarExpectTx(&full[step % ST], SB);
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::"
+              "complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smemAddr(slot)),
+              "l"(src), "r"(SB), "r"(smemAddr(&full[step % ST]))
+              : "memory");
+        }
+      } else {
+        for (int v = threadIdx.x; v < kVecs; v += kThreads)
+          cpAsync16(slot + v, src + size_t(v) * 16);
+      }
+    }
+    if (!BULK)
+      asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  for (int i = 0; i + 1 < ST; ++i)
+    issue(i);
+  unsigned long long acc = 0;
+  for (int step = 0; step < steps; ++step) {
+    if (BULK)
+      mbarWait(&full[step % ST], (step / ST) & 1);
+    else
+      asm volatile("cp.async.wait_group %0;" ::"n"(ST - 2) : "memory");
+    __syncthreads(); // stage `step` visible; slot (step - 1) % ST free
+    issue(step + ST - 1);
+    const uint4 *slot = slots + (step % ST) * kVecs;
+    for (int v = threadIdx.x; v < kVecs; v += kThreads)
+      acc += words(slot[v]);
+  }
+  addToSum(sum, acc);
 }
 
 struct Result {
@@ -178,6 +271,29 @@ int main() {
   RING(32, 256, 4, 1, 3, "512 B per row, 32-row tiles");
   RING(32, 512, 3, 1, 2, "1 KiB per row, 32-row tiles");
   RING(16, 512, 3, 1, 4, "1 KiB per row, 16-row tiles");
+  // W pre-packed: each stage one contiguous block (16-byte cp.async by all
+  // threads, or one cp.async.bulk per stage).
+#define PACKED(SB, ST, BULK, GRID, CTAS, NAME)                                 \
+  do {                                                                         \
+    const int cap = (228 * 1024) / CTAS - 1024 - 16 - 8 * ST;                  \
+    const int smem = SB * ST > cap ? SB * ST : (cap / 16) * 16;                \
+    Result r = run(packedRead<SB, ST, BULK>, GRID, smem, w, dSum);             \
+    printf("packed %2d KiB x %d %s grid %4d  %d/SM  %7.1f us  %.2f TB/s  "     \
+           "%s%s\n",                                                           \
+           SB / 1024, ST, BULK ? "bulk   " : "cp.async", GRID,                 \
+           r.residentPerSM, r.us, bytes / r.us / 1e6, NAME,                    \
+           r.sum == want ? "" : "  SUM MISMATCH");                             \
+    ok = ok && r.sum == want;                                                  \
+  } while (0)
+  // Grids divide W (N * K * 2 = 224 MiB) into whole stages: 224 tiles (gate/
+  // up's row tiles of 128), 256, 448.
+  PACKED(16384, 3, false, 224, 2, "today's tiles, packed, cp.async");
+  PACKED(16384, 3, true, 224, 2, "today's tiles, packed, bulk");
+  PACKED(16384, 4, true, 224, 2, "packed, bulk, 4 stages");
+  PACKED(32768, 3, true, 224, 2, "packed, bulk, 32 KiB stages");
+  PACKED(16384, 4, true, 256, 2, "packed, bulk, grid 256");
+  PACKED(16384, 4, true, 448, 4, "packed, bulk, grid 448 (k split 2)");
+  PACKED(32768, 4, true, 448, 2, "packed, bulk, 32 KiB x 4, grid 448");
   printf(ok ? "all sums match\n" : "SUM MISMATCH\n");
   return ok ? 0 : 1;
 }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Prepares a device session (run here, where LLVM/MLIR is): everything the
+# GPU machine needs to check and A/B the runtime branches named below and to
+# run the diagnostics, in the git-ignored .gpu/session (about 20 MiB; carry
+# it). run.sh is the GPU side.
+#
+#   bench/session/prepare.sh [BRANCH...]   (default: main)
+#
+# Writes: smol.{ptx,manifest.json} (the whole SmolLM2-135M) and l8.* (the
+# Llama-3-8B shape), f16, from this checkout's compiler (fusion-import
+# --whole-model); check/ the 8B shape's first two layers for
+# test/gpu/check_model.py; the
+# config.json files, a 512-token prompt; the runtime and Python package
+# sources of each branch (git archive: the branches differ in the runtime
+# only), GoogleTest's sources, nlohmann-json, the diagnostics.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+branches=("$@")
+[ ${#branches[@]} -gt 0 ] || branches=(main)
+out=.gpu/session
+rm -rf "$out"
+mkdir -p "$out/cfg/smol" "$out/cfg/l8" "$out/src" "$out/deps/include" \
+  "$out/deps/share/cmake" "$out/diag"
+
+[ -f build/build.ninja ] || scripts/setup.sh
+ninja -C build -j2 fusion-import fusion-compile
+[ -f build/models/smollm2/config.json ] ||
+  scripts/get-smollm2.sh build/models/smollm2
+cp build/models/smollm2/config.json "$out/cfg/smol/"
+cp runtime/test/data/configs/llama3_8b.json "$out/cfg/l8/config.json"
+python3 - "$out/cfg/l8/config.json" "$out/cfg/l8x2/config.json" <<'PY'
+import json, os, sys
+c = json.load(open(sys.argv[1]))
+c["num_hidden_layers"] = 2
+os.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+mkdir -p "$out/check"
+for m in smol l8 l8x2; do
+  build/bin/fusion-import "$out/cfg/$m/config.json" --whole-model --dtype=f16 \
+    -o "$out/$m.mlir"
+done
+build/bin/fusion-compile "$out/smol.mlir" -o "$out/smol"
+build/bin/fusion-compile "$out/l8.mlir" -o "$out/l8"
+build/bin/fusion-compile "$out/l8x2.mlir" -o "$out/check/l8x2.decode"
+rm "$out"/*.mlir
+python3 -c "print(' '.join(str((i * 7919 + 13) % 49152) for i in range(512)))" \
+  > "$out/ctx512.txt"
+
+for b in "${branches[@]}"; do
+  name=${b##*/}
+  mkdir -p "$out/src/$name"
+  git archive "$b" runtime include python pyproject.toml README.md test/gpu |
+    tar -x -C "$out/src/$name"
+  echo "$b $(git rev-parse --short "$b")" >> "$out/src/branches.txt"
+done
+cp -r /usr/src/googletest "$out/deps/googletest"
+cp -r /usr/include/nlohmann "$out/deps/include/"
+cp -r /usr/share/cmake/nlohmann_json "$out/deps/share/cmake/"
+cp bench/diagnostics/{persistent_decode.cu,gemm_weight_stream.cu,graph_timing.cuh,ptx_ops.cuh} \
+  "$out/diag/"
+# The GPU side travels too, so that any checkout can run it:
+#   bash .gpu/session/run.sh engine   (from the repository root)
+cp bench/session/run.sh "$out/run.sh"
+du -sh "$out"
+cat "$out/src/branches.txt"

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# The GPU side of prepare.sh (run from the repository root with .gpu/session
+# carried, as `bash .gpu/session/run.sh PART`, the copy prepare.sh made;
+# results under $OUT):
+#
+#   engine  builds every branch's runtime; GPU unit tests of every branch
+#           (plain and under compute-sanitizer memcheck); the same greedy
+#           ids from every branch's fusion-generate
+#   ab      interleaved A/B of decode us/step (SmolLM2 B=1,16 x 3 reps;
+#           Llama-3-8B shape B=1,16 x 2 reps)
+#   model   bench/model.py (ours against the gpt-fast-style anchor) with the
+#           first branch's fusion-generate; MODEL=smol|l8 (one per command)
+#   check   check_model.py on two 8B-shape layers (batches 1, 16, 40)
+#   ncu     ncu of the 8B shape's B=16 _gemm16 kernels (warp stalls, SASS
+#           source counters)
+#   diag    persistent_decode.cu, gemm_weight_stream.cu
+#
+# Partial results come back too when a part is stopped at its time limit.
+# Each part fits one device command (10 minutes; each run of the 8B shape
+# generates 16 GB of random weights on the host: 15-35 s). A machine kept
+# warm keeps /tmp, so later parts reuse engine's builds; a fresh one
+# rebuilds fusion-generate only.
+set -uo pipefail
+s=$PWD/.gpu/session
+out=${OUT:-/tmp/session-out}
+mkdir -p "$out"
+log=$out/session.txt
+say() { echo "$*" | tee -a "$log"; }
+
+# build_runtimes [TARGET]: googletest, then every branch's runtime (TARGET
+# only, e.g. fusion-generate, when given).
+build_runtimes() {
+  if [ ! -d /tmp/gtest ]; then
+    cmake -S "$s/deps/googletest" -B /tmp/gtest-build -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/tmp/gtest >/dev/null &&
+      ninja -C /tmp/gtest-build install >/dev/null || say "googletest: build failed"
+  fi
+  for src in "$s"/src/*/; do
+    name=$(basename "$src")
+    tests=ON
+    cmake -S "$src/runtime" -B "/tmp/rt-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DFUSION_RUNTIME_BUILD_TESTS=$tests -DCMAKE_PREFIX_PATH="/tmp/gtest;$s/deps" \
+      -Dnlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" >"/tmp/rt-$name.log" 2>&1 &&
+      ninja -C "/tmp/rt-$name" ${1:-} >>"/tmp/rt-$name.log" 2>&1 ||
+      { say "$name: build failed"; tail -20 "/tmp/rt-$name.log" | tee -a "$log"; }
+  done
+}
+
+# gen NAME PTX B TOKENS [options]: fusion-generate of branch NAME on
+# $s/PTX.{ptx,manifest.json} (smol or l8), random weights.
+gen() {
+  local name=$1 ptx=$2 batch=$3 tokens=$4
+  shift 4
+  "/tmp/rt-$name/tools/fusion-generate" --model "$s/$ptx" \
+    --checkpoint "$s/cfg/$ptx" --random-weights 1 \
+    --ids-file "$s/ctx512.txt" --batch "$batch" --max-new-tokens "$tokens" "$@"
+}
+
+engine() {
+  build_runtimes
+  for src in "$s"/src/*/; do
+    name=$(basename "$src")
+    t=/tmp/rt-$name/test/fusion_runtime_gpu_unittests
+    say "== $name: GPU unit tests"
+    "$t" 2>&1 | grep -E '^\[  (PASSED|FAILED|SKIPPED) |FAILED TEST' | tee -a "$log"
+    say "== $name: memcheck of EngineMock.*"
+    compute-sanitizer --tool memcheck "$t" --gtest_filter='EngineMock.*' 2>&1 |
+      grep -E "ERROR SUMMARY|PASSED|FAILED" | tee -a "$log"
+  done
+  say "== greedy ids, SmolLM2 shape, 24 tokens (the same for every branch)"
+  for model in smol; do
+    for batch in 1 3; do
+      for src in "$s"/src/*/; do
+        name=$(basename "$src")
+        ids=$(gen "$name" "$model" "$batch" 24 | grep "^ids")
+        [ -n "$ids" ] && ids=$(echo "$ids" | md5sum | cut -c1-12) || ids=FAILED
+        say "$model B=$batch $name ids $ids"
+      done
+    done
+  done
+}
+
+# us NAME PTX B TOKENS: fusion-generate's decode us/step, or nothing.
+us() { gen "$@" | sed -n 's/^decode:.*: \([0-9.]*\) us\/step.*/\1/p'; }
+
+ab() {
+  [ -x /tmp/rt-engine-pipeline/tools/fusion-generate ] ||
+    build_runtimes fusion-generate
+  say "== decode us/step (512-token prompt, 128 new tokens)"
+  for rep in 1 2 3; do
+    for model in smol l8; do
+      [ "$model" = l8 ] && [ "$rep" = 3 ] && continue
+      for batch in 1 16; do
+        line="$model B=$batch:"
+        for src in "$s"/src/*/; do
+          name=$(basename "$src")
+          t=$(us "$name" "$model" "$batch" 128)
+          line="$line $name ${t:-FAILED} |"
+        done
+        say "$line"
+      done
+    done
+  done
+}
+
+model() {
+  # The first branch of branches.txt (prepare.sh's first argument).
+  local name
+  name=$(head -1 "$s/src/branches.txt" | cut -d' ' -f1)
+  name=${name##*/}
+  [ -x "/tmp/rt-$name/tools/fusion-generate" ] || build_runtimes fusion-generate
+  local repeats=3
+  [ "$1" = l8 ] && repeats=2
+  say "== bench/model.py $1 ($name's fusion-generate)"
+  python3 bench/model.py --fusion-generate "/tmp/rt-$name/tools/fusion-generate" \
+    --model "$1=$s/$1:$s/cfg/$1" --batches 1,16 --repeats $repeats \
+    --out "$out/model-bench-$1.json" 2>&1 | tail -4 | tee -a "$log"
+}
+
+check() {
+  # The fusion package of main (check_model.py takes the num_splits policy
+  # from it), then every kernel of two 8B-shape layers against float64:
+  # B=1 (GEMV), 16 (_gemm16), 40 (_gemm64).
+  local nb
+  nb=$(python3 -m nanobind --cmake_dir)
+  python3 -m pip install -q --no-index --no-deps --no-build-isolation \
+    --upgrade --target /tmp/fusionpkg -C cmake.define.nanobind_DIR="$nb" \
+    -C cmake.define.nlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" \
+    "$s/src/main" \
+    >/tmp/fusionpkg.log 2>&1 || { say "fusion package: build failed"; tail -20 /tmp/fusionpkg.log; }
+  say "== check_model.py, 8B shape 2 layers"
+  PYTHONPATH=/tmp/fusionpkg timeout 480 python3 \
+    "$s/src/main/test/gpu/check_model.py" \
+    --dir "$s/check" --batches 1,16,40 2>&1 | tee "$out/check_model.txt" |
+    grep -E "checks passed|RESULT|FAIL|kernel outputs" | tee -a "$log"
+}
+
+ncu_gemm() {
+  # Where the 8B shape's B=16 batch kernels stall (performance.md entry 23:
+  # 2.2-3.1 TB/s): warp states and per-SASS-line source counters of the
+  # first layer's o_proj, gate/up and down_proj _gemm16 kernels.
+  [ -x /tmp/rt-main/tools/fusion-generate ] || build_runtimes fusion-generate
+  say "== ncu, 8B shape B=16 _gemm16 (k3 o_proj, k4 gate/up, k5 down)"
+  local args=(--model "$s/l8" --checkpoint "$s/cfg/l8" --random-weights 1
+    --ids "1 2 3 4" --batch 16 --max-new-tokens 2 --no-graph)
+  ncu --clock-control none --kernel-name regex:'k[345]_.*_gemm16' --launch-count 3 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section Occupancy \
+    /tmp/rt-main/tools/fusion-generate "${args[@]}" >"$out/ncu_gemm16.txt" 2>&1
+  grep -iE "_gemm16|Duration|DRAM Throughput|stall|Achieved Occupancy" \
+    "$out/ncu_gemm16.txt" | head -60 | tee -a "$log"
+  ncu --clock-control none --kernel-name regex:'k4_.*_gemm16' --launch-count 1 \
+    --section SourceCounters --page source --print-source sass --csv \
+    /tmp/rt-main/tools/fusion-generate "${args[@]}" >"$out/ncu_gate_up_sass.csv" 2>&1
+  say "ncu: $(wc -l <"$out/ncu_gate_up_sass.csv") lines of gate/up SASS counters"
+}
+
+diag() {
+  cd "$s/diag" || exit 1
+  for d in persistent_decode gemm_weight_stream; do
+    say "== $d"
+    nvcc -O3 -arch=sm_90 -std=c++17 "$d.cu" -o "/tmp/$d" 2>&1 | tail -5 | tee -a "$log"
+    timeout 240 "/tmp/$d" 2>&1 | tee -a "$log" "$out/$d.txt" | tail -60
+  done
+}
+
+cat "$s/src/branches.txt" >>"$log"
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader >>"$log"
+case ${1:-} in
+engine) engine ;;
+ab) ab ;;
+model) model "${2:-smol}" ;;
+check) check ;;
+ncu) ncu_gemm ;;
+diag) diag ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|model [smol|l8]|check|ncu|diag" >&2; exit 2 ;;
+esac
