@@ -57,7 +57,7 @@ done
 cp -r /usr/src/googletest "$out/deps/googletest"
 cp -r /usr/include/nlohmann "$out/deps/include/"
 cp -r /usr/share/cmake/nlohmann_json "$out/deps/share/cmake/"
-cp bench/diagnostics/{gemm_packed_mma.cu,persistent_decode.cu,gemm_weight_stream.cu,graph_timing.cuh,ptx_ops.cuh} \
+cp bench/diagnostics/{kernel_chain.cu,gemm_packed_mma.cu,persistent_decode.cu,gemm_weight_stream.cu,graph_timing.cuh,ptx_ops.cuh} \
   "$out/diag/"
 # The GPU side travels too, so that any checkout can run it:
 #   bash .gpu/session/run.sh engine   (from the repository root)

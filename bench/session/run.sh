@@ -13,7 +13,8 @@
 #   check   check_model.py on two 8B-shape layers (batches 1, 16, 40)
 #   ncu     ncu of the 8B shape's B=16 _gemm16 kernels (warp stalls, SASS
 #           source counters)
-#   diag    gemm_packed_mma.cu, gemm_weight_stream.cu, persistent_decode.cu
+#   diag    kernel_chain.cu, gemm_packed_mma.cu, gemm_weight_stream.cu,
+#           persistent_decode.cu
 #
 # Partial results come back too when a part is stopped at its time limit.
 # Each part fits one device command (10 minutes; each run of the 8B shape
@@ -157,7 +158,7 @@ ncu_gemm() {
 
 diag() {
   cd "$s/diag" || exit 1
-  for d in gemm_packed_mma gemm_weight_stream persistent_decode; do
+  for d in kernel_chain gemm_packed_mma gemm_weight_stream persistent_decode; do
     say "== $d"
     nvcc -O3 -arch=sm_90 -std=c++17 "$d.cu" -o "/tmp/$d" 2>&1 | tail -5 | tee -a "$log"
     timeout 240 "/tmp/$d" 2>&1 | tee -a "$log" "$out/$d.txt" | tail -60
