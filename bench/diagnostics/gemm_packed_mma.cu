@@ -57,40 +57,6 @@ __global__ void pack(const __half *w, __half *p) {
       *reinterpret_cast<const uint4 *>(w + size_t(row) * K + k);
 }
 
-__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mbarInit(uint64_t *bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smemAddr(bar)));
-}
-__device__ __forceinline__ void bulkLoad(void *dst, const void *src,
-                                         uint64_t *bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                   smemAddr(bar)),
-               "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
-               "bytes [%0], [%1], %2, [%3];" ::"r"(smemAddr(dst)),
-               "l"(src), "r"(bytes), "r"(smemAddr(bar))
-               : "memory");
-}
-__device__ __forceinline__ void mbarWait(uint64_t *bar, int parity) {
-  asm volatile("{\n .reg .pred p;\n WAIT:\n"
-               " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               " @!p bra WAIT;\n}" ::"r"(smemAddr(bar)),
-               "r"(parity)
-               : "memory");
-}
-
 enum Layout { RowMajor, Packed, PackedBulk };
 
 /// One CTA: weight rows [tile * 128, +128) against T tokens over all of k.
@@ -109,7 +75,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             lane = tid % 32;
   if (L == PackedBulk && tid == 0) {
     for (int i = 0; i < kStages; ++i)
-      mbarInit(&full[i]);
+      mbarInit(&full[i], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -121,8 +87,9 @@ __global__ void __launch_bounds__(kThreads, 2)
           // The slot's last ldmatrix reads (generic proxy) before the bulk
           // copy (async proxy) overwrites it.
           asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-          bulkLoad(slot, w + packedAt(tile * kRows, s * kStageK),
-                   &full[s % kStages], kWBytes);
+          mbarExpectTx(&full[s % kStages], kWBytes);
+          bulkCopy(slot, w + packedAt(tile * kRows, s * kStageK), kWBytes,
+                   &full[s % kStages]);
         }
       } else {
         for (int c = tid; c < kRows * 8; c += kThreads) {
@@ -148,20 +115,20 @@ __global__ void __launch_bounds__(kThreads, 2)
       mbarWait(&full[s % kStages], (s / kStages) & 1);
     __syncthreads(); // stage s visible; slot (s - 1) % kStages free
     issue(s + kStages - 1);
-    const uint32_t slot = smemAddr(smem + (s % kStages) * kSlot);
+    const unsigned char *slot = smem + (s % kStages) * kSlot;
     for (int kk = 0; kk < kStageK / 16; ++kk) {
       const int r = warp * 16 + lane % 16, c = kk * 2 + lane / 16;
-      const uint32_t aAt = L == PackedBulk
-                               ? slot + r * 128 + ((c ^ (r % 8)) * 16)
-                               : slot + (r * kPitch + c * 8) * 2;
+      const unsigned char *aAt = L == PackedBulk
+                                     ? slot + r * 128 + ((c ^ (r % 8)) * 16)
+                                     : slot + (r * kPitch + c * 8) * 2;
       // Tokens 0-7 k 0-7, tokens 0-7 k 8-15, tokens 8-15 k 0-7, 8-15 k 8-15.
       const int tok = lane % 8 + lane / 16 * 8, kc = kk * 2 + lane / 8 % 2;
-      const uint32_t bAt = slot + kWBytes + (tok * kPitch + kc * 8) * 2;
+      const unsigned char *bAt = slot + kWBytes + (tok * kPitch + kc * 8) * 2;
       uint32_t a[4], b[4];
-      ldsm4(a, aAt);
-      ldsm4(b, bAt);
-      mma16816(acc[0], a, b[0], b[1]);
-      mma16816(acc[1], a, b[2], b[3]);
+      ldmatrix4(a, aAt);
+      ldmatrix4(b, bAt);
+      mma(acc[0], a, b[0], b[1]);
+      mma(acc[1], a, b[2], b[3]);
     }
   }
   const int g = lane / 4, q = lane % 4;
