@@ -8,6 +8,8 @@
 #           ids from every branch's fusion-generate
 #   ab      interleaved A/B of decode us/step (SmolLM2 B=1,16 x 3 reps;
 #           Llama-3-8B shape B=1,16 x 2 reps)
+#   abptx   interleaved A/B of PTX builds with the first branch's runtime
+#           (default: smol against smol_hpc1), B=1,16 x 3, with ids hashes
 #   model   bench/model.py (ours against the gpt-fast-style anchor) with the
 #           first branch's fusion-generate; MODEL=smol|l8 (one per command)
 #   check   check_model.py on two 8B-shape layers (batches 1, 16, 40)
@@ -48,12 +50,13 @@ build_runtimes() {
 }
 
 # gen NAME PTX B TOKENS [options]: fusion-generate of branch NAME on
-# $s/PTX.{ptx,manifest.json} (smol or l8), random weights.
+# $s/PTX.{ptx,manifest.json} (smol, smol_hpc1 or l8; the config is the
+# name up to its first '_'), random weights.
 gen() {
   local name=$1 ptx=$2 batch=$3 tokens=$4
   shift 4
   "/tmp/rt-$name/tools/fusion-generate" --model "$s/$ptx" \
-    --checkpoint "$s/cfg/$ptx" --random-weights 1 \
+    --checkpoint "$s/cfg/${ptx%%_*}" --random-weights 1 \
     --ids-file "$s/ctx512.txt" --batch "$batch" --max-new-tokens "$tokens" "$@"
 }
 
@@ -118,6 +121,29 @@ model() {
     --out "$out/model-bench-$1.json" 2>&1 | tail -4 | tee -a "$log"
 }
 
+abptx() {
+  # Interleaved decode us/step of PTX builds (default smol, smol_hpc1) with
+  # the first branch's runtime, B=1 and 16, 3 repetitions.
+  local name
+  name=$(head -1 "$s/src/branches.txt" | cut -d' ' -f1)
+  name=${name##*/}
+  [ -x "/tmp/rt-$name/tools/fusion-generate" ] || build_runtimes fusion-generate
+  local ptxs=("$@")
+  [ ${#ptxs[@]} -gt 0 ] || ptxs=(smol smol_hpc1)
+  say "== decode us/step by PTX (${ptxs[*]}; $name's runtime)"
+  for rep in 1 2 3; do
+    for batch in 1 16; do
+      line="B=$batch:"
+      for ptx in "${ptxs[@]}"; do
+        t=$(us "$name" "$ptx" "$batch" 128)
+        ids=$(gen "$name" "$ptx" "$batch" 16 | grep "^ids" | md5sum | cut -c1-8)
+        line="$line $ptx ${t:-FAILED} (ids $ids) |"
+      done
+      say "$line"
+    done
+  done
+}
+
 check() {
   # The fusion package of main (check_model.py takes the num_splits policy
   # from it), then every kernel of two 8B-shape layers against float64:
@@ -171,8 +197,9 @@ case ${1:-} in
 engine) engine ;;
 ab) ab ;;
 model) model "${2:-smol}" ;;
+abptx) shift; abptx "$@" ;;
 check) check ;;
 ncu) ncu_gemm ;;
 diag) diag ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|model [smol|l8]|check|ncu|diag" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx [PTX...]|model [smol|l8]|check|ncu|diag" >&2; exit 2 ;;
 esac
