@@ -84,13 +84,16 @@ engine() {
   done
 }
 
-# us NAME PTX B TOKENS: fusion-generate's decode us/step, or nothing.
-us() { gen "$@" | sed -n 's/^decode:.*: \([0-9.]*\) us\/step.*/\1/p'; }
+# us NAME PTX B TOKENS: fusion-generate's prefill time and decode us/step
+# ("prefill 310.2 ms 572.1 us"), or nothing.
+us() {
+  gen "$@" | sed -n -e 's/^prefill:.* in \([0-9.]*\) ms.*/prefill \1 ms/p' \
+    -e 's/^decode:.*: \([0-9.]*\) us\/step.*/\1 us/p' | tr '\n' ' '
+}
 
 ab() {
-  [ -x /tmp/rt-engine-pipeline/tools/fusion-generate ] ||
-    build_runtimes fusion-generate
-  say "== decode us/step (512-token prompt, 128 new tokens)"
+  build_runtimes fusion-generate
+  say "== prefill ms and decode us/step (512-token prompt, 128 new tokens)"
   for rep in 1 2 3; do
     for model in smol l8; do
       [ "$model" = l8 ] && [ "$rep" = 3 ] && continue
