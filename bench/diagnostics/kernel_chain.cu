@@ -10,8 +10,10 @@
 //             (distinct buffers, kChain x S > L2: streamed from HBM)
 //   prefetch  read, with the CTA's share prefetched to L2 before
 //             griddepcontrol.wait (as the emitted kernels do, Abi.cpp)
-// at grids of one and two CTAs per SM (256 threads). Timed like bench/
-// (graph_timing.cuh); prints us per kernel and the excess over S at the
+// at grids of one and two CTAs per SM (256 threads), and at a grid of 9 CTAs
+// reading 72 KiB each (the attention tail of docs/o-proj-partials-plan.md:
+// its cost is that line's excess over the 9-CTA empty kernel's). Timed like
+// bench/ (graph_timing.cuh); prints us per kernel and the excess over S at the
 // plain-read bandwidth of the same run.
 //   nvcc -O3 -arch=sm_90 -std=c++17 kernel_chain.cu -o kernel_chain
 #include "graph_timing.cuh"
@@ -40,6 +42,7 @@ __global__ void __launch_bounds__(kThreads)
   asm volatile("griddepcontrol.wait;" ::: "memory");
   unsigned long long s = 0;
   if (M != Empty)
+#pragma unroll 8 // loads of several iterations in flight per thread
     for (size_t i = threadIdx.x; i < per; i += kThreads)
       s += words(__ldcs(buf + first + i));
   __syncthreads();
@@ -124,6 +127,13 @@ int main() {
         run("prefetch", step<Prefetch>, pdl, grid, mb << 20);
       }
     }
+  // docs/o-proj-partials-plan.md's attention tail: 9 CTAs (SmolLM2's query
+  // heads) each reading one head's W_o slice (576 x 64 f16 = 72 KiB).
+  for (bool pdl : {false, true}) {
+    run("empty", step<Empty>, pdl, 9, 9 * 16);
+    run("read", step<Read>, pdl, 9, 9 * 73728);
+    run("prefetch", step<Prefetch>, pdl, 9, 9 * 73728);
+  }
   printf(ok ? "all chains complete\n" : "CHAIN BROKEN\n");
   return ok ? 0 : 1;
 }
