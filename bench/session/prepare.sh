@@ -9,7 +9,8 @@
 # Writes: smol.{ptx,manifest.json} (the whole SmolLM2-135M), smol_hpc1.* (the
 # same with one query head per attention CTA) and l8.* (the
 # Llama-3-8B shape), f16, from this checkout's compiler (fusion-import
-# --whole-model); check/ the 8B shape's first two layers for
+# --whole-model); engine-models/ the tiny models of the engine's GPU tests;
+# check/ the 8B shape's first two layers for
 # test/gpu/check_model.py; the
 # config.json files, a 512-token prompt; the runtime and Python package
 # sources of each branch (git archive: the branches differ in the runtime
@@ -20,7 +21,7 @@ branches=("$@")
 [ ${#branches[@]} -gt 0 ] || branches=(main)
 out=.gpu/session
 rm -rf "$out"
-mkdir -p "$out/cfg/smol" "$out/cfg/l8" "$out/src" "$out/deps/include" \
+mkdir -p "$out/cfg/smol" "$out/cfg/l8" "$out/src" "$out/engine-models" "$out/deps/include" \
   "$out/deps/share/cmake" "$out/diag"
 
 [ -f build/build.ninja ] || scripts/setup.sh
@@ -54,6 +55,15 @@ build/bin/fusion-compile "$out/smol_hpc1.mlir" -o "$out/smol_hpc1"
 build/bin/fusion-compile "$out/l8.mlir" -o "$out/l8"
 build/bin/fusion-compile "$out/l8x2.mlir" -o "$out/check/l8x2.decode"
 rm "$out"/*.mlir
+# The tiny whole models the engine's GPU tests (EngineTest.cpp, ctest's
+# runtime.gpu.engine.compile.* fixtures) run, compiled here because the GPU
+# machine has no compiler.
+for tiny in tiny_model tiny_model_bias_untied; do
+  build/bin/fusion-import "runtime/test/data/configs/$tiny.json" --whole-model \
+    --page-size=4 -o "$out/engine-models/$tiny.mlir"
+  build/bin/fusion-compile "$out/engine-models/$tiny.mlir" \
+    -o "$out/engine-models/$tiny"
+done
 python3 -c "print(' '.join(str((i * 7919 + 13) % 49152) for i in range(512)))" \
   > "$out/ctx512.txt"
 

@@ -3,8 +3,9 @@
 # carried, as `bash .gpu/session/run.sh PART`, the copy prepare.sh made;
 # results under $OUT):
 #
-#   engine  builds every branch's runtime; GPU unit tests of every branch
-#           (plain and under compute-sanitizer memcheck); the same greedy
+#   engine  builds every branch's runtime; GPU unit tests and the engine
+#           tests on the tiny compiled models of every branch (plain, and
+#           EngineMock under compute-sanitizer memcheck); the same greedy
 #           ids from every branch's fusion-generate
 #   ab      interleaved A/B of decode us/step (SmolLM2 B=1,16 x 3 reps;
 #           Llama-3-8B shape B=1,16 x 2 reps)
@@ -43,7 +44,9 @@ build_runtimes() {
     tests=ON
     cmake -S "$src/runtime" -B "/tmp/rt-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DFUSION_RUNTIME_BUILD_TESTS=$tests -DCMAKE_PREFIX_PATH="/tmp/gtest;$s/deps" \
-      -Dnlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" >"/tmp/rt-$name.log" 2>&1 &&
+      -Dnlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" \
+      -DFUSION_COMPILE_EXECUTABLE=/bin/false -DFUSION_IMPORT_EXECUTABLE=/bin/false \
+      >"/tmp/rt-$name.log" 2>&1 &&
       ninja -C "/tmp/rt-$name" ${1:-} >>"/tmp/rt-$name.log" 2>&1 ||
       { say "$name: build failed"; tail -20 "/tmp/rt-$name.log" | tee -a "$log"; }
   done
@@ -67,6 +70,9 @@ engine() {
     t=/tmp/rt-$name/test/fusion_runtime_gpu_unittests
     say "== $name: GPU unit tests"
     "$t" 2>&1 | grep -E '^\[  (PASSED|FAILED|SKIPPED) |FAILED TEST' | tee -a "$log"
+    say "== $name: engine tests on the tiny compiled models"
+    FUSION_ENGINE_MODELS=$s/engine-models "/tmp/rt-$name/test/fusion_engine_gpu_tests" 2>&1 |
+      grep -E '^\[  (PASSED|FAILED|SKIPPED) |FAILED TEST' | tee -a "$log"
     say "== $name: memcheck of EngineMock.*"
     compute-sanitizer --tool memcheck "$t" --gtest_filter='EngineMock.*' 2>&1 |
       grep -E "ERROR SUMMARY|PASSED|FAILED" | tee -a "$log"
