@@ -432,10 +432,9 @@ void DeviceBuffer::fill(uint8_t value, CUstream stream, uint64_t bytes) {
 
 PinnedHostBuffer::PinnedHostBuffer(uint64_t bytes, std::string label)
     : bytes_(bytes), label_(std::move(label)) {
-  check(api().cuMemHostAlloc(&ptr_, bytes ? bytes : 1,
-                             CU_MEMHOSTALLOC_PORTABLE),
-        "cuMemHostAlloc(" + std::to_string(bytes) + " bytes for " + label_ +
-            ")");
+  check(
+      api().cuMemHostAlloc(&ptr_, bytes ? bytes : 1, CU_MEMHOSTALLOC_PORTABLE),
+      "cuMemHostAlloc(" + std::to_string(bytes) + " bytes for " + label_ + ")");
   std::memset(ptr_, 0, bytes ? bytes : 1);
 }
 
