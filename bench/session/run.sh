@@ -77,17 +77,28 @@ engine() {
     compute-sanitizer --tool memcheck "$t" --gtest_filter='EngineMock.*' 2>&1 |
       grep -E "ERROR SUMMARY|PASSED|FAILED" | tee -a "$log"
   done
-  say "== greedy ids, SmolLM2 shape, 24 tokens (the same for every branch)"
+  say "== greedy ids, SmolLM2 shape, 24 tokens (the same for every branch;"
+  say "   a branch with chunked prefill also with one row per sequence and step)"
   for model in smol; do
     for batch in 1 3; do
       for src in "$s"/src/*/; do
         name=$(basename "$src")
-        ids=$(gen "$name" "$model" "$batch" 24 | grep "^ids")
-        [ -n "$ids" ] && ids=$(echo "$ids" | md5sum | cut -c1-12) || ids=FAILED
-        say "$model B=$batch $name ids $ids"
+        line="$model B=$batch $name ids $(ids "$name" "$model" "$batch")"
+        grep -q -- --prefill-rows "$src/runtime/tooling/GenerateOptions.cpp" &&
+          line="$line, one row per step $(ids "$name" "$model" "$batch" \
+            --prefill-rows "$batch")"
+        say "$line"
       done
     done
   done
+}
+
+# ids NAME PTX B [options]: a hash of fusion-generate's greedy ids (24
+# tokens), or FAILED.
+ids() {
+  local out
+  out=$(gen "$1" "$2" "$3" 24 "${@:4}" | grep "^ids")
+  [ -n "$out" ] && echo "$out" | md5sum | cut -c1-12 || echo FAILED
 }
 
 # us NAME PTX B TOKENS: fusion-generate's prefill time and decode us/step
@@ -145,8 +156,7 @@ abptx() {
       line="B=$batch:"
       for ptx in "${ptxs[@]}"; do
         t=$(us "$name" "$ptx" "$batch" 128)
-        ids=$(gen "$name" "$ptx" "$batch" 16 | grep "^ids" | md5sum | cut -c1-8)
-        line="$line $ptx ${t:-FAILED} (ids $ids) |"
+        line="$line $ptx ${t:-FAILED} (ids $(ids "$name" "$ptx" "$batch")) |"
       done
       say "$line"
     done
