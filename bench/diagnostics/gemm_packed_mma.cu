@@ -73,11 +73,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ uint64_t full[kStages];
   const int tile = blockIdx.x, tid = threadIdx.x, warp = tid / 32,
             lane = tid % 32;
-  if (L == PackedBulk && tid == 0) {
-    for (int i = 0; i < kStages; ++i)
-      mbarInit(&full[i], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
+  if (L == PackedBulk)
+    initStageBarriers(full, kStages);
   __syncthreads();
   auto issue = [&](int s) {
     if (s < kSteps) {

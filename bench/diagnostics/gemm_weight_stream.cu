@@ -109,11 +109,8 @@ __global__ void __launch_bounds__(kThreads)
   const size_t perCta = kWords * 4 / gridDim.x; // bytes; grids divide W
   const char *base = reinterpret_cast<const char *>(w) + blockIdx.x * perCta;
   const int steps = static_cast<int>(perCta / SB);
-  if (BULK && threadIdx.x == 0) {
-    for (int i = 0; i < ST; ++i)
-      mbarInit(&full[i], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
+  if (BULK)
+    initStageBarriers(full, ST);
   __syncthreads();
   auto issue = [&](int step) {
     if (step < steps) {

@@ -456,6 +456,23 @@ __device__ void combineInto(const Args &a, Smem &sm) {
   __syncthreads();
 }
 
+/// out[r] = dbg[r] = residual[r] + round(W[r] . sm.vec) for the H rows of
+/// W ([H, K] f16), a warp per row (o_proj and down_proj with their residual
+/// adds; f16, rounded as the reference rounds).
+template <int K>
+__device__ void addRowsToResidual(const __half *W, const __half *residual,
+                                  __half *out, __half *dbg, Smem &sm) {
+  const int lane = threadIdx.x % 32, nw = gridDim.x * WARPS;
+  for (int r = blockIdx.x * WARPS + threadIdx.x / 32; r < H; r += nw) {
+    const __half *rows[1] = {W + (size_t)r * K};
+    float acc[1];
+    dotRows<K, 1>(rows, sm.vec, lane, acc);
+    if (lane == 0)
+      out[r] = dbg[r] = __float2half_rn(__half2float(__ldcg(residual + r)) +
+                                        roundHalf(acc[0]));
+  }
+}
+
 /// Phase 2: the combine (CTAs with o_proj rows, and CTA 0, which keeps a
 /// copy of the attention output for the check), then o = attn Wo^T and
 /// x1 = x + o (f16; a copy for the check).
@@ -467,15 +484,7 @@ __device__ void oProjPhase(const Args &a, const LayerW &w, int layer,
   if (blockIdx.x == 0 && threadIdx.x < H / 8)
     reinterpret_cast<uint4 *>(a.dbgAttn + (size_t)layer * H)[threadIdx.x] =
         reinterpret_cast<const uint4 *>(sm.vec)[threadIdx.x];
-  const int lane = threadIdx.x % 32, nw = gridDim.x * WARPS;
-  for (int r = blockIdx.x * WARPS + threadIdx.x / 32; r < H; r += nw) {
-    const __half *rows[1] = {w.wo + (size_t)r * H};
-    float acc[1];
-    dotRows<H, 1>(rows, sm.vec, lane, acc);
-    if (lane == 0)
-      a.x1[r] = a.dbgX[(size_t)2 * layer * H + r] =
-          __float2half_rn(__half2float(__ldcg(x + r)) + roundHalf(acc[0]));
-  }
+  addRowsToResidual<H>(w.wo, x, a.x1, a.dbgX + (size_t)2 * layer * H, sm);
 }
 
 /// Phase 3: h2 = RMSNorm(x1) * g2, act = silu(h2 Wg^T) * (h2 Wu^T) (a unit
@@ -505,15 +514,8 @@ __device__ void downPhase(const Args &a, const LayerW &w, int layer, Smem &sm) {
     reinterpret_cast<uint4 *>(sm.vec)[threadIdx.x] =
         __ldcg(reinterpret_cast<const uint4 *>(a.act) + threadIdx.x);
   __syncthreads();
-  const int lane = threadIdx.x % 32, nw = gridDim.x * WARPS;
-  for (int r = blockIdx.x * WARPS + threadIdx.x / 32; r < H; r += nw) {
-    const __half *rows[1] = {w.wd + (size_t)r * I};
-    float acc[1];
-    dotRows<I, 1>(rows, sm.vec, lane, acc);
-    if (lane == 0)
-      a.x0[r] = a.dbgX[(size_t)(2 * layer + 1) * H + r] =
-          __float2half_rn(__half2float(__ldcg(a.x1 + r)) + roundHalf(acc[0]));
-  }
+  addRowsToResidual<I>(w.wd, a.x1, a.x0, a.dbgX + (size_t)(2 * layer + 1) * H,
+                       sm);
 }
 
 /// (v, i) better than (bv, bi): larger, or equal with the lower index.

@@ -30,6 +30,16 @@ __device__ __forceinline__ void mbarInit(uint64_t *bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smemAddr(bar)),
                "r"(count));
 }
+/// Thread 0 initialises `n` mbarriers of one arrival each (a producer's
+/// expect_tx) and fences the initialisation; the caller then synchronises
+/// the block before any thread waits on them.
+__device__ __forceinline__ void initStageBarriers(uint64_t *bars, int n) {
+  if (threadIdx.x != 0)
+    return;
+  for (int i = 0; i < n; ++i)
+    mbarInit(&bars[i], 1);
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
 __device__ __forceinline__ void mbarExpectTx(uint64_t *bar, int bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
                    smemAddr(bar)),

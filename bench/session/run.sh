@@ -66,6 +66,17 @@ gen() {
     --ids-file "$s/ctx512.txt" --batch "$batch" --max-new-tokens "$tokens" "$@"
 }
 
+# first: the name of prepare.sh's first branch (main by default), with its
+# fusion-generate built.
+first() {
+  local name
+  name=$(head -1 "$s/src/branches.txt" | cut -d' ' -f1)
+  name=${name##*/}
+  [ -x "/tmp/rt-$name/tools/fusion-generate" ] ||
+    build_runtimes fusion-generate >&2
+  echo "$name"
+}
+
 engine() {
   build_runtimes
   for src in "$s"/src/*/; do
@@ -133,9 +144,7 @@ ab() {
 model() {
   # The first branch of branches.txt (prepare.sh's first argument).
   local name
-  name=$(head -1 "$s/src/branches.txt" | cut -d' ' -f1)
-  name=${name##*/}
-  [ -x "/tmp/rt-$name/tools/fusion-generate" ] || build_runtimes fusion-generate
+  name=$(first)
   local repeats=3
   [ "$1" = l8 ] && repeats=2
   say "== bench/model.py $1 ($name's fusion-generate)"
@@ -148,9 +157,7 @@ abptx() {
   # Interleaved decode us/step of PTX builds (default smol, smol_hpc1) with
   # the first branch's runtime, B=1 and 16, 3 repetitions.
   local name
-  name=$(head -1 "$s/src/branches.txt" | cut -d' ' -f1)
-  name=${name##*/}
-  [ -x "/tmp/rt-$name/tools/fusion-generate" ] || build_runtimes fusion-generate
+  name=$(first)
   local ptxs=("$@")
   [ ${#ptxs[@]} -gt 0 ] || ptxs=(smol smol_hpc1)
   say "== decode us/step by PTX (${ptxs[*]}; $name's runtime)"
@@ -212,19 +219,20 @@ ncu_gemm() {
   # Where the 8B shape's B=16 batch kernels stall (performance.md entry 23:
   # 2.2-3.1 TB/s): warp states and per-SASS-line source counters of the
   # first layer's o_proj, gate/up and down_proj _gemm16 kernels.
-  [ -x /tmp/rt-main/tools/fusion-generate ] || build_runtimes fusion-generate
+  local tool
+  tool=/tmp/rt-$(first)/tools/fusion-generate
   say "== ncu, 8B shape B=16 _gemm16 (k3 o_proj, k4 gate/up, k5 down)"
   local args=(--model "$s/l8" --checkpoint "$s/cfg/l8" --random-weights 1
     --ids "1 2 3 4" --batch 16 --max-new-tokens 2 --no-graph)
   ncu --clock-control none --kernel-name regex:'k[345]_.*_gemm16' --launch-count 3 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section Occupancy \
-    /tmp/rt-main/tools/fusion-generate "${args[@]}" >"$out/ncu_gemm16.txt" 2>&1
+    "$tool" "${args[@]}" >"$out/ncu_gemm16.txt" 2>&1
   grep -iE "_gemm16|Duration|DRAM Throughput|stall|Achieved Occupancy" \
     "$out/ncu_gemm16.txt" | head -60 | tee -a "$log"
   ncu --clock-control none --kernel-name regex:'k4_.*_gemm16' --launch-count 1 \
     --section SourceCounters --page source --print-source sass --csv \
-    /tmp/rt-main/tools/fusion-generate "${args[@]}" >"$out/ncu_gate_up_sass.csv" 2>&1
+    "$tool" "${args[@]}" >"$out/ncu_gate_up_sass.csv" 2>&1
   say "ncu: $(wc -l <"$out/ncu_gate_up_sass.csv") lines of gate/up SASS counters"
 }
 
