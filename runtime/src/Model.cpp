@@ -419,6 +419,10 @@ namespace {
 /// (kv_append), one taking seq_lens and a cache reads (decode_attention).
 struct CacheUse {
   bool appends = false, reads = false;
+  /// No kernel both appends to and reads the caches: each step's appends are
+  /// done before a later kernel reads (kernels run in order), so rows of one
+  /// sequence may share its pages (docs/abi.md section 1.1).
+  bool appendsApart = true;
   int64_t pageSize = 0; ///< the caches' dimension 1 (0: no caches)
 };
 
@@ -440,6 +444,7 @@ CacheUse cacheUse(const Model &m) {
     }
     u.appends |= cache && positions;
     u.reads |= cache && seqLens;
+    u.appendsApart &= !(cache && positions && seqLens);
   }
   return u;
 }
@@ -495,8 +500,15 @@ void LaunchPlan::checkStepInputs(const StepShape &shape,
   if (use.pageSize == 0 || !table || !(use.appends || use.reads))
     return;
   const int64_t P = use.pageSize, W = shape.maxPages, C = W * P;
-  // Page -> the row that writes it.
+  // Rows b and o are tokens of one sequence: the same block-table row, in a
+  // model whose appends are done before its reads.
+  auto sameSequence = [&](int64_t b, int64_t o) {
+    return use.appendsApart &&
+           std::equal(table + b * W, table + (b + 1) * W, table + o * W);
+  };
+  // Page -> a row that writes it; page * P + slot -> the row that writes it.
   std::unordered_map<int32_t, int64_t> writer;
+  std::unordered_map<int64_t, int64_t> slotWriter;
   for (int64_t b = 0; b < shape.batch; ++b) {
     const int32_t *row = table + b * W;
     int64_t writePage = -1, readPages = 0;
@@ -521,31 +533,45 @@ void LaunchPlan::checkStepInputs(const StepShape &shape,
       readPages = (lens[b] + P - 1) / P;
     }
     checkRowPages(fn, b, row, readPages, writePage, capacity_.numPages);
-    if (writePage >= 0 && use.reads && lens &&
-        !appendedSlotIsRead(row, pos[b], lens[b], P))
+    if (writePage < 0)
+      continue;
+    const int32_t page = row[writePage];
+    if (use.reads && lens && !appendedSlotIsRead(row, pos[b], lens[b], P))
       throwInvalidArgument(
           fn, ": sequence (row) ", b, ": the new token's slot (position ",
-          pos[b], ": page ", row[writePage], ", slot ", pos[b] % P,
+          pos[b], ": page ", page, ", slot ", pos[b] % P,
           ") is not among the seq_lens = ", lens[b],
           " slots attention reads (normally seq_lens = position + 1)");
-    if (writePage >= 0 && !writer.emplace(row[writePage], b).second)
-      throwInvalidArgument(fn, ": sequences (rows) ", writer[row[writePage]],
-                           " and ", b, " both write page ", row[writePage]);
+    if (auto [it, fresh] = writer.emplace(page, b);
+        !fresh && !sameSequence(it->second, b))
+      throwInvalidArgument(fn, ": sequences (rows) ", it->second, " and ", b,
+                           " both write page ", page);
+    if (auto [it, fresh] =
+            slotWriter.emplace(int64_t{page} * P + pos[b] % P, b);
+        !fresh)
+      throwInvalidArgument(fn, ": sequences (rows) ", it->second, " and ", b,
+                           " both write slot ", pos[b] % P, " of page ", page);
   }
-  // A page one row writes must not be used by another.
+  // A page one row writes must not be used by a row of another sequence.
   for (int64_t b = 0; b < shape.batch; ++b) {
     const int32_t *row = table + b * W;
     int64_t readPages = use.reads && lens ? (lens[b] + P - 1) / P : 0;
     for (int64_t j = 0; j < readPages; ++j) {
       auto it = writer.find(row[j]);
-      if (it != writer.end() && it->second != b)
+      if (it != writer.end() && it->second != b && !sameSequence(it->second, b))
         throwInvalidArgument(fn, ": sequence (row) ", it->second,
                              " writes page ", row[j], ", which sequence (row) ",
                              b, " reads (block_table[", b, ", ", j,
                              "]): rows must not share a page one of them "
-                             "writes");
+                             "writes unless they are tokens of one sequence "
+                             "(the same block-table row) in a model whose "
+                             "appends precede its reads");
     }
   }
+}
+
+bool LaunchPlan::rowsMayShareSequence() const {
+  return cacheUse(*model_).appendsApart;
 }
 
 //===----------------------------------------------------------------------===//

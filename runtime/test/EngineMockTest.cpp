@@ -49,12 +49,11 @@ public:
     BatchView v = cache_.appendBatch(seqs, 1, 6);
     std::vector<int32_t> next;
     for (size_t b = 0; b < seqs.size(); ++b) {
-      const int64_t pos = v.positions[b];
+      const int64_t pos = v.seq_lens[b] - 1;
       const int64_t page = v.block_table[b * 6 + pos / kPage];
       const int64_t prev = pos > 0 ? last_.at(seqs[b]) : 0;
       next.push_back(static_cast<int32_t>(
-          (tokens[b] + 3 * pos + 5 * page + 7 * (tokens[b] % 5) +
-           11 * (v.seq_lens[b] - pos) + 13 * prev) %
+          (tokens[b] + 3 * pos + 5 * page + 7 * (tokens[b] % 5) + 13 * prev) %
           kVocab));
       last_[seqs[b]] = tokens[b];
     }

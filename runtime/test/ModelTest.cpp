@@ -498,6 +498,57 @@ TEST(LaunchPlan, ChecksStepInputs) {
   EXPECT_CONTAINS(msg, "batch 5 exceeds");
 }
 
+TEST(LaunchPlan, RowsOfOneSequenceShareItsPages) {
+  // Pages of 4 tokens, block tables of 3 pages, 16 pages. Rows 0-2: the
+  // tokens at positions 3, 4, 5 of one sequence (pages 0, 1; the same
+  // block-table row), each reading up to its own token; row 3: another
+  // sequence's first token (page 2).
+  struct Step {
+    std::vector<int32_t> pos, lens, table;
+  };
+  const Step chunk{
+      {3, 4, 5, 0}, {4, 5, 6, 1}, {0, 1, 0, 0, 1, 0, 0, 1, 0, 2, 0, 0}};
+  auto check = [](const LaunchPlan &plan, const Step &s) {
+    plan.checkStepInputs(StepShape{4, 3, 1},
+                         {s.pos.data(), s.lens.data(), s.table.data()});
+  };
+  // The tiny front half appends in kernel 0 and reads in kernel 1.
+  Model m = tinyModel();
+  EXPECT_TRUE(LaunchPlan(m, Capacity{4, 3, 16}).rowsMayShareSequence());
+  LaunchPlan plan(m, Capacity{4, 3, 16});
+  bindAll(plan);
+  check(plan, chunk);
+  Step s = chunk;
+  s.pos[1] = 3; // rows 0 and 1 append to one slot
+  s.lens[1] = 4;
+  EXPECT_CONTAINS(EXPECT_THROW_MSG(InvalidArgumentError, check(plan, s)),
+                  "sequences (rows) 0 and 1 both write slot 3 of page 0");
+  s = chunk;
+  s.table[8] = 3; // row 2's block table differs: another sequence
+  EXPECT_CONTAINS(EXPECT_THROW_MSG(InvalidArgumentError, check(plan, s)),
+                  "sequences (rows) 1 and 2 both write page 1");
+
+  // Kernel 1 also taking the positions appends and reads in one kernel: a
+  // row could read a slot another row of the step has not written yet.
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  json &params = j["kernels"][1]["params"];
+  params.insert(params.begin() + 5, json{{"kind", "input"},
+                                         {"role", "positions"},
+                                         {"dtype", "i32"},
+                                         {"shape", {"batch"}},
+                                         {"binding", {{"argument", 4}}}});
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i]["index"] = i;
+  Model fused(Manifest::parse(j.dump(), "fused.json"));
+  LaunchPlan fusedPlan(fused, Capacity{4, 3, 16});
+  bindAll(fusedPlan);
+  EXPECT_FALSE(fusedPlan.rowsMayShareSequence());
+  // Positions 4 and 5 (rows 1 and 2) are both in logical page 1, page 1.
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError, check(fusedPlan, chunk)),
+      "sequences (rows) 1 and 2 both write page 1");
+}
+
 TEST(FrontHalfSignature, FromTheTinyModel) {
   Model m = tinyModel();
   FrontHalfSignature s = FrontHalfSignature::fromModel(m);

@@ -82,7 +82,12 @@ void generate(Engine &engine, const GenerateOptions &o,
       std::cout << " " << id;
     std::cout << "\n";
   }
-  const int64_t steps = static_cast<int64_t>(prompt.size());
+  // The steps prefill ran (its chunks of at most maxBatch rows).
+  const int64_t steps = static_cast<int64_t>(
+      engine.sequences()
+          .planPrefill(std::vector<size_t>(seqs.size(), prompt.size()),
+                       engine.prefillRowsPerSequence())
+          .size());
   std::printf("prefill: %lld steps x batch %lld in %.3f ms (%.1f us/step)\n",
               static_cast<long long>(steps), static_cast<long long>(o.batch),
               prefillMs, 1000 * prefillMs / static_cast<double>(steps));

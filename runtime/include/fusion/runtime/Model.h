@@ -267,12 +267,22 @@ public:
   ///   seq_lens[b] slots read;
   /// - every block-table entry the row uses (logical pages below
   ///   ceil(seq_lens[b] / P) and positions[b] / P) in [0, num_pages);
-  /// - no page written by one row (the appended slot's) used by another.
+  /// - no page written by one row (the appended slot's) used by another,
+  ///   unless both are tokens of one sequence (the same block-table row)
+  ///   and rowsMayShareSequence(); no slot written by two rows.
   /// InvalidArgumentError otherwise (a null pointer for a role the function
   /// has, a negative value, a page id, a shared page). Messages name the
   /// row, the value and the bound. Call it with the values uploaded for
   /// each step; it reads only host memory.
   void checkStepInputs(const StepShape &shape, const StepInputs &in) const;
+  /// Whether several rows of one step may be tokens of one sequence (a
+  /// prefill chunk: row r at position p_r, seq_lens p_r + 1, the sequence's
+  /// block-table row): true unless a kernel both appends to the caches and
+  /// reads them (takes positions, seq_lens and a cache), where a row could
+  /// read a slot another row of the step has not written yet. Kernels run
+  /// in order, so an append in an earlier kernel is done before attention
+  /// reads (docs/abi.md section 1.1).
+  bool rowsMayShareSequence() const;
 
 private:
   /// Throws InvalidArgumentError if [address, address + bytes) overlaps a

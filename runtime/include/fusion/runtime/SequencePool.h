@@ -38,15 +38,19 @@ struct EngineCapacity {
   int64_t numPages = 0;
 };
 
-/// The host inputs of one step: row b is sequence seqs[b].
+/// The host inputs of one step of `shape.batch` rows. A row is one token of
+/// a sequence; several rows may be consecutive tokens of one sequence (a
+/// prefill chunk: SequencePool::prepareRows), listed in token order.
 struct HostStep {
-  /// batch and maxPages (the pool's fixed block-table width); numSplits is
-  /// the caller's to choose.
+  /// batch (the rows) and maxPages (the pool's fixed block-table width);
+  /// numSplits is the caller's to choose.
   StepShape shape;
-  /// [batch] token ids, positions (the length before the step) and
-  /// seq_lens (after it).
+  /// [batch] token ids, positions (the token's index in its sequence) and
+  /// seq_lens (position + 1: the tokens attention reads for the row).
   std::vector<int32_t> tokens, positions, seqLens;
-  /// [batch, shape.maxPages], row-major; unused entries 0.
+  /// [batch, shape.maxPages], row-major: row r lists every page its
+  /// sequence holds after the step (the same row for each row of one
+  /// sequence); unused entries 0.
   std::vector<int32_t> blockTable;
   /// The largest seq_lens of the step.
   int64_t maxSeqLen = 0;
@@ -54,6 +58,11 @@ struct HostStep {
   StepInputs inputs() const {
     return {positions.data(), seqLens.data(), blockTable.data()};
   }
+};
+
+/// Tokens [begin, begin + count) of prompt `prompt`, as rows of one step.
+struct PromptChunk {
+  size_t prompt = 0, begin = 0, count = 0;
 };
 
 /// The sequences of an engine and the host side of its steps. Not
@@ -92,19 +101,36 @@ public:
   /// An id that no live sequence has.
   SeqId unusedId() const;
 
-  /// Checks a step appending tokens[b] to sequence seqs[b] and, if it can
-  /// run, appends them and returns its inputs. Throws (changing nothing)
-  /// InvalidArgumentError for no sequences, sizes that differ, a token
-  /// outside [0, vocabSize), an unknown or repeated sequence;
-  /// CapacityError for more than maxBatch sequences, a sequence already
-  /// holding maxTokensPerSeq tokens, or too few free pages.
+  /// Checks a step appending tokens[b], one or more consecutive tokens of
+  /// sequence seqs[b], one row each (the rows of seqs[0] first), and, if it
+  /// can run, appends them (allocating the pages they need) and returns its
+  /// inputs. Throws (changing nothing) InvalidArgumentError for no
+  /// sequences, sizes that differ, no tokens for a sequence, a token outside
+  /// [0, vocabSize), an unknown or repeated sequence; CapacityError for more
+  /// than maxBatch sequences or rows, a sequence that would exceed
+  /// maxTokensPerSeq, or too few free pages. Messages start with `what`.
+  HostStep prepareRows(const std::vector<SeqId> &seqs,
+                       const std::vector<std::vector<int32_t>> &tokens,
+                       const char *what = "Engine::prefill");
+  /// prepareRows for one token per sequence (a decode step), as
+  /// "Engine::step".
   HostStep prepareStep(const std::vector<SeqId> &seqs,
                        const std::vector<int32_t> &tokens);
-  /// Throws as prepareStep would for any step of running prompts[b] through
-  /// sequence seqs[b], one token per step: an empty prompt, a token out of
-  /// range, a sequence that would exceed maxTokensPerSeq, more pages than
-  /// are free in all (and as prepareStep for the sequences). Messages start
-  /// with `what`. Changes nothing.
+  /// The steps of a prefill of prompts of `lengths` tokens (each >= 1): at
+  /// most maxBatch rows a step and at most `rowsPerSeq` rows of one prompt,
+  /// each step filled from the prompts in order before the next starts, so
+  /// a prompt's chunks are consecutive and in token order. That is
+  /// ceil(sum(lengths) / maxBatch) steps when rowsPerSeq >= maxBatch, and
+  /// max(lengths) steps (one token of each prompt a step) when rowsPerSeq
+  /// is 1 and there are at most maxBatch prompts. Throws
+  /// InvalidArgumentError for rowsPerSeq < 1 or a length of 0.
+  std::vector<std::vector<PromptChunk>>
+  planPrefill(const std::vector<size_t> &lengths, int64_t rowsPerSeq) const;
+  /// Throws as prepareRows would for any step of running prompts[b] through
+  /// sequence seqs[b]: an empty prompt, a token out of range, a sequence
+  /// that would exceed maxTokensPerSeq, more pages than are free in all (and
+  /// as prepareRows for the sequences). Messages start with `what`. Changes
+  /// nothing.
   void checkPrompts(const std::vector<SeqId> &seqs,
                     const std::vector<std::vector<int32_t>> &prompts,
                     const char *what = "Engine::prefill") const;
@@ -125,7 +151,7 @@ public:
 
 private:
   /// Throws unless `seqs` are live, distinct, at most maxBatch and as many
-  /// as `count` (the token rows).
+  /// as `count` (the entries of the request's tokens).
   void checkBatch(const char *what, const std::vector<SeqId> &seqs,
                   size_t count) const;
   /// Throws CapacityError unless every seqs[b] can hold tokens[b] more
