@@ -158,16 +158,19 @@ void Engine::launch(HostStep s, bool tokensOnDevice) {
     step_.run(last_.shape, last_.inputs());
 }
 
+void Engine::downloadLogits(std::vector<uint16_t> &logits) const {
+  logits.resize(static_cast<size_t>(last_.shape.batch * vocabSize()));
+  step_.downloadResult(map_.logits, last_.shape, logits.data(),
+                       logits.size() * sizeof(uint16_t));
+}
+
 std::vector<int32_t> Engine::download(std::vector<uint16_t> *logits) const {
   const StepShape &shape = last_.shape;
   std::vector<int32_t> next(static_cast<size_t>(shape.batch));
   step_.downloadResult(map_.nextTokens, shape, next.data(),
                        next.size() * sizeof(int32_t));
-  if (logits) {
-    logits->resize(static_cast<size_t>(shape.batch * vocabSize()));
-    step_.downloadResult(map_.logits, shape, logits->data(),
-                         logits->size() * sizeof(uint16_t));
-  }
+  if (logits)
+    downloadLogits(*logits);
   return next;
 }
 
@@ -229,9 +232,7 @@ Engine::prefill(const std::vector<SeqId> &seqs,
       if (!logits || ending.empty())
         continue;
       // Waits for this step: only where a prompt ends.
-      stepLogits.resize(rows * V);
-      step_.downloadResult(map_.logits, last_.shape, stepLogits.data(),
-                           stepLogits.size() * sizeof(uint16_t));
+      downloadLogits(stepLogits);
       for (auto [b, row] : ending)
         std::copy_n(stepLogits.begin() + row * V, V, logits->begin() + b * V);
     }
@@ -298,7 +299,7 @@ std::vector<double> Engine::score(const std::vector<int32_t> &tokens) {
         {std::vector<int32_t>(tokens.begin() + c.begin,
                               tokens.begin() + c.begin + c.count)},
         "Engine::score"));
-    download(&logits);
+    downloadLogits(logits);
     for (size_t i = 0; i < c.count; ++i)
       logProbs.push_back(tokenLogProb(dtype_, logits.data() + i * V,
                                       vocabSize(), tokens[c.begin + i + 1]));

@@ -1,16 +1,19 @@
 //===- EngineMockTest.cpp - the Engine's mechanics on a GPU ---------------===//
 //
-// The Engine on test/data/engine_mock.ptx, one hand-written kernel with the
-// arguments of a compiled whole model (tiny_model.json, pages of 4 tokens)
-// that computes an integer function of each row's token, position, page,
-// length, embedding row and previous token (the PTX file says which), with
-// one-hot logits at the result. The manifest is written here. A host model
-// of the same function predicts every next token, so this checks the
+// The Engine on test/data/engine_mock.ptx, two hand-written kernels with the
+// arguments of a compiled whole model (tiny_model.json, pages of 4 tokens):
+// the first appends each row's token to the cache, the second computes an
+// integer function of each row's token, position (seq_lens - 1), page,
+// embedding row and previous token (read from the cache; the PTX file says
+// which), with one-hot logits at the result. The manifest is written here. A
+// host model of the same function predicts every next token, so this checks the
 // mechanics, not the math (EngineTest.cpp checks that on compiled models):
 // the weights bound by name and uploaded, the caches bound per layer and
 // kept across steps, the step inputs (tokens, positions, seq_lens, block
 // table of the pool's pages), graph capture and direct launches, the
-// downloads, prefill with prompts of different lengths, generate (the
+// downloads, chunked prefill (several rows of one sequence in a step, the
+// previous token read from a slot the step itself appended) with prompts of
+// different lengths, generate (the
 // next tokens fed back on the device), score's
 // log-softmax, and errors before any launch. Skipped without a CUDA device.
 //
@@ -24,6 +27,7 @@
 #include "GpuTest.h"
 #include "TestUtil.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -201,6 +205,53 @@ TEST_F(EngineMock, PrefillAndScore) {
     int32_t hot = host.step({scored}, {text[i]})[0];
     EXPECT_NEAR(logProbs[i], (text[i + 1] == hot ? 1.0 : 0.0) - logZ, 1e-12)
         << "token " << i + 1;
+  }
+}
+
+TEST_F(EngineMock, ChunkedPrefillMatchesTokenSteps) {
+  // Prompts of 11, 1 and 6 tokens: 18 rows in ceil(18 / 3) = 6 steps of 3
+  // (up to 3 rows of one sequence a step) on one engine, one token of each
+  // prompt per Engine::step on another. The mock is exact: the next tokens
+  // and the one-hot logits must be equal.
+  const std::vector<SeqId> seqs = {4, 5, 6};
+  const std::vector<std::vector<int32_t>> prompts = {
+      {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5}, {250}, {2, 7, 1, 8, 2, 8}};
+  for (bool graph : {true, false}) {
+    SCOPED_TRACE(graph ? "graph" : "direct launches");
+    std::unique_ptr<Engine> chunked = makeEngine({graph, false});
+    std::unique_ptr<Engine> stepped = makeEngine({graph, false});
+    ASSERT_EQ(chunked->prefillRowsPerSequence(), 3);
+    for (SeqId id : seqs) {
+      chunked->addSequence(id);
+      stepped->addSequence(id);
+    }
+    std::vector<uint16_t> logits, stepLogits;
+    std::vector<int32_t> next = chunked->prefill(seqs, prompts, &logits);
+    std::vector<int32_t> want(seqs.size());
+    std::vector<uint16_t> wantLogits(seqs.size() * kVocab);
+    for (size_t t = 0; t < prompts[0].size(); ++t) {
+      std::vector<SeqId> ids;
+      std::vector<int32_t> tokens;
+      std::vector<size_t> rows;
+      for (size_t b = 0; b < seqs.size(); ++b)
+        if (t < prompts[b].size()) {
+          ids.push_back(seqs[b]);
+          tokens.push_back(prompts[b][t]);
+          rows.push_back(b);
+        }
+      std::vector<int32_t> out = stepped->step(ids, tokens, &stepLogits);
+      for (size_t j = 0; j < rows.size(); ++j)
+        if (t + 1 == prompts[rows[j]].size()) {
+          want[rows[j]] = out[j];
+          std::copy_n(stepLogits.begin() + j * kVocab, kVocab,
+                      wantLogits.begin() + rows[j] * kVocab);
+        }
+    }
+    EXPECT_EQ(next, want);
+    EXPECT_EQ(logits, wantLogits);
+    // The caches agree: a decode step after the prefill continues alike.
+    EXPECT_EQ(chunked->step(seqs, next), stepped->step(seqs, want));
+    EXPECT_EQ(chunked->length(4), 12);
   }
 }
 

@@ -71,6 +71,13 @@ std::vector<std::pair<char, uintptr_t>> takeOps() {
   return out;
 }
 
+/// How many of `ops` are of `kind`.
+int count(const std::vector<std::pair<char, uintptr_t>> &ops, char kind) {
+  return static_cast<int>(
+      std::count_if(ops.begin(), ops.end(),
+                    [&](const auto &op) { return op.first == kind; }));
+}
+
 /// Device buffers for every argument and result of the tiny front half at
 /// batch `batch` (max_pages 5, num_pages 7), and their DeviceTensors.
 struct Tensors {
@@ -243,23 +250,58 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
 }
 
 TEST_F(MockDriver, PrefillWaitsOnlyWhereLogitsAreAsked) {
-  std::unique_ptr<Engine> engine = makeMockEngine(*context);
+  std::unique_ptr<Engine> engine = makeMockEngine(*context); // 3 rows a step
   for (SeqId id : {1, 2, 3, 4})
     engine->addSequence(id);
-  auto syncs = [] {
-    std::vector<std::pair<char, uintptr_t>> ops = takeOps();
-    return std::count_if(ops.begin(), ops.end(),
-                         [](const auto &op) { return op.first == 's'; });
-  };
   takeOps();
-  // Prompts of 5 and 2 tokens: five steps, one wait (the final download).
+  // Prompts of 5 and 2 tokens: 7 rows in steps of at most 3, so
+  // ceil(7 / 3) = 3 steps (prompt 0's tokens 0-2; its tokens 3-4 and prompt
+  // 1's token 0; prompt 1's token 1), one upload each, and one wait (the
+  // final download).
   engine->prefill({1, 2}, {{3, 1, 4, 1, 5}, {9, 2}});
-  EXPECT_EQ(syncs(), 1);
+  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  EXPECT_EQ(count(ops, 'h'), 3);
+  EXPECT_EQ(count(ops, 's'), 1);
   EXPECT_EQ(engine->length(1), 5);
   EXPECT_EQ(engine->length(2), 2);
-  // With logits: also at the two steps where a prompt ends.
+  // With logits: also at the two steps where a prompt ends (steps 1 and 2).
   std::vector<uint16_t> logits;
   engine->prefill({3, 4}, {{3, 1, 4, 1, 5}, {9, 2}}, &logits);
-  EXPECT_EQ(syncs(), 3);
+  ops = takeOps();
+  EXPECT_EQ(count(ops, 'h'), 3);
+  EXPECT_EQ(count(ops, 's'), 3);
   EXPECT_EQ(logits.size(), 2u * 300);
+}
+
+TEST_F(MockDriver, PrefillRunsChunksOfAtMostMaxBatchRows) {
+  // engine_mock appends in its first kernel and reads in its second, so a
+  // step's rows may be tokens of one sequence: 3 (maxBatch) a step.
+  std::unique_ptr<Engine> engine = makeMockEngine(*context);
+  ASSERT_EQ(engine->prefillRowsPerSequence(), 3);
+  engine->addSequence(1);
+  takeOps();
+  takeGraphs();
+  // A prompt of 10 tokens: ceil(10 / 3) = 4 steps of 3, 3, 3 and 1 rows
+  // (10 decode steps before), one upload and one graph launch each, enqueued
+  // back to back: one wait, the final download.
+  std::vector<int32_t> prompt = {5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
+  engine->prefill({1}, {prompt});
+  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  EXPECT_EQ(count(ops, 'h'), 4);
+  EXPECT_EQ(count(ops, 'r'), 4);
+  EXPECT_EQ(count(ops, 's'), 1);
+  EXPECT_EQ(ops.back().first, 's');
+  EXPECT_EQ(takeGraphs().size(), 4u);
+  // Two step shapes, batch 3 and batch 1 (one num_splits: the mock has no
+  // split attention): two captures.
+  EXPECT_EQ(engine->graphCaptures(), 2);
+  EXPECT_EQ(engine->length(1), 10);
+  // Score: tokens 0-6 of 8 as rows, ceil(7 / 3) = 3 steps, each waited for
+  // (its logits are downloaded); the sequence is removed afterwards.
+  const int64_t freePages = engine->sequences().numFreePages();
+  EXPECT_EQ(engine->score({1, 2, 3, 4, 5, 6, 7, 8}).size(), 7u);
+  ops = takeOps();
+  EXPECT_EQ(count(ops, 'h'), 3);
+  EXPECT_EQ(count(ops, 's'), 3);
+  EXPECT_EQ(engine->sequences().numFreePages(), freePages);
 }

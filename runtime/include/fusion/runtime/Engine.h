@@ -193,6 +193,9 @@ private:
   void copyNextTokens(cuda::DeviceBuffer &to, uint64_t offset, size_t rows);
   /// Waits for the step's stream and downloads all of `tokens` (int32).
   std::vector<int32_t> downloadTokens(const cuda::DeviceBuffer &tokens) const;
+  /// Waits for the step's stream and downloads the last step's logits into
+  /// `logits`, resized to [batch, vocab] (dtype() bit patterns).
+  void downloadLogits(std::vector<uint16_t> &logits) const;
   /// The next tokens of the last step, and its logits when asked.
   std::vector<int32_t> download(std::vector<uint16_t> *logits) const;
 

@@ -4,9 +4,10 @@
 // unit-tested without a GPU: the live sequences and their KV pages (one
 // KVCacheManager for every layer), every check of a request (batch, token
 // ids, unknown or repeated sequences, sequence length, free pages) made
-// before anything changes or launches, and the int32 inputs of each step
+// before anything changes or launches, the int32 inputs of each step
 // (tokens, positions, seq_lens, a block table of a fixed width so that the
-// step's CUDA graph is reused).
+// step's CUDA graph is reused; a step's rows may be consecutive tokens of
+// one sequence) and the chunked steps of a prefill.
 //
 // Errors: InvalidArgumentError (a bad request: no sequences, sizes that
 // differ, a token outside the vocabulary, an unknown or repeated sequence)
