@@ -396,8 +396,9 @@ void bindEngine(nb::module_ &m) {
            "tokens (and, with logits=True, float32 logits [batch, vocab]).")
       .def("prefill", &PyEngine::prefill, "seqs"_a, "prompts"_a,
            "logits"_a = false,
-           "Runs prompts[b] through sequence seqs[b] (one decode step per "
-           "prompt token); returns the greedy next tokens (and logits).")
+           "Runs prompts[b] through sequence seqs[b] (chunked: steps of up "
+           "to max_batch prompt tokens, several of one sequence a step); "
+           "returns the greedy next tokens (and logits).")
       .def("generate", &PyEngine::generate, "seqs"_a, "tokens"_a, "steps"_a,
            "Greedy decoding: `steps` steps, tokens[b] the first input of "
            "sequence seqs[b], each next input the previous step's argmax on "

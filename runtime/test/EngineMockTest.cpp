@@ -39,8 +39,9 @@ using namespace fusion::runtime::test;
 
 namespace {
 
-/// The mock kernel on the host, with its own page pool of the engine's
-/// sizes (allocation is deterministic, so the pages are the engine's).
+/// The mock kernels on the host, with their own page pool of the engine's
+/// sizes (allocation is deterministic, so where the steps append in the same
+/// order the pages are the engine's).
 class HostMock {
 public:
   void addSequence(SeqId id) { cache_.addSequence(id); }
@@ -48,20 +49,35 @@ public:
     cache_.release(id);
     last_.erase(id);
   }
-  std::vector<int32_t> step(const std::vector<SeqId> &seqs,
-                            const std::vector<int32_t> &tokens) {
-    BatchView v = cache_.appendBatch(seqs, 1, 6);
+  /// A step of tokens[b], consecutive tokens of sequence seqs[b], one row
+  /// each (the pages of seqs[0]'s first); the next token of every row.
+  std::vector<int32_t> rows(const std::vector<SeqId> &seqs,
+                            const std::vector<std::vector<int32_t>> &tokens) {
     std::vector<int32_t> next;
     for (size_t b = 0; b < seqs.size(); ++b) {
-      const int64_t pos = v.seq_lens[b] - 1;
-      const int64_t page = v.block_table[b * 6 + pos / kPage];
-      const int64_t prev = pos > 0 ? last_.at(seqs[b]) : 0;
-      next.push_back(static_cast<int32_t>(
-          (tokens[b] + 3 * pos + 5 * page + 7 * (tokens[b] % 5) + 13 * prev) %
-          kVocab));
-      last_[seqs[b]] = tokens[b];
+      const int64_t start =
+          cache_.appendTokens(seqs[b], static_cast<int64_t>(tokens[b].size()));
+      const std::vector<int32_t> &pages = cache_.pages(seqs[b]);
+      for (size_t i = 0; i < tokens[b].size(); ++i) {
+        const int64_t pos = start + static_cast<int64_t>(i);
+        const int64_t page = pages[pos / kPage];
+        const int64_t prev = pos > 0 ? last_.at(seqs[b]) : 0;
+        const int32_t token = tokens[b][i];
+        next.push_back(static_cast<int32_t>(
+            (token + 3 * pos + 5 * page + 7 * (token % 5) + 13 * prev) %
+            kVocab));
+        last_[seqs[b]] = token;
+      }
     }
     return next;
+  }
+  /// A decode step: one token of each sequence.
+  std::vector<int32_t> step(const std::vector<SeqId> &seqs,
+                            const std::vector<int32_t> &tokens) {
+    std::vector<std::vector<int32_t>> each;
+    for (int32_t token : tokens)
+      each.push_back({token});
+    return rows(seqs, each);
   }
 
 private:
@@ -179,15 +195,12 @@ TEST_F(EngineMock, PrefillAndScore) {
   const std::vector<int32_t> a = {3, 1, 4, 1, 5}, b = {9, 2};
   std::vector<uint16_t> logits;
   std::vector<int32_t> next = engine->prefill({1, 2}, {a, b}, &logits);
-  std::vector<int32_t> want(2);
-  for (size_t t = 0; t < a.size(); ++t) {
-    std::vector<int32_t> out =
-        t < b.size() ? host.step({1, 2}, {a[t], b[t]}) : host.step({1}, {a[t]});
-    if (t + 1 == b.size())
-      want[1] = out[1];
-    want[0] = out[0];
-  }
-  EXPECT_EQ(next, want);
+  // 7 rows in steps of at most 3, filled in prompt order: a[0..3); a[3..5)
+  // and b[0]; b[1]. Prompt a ends at row 1 of step 1, b at row 0 of step 2.
+  host.rows({1}, {{3, 1, 4}});
+  const int32_t endA = host.rows({1, 2}, {{1, 5}, {9}})[1];
+  const int32_t endB = host.rows({2}, {{2}})[0];
+  EXPECT_EQ(next, (std::vector<int32_t>{endA, endB}));
   expectOneHot(logits, next);
 
   // score: a fresh sequence (the pool's unused id) removed at the end; the
@@ -210,9 +223,12 @@ TEST_F(EngineMock, PrefillAndScore) {
 
 TEST_F(EngineMock, ChunkedPrefillMatchesTokenSteps) {
   // Prompts of 11, 1 and 6 tokens: 18 rows in ceil(18 / 3) = 6 steps of 3
-  // (up to 3 rows of one sequence a step) on one engine, one token of each
-  // prompt per Engine::step on another. The mock is exact: the next tokens
-  // and the one-hot logits must be equal.
+  // (up to 3 rows of one sequence a step) on one engine; on another,
+  // Engine::step one token at a time, each prompt in turn. The mock's next
+  // token depends on the row's page, and prefill fills its steps from the
+  // prompts in order, so both take the pages in the same order (prompt 0's
+  // three, prompt 1's one, prompt 2's two). The mock is exact: the next
+  // tokens and the one-hot logits must be equal.
   const std::vector<SeqId> seqs = {4, 5, 6};
   const std::vector<std::vector<int32_t>> prompts = {
       {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5}, {250}, {2, 7, 1, 8, 2, 8}};
@@ -227,28 +243,18 @@ TEST_F(EngineMock, ChunkedPrefillMatchesTokenSteps) {
     }
     std::vector<uint16_t> logits, stepLogits;
     std::vector<int32_t> next = chunked->prefill(seqs, prompts, &logits);
-    std::vector<int32_t> want(seqs.size());
-    std::vector<uint16_t> wantLogits(seqs.size() * kVocab);
-    for (size_t t = 0; t < prompts[0].size(); ++t) {
-      std::vector<SeqId> ids;
-      std::vector<int32_t> tokens;
-      std::vector<size_t> rows;
-      for (size_t b = 0; b < seqs.size(); ++b)
-        if (t < prompts[b].size()) {
-          ids.push_back(seqs[b]);
-          tokens.push_back(prompts[b][t]);
-          rows.push_back(b);
-        }
-      std::vector<int32_t> out = stepped->step(ids, tokens, &stepLogits);
-      for (size_t j = 0; j < rows.size(); ++j)
-        if (t + 1 == prompts[rows[j]].size()) {
-          want[rows[j]] = out[j];
-          std::copy_n(stepLogits.begin() + j * kVocab, kVocab,
-                      wantLogits.begin() + rows[j] * kVocab);
-        }
+    std::vector<int32_t> want;
+    std::vector<uint16_t> wantLogits;
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      std::vector<int32_t> out;
+      for (int32_t token : prompts[b])
+        out = stepped->step({seqs[b]}, {token}, &stepLogits);
+      want.push_back(out[0]);
+      wantLogits.insert(wantLogits.end(), stepLogits.begin(), stepLogits.end());
     }
     EXPECT_EQ(next, want);
     EXPECT_EQ(logits, wantLogits);
+    expectOneHot(logits, next);
     // The caches agree: a decode step after the prefill continues alike.
     EXPECT_EQ(chunked->step(seqs, next), stepped->step(seqs, want));
     EXPECT_EQ(chunked->length(4), 12);

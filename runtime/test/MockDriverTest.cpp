@@ -5,8 +5,10 @@
 // ($FUSION_CUDA_DRIVER, set by ctest; also under the sanitizers): the tiny
 // front half (runtime/test/data/tiny_decode, two kernels, both marked for
 // programmatic dependent launch in its manifest) launched on buffers the test
-// owns. The mock runs no kernel; it logs each launch, so the test sees what was
-// launched and how.
+// owns; and the Engine's host side on engine_mock (EngineMock.h): its
+// staging slots and the steps of generate, prefill (chunks of up to maxBatch
+// rows) and score. The mock runs no kernel; it logs each launch, copy, event
+// and synchronization, so the test sees what was launched and how.
 //
 //===----------------------------------------------------------------------===//
 
