@@ -52,10 +52,10 @@ Engine::Engine(const cuda::Context &context, Model model,
       map_(mapModelArguments(model_.manifest(), model_.function(), config,
                              weights)),
       pool_(capacity, map_.pageSize, config.vocabSize), options_(options),
-      step_(
-          context, model_, ptx, ptxName,
-          Capacity{capacity.maxBatch, pool_.maxPagesPerSeq(), pool_.numPages()},
-          DecodeStep::Options{options.syncEachKernel}) {
+      step_(context, model_, ptx, ptxName,
+            Capacity{pool_.capacity().maxStepRows, pool_.maxPagesPerSeq(),
+                     pool_.numPages()},
+            DecodeStep::Options{options.syncEachKernel}) {
   bindArguments();
   for (int i = 0; i < 2; ++i)
     staging_.push_back(
@@ -182,7 +182,7 @@ std::vector<int32_t> Engine::step(const std::vector<SeqId> &seqs,
 }
 
 int64_t Engine::prefillRowsPerSequence() const {
-  return step_.plan().rowsMayShareSequence() ? pool_.capacity().maxBatch : 1;
+  return step_.plan().rowsMayShareSequence() ? pool_.capacity().maxStepRows : 1;
 }
 
 std::vector<int32_t>

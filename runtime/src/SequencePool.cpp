@@ -47,11 +47,25 @@ KVCacheManager makeCache(const EngineCapacity &capacity, int64_t pageSize,
   return KVCacheManager(pages, pageSize, width);
 }
 
+/// `capacity` with maxStepRows resolved (0: max(maxBatch,
+/// kDefaultMaxStepRows)) after checking it.
+EngineCapacity withStepRows(EngineCapacity capacity) {
+  if (capacity.maxStepRows == 0)
+    capacity.maxStepRows = std::max(capacity.maxBatch, kDefaultMaxStepRows);
+  else if (capacity.maxStepRows < capacity.maxBatch ||
+           capacity.maxStepRows > kInt32Max)
+    throwInvalidArgument("SequencePool: maxStepRows must be 0 (the default) "
+                         "or in [maxBatch, 2^31) = [",
+                         capacity.maxBatch, ", ", kInt32Max + 1, "), got ",
+                         capacity.maxStepRows);
+  return capacity;
+}
+
 } // namespace
 
 SequencePool::SequencePool(const EngineCapacity &capacity, int64_t pageSize,
                            int64_t vocabSize)
-    : capacity_(capacity), vocab_(vocabSize),
+    : capacity_(withStepRows(capacity)), vocab_(vocabSize),
       cache_(makeCache(capacity, pageSize, vocabSize)) {}
 
 SeqId SequencePool::unusedId() const {
@@ -114,10 +128,10 @@ SequencePool::prepareRows(const std::vector<SeqId> &seqs,
     counts.push_back(static_cast<int64_t>(tokens[b].size()));
     rows += counts.back();
   }
-  if (rows > capacity_.maxBatch)
-    throwCapacity(what, ": ", rows,
-                  " rows (tokens) exceed the engine's maximum batch of ",
-                  capacity_.maxBatch, " (EngineCapacity::maxBatch)");
+  if (rows > capacity_.maxStepRows)
+    throwCapacity(
+        what, ": ", rows, " rows (tokens) exceed the engine's maximum of ",
+        capacity_.maxStepRows, " rows a step (EngineCapacity::maxStepRows)");
   checkGrowth(what, "the step needs", seqs, counts);
 
   HostStep s;
@@ -163,7 +177,11 @@ SequencePool::planPrefill(const std::vector<size_t> &lengths,
                            " is empty");
     left += lengths[p];
   }
-  const size_t maxRows = static_cast<size_t>(capacity_.maxBatch);
+  if (static_cast<int64_t>(lengths.size()) > capacity_.maxBatch)
+    throwCapacity("SequencePool::planPrefill: ", lengths.size(),
+                  " prompts exceed the engine's maximum batch of ",
+                  capacity_.maxBatch, " (EngineCapacity::maxBatch)");
+  const size_t maxRows = static_cast<size_t>(capacity_.maxStepRows);
   const size_t perSeq = static_cast<size_t>(rowsPerSeq);
   std::vector<size_t> done(lengths.size(), 0);
   std::vector<std::vector<PromptChunk>> steps;

@@ -160,16 +160,17 @@ inline ModelWeights mockWeights(const ModelConfig &c) {
   return w;
 }
 
-/// An Engine of engine_mock.ptx with mockWeights: batches up to 3, 24 tokens
-/// a sequence (6 pages of 4).
+/// An Engine of engine_mock.ptx with mockWeights for `capacity`; by default
+/// batches up to 3, 3 rows a step (so that short prompts take several
+/// chunks), 24 tokens a sequence (6 pages of 4).
 inline std::unique_ptr<Engine>
-makeMockEngine(const cuda::Context &ctx, const EngineOptions &options = {}) {
+makeMockEngine(const cuda::Context &ctx, const EngineOptions &options = {},
+               const EngineCapacity &capacity = EngineCapacity{3, 24, 0, 3}) {
   const std::string ptx = readText(dataPath("engine_mock.ptx"));
   const ModelConfig config = mockConfig();
   return std::make_unique<Engine>(
       ctx, Model(Manifest::parse(mockManifest(ptx), "engine_mock.json")), ptx,
-      "engine_mock.ptx", config, mockWeights(config), EngineCapacity{3, 24, 0},
-      options);
+      "engine_mock.ptx", config, mockWeights(config), capacity, options);
 }
 
 } // namespace fusion::runtime::test

@@ -261,6 +261,36 @@ TEST_F(EngineMock, ChunkedPrefillMatchesTokenSteps) {
   }
 }
 
+TEST_F(EngineMock, ChunksLongerThanTheBatch) {
+  // maxBatch 1: a prompt of 10 tokens as one step of 10 rows (the default
+  // 64 rows a step) and as ceil(10 / 4) = 3 steps of 4, 4 and 2 rows
+  // (maxStepRows 4), against Engine::step one token at a time on a fresh
+  // engine. One sequence, so both take pages 0, 1, 2 in order; the mock is
+  // exact.
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+  for (int64_t rows : {0, 4}) {
+    SCOPED_TRACE("maxStepRows " + std::to_string(rows));
+    std::unique_ptr<Engine> chunked =
+        makeMockEngine(ctx(), {}, EngineCapacity{1, 24, 0, rows});
+    std::unique_ptr<Engine> stepped =
+        makeMockEngine(ctx(), {}, EngineCapacity{1, 24, 0});
+    chunked->addSequence(1);
+    stepped->addSequence(1);
+    std::vector<uint16_t> logits, wantLogits;
+    std::vector<int32_t> want;
+    for (int32_t token : prompt)
+      want = stepped->step({1}, {token}, &wantLogits);
+    EXPECT_EQ(chunked->prefill({1}, {prompt}, &logits), want);
+    EXPECT_EQ(logits, wantLogits);
+    expectOneHot(logits, want);
+    // One capture a step shape: batch 10; batch 4 and batch 2.
+    EXPECT_EQ(chunked->graphCaptures(), rows == 0 ? 1 : 2);
+    EXPECT_EQ(chunked->length(1), 10);
+    // The caches agree: a decode step after the prefill continues alike.
+    EXPECT_EQ(chunked->step({1}, want), stepped->step({1}, want));
+  }
+}
+
 TEST_F(EngineMock, BadRequestsLaunchNothing) {
   std::unique_ptr<Engine> engine = makeEngine({});
   HostMock host;

@@ -121,13 +121,15 @@ protected:
         engine_->sequences().pageSize());
   }
 
-  /// An engine of the compiled model with weights_: 3 rows a step, 24
-  /// tokens a sequence.
-  std::unique_ptr<Engine> makeEngine() {
+  /// An engine of the compiled model with weights_ for `capacity`; by
+  /// default 3 sequences and 3 rows a step (so that short prompts take
+  /// several chunks), 24 tokens a sequence.
+  std::unique_ptr<Engine>
+  makeEngine(const EngineCapacity &capacity = EngineCapacity{3, 24, 0, 3}) {
     return std::make_unique<Engine>(
         ctx(), Model::load(prefix_ + ".manifest.json", "decode_step"),
         readPtx(prefix_ + ".ptx"), prefix_ + ".ptx", config_, weights_,
-        EngineCapacity{3, 24, 0});
+        capacity);
   }
 
   /// The bound on the relative RMS error of the logits (ModelGoldenTest's).
@@ -321,6 +323,32 @@ TEST_P(EngineTiny, ChunkedPrefillMatchesTokenSteps) {
   std::vector<int32_t> out = engine_->step(seqs, next, &logits);
   stepped->step(seqs, next, &stepLogits);
   checkLogits(logits, stepLogits, out, "decode after the chunked prefill");
+}
+
+TEST_P(EngineTiny, OneSequenceChunkMatchesTokenSteps) {
+  // maxBatch 1 with the default step (64 rows): a prompt of 20 tokens is one
+  // step of 20 rows (past one token tile of 16 where the projections have
+  // GEMM-shaped variants), against Engine::step one token at a time: the
+  // logits of the last token within the tolerance, then a decode step on
+  // both.
+  std::unique_ptr<Engine> chunked = makeEngine(EngineCapacity{1, 24, 0});
+  std::unique_ptr<Engine> stepped = makeEngine(EngineCapacity{1, 24, 0});
+  ASSERT_EQ(chunked->prefillRowsPerSequence(), 64);
+  Lcg rng(17);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 20; ++i)
+    prompt.push_back(rng.token(config_.vocabSize));
+  chunked->addSequence(1);
+  stepped->addSequence(1);
+  std::vector<uint16_t> logits, stepLogits;
+  std::vector<int32_t> next = chunked->prefill({1}, {prompt}, &logits);
+  EXPECT_EQ(chunked->graphCaptures(), 1); // one step
+  for (int32_t token : prompt)
+    stepped->step({1}, {token}, &stepLogits);
+  checkLogits(logits, stepLogits, next, "one 20-row chunk");
+  std::vector<int32_t> out = chunked->step({1}, next, &logits);
+  stepped->step({1}, next, &stepLogits);
+  checkLogits(logits, stepLogits, out, "decode after the 20-row chunk");
 }
 
 TEST_P(EngineTiny, BadRequestsLaunchNothing) {

@@ -6,9 +6,9 @@
 // front half (runtime/test/data/tiny_decode, two kernels, both marked for
 // programmatic dependent launch in its manifest) launched on buffers the test
 // owns; and the Engine's host side on engine_mock (EngineMock.h): its
-// staging slots and the steps of generate, prefill (chunks of up to maxBatch
-// rows) and score. The mock runs no kernel; it logs each launch, copy, event
-// and synchronization, so the test sees what was launched and how.
+// staging slots and the steps of generate, prefill (chunks of up to
+// maxStepRows rows) and score. The mock runs no kernel; it logs each launch,
+// copy, event and synchronization, so the test sees what was launched and how.
 //
 //===----------------------------------------------------------------------===//
 
@@ -275,9 +275,9 @@ TEST_F(MockDriver, PrefillWaitsOnlyWhereLogitsAreAsked) {
   EXPECT_EQ(logits.size(), 2u * 300);
 }
 
-TEST_F(MockDriver, PrefillRunsChunksOfAtMostMaxBatchRows) {
+TEST_F(MockDriver, PrefillRunsChunksOfAtMostMaxStepRows) {
   // engine_mock appends in its first kernel and reads in its second, so a
-  // step's rows may be tokens of one sequence: 3 (maxBatch) a step.
+  // step's rows may be tokens of one sequence: 3 (maxStepRows) a step.
   std::unique_ptr<Engine> engine = makeMockEngine(*context);
   ASSERT_EQ(engine->prefillRowsPerSequence(), 3);
   engine->addSequence(1);
@@ -306,4 +306,42 @@ TEST_F(MockDriver, PrefillRunsChunksOfAtMostMaxBatchRows) {
   EXPECT_EQ(count(ops, 'h'), 3);
   EXPECT_EQ(count(ops, 's'), 3);
   EXPECT_EQ(engine->sequences().numFreePages(), freePages);
+}
+
+TEST_F(MockDriver, PrefillChunksExceedTheBatch) {
+  // One sequence (maxBatch 1) but 4 rows a step: a prompt of 10 tokens takes
+  // ceil(10 / 4) = 3 steps of 4, 4 and 2 rows, one upload and one graph
+  // launch each, and one wait (the final download).
+  std::unique_ptr<Engine> engine =
+      makeMockEngine(*context, {}, EngineCapacity{1, 24, 0, 4});
+  ASSERT_EQ(engine->prefillRowsPerSequence(), 4);
+  engine->addSequence(1);
+  takeOps();
+  takeGraphs();
+  const std::vector<int32_t> prompt = {5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
+  engine->prefill({1}, {prompt});
+  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  EXPECT_EQ(count(ops, 'h'), 3);
+  EXPECT_EQ(count(ops, 's'), 1);
+  EXPECT_EQ(takeGraphs().size(), 3u);
+  // Two step shapes, batch 4 and batch 2: two captures.
+  EXPECT_EQ(engine->graphCaptures(), 2);
+  EXPECT_EQ(engine->length(1), 10);
+  // A decode step is still one sequence: two are refused before anything
+  // is uploaded.
+  engine->addSequence(2);
+  EXPECT_THROW(engine->step({1, 2}, {3, 3}), CapacityError);
+  EXPECT_EQ(count(takeOps(), 'h'), 0);
+  // Score of 11 tokens: rows 0-9, 3 steps again, each waited for.
+  EXPECT_EQ(engine->score({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}).size(), 10u);
+  EXPECT_EQ(count(takeOps(), 's'), 3);
+
+  // The default step at maxBatch 1 is 64 rows: the prompt is one step.
+  engine = makeMockEngine(*context, {}, EngineCapacity{1, 24, 0});
+  ASSERT_EQ(engine->prefillRowsPerSequence(), 64);
+  engine->addSequence(1);
+  takeOps();
+  engine->prefill({1}, {prompt});
+  EXPECT_EQ(count(takeOps(), 'h'), 1);
+  EXPECT_EQ(engine->graphCaptures(), 1);
 }

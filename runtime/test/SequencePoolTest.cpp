@@ -52,6 +52,65 @@ TEST(SequencePool, Capacities) {
                        "ids");
 }
 
+TEST(SequencePool, StepRowsDefaultToATokenTile) {
+  // 0 resolves to max(maxBatch, 64): 64 rows at maxBatch 2, maxBatch itself
+  // above 64; a value >= maxBatch is kept.
+  EXPECT_EQ(smallPool().capacity().maxStepRows, 64);
+  EXPECT_EQ(
+      SequencePool(EngineCapacity{100, 10, 0}, 4, 50).capacity().maxStepRows,
+      100);
+  EXPECT_EQ(
+      SequencePool(EngineCapacity{2, 10, 0, 2}, 4, 50).capacity().maxStepRows,
+      2);
+  for (int64_t rows : {1, -1})
+    EXPECT_CONTAINS(
+        EXPECT_THROW_MSG(InvalidArgumentError,
+                         SequencePool(EngineCapacity{2, 10, 0, rows}, 4, 50)),
+        "maxStepRows must be 0 (the default) or in [maxBatch, 2^31) = [2, "
+        "2147483648), got " +
+            std::to_string(rows));
+}
+
+TEST(SequencePool, StepRowsBoundChunksAndMaxBatchBoundsSequences) {
+  // One sequence at a time, up to 4 rows a step, 12 tokens in pages of 4.
+  SequencePool pool(EngineCapacity{1, 12, 0, 4}, 4, 50);
+  pool.addSequence(1);
+  pool.addSequence(2);
+  // A chunk of 4 rows of one sequence: positions 0-3, all in page 0.
+  HostStep s = pool.prepareRows({1}, {{1, 2, 3, 4}});
+  EXPECT_EQ(s.shape.batch, 4);
+  EXPECT_EQ(s.positions, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(s.seqLens, (std::vector<int32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(pool.length(1), 4);
+  EXPECT_EQ(pool.numFreePages(), 3 - 1); // 1 sequence of ceil(12 / 4) pages
+  // One row more is refused, naming maxStepRows, and changes nothing.
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(CapacityError, pool.prepareRows({1}, {{1, 2, 3, 4, 5}})),
+      "Engine::prefill: 5 rows (tokens) exceed the engine's maximum of 4 rows "
+      "a step (EngineCapacity::maxStepRows)");
+  // Two sequences are more than maxBatch 1, in a decode step, a chunk of one
+  // row each, a prefill request or a generate request.
+  const std::string twoSeqs =
+      "2 sequences exceed the engine's maximum batch of 1 "
+      "(EngineCapacity::maxBatch)";
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(CapacityError, pool.prepareStep({1, 2}, {5, 5})),
+      "Engine::step: " + twoSeqs);
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(CapacityError, pool.prepareRows({1, 2}, {{5}, {5}})),
+      "Engine::prefill: " + twoSeqs);
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(CapacityError, pool.checkPrompts({1, 2}, {{5}, {5}})),
+      "Engine::prefill: " + twoSeqs);
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(CapacityError,
+                       pool.checkSteps({1, 2}, {5, 5}, 1, "Engine::generate")),
+      "Engine::generate: " + twoSeqs);
+  EXPECT_EQ(pool.length(1), 4);
+  EXPECT_EQ(pool.length(2), 0);
+  EXPECT_EQ(pool.numFreePages(), 2);
+}
+
 TEST(SequencePool, StepInputs) {
   SequencePool pool = smallPool();
   pool.addSequence(7);
@@ -126,8 +185,9 @@ TEST(SequencePool, StepErrorsChangeNothing) {
 }
 
 TEST(SequencePool, RowsOfOneSequenceInOneStep) {
-  // Up to 6 rows a step, 12 tokens a sequence in pages of 4: block tables
-  // of 3 pages; pages are handed out 0, 1, 2, ... in order.
+  // Up to 6 sequences (and the default 64 rows) a step, 12 tokens a
+  // sequence in pages of 4: block tables of 3 pages; pages are handed out
+  // 0, 1, 2, ... in order.
   SequencePool pool(EngineCapacity{6, 12, 0}, 4, 50);
   pool.addSequence(7);
   pool.addSequence(9);
@@ -162,8 +222,9 @@ TEST(SequencePool, RowsOfOneSequenceInOneStep) {
 }
 
 TEST(SequencePool, RowErrorsChangeNothing) {
-  // Up to 4 rows a step, 6 tokens a sequence (2 pages of 4), 3 pages in all.
-  SequencePool pool(EngineCapacity{4, 6, 3}, 4, 50);
+  // Up to 2 sequences and 4 rows a step, 6 tokens a sequence (2 pages of
+  // 4), 3 pages in all.
+  SequencePool pool(EngineCapacity{2, 6, 3, 4}, 4, 50);
   pool.addSequence(1);
   pool.addSequence(2);
   pool.prepareRows({1, 2}, {{0, 0, 0}, {0}}); // pages 0 and 1
@@ -176,7 +237,8 @@ TEST(SequencePool, RowErrorsChangeNothing) {
   std::string msg = EXPECT_THROW_MSG(
       CapacityError, pool.prepareRows({1, 2}, {{5, 5, 5}, {5, 5}}));
   EXPECT_CONTAINS(msg, "Engine::prefill: 5 rows (tokens) exceed the engine's "
-                       "maximum batch of 4 (EngineCapacity::maxBatch)");
+                       "maximum of 4 rows a step "
+                       "(EngineCapacity::maxStepRows)");
   msg = EXPECT_THROW_MSG(CapacityError, pool.prepareRows({2}, {{5, 5, 5}}));
   EXPECT_CONTAINS(msg, "Engine::prefill: sequence 2 holds 4 tokens; 3 more "
                        "exceed the 6 a sequence may hold");
@@ -217,7 +279,8 @@ chunks(const std::vector<std::vector<PromptChunk>> &steps) {
 } // namespace
 
 TEST(SequencePool, PrefillPlan) {
-  SequencePool pool(EngineCapacity{3, 24, 0}, 4, 50); // 3 rows a step
+  // 3 sequences and 3 rows a step.
+  SequencePool pool(EngineCapacity{3, 24, 0, 3}, 4, 50);
   using Steps = std::vector<std::vector<std::array<size_t, 3>>>;
   // Prompts of 5 and 2 tokens, 7 rows: ceil(7 / 3) = 3 steps, filled in
   // prompt order; prompt 0 ends in step 1 (row 1), prompt 1 in step 2.
@@ -234,6 +297,14 @@ TEST(SequencePool, PrefillPlan) {
   EXPECT_CONTAINS(msg, "rows per sequence must be at least 1, got 0");
   msg = EXPECT_THROW_MSG(InvalidArgumentError, pool.planPrefill({2, 0}, 3));
   EXPECT_CONTAINS(msg, "prompt 1 is empty");
+  msg = EXPECT_THROW_MSG(CapacityError, pool.planPrefill({1, 1, 1, 1}, 3));
+  EXPECT_CONTAINS(msg, "4 prompts exceed the engine's maximum batch of 3 "
+                       "(EngineCapacity::maxBatch)");
+  // At maxBatch 1 with the default step (64 rows): a prompt of 150 takes
+  // ceil(150 / 64) = 3 steps of 64, 64 and 150 - 128 = 22 rows.
+  SequencePool one(EngineCapacity{1, 200, 0}, 16, 50);
+  EXPECT_EQ(chunks(one.planPrefill({150}, 64)),
+            (Steps{{{0, 0, 64}}, {{0, 64, 64}}, {{0, 128, 22}}}));
 }
 
 TEST(SequencePool, ExhaustedPages) {

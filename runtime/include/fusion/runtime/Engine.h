@@ -22,7 +22,9 @@
 // K and one V pool per layer ([num_pages, P, Hkv, D], P from the manifest's
 // caches, zeroed) and the step inputs at capacity, and builds a DecodeStep
 // (DecodeStep.h), which loads the PTX and owns the launches and the CUDA
-// graph. The host side (sequences, pages, every check of a request, the
+// graph; every buffer with a batch dimension is sized for
+// EngineCapacity::maxStepRows rows, the largest step (a prefill chunk), not
+// maxBatch. The host side (sequences, pages, every check of a request, the
 // int32 inputs of a step) is a SequencePool (SequencePool.h): one
 // KVCacheManager for all layers, since every layer uses the same page ids.
 //
@@ -38,14 +40,15 @@
 // consecutive tokens of one sequence (row r at position p_r with seq_lens
 // p_r + 1 and the sequence's block-table row; its K/V appended before the
 // step's attention reads positions [0, p_r]: causal prefill), so a prompt of
-// n tokens takes ceil(n / maxBatch) steps rather than n.
+// n tokens takes ceil(n / maxStepRows) steps rather than n, even at
+// maxBatch 1 (maxStepRows defaults to kDefaultMaxStepRows, SequencePool.h).
 //
-// Errors: a bad request (batch, token ids, unknown or repeated sequences, a
-// sequence past maxTokensPerSeq, too few free pages) throws the runtime's
-// InvalidArgumentError / CapacityError before anything launches and leaves
-// the engine unchanged; construction throws FormatError / UnsupportedError
-// for a function, config or weights that do not match; CUDA failures are
-// CudaError, after which the engine's sequences are undefined.
+// Errors: a bad request (more than maxBatch sequences, token ids, unknown or
+// repeated sequences, a sequence past maxTokensPerSeq, too few free pages)
+// throws the runtime's InvalidArgumentError / CapacityError before anything
+// launches and leaves the engine unchanged; construction throws FormatError /
+// UnsupportedError for a function, config or weights that do not match; CUDA
+// failures are CudaError, after which the engine's sequences are undefined.
 //
 //===----------------------------------------------------------------------===//
 
@@ -130,16 +133,16 @@ public:
                             std::vector<uint16_t> *logits = nullptr);
 
   /// Runs prompts[b] through sequence seqs[b] in chunked steps: the prompt
-  /// tokens, one row each, packed into steps of at most maxBatch rows
+  /// tokens, one row each, packed into steps of at most maxStepRows rows
   /// (SequencePool::planPrefill with prefillRowsPerSequence(): a prompt's
   /// consecutive tokens share a step, and several prompts may share one),
   /// each row attending to its sequence's tokens up to its own (causal). So
-  /// prompts of N tokens in all take ceil(N / maxBatch) steps. The steps are
-  /// enqueued back to back (as generate: every row's next token collected
-  /// on the device and downloaded once; with `logits` the host waits only
-  /// for the steps where a prompt ends). num_splits of each step is chosen
-  /// for its longest seq_lens. Returns each sequence's greedy next token
-  /// after its last prompt token (the argmax of that token's row); with
+  /// prompts of N tokens in all take ceil(N / maxStepRows) steps. The steps
+  /// are enqueued back to back (as generate: every row's next token
+  /// collected on the device and downloaded once; with `logits` the host
+  /// waits only for the steps where a prompt ends). num_splits of each step
+  /// is chosen for its longest seq_lens. Returns each sequence's greedy next
+  /// token after its last prompt token (the argmax of that token's row); with
   /// `logits`, [batch, vocab]: row b the logits of prompt b's last token.
   /// Throws as SequencePool::checkPrompts before anything changes or
   /// launches; after a CudaError the sequences are undefined.
@@ -161,7 +164,7 @@ public:
                                              int64_t steps);
 
   /// The most rows one sequence takes in a step of prefill() or score():
-  /// maxBatch where the model's cache appends precede its reads
+  /// maxStepRows where the model's cache appends precede its reads
   /// (LaunchPlan::rowsMayShareSequence: every compiled model), else 1 (one
   /// token of each prompt a step).
   int64_t prefillRowsPerSequence() const;

@@ -7,13 +7,16 @@
 // before anything changes or launches, the int32 inputs of each step
 // (tokens, positions, seq_lens, a block table of a fixed width so that the
 // step's CUDA graph is reused; a step's rows may be consecutive tokens of
-// one sequence) and the chunked steps of a prefill.
+// one sequence) and the chunked steps of a prefill. Two bounds: a request
+// and a decode step name at most maxBatch sequences; a step holds at most
+// maxStepRows rows (a prefill chunk may be longer than a decode batch).
 //
 // Errors: InvalidArgumentError (a bad request: no sequences, sizes that
 // differ, a token outside the vocabulary, an unknown or repeated sequence)
-// and CapacityError (a batch above the maximum, a sequence past its maximum
-// length, too few free pages); messages name the sequence, the value and the
-// bound. A failing call changes nothing.
+// and CapacityError (more sequences than maxBatch, more rows than
+// maxStepRows, a sequence past its maximum length, too few free pages);
+// messages name the sequence, the value and the bound. A failing call
+// changes nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,15 +31,30 @@
 
 namespace fusion::runtime {
 
+/// The rows of one step when EngineCapacity::maxStepRows is 0 (at least
+/// maxBatch): one token tile of the compiled GEMM-shaped projection variants
+/// (16, 32 or 64 tokens a tile; more rows loop over tiles), so that a prefill
+/// chunk fills a tile instead of running one token a step.
+constexpr int64_t kDefaultMaxStepRows = 64;
+
 /// The sizes an engine is built for.
 struct EngineCapacity {
-  /// Most sequences in one step (>= 1).
+  /// Most sequences in one request and in one decode step (>= 1).
   int64_t maxBatch = 1;
   /// Most tokens a sequence may hold: prompt plus generated (>= 1).
   int64_t maxTokensPerSeq = 2048;
   /// Pages in each layer's K and V pools; 0: enough for maxBatch sequences
   /// of maxTokensPerSeq tokens (maxBatch * ceil(maxTokensPerSeq / P)).
   int64_t numPages = 0;
+  /// Most rows (tokens) in one step: a prefill or score chunk (several
+  /// consecutive tokens of a sequence) or a decode step (one row a
+  /// sequence, so at most maxBatch of them). 0: max(maxBatch,
+  /// kDefaultMaxStepRows); else >= maxBatch. The engine sizes every buffer
+  /// with a batch dimension for this many rows (the step inputs, their two
+  /// pinned staging images, the intermediates, workspaces and logits:
+  /// docs/runtime.md gives the bytes a row costs); pages stay sized by
+  /// maxBatch.
+  int64_t maxStepRows = 0;
 };
 
 /// The host inputs of one step of `shape.batch` rows. A row is one token of
@@ -72,11 +90,13 @@ class SequencePool {
 public:
   /// A pool for `capacity` with pages of `pageSize` tokens over a vocabulary
   /// of `vocabSize` tokens. Throws InvalidArgumentError for maxBatch,
-  /// maxTokensPerSeq, pageSize or vocabSize < 1 or numPages < 0, and
-  /// CapacityError when pages or positions would not fit in int32.
+  /// maxTokensPerSeq, pageSize or vocabSize < 1, numPages < 0, or
+  /// maxStepRows neither 0 nor in [maxBatch, 2^31), and CapacityError when
+  /// pages or positions would not fit in int32.
   SequencePool(const EngineCapacity &capacity, int64_t pageSize,
                int64_t vocabSize);
 
+  /// The capacity it was built for, maxStepRows resolved (never 0).
   const EngineCapacity &capacity() const { return capacity_; }
   int64_t pageSize() const { return cache_.pageSize(); }
   int64_t numPages() const { return cache_.numPages(); }
@@ -108,8 +128,9 @@ public:
   /// inputs. Throws (changing nothing) InvalidArgumentError for no
   /// sequences, sizes that differ, no tokens for a sequence, a token outside
   /// [0, vocabSize), an unknown or repeated sequence; CapacityError for more
-  /// than maxBatch sequences or rows, a sequence that would exceed
-  /// maxTokensPerSeq, or too few free pages. Messages start with `what`.
+  /// than maxBatch sequences or maxStepRows rows, a sequence that would
+  /// exceed maxTokensPerSeq, or too few free pages. Messages start with
+  /// `what` and name the bound (EngineCapacity::maxBatch / maxStepRows).
   HostStep prepareRows(const std::vector<SeqId> &seqs,
                        const std::vector<std::vector<int32_t>> &tokens,
                        const char *what = "Engine::prefill");
@@ -117,14 +138,15 @@ public:
   /// "Engine::step".
   HostStep prepareStep(const std::vector<SeqId> &seqs,
                        const std::vector<int32_t> &tokens);
-  /// The steps of a prefill of prompts of `lengths` tokens (each >= 1): at
-  /// most maxBatch rows a step and at most `rowsPerSeq` rows of one prompt,
-  /// each step filled from the prompts in order before the next starts, so
-  /// a prompt's chunks are consecutive and in token order. That is
-  /// ceil(sum(lengths) / maxBatch) steps when rowsPerSeq >= maxBatch, and
-  /// max(lengths) steps (one token of each prompt a step) when rowsPerSeq
-  /// is 1 and there are at most maxBatch prompts. Throws
-  /// InvalidArgumentError for rowsPerSeq < 1 or a length of 0.
+  /// The steps of a prefill of prompts of `lengths` tokens (each >= 1, at
+  /// most maxBatch prompts): at most maxStepRows rows a step and at most
+  /// `rowsPerSeq` rows of one prompt, each step filled from the prompts in
+  /// order before the next starts, so a prompt's chunks are consecutive and
+  /// in token order. That is ceil(sum(lengths) / maxStepRows) steps when
+  /// rowsPerSeq >= maxStepRows, and max(lengths) steps (one token of each
+  /// prompt a step) when rowsPerSeq is 1. Throws InvalidArgumentError for
+  /// rowsPerSeq < 1 or a length of 0, CapacityError for more than maxBatch
+  /// prompts.
   std::vector<std::vector<PromptChunk>>
   planPrefill(const std::vector<size_t> &lengths, int64_t rowsPerSeq) const;
   /// Throws as prepareRows would for any step of running prompts[b] through
