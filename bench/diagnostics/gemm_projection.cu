@@ -27,34 +27,6 @@
 namespace cg = cooperative_groups;
 constexpr int K = 4096, N = 6144, kCopies = 8;
 
-__device__ __forceinline__ void mbarInit(uint64_t *bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smemAddr(bar)),
-               "r"(count));
-}
-__device__ __forceinline__ void mbarExpectTx(uint64_t *bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                   smemAddr(bar)),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbarArrive(uint64_t *bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smemAddr(bar))
-               : "memory");
-}
-__device__ __forceinline__ void mbarWait(uint64_t *bar, int parity) {
-  asm volatile("{\n .reg .pred p;\n WAIT:\n"
-               " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               " @!p bra WAIT;\n}" ::"r"(smemAddr(bar)),
-               "r"(parity)
-               : "memory");
-}
-__device__ __forceinline__ void bulkCopy(void *dst, const void *src, int bytes,
-                                         uint64_t *bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
-               "bytes [%0], [%1], %2, [%3];" ::"r"(smemAddr(dst)),
-               "l"(src), "r"(bytes), "r"(smemAddr(bar))
-               : "memory");
-}
 __device__ __forceinline__ void ldmatrix2(uint32_t (&r)[2], const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
                : "=r"(r[0]), "=r"(r[1])

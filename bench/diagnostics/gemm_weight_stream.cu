@@ -93,24 +93,6 @@ __global__ void __launch_bounds__(kThreads)
   addToSum(sum, acc);
 }
 
-__device__ __forceinline__ void mbarInit(uint64_t *bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smemAddr(bar)),
-               "r"(count));
-}
-__device__ __forceinline__ void mbarExpectTx(uint64_t *bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                   smemAddr(bar)),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbarWait(uint64_t *bar, int parity) {
-  asm volatile("{\n .reg .pred p;\n WAIT:\n"
-               " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               " @!p bra WAIT;\n}" ::"r"(smemAddr(bar)),
-               "r"(parity)
-               : "memory");
-}
-
 /// The same tiles with W pre-packed by the runtime so that each stage of
 /// each CTA is one contiguous block of SB bytes (TR rows x SK k-elements:
 /// CTA t then owns bytes [t, t + 1) x N * K * 2 / grid of W, whatever the
@@ -140,11 +122,7 @@ __global__ void __launch_bounds__(kThreads)
       if (BULK) {
         if (threadIdx.x == 0) {
           mbarExpectTx(&full[step % ST], SB);
-          asm volatile(
-              "cp.async.bulk.shared::cluster.global.mbarrier::"
-              "complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smemAddr(slot)),
-              "l"(src), "r"(SB), "r"(smemAddr(&full[step % ST]))
-              : "memory");
+          bulkCopy(slot, src, SB, &full[step % ST]);
         }
       } else {
         for (int v = threadIdx.x; v < kVecs; v += kThreads)

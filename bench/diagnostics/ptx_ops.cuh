@@ -1,6 +1,7 @@
 // The PTX instructions the tensor-core diagnostics in this directory use,
 // as CUDA C wrappers: shared-memory addresses, 16-byte cp.async (L2 only),
-// ldmatrix .x4 and mma.sync m16n8k16 (f16 in, fp32 accumulate).
+// ldmatrix .x4, mma.sync m16n8k16 (f16 in, fp32 accumulate), mbarriers and
+// Hopper bulk copies (cp.async.bulk completing on an mbarrier).
 #pragma once
 #include <cstdint>
 #include <cuda_fp16.h>
@@ -24,4 +25,32 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4],
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mbarInit(uint64_t *bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smemAddr(bar)),
+               "r"(count));
+}
+__device__ __forceinline__ void mbarExpectTx(uint64_t *bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   smemAddr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbarArrive(uint64_t *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smemAddr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void mbarWait(uint64_t *bar, int parity) {
+  asm volatile("{\n .reg .pred p;\n WAIT:\n"
+               " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               " @!p bra WAIT;\n}" ::"r"(smemAddr(bar)),
+               "r"(parity)
+               : "memory");
+}
+__device__ __forceinline__ void bulkCopy(void *dst, const void *src, int bytes,
+                                         uint64_t *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
+               "bytes [%0], [%1], %2, [%3];" ::"r"(smemAddr(dst)),
+               "l"(src), "r"(bytes), "r"(smemAddr(bar))
+               : "memory");
 }

@@ -6,9 +6,11 @@
 #
 #   bench/session/prepare.sh [BRANCH...]   (default: main)
 #
-# Writes: smol.{ptx,manifest.json} (the whole SmolLM2-135M) and l8.* (the
+# Writes: smol.{ptx,manifest.json} (the whole SmolLM2-135M), smol_hpc1.* (the
+# same with one query head per attention CTA) and l8.* (the
 # Llama-3-8B shape), f16, from this checkout's compiler (fusion-import
-# --whole-model); check/ the 8B shape's first two layers for
+# --whole-model); engine-models/ the tiny models of the engine's GPU tests;
+# check/ the 8B shape's first two layers for
 # test/gpu/check_model.py; the
 # config.json files, a 512-token prompt; the runtime and Python package
 # sources of each branch (git archive: the branches differ in the runtime
@@ -19,11 +21,11 @@ branches=("$@")
 [ ${#branches[@]} -gt 0 ] || branches=(main)
 out=.gpu/session
 rm -rf "$out"
-mkdir -p "$out/cfg/smol" "$out/cfg/l8" "$out/src" "$out/deps/include" \
+mkdir -p "$out/cfg/smol" "$out/cfg/l8" "$out/src" "$out/engine-models" "$out/deps/include" \
   "$out/deps/share/cmake" "$out/diag"
 
 [ -f build/build.ninja ] || scripts/setup.sh
-ninja -C build -j2 fusion-import fusion-compile
+ninja -C build -j2 fusion-import fusion-compile fusion-opt
 [ -f build/models/smollm2/config.json ] ||
   scripts/get-smollm2.sh build/models/smollm2
 cp build/models/smollm2/config.json "$out/cfg/smol/"
@@ -41,9 +43,27 @@ for m in smol l8 l8x2; do
     -o "$out/$m.mlir"
 done
 build/bin/fusion-compile "$out/smol.mlir" -o "$out/smol"
+# Stage 0 of docs/o-proj-partials-plan.md: SmolLM2 with one query head per
+# attention CTA (grid [num_splits, 9, batch] instead of [.., 3, ..]); the
+# other schedule values are what the compiler chooses for SmolLM2 today.
+build/bin/fusion-opt --fusion-form-kernels "$out/smol.mlir" |
+  sed -E 's/(fusion.kernel @[a-z_0-9]*decode_attention [^{]*attributes \{)(strategy)/\1schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 1, head_blocks = 3, vector_width = 8, lanes_per_row = 8, kv_unroll = 4, chunk_multiple = 128, target_ctas = 264, min_chunk_tokens = 64>, \2/' \
+    >"$out/smol_hpc1.mlir"
+[ "$(grep -c 'heads_per_cta = 1' "$out/smol_hpc1.mlir")" = 30 ] ||
+  { echo "prepare.sh: the attention schedule override did not apply" >&2; exit 1; }
+build/bin/fusion-compile "$out/smol_hpc1.mlir" -o "$out/smol_hpc1"
 build/bin/fusion-compile "$out/l8.mlir" -o "$out/l8"
 build/bin/fusion-compile "$out/l8x2.mlir" -o "$out/check/l8x2.decode"
 rm "$out"/*.mlir
+# The tiny whole models the engine's GPU tests (EngineTest.cpp, ctest's
+# runtime.gpu.engine.compile.* fixtures) run, compiled here because the GPU
+# machine has no compiler.
+for tiny in tiny_model tiny_model_bias_untied; do
+  build/bin/fusion-import "runtime/test/data/configs/$tiny.json" --whole-model \
+    --page-size=4 -o "$out/engine-models/$tiny.mlir"
+  build/bin/fusion-compile "$out/engine-models/$tiny.mlir" \
+    -o "$out/engine-models/$tiny"
+done
 python3 -c "print(' '.join(str((i * 7919 + 13) % 49152) for i in range(512)))" \
   > "$out/ctx512.txt"
 
@@ -57,7 +77,7 @@ done
 cp -r /usr/src/googletest "$out/deps/googletest"
 cp -r /usr/include/nlohmann "$out/deps/include/"
 cp -r /usr/share/cmake/nlohmann_json "$out/deps/share/cmake/"
-cp bench/diagnostics/{persistent_decode.cu,gemm_weight_stream.cu,graph_timing.cuh,ptx_ops.cuh} \
+cp bench/diagnostics/{kernel_chain.cu,gemm_packed_mma.cu,persistent_decode.cu,gemm_weight_stream.cu,graph_timing.cuh,ptx_ops.cuh} \
   "$out/diag/"
 # The GPU side travels too, so that any checkout can run it:
 #   bash .gpu/session/run.sh engine   (from the repository root)

@@ -3,17 +3,21 @@
 # carried, as `bash .gpu/session/run.sh PART`, the copy prepare.sh made;
 # results under $OUT):
 #
-#   engine  builds every branch's runtime; GPU unit tests of every branch
-#           (plain and under compute-sanitizer memcheck); the same greedy
+#   engine  builds every branch's runtime; GPU unit tests and the engine
+#           tests on the tiny compiled models of every branch (plain, and
+#           EngineMock under compute-sanitizer memcheck); the same greedy
 #           ids from every branch's fusion-generate
 #   ab      interleaved A/B of decode us/step (SmolLM2 B=1,16 x 3 reps;
 #           Llama-3-8B shape B=1,16 x 2 reps)
+#   abptx   interleaved A/B of PTX builds with the first branch's runtime
+#           (default: smol against smol_hpc1), B=1,16 x 3, with ids hashes
 #   model   bench/model.py (ours against the gpt-fast-style anchor) with the
 #           first branch's fusion-generate; MODEL=smol|l8 (one per command)
 #   check   check_model.py on two 8B-shape layers (batches 1, 16, 40)
 #   ncu     ncu of the 8B shape's B=16 _gemm16 kernels (warp stalls, SASS
 #           source counters)
-#   diag    persistent_decode.cu, gemm_weight_stream.cu
+#   diag    kernel_chain.cu, gemm_packed_mma.cu, gemm_weight_stream.cu,
+#           persistent_decode.cu
 #
 # Partial results come back too when a part is stopped at its time limit.
 # Each part fits one device command (10 minutes; each run of the 8B shape
@@ -40,19 +44,22 @@ build_runtimes() {
     tests=ON
     cmake -S "$src/runtime" -B "/tmp/rt-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DFUSION_RUNTIME_BUILD_TESTS=$tests -DCMAKE_PREFIX_PATH="/tmp/gtest;$s/deps" \
-      -Dnlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" >"/tmp/rt-$name.log" 2>&1 &&
+      -Dnlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" \
+      -DFUSION_COMPILE_EXECUTABLE=/bin/false -DFUSION_IMPORT_EXECUTABLE=/bin/false \
+      >"/tmp/rt-$name.log" 2>&1 &&
       ninja -C "/tmp/rt-$name" ${1:-} >>"/tmp/rt-$name.log" 2>&1 ||
       { say "$name: build failed"; tail -20 "/tmp/rt-$name.log" | tee -a "$log"; }
   done
 }
 
 # gen NAME PTX B TOKENS [options]: fusion-generate of branch NAME on
-# $s/PTX.{ptx,manifest.json} (smol or l8), random weights.
+# $s/PTX.{ptx,manifest.json} (smol, smol_hpc1 or l8; the config is the
+# name up to its first '_'), random weights.
 gen() {
   local name=$1 ptx=$2 batch=$3 tokens=$4
   shift 4
   "/tmp/rt-$name/tools/fusion-generate" --model "$s/$ptx" \
-    --checkpoint "$s/cfg/$ptx" --random-weights 1 \
+    --checkpoint "$s/cfg/${ptx%%_*}" --random-weights 1 \
     --ids-file "$s/ctx512.txt" --batch "$batch" --max-new-tokens "$tokens" "$@"
 }
 
@@ -63,6 +70,9 @@ engine() {
     t=/tmp/rt-$name/test/fusion_runtime_gpu_unittests
     say "== $name: GPU unit tests"
     "$t" 2>&1 | grep -E '^\[  (PASSED|FAILED|SKIPPED) |FAILED TEST' | tee -a "$log"
+    say "== $name: engine tests on the tiny compiled models"
+    FUSION_ENGINE_MODELS=$s/engine-models "/tmp/rt-$name/test/fusion_engine_gpu_tests" 2>&1 |
+      grep -E '^\[  (PASSED|FAILED|SKIPPED) |FAILED TEST' | tee -a "$log"
     say "== $name: memcheck of EngineMock.*"
     compute-sanitizer --tool memcheck "$t" --gtest_filter='EngineMock.*' 2>&1 |
       grep -E "ERROR SUMMARY|PASSED|FAILED" | tee -a "$log"
@@ -80,13 +90,16 @@ engine() {
   done
 }
 
-# us NAME PTX B TOKENS: fusion-generate's decode us/step, or nothing.
-us() { gen "$@" | sed -n 's/^decode:.*: \([0-9.]*\) us\/step.*/\1/p'; }
+# us NAME PTX B TOKENS: fusion-generate's prefill time and decode us/step
+# ("prefill 310.2 ms 572.1 us"), or nothing.
+us() {
+  gen "$@" | sed -n -e 's/^prefill:.* in \([0-9.]*\) ms.*/prefill \1 ms/p' \
+    -e 's/^decode:.*: \([0-9.]*\) us\/step.*/\1 us/p' | tr '\n' ' '
+}
 
 ab() {
-  [ -x /tmp/rt-engine-pipeline/tools/fusion-generate ] ||
-    build_runtimes fusion-generate
-  say "== decode us/step (512-token prompt, 128 new tokens)"
+  build_runtimes fusion-generate
+  say "== prefill ms and decode us/step (512-token prompt, 128 new tokens)"
   for rep in 1 2 3; do
     for model in smol l8; do
       [ "$model" = l8 ] && [ "$rep" = 3 ] && continue
@@ -115,6 +128,29 @@ model() {
   python3 bench/model.py --fusion-generate "/tmp/rt-$name/tools/fusion-generate" \
     --model "$1=$s/$1:$s/cfg/$1" --batches 1,16 --repeats $repeats \
     --out "$out/model-bench-$1.json" 2>&1 | tail -4 | tee -a "$log"
+}
+
+abptx() {
+  # Interleaved decode us/step of PTX builds (default smol, smol_hpc1) with
+  # the first branch's runtime, B=1 and 16, 3 repetitions.
+  local name
+  name=$(head -1 "$s/src/branches.txt" | cut -d' ' -f1)
+  name=${name##*/}
+  [ -x "/tmp/rt-$name/tools/fusion-generate" ] || build_runtimes fusion-generate
+  local ptxs=("$@")
+  [ ${#ptxs[@]} -gt 0 ] || ptxs=(smol smol_hpc1)
+  say "== decode us/step by PTX (${ptxs[*]}; $name's runtime)"
+  for rep in 1 2 3; do
+    for batch in 1 16; do
+      line="B=$batch:"
+      for ptx in "${ptxs[@]}"; do
+        t=$(us "$name" "$ptx" "$batch" 128)
+        ids=$(gen "$name" "$ptx" "$batch" 16 | grep "^ids" | md5sum | cut -c1-8)
+        line="$line $ptx ${t:-FAILED} (ids $ids) |"
+      done
+      say "$line"
+    done
+  done
 }
 
 check() {
@@ -157,7 +193,7 @@ ncu_gemm() {
 
 diag() {
   cd "$s/diag" || exit 1
-  for d in persistent_decode gemm_weight_stream; do
+  for d in kernel_chain gemm_packed_mma gemm_weight_stream persistent_decode; do
     say "== $d"
     nvcc -O3 -arch=sm_90 -std=c++17 "$d.cu" -o "/tmp/$d" 2>&1 | tail -5 | tee -a "$log"
     timeout 240 "/tmp/$d" 2>&1 | tee -a "$log" "$out/$d.txt" | tail -60
@@ -170,8 +206,9 @@ case ${1:-} in
 engine) engine ;;
 ab) ab ;;
 model) model "${2:-smol}" ;;
+abptx) shift; abptx "$@" ;;
 check) check ;;
 ncu) ncu_gemm ;;
 diag) diag ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|model [smol|l8]|check|ncu|diag" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx [PTX...]|model [smol|l8]|check|ncu|diag" >&2; exit 2 ;;
 esac

@@ -212,6 +212,52 @@ LaunchPlan::LaunchPlan(const Model &model, const Capacity &capacity)
     argumentBytes(static_cast<int>(i));
   for (size_t i = 0; i < internalAddress_.size(); ++i)
     internalBytes(static_cast<int>(i));
+  layOutWorkspaces();
+}
+
+void LaunchPlan::layOutWorkspaces() {
+  const std::vector<InternalBuffer> &buffers = model_->internalBuffers();
+  workspaceOffset_.assign(buffers.size(), -1);
+  // Per kernel, the next free offset in each arena.
+  std::unordered_map<int, std::array<int64_t, 2>> next;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const InternalBuffer &b = buffers[i];
+    if (b.kind != ParamKind::Workspace)
+      continue;
+    const int a = static_cast<int>(workspaceArena(static_cast<int>(i)));
+    int64_t &cursor = next[b.kernel][a];
+    const int64_t bytes = internalBytes(static_cast<int>(i));
+    if (cursor >
+        std::numeric_limits<int64_t>::max() - kWorkspaceAlignment - bytes)
+      throwCapacity(b.label, ": the workspaces of its kernel at capacity (",
+                    capacityString(capacity_), ") overflow 64-bit sizes");
+    workspaceOffset_[i] = cursor;
+    arenaBytes_[a] = std::max(arenaBytes_[a], cursor + bytes);
+    cursor = (cursor + bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
+             kWorkspaceAlignment;
+  }
+}
+
+WorkspaceArena LaunchPlan::workspaceArena(int i) const {
+  return model_->internalBuffers().at(i).zeroInit ? WorkspaceArena::ZeroInit
+                                                  : WorkspaceArena::Scratch;
+}
+
+int64_t LaunchPlan::workspaceOffset(int i) const {
+  if (i < 0 || i >= static_cast<int>(workspaceOffset_.size()) ||
+      workspaceOffset_[i] < 0)
+    throwInvalidArgument("LaunchPlan::workspaceOffset: internal buffer ", i,
+                         " is not a workspace");
+  return workspaceOffset_[i];
+}
+
+int64_t LaunchPlan::runtimeBufferBytes() const {
+  int64_t bytes = arenaBytes(WorkspaceArena::Scratch) +
+                  arenaBytes(WorkspaceArena::ZeroInit);
+  for (size_t i = 0; i < workspaceOffset_.size(); ++i)
+    if (workspaceOffset_[i] < 0)
+      bytes += internalBytes(static_cast<int>(i));
+  return bytes;
 }
 
 int64_t LaunchPlan::argumentBytes(int i) const {

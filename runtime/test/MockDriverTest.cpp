@@ -157,6 +157,59 @@ TEST_F(MockDriver, RunOnTensorsChecksBeforeLaunching) {
   EXPECT_TRUE(takeLaunches().empty());
 }
 
+TEST_F(MockDriver, WorkspacesShareTwoArenasZeroedOnce) {
+  takeOps();
+  DecodeStep fresh(*context, *model, readPtx(dataPath("tiny_decode.ptx")),
+                   "tiny_decode.ptx", Capacity{4, 1, 1});
+  std::vector<uintptr_t> memsets;
+  for (auto [kind, arg] : takeOps())
+    if (kind == 'm')
+      memsets.push_back(arg);
+  // Internal buffers (ModelTest): 0, 1 and 5 the outputs; kernel 0's
+  // workspaces 2, 3 (scratch) and 4 (zero-init), kernel 1's 6, 7 and 8.
+  const uint64_t scratch = fresh.internal(2).address;
+  const uint64_t zero = fresh.internal(4).address;
+  // Both kernels' workspaces start at the arenas' bases; at batch 4 kernel
+  // 0's partial_stats follows its partial_out of 4 * 128 * 4 bytes, kernel
+  // 1's its partial_out of 4 * 4 * 64 * 16 * 4.
+  EXPECT_EQ(fresh.internal(6).address, scratch);
+  EXPECT_EQ(fresh.internal(3).address, scratch + 2048);
+  EXPECT_EQ(fresh.internal(7).address, scratch + 65536);
+  EXPECT_EQ(fresh.internal(8).address, zero);
+  EXPECT_EQ(fresh.internal(8).bytes, 4u * 2 * 4);
+  // No two workspaces of one kernel overlap, nor any zero-init one a
+  // scratch one.
+  const std::vector<InternalBuffer> &buffers = model->internalBuffers();
+  for (int i = 0; i < 9; ++i)
+    for (int j = i + 1; j < 9; ++j) {
+      if (buffers[i].kind != ParamKind::Workspace ||
+          buffers[j].kind != ParamKind::Workspace ||
+          (buffers[i].kernel != buffers[j].kernel &&
+           buffers[i].zeroInit == buffers[j].zeroInit))
+        continue;
+      SCOPED_TRACE(buffers[i].label + " / " + buffers[j].label);
+      DecodeStep::BufferView a = fresh.internal(i), b = fresh.internal(j);
+      EXPECT_TRUE(a.address + a.bytes <= b.address ||
+                  b.address + b.bytes <= a.address);
+    }
+  // One memset per output and per arena, at construction only.
+  EXPECT_EQ(memsets.size(), 5u);
+  EXPECT_EQ(std::count(memsets.begin(), memsets.end(), zero), 1);
+  EXPECT_EQ(std::count(memsets.begin(), memsets.end(), scratch), 1);
+  cuda::Stream stream = cuda::Stream::create();
+  Tensors t(3);
+  fresh.runOnTensors(t.arguments, t.results, 2, stream.get());
+  for (auto [kind, arg] : takeOps())
+    EXPECT_NE(kind, 'm');
+  std::vector<int32_t> counters(8, -1);
+  fresh.downloadInternal(8, counters.data(), 32);
+  EXPECT_EQ(counters, std::vector<int32_t>(8, 0));
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError,
+                       fresh.downloadInternal(8, counters.data(), 36)),
+      "holds 32 bytes, asked for 36");
+}
+
 TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
   auto graphs = std::make_unique<DecodeStep>(
       *context, *model, readPtx(dataPath("tiny_decode.ptx")), "tiny_decode.ptx",

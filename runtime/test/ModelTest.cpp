@@ -154,6 +154,51 @@ TEST(LaunchPlan, SizesAtCapacity) {
   EXPECT_EQ(plan.resultBytes(1, (StepShape{3, 5, 2})), 3 * 64 * 2);
 }
 
+TEST(LaunchPlan, KernelsShareTheWorkspaceArenas) {
+  Model m = tinyModel();
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  // Kernel 0's scratch: partial_out (8 * 128 * 4 = 4096 bytes) at 0, then
+  // partial_stats (8 * 4 = 32 bytes) at 4096. Kernel 1's, from 0 again:
+  // partial_out (8 * 4 * 64 * 16 * 4 = 131072) at 0, then partial_stats
+  // (8 * 4 * 64 * 2 * 4 = 16384) at 131072.
+  EXPECT_EQ(plan.workspaceArena(2), WorkspaceArena::Scratch);
+  EXPECT_EQ(plan.workspaceOffset(2), 0);
+  EXPECT_EQ(plan.workspaceOffset(3), 4096);
+  EXPECT_EQ(plan.workspaceOffset(6), 0);
+  EXPECT_EQ(plan.workspaceOffset(7), 131072);
+  // The split counters, each its kernel's only zero-init workspace: at 0.
+  EXPECT_EQ(plan.workspaceArena(4), WorkspaceArena::ZeroInit);
+  EXPECT_EQ(plan.workspaceArena(8), WorkspaceArena::ZeroInit);
+  EXPECT_EQ(plan.workspaceOffset(4), 0);
+  EXPECT_EQ(plan.workspaceOffset(8), 0);
+  // The larger kernel sizes each arena: max(4096 + 32, 131072 + 16384) and
+  // max(8 * 1 * 4, 8 * 2 * 4).
+  EXPECT_EQ(plan.arenaBytes(WorkspaceArena::Scratch), 147456);
+  EXPECT_EQ(plan.arenaBytes(WorkspaceArena::ZeroInit), 64);
+  // Plus the outputs residual_out [8, 64], query [8, 4, 16] and output
+  // [8, 4, 16], f16: 3 * 1024 bytes (one buffer per workspace took
+  // 4096 + 32 + 32 + 131072 + 16384 + 64 = 151680 bytes).
+  EXPECT_EQ(plan.runtimeBufferBytes(), 147456 + 64 + 3 * 1024);
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, (void)plan.workspaceOffset(0));
+  EXPECT_CONTAINS(msg, "internal buffer 0 is not a workspace");
+}
+
+TEST(LaunchPlan, AlignsEachWorkspaceOfAKernel) {
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  // Kernel 0's partial_out as f32 [batch, 1, 3]: 8 * 3 * 4 = 96 bytes, so
+  // partial_stats (32 bytes) starts at the next multiple of 256.
+  json &partialOut = j["kernels"][0]["params"][10];
+  ASSERT_EQ(partialOut["role"], "partial_out");
+  partialOut["shape"] = json::array({"batch", 1, 3});
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  EXPECT_EQ(plan.internalBytes(2), 96);
+  EXPECT_EQ(plan.workspaceOffset(2), 0);
+  EXPECT_EQ(plan.workspaceOffset(3), 256);
+  EXPECT_EQ(LaunchPlan::kWorkspaceAlignment, 256);
+}
+
 TEST(LaunchPlan, PreparesLaunchesInOrder) {
   Model m = tinyModel();
   LaunchPlan plan(m, Capacity{8, 16, 100});
