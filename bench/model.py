@@ -6,7 +6,9 @@ For each model (`NAME=PREFIX:CONFIG_DIR`: a fusion-compile prefix of a
 `fusion-import --whole-model` module, and the directory of its config.json)
 and batch:
   fusion   `fusion-generate --random-weights 1` with a prompt of --prompt ids
-           per sequence (the engine's prefill is one decode step per token),
+           per sequence (the engine's prefill: chunks of up to the default
+           --prefill-rows rows, at least B: fusion-generate prints the
+           count),
            then --steps decode steps replayed from its CUDA graph; the time
            is fusion-generate's own "decode: ... us/step" (host-timed around
            Engine::generate: the steps enqueued back to back, each step's

@@ -173,11 +173,12 @@ struct PyEngine {
 
   /// `model`: the compiled model's path prefix (<model>.manifest.json and
   /// <model>.ptx); `checkpoint`: the Hugging Face directory (config.json and
-  /// safetensors), or with `randomWeights` only its config.json.
+  /// safetensors), or with `randomWeights` only its config.json;
+  /// `maxStepRows` as EngineCapacity::maxStepRows (0: the default).
   PyEngine(const std::string &model, const std::string &checkpoint,
            int64_t maxBatch, int64_t maxTokensPerSeq,
            const std::string &function, int device, bool graph,
-           std::optional<uint64_t> randomWeights) {
+           std::optional<uint64_t> randomWeights, int64_t maxStepRows) {
     Model m = Model::load(model + ".manifest.json", function);
     const std::string ptxName = model + ".ptx";
     std::string ptx = readPtx(ptxName);
@@ -189,6 +190,7 @@ struct PyEngine {
     EngineCapacity capacity;
     capacity.maxBatch = maxBatch;
     capacity.maxTokensPerSeq = maxTokensPerSeq;
+    capacity.maxStepRows = maxStepRows;
     engine = std::make_unique<Engine>(
         *context, std::move(m), ptx, ptxName, config,
         randomWeights
@@ -364,11 +366,20 @@ void bindEngine(nb::module_ &m) {
                        "fusion-compile) with its weights and paged KV caches "
                        "on one GPU; sequences are named by integer ids.")
       .def(nb::init<const std::string &, const std::string &, int64_t, int64_t,
-                    const std::string &, int, bool, std::optional<uint64_t>>(),
+                    const std::string &, int, bool, std::optional<uint64_t>,
+                    int64_t>(),
            "model"_a, "checkpoint"_a, "max_batch"_a = 1,
            "max_tokens_per_seq"_a = 2048, "function"_a = "decode_step",
            "device"_a = 0, "graph"_a = true, "random_weights"_a = nb::none(),
-           nb::call_guard<nb::gil_scoped_release>())
+           "max_step_rows"_a = 0, nb::call_guard<nb::gil_scoped_release>(),
+           "max_batch: sequences of a request and of a decode step; "
+           "max_step_rows: tokens (rows) of one prefill or score step, >= "
+           "max_batch (0: the larger of max_batch and the engine's default, "
+           "one GEMM token tile); every batch-sized buffer is sized for it.")
+      .def_prop_ro("max_step_rows",
+                   [](const PyEngine &e) {
+                     return e.engine->sequences().capacity().maxStepRows;
+                   })
       .def_prop_ro("device_name",
                    [](const PyEngine &e) { return e.context->name(); })
       .def_prop_ro("dtype",
@@ -396,8 +407,9 @@ void bindEngine(nb::module_ &m) {
            "tokens (and, with logits=True, float32 logits [batch, vocab]).")
       .def("prefill", &PyEngine::prefill, "seqs"_a, "prompts"_a,
            "logits"_a = false,
-           "Runs prompts[b] through sequence seqs[b] (one decode step per "
-           "prompt token); returns the greedy next tokens (and logits).")
+           "Runs prompts[b] through sequence seqs[b] (chunked: steps of up "
+           "to max_step_rows prompt tokens, several of one sequence a step); "
+           "returns the greedy next tokens (and logits).")
       .def("generate", &PyEngine::generate, "seqs"_a, "tokens"_a, "steps"_a,
            "Greedy decoding: `steps` steps, tokens[b] the first input of "
            "sequence seqs[b], each next input the previous step's argmax on "

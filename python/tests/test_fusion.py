@@ -160,6 +160,19 @@ engine.add_sequence(7)
 next_tokens, logits = engine.prefill([7], [prompt], logits=True)
 assert next_tokens == [int(logits[0].argmax())] == [a[0]], (next_tokens, a)
 engine.remove_sequence(7)
+# Steps of 3 rows (prompt tokens 0-2, then 3) give the one-step prefill's
+# token; a step smaller than the batch is refused.
+chunked = fusion.Engine(models + "/tiny_model", config_dir, max_batch=2,
+                        max_tokens_per_seq=32, random_weights=1, max_step_rows=3)
+assert chunked.max_step_rows == 3 and engine.max_step_rows >= 2
+chunked.add_sequence(7)
+assert chunked.prefill([7], [prompt]) == [a[0]]
+try:
+    fusion.Engine(models + "/tiny_model", config_dir, max_batch=2,
+                  random_weights=1, max_step_rows=1)
+    raise AssertionError("max_step_rows below max_batch did not raise")
+except fusion.InvalidArgumentError:
+    pass
 log_probs = engine.score(prompt + a)
 assert log_probs.shape == (len(prompt) + len(a) - 1,) and (log_probs <= 0).all()
 # Engine.generate (what fusion.generate decodes with) gives what step does.

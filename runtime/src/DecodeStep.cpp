@@ -42,16 +42,55 @@ DecodeStep::DecodeStep(const cuda::Context &context, const Model &model,
       functions.push_back(loadFunction(module_, v));
     functions_.push_back(std::move(functions));
   }
-  const auto &buffers = model.internalBuffers();
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    internal_.emplace_back(
-        static_cast<uint64_t>(plan_.internalBytes(static_cast<int>(i))),
-        buffers[i].label);
-    // Zero everything once: zero_init workspaces need it, and the rest
-    // starts deterministic.
-    internal_.back().fill(0);
-    plan_.setInternal(static_cast<int>(i), internal_.back().get());
+  allocateRuntimeBuffers();
+}
+
+void DecodeStep::allocateRuntimeBuffers() {
+  // Zero everything once: the zero-init arena needs it (each kernel leaves
+  // its range zero), and the rest starts deterministic.
+  for (WorkspaceArena a : {WorkspaceArena::Scratch, WorkspaceArena::ZeroInit}) {
+    const int64_t bytes = plan_.arenaBytes(a);
+    if (bytes == 0)
+      continue;
+    cuda::DeviceBuffer &arena = arenas_[static_cast<int>(a)];
+    arena = cuda::DeviceBuffer(static_cast<uint64_t>(bytes),
+                               a == WorkspaceArena::ZeroInit
+                                   ? "zero-init workspace arena"
+                                   : "scratch workspace arena");
+    arena.fill(0);
   }
+  const auto &buffers = model_->internalBuffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const int bi = static_cast<int>(i);
+    if (buffers[i].kind == ParamKind::Workspace) {
+      plan_.setInternal(
+          bi, arenas_[static_cast<int>(plan_.workspaceArena(bi))].get() +
+                  static_cast<uint64_t>(plan_.workspaceOffset(bi)));
+      continue;
+    }
+    outputs_.emplace_back(static_cast<uint64_t>(plan_.internalBytes(bi)),
+                          buffers[i].label);
+    outputs_.back().fill(0);
+    plan_.setInternal(bi, outputs_.back().get());
+  }
+}
+
+DecodeStep::BufferView DecodeStep::internal(int i) const {
+  if (i < 0 || i >= static_cast<int>(model_->internalBuffers().size()))
+    throwInvalidArgument("DecodeStep::internal: no internal buffer ", i, " (",
+                         model_->internalBuffers().size(), ")");
+  return BufferView{plan_.internalAddress(i),
+                    static_cast<uint64_t>(plan_.internalBytes(i))};
+}
+
+void DecodeStep::downloadInternal(int i, void *dst, uint64_t bytes) const {
+  const BufferView view = internal(i);
+  const std::string &label = model_->internalBuffers()[i].label;
+  if (bytes > view.bytes)
+    throwInvalidArgument("DecodeStep::downloadInternal: ", label, " holds ",
+                         view.bytes, " bytes, asked for ", bytes);
+  cuda::synchronize(stream_.get(), stepLabel());
+  cuda::copyToHost(dst, view.address, bytes, label);
 }
 
 void DecodeStep::bind(int i, CUdeviceptr address, uint64_t bytes) {
@@ -96,10 +135,8 @@ void DecodeStep::downloadResult(int r, const StepShape &shape, void *dst,
 void DecodeStep::poisonOutputs(CUstream stream) {
   if (!stream)
     stream = stream_.get();
-  const auto &buffers = model_->internalBuffers();
-  for (size_t i = 0; i < buffers.size(); ++i)
-    if (buffers[i].kind == ParamKind::Output)
-      internal_[i].fill(0xFF, stream);
+  for (cuda::DeviceBuffer &b : outputs_)
+    b.fill(0xFF, stream);
 }
 
 std::string DecodeStep::stepLabel() const {
@@ -208,7 +245,9 @@ void DecodeStep::runOnTensors(const std::vector<DeviceTensor> &arguments,
                     plan_.capacity().maxBatch, " and width ",
                     plan_.capacity().maxPages, " (", plan_.internalBytes(bi),
                     " bytes)");
-    plan.setInternal(bi, internal_[i].get());
+    // Each buffer's memory at capacity holds the call's: a workspace keeps
+    // its slot of the capacity layout (slots of one kernel never overlap).
+    plan.setInternal(bi, plan_.internalAddress(bi));
   }
   for (size_t r = 0; r < results.size(); ++r) {
     const Binding &source = model_->results()[r].source;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <numeric>
+#include <utility>
 
 namespace fusion::runtime {
 
@@ -50,10 +52,10 @@ Engine::Engine(const cuda::Context &context, Model model,
       map_(mapModelArguments(model_.manifest(), model_.function(), config,
                              weights)),
       pool_(capacity, map_.pageSize, config.vocabSize), options_(options),
-      step_(
-          context, model_, ptx, ptxName,
-          Capacity{capacity.maxBatch, pool_.maxPagesPerSeq(), pool_.numPages()},
-          DecodeStep::Options{options.syncEachKernel}) {
+      step_(context, model_, ptx, ptxName,
+            Capacity{pool_.capacity().maxStepRows, pool_.maxPagesPerSeq(),
+                     pool_.numPages()},
+            DecodeStep::Options{options.syncEachKernel}) {
   bindArguments();
   for (int i = 0; i < 2; ++i)
     staging_.push_back(
@@ -156,16 +158,19 @@ void Engine::launch(HostStep s, bool tokensOnDevice) {
     step_.run(last_.shape, last_.inputs());
 }
 
+void Engine::downloadLogits(std::vector<uint16_t> &logits) const {
+  logits.resize(static_cast<size_t>(last_.shape.batch * vocabSize()));
+  step_.downloadResult(map_.logits, last_.shape, logits.data(),
+                       logits.size() * sizeof(uint16_t));
+}
+
 std::vector<int32_t> Engine::download(std::vector<uint16_t> *logits) const {
   const StepShape &shape = last_.shape;
   std::vector<int32_t> next(static_cast<size_t>(shape.batch));
   step_.downloadResult(map_.nextTokens, shape, next.data(),
                        next.size() * sizeof(int32_t));
-  if (logits) {
-    logits->resize(static_cast<size_t>(shape.batch * vocabSize()));
-    step_.downloadResult(map_.logits, shape, logits->data(),
-                         logits->size() * sizeof(uint16_t));
-  }
+  if (logits)
+    downloadLogits(*logits);
   return next;
 }
 
@@ -176,53 +181,60 @@ std::vector<int32_t> Engine::step(const std::vector<SeqId> &seqs,
   return download(logits);
 }
 
+int64_t Engine::prefillRowsPerSequence() const {
+  return step_.plan().rowsMayShareSequence() ? pool_.capacity().maxStepRows : 1;
+}
+
 std::vector<int32_t>
 Engine::prefill(const std::vector<SeqId> &seqs,
                 const std::vector<std::vector<int32_t>> &prompts,
                 std::vector<uint16_t> *logits) {
   pool_.checkPrompts(seqs, prompts);
   context_->makeCurrent();
-  size_t longest = 0;
-  for (const std::vector<int32_t> &p : prompts)
-    longest = std::max(longest, p.size());
   const size_t batch = seqs.size(), V = static_cast<size_t>(vocabSize());
+  std::vector<size_t> lengths;
+  for (const std::vector<int32_t> &p : prompts)
+    lengths.push_back(p.size());
+  const std::vector<std::vector<PromptChunk>> steps =
+      pool_.planPrefill(lengths, prefillRowsPerSequence());
   if (logits)
     logits->assign(batch * V, 0);
-  // Each step's next tokens go to row t of `collected` ([longest, batch],
-  // downloaded once); last[b] is (step, row) of prompt b's last token.
-  const uint64_t rowBytes = batch * sizeof(int32_t);
-  cuda::DeviceBuffer collected(longest * rowBytes, "prefill next tokens");
+  // Every row's next token goes to `collected` (one int32 per prompt token,
+  // in step and row order, downloaded once); last[b] is the index there of
+  // prompt b's last token.
+  const size_t allRows =
+      std::accumulate(lengths.begin(), lengths.end(), size_t{0});
+  cuda::DeviceBuffer collected(allRows * sizeof(int32_t),
+                               "prefill next tokens");
+  size_t rowsBefore = 0;
   std::vector<size_t> last(batch);
   std::vector<uint16_t> stepLogits;
   try {
-    for (size_t t = 0; t < longest; ++t) {
-      std::vector<size_t> rows;
+    for (const std::vector<PromptChunk> &chunks : steps) {
       std::vector<SeqId> ids;
-      std::vector<int32_t> tokens;
-      for (size_t b = 0; b < batch; ++b)
-        if (t < prompts[b].size()) {
-          rows.push_back(b);
-          ids.push_back(seqs[b]);
-          tokens.push_back(prompts[b][t]);
-        }
-      launch(pool_.prepareStep(ids, tokens));
-      copyNextTokens(collected, t * rowBytes, rows.size());
-      bool ending = false;
-      for (size_t j = 0; j < rows.size(); ++j)
-        if (t + 1 == prompts[rows[j]].size()) {
-          last[rows[j]] = t * batch + j;
-          ending = true;
-        }
-      if (!logits || !ending)
+      std::vector<std::vector<int32_t>> tokens;
+      std::vector<std::pair<size_t, size_t>> ending; // (prompt, row)
+      size_t rows = 0;
+      for (const PromptChunk &c : chunks) {
+        const std::vector<int32_t> &prompt = prompts[c.prompt];
+        ids.push_back(seqs[c.prompt]);
+        tokens.emplace_back(prompt.begin() + c.begin,
+                            prompt.begin() + c.begin + c.count);
+        rows += c.count;
+        if (c.begin + c.count == prompt.size())
+          ending.push_back({c.prompt, rows - 1});
+      }
+      launch(pool_.prepareRows(ids, tokens));
+      copyNextTokens(collected, rowsBefore * sizeof(int32_t), rows);
+      for (auto [b, row] : ending)
+        last[b] = rowsBefore + row;
+      rowsBefore += rows;
+      if (!logits || ending.empty())
         continue;
       // Waits for this step: only where a prompt ends.
-      stepLogits.resize(rows.size() * V);
-      step_.downloadResult(map_.logits, last_.shape, stepLogits.data(),
-                           stepLogits.size() * sizeof(uint16_t));
-      for (size_t j = 0; j < rows.size(); ++j)
-        if (t + 1 == prompts[rows[j]].size())
-          std::copy_n(stepLogits.begin() + j * V, V,
-                      logits->begin() + rows[j] * V);
+      downloadLogits(stepLogits);
+      for (auto [b, row] : ending)
+        std::copy_n(stepLogits.begin() + row * V, V, logits->begin() + b * V);
     }
   } catch (...) {
     drainQuietly(); // before `collected` is freed under queued copies
@@ -273,13 +285,24 @@ std::vector<double> Engine::score(const std::vector<int32_t> &tokens) {
                      {std::vector<int32_t>(tokens.begin(), tokens.end() - 1)},
                      "Engine::score");
   pool_.checkToken("Engine::score", id, tokens.size() - 1, tokens.back());
+  // Every token but the last, in chunks of rows whose logits are all kept.
+  const std::vector<std::vector<PromptChunk>> steps =
+      pool_.planPrefill({tokens.size() - 1}, prefillRowsPerSequence());
+  const size_t V = static_cast<size_t>(vocabSize());
   std::vector<double> logProbs;
   logProbs.reserve(tokens.size() - 1);
   std::vector<uint16_t> logits;
-  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
-    step({id}, {tokens[i]}, &logits);
-    logProbs.push_back(
-        tokenLogProb(dtype_, logits.data(), vocabSize(), tokens[i + 1]));
+  for (const std::vector<PromptChunk> &chunks : steps) {
+    const PromptChunk &c = chunks.front(); // the one sequence's
+    launch(pool_.prepareRows(
+        {id},
+        {std::vector<int32_t>(tokens.begin() + c.begin,
+                              tokens.begin() + c.begin + c.count)},
+        "Engine::score"));
+    downloadLogits(logits);
+    for (size_t i = 0; i < c.count; ++i)
+      logProbs.push_back(tokenLogProb(dtype_, logits.data() + i * V,
+                                      vocabSize(), tokens[c.begin + i + 1]));
   }
   return logProbs;
 }

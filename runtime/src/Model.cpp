@@ -212,6 +212,52 @@ LaunchPlan::LaunchPlan(const Model &model, const Capacity &capacity)
     argumentBytes(static_cast<int>(i));
   for (size_t i = 0; i < internalAddress_.size(); ++i)
     internalBytes(static_cast<int>(i));
+  layOutWorkspaces();
+}
+
+void LaunchPlan::layOutWorkspaces() {
+  const std::vector<InternalBuffer> &buffers = model_->internalBuffers();
+  workspaceOffset_.assign(buffers.size(), -1);
+  // Per kernel, the next free offset in each arena.
+  std::unordered_map<int, std::array<int64_t, 2>> next;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const InternalBuffer &b = buffers[i];
+    if (b.kind != ParamKind::Workspace)
+      continue;
+    const int a = static_cast<int>(workspaceArena(static_cast<int>(i)));
+    int64_t &cursor = next[b.kernel][a];
+    const int64_t bytes = internalBytes(static_cast<int>(i));
+    if (cursor >
+        std::numeric_limits<int64_t>::max() - kWorkspaceAlignment - bytes)
+      throwCapacity(b.label, ": the workspaces of its kernel at capacity (",
+                    capacityString(capacity_), ") overflow 64-bit sizes");
+    workspaceOffset_[i] = cursor;
+    arenaBytes_[a] = std::max(arenaBytes_[a], cursor + bytes);
+    cursor = (cursor + bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
+             kWorkspaceAlignment;
+  }
+}
+
+WorkspaceArena LaunchPlan::workspaceArena(int i) const {
+  return model_->internalBuffers().at(i).zeroInit ? WorkspaceArena::ZeroInit
+                                                  : WorkspaceArena::Scratch;
+}
+
+int64_t LaunchPlan::workspaceOffset(int i) const {
+  if (i < 0 || i >= static_cast<int>(workspaceOffset_.size()) ||
+      workspaceOffset_[i] < 0)
+    throwInvalidArgument("LaunchPlan::workspaceOffset: internal buffer ", i,
+                         " is not a workspace");
+  return workspaceOffset_[i];
+}
+
+int64_t LaunchPlan::runtimeBufferBytes() const {
+  int64_t bytes = arenaBytes(WorkspaceArena::Scratch) +
+                  arenaBytes(WorkspaceArena::ZeroInit);
+  for (size_t i = 0; i < workspaceOffset_.size(); ++i)
+    if (workspaceOffset_[i] < 0)
+      bytes += internalBytes(static_cast<int>(i));
+  return bytes;
 }
 
 int64_t LaunchPlan::argumentBytes(int i) const {
@@ -419,6 +465,10 @@ namespace {
 /// (kv_append), one taking seq_lens and a cache reads (decode_attention).
 struct CacheUse {
   bool appends = false, reads = false;
+  /// No kernel both appends to and reads the caches: each step's appends are
+  /// done before a later kernel reads (kernels run in order), so rows of one
+  /// sequence may share its pages (docs/abi.md section 1.1).
+  bool appendsApart = true;
   int64_t pageSize = 0; ///< the caches' dimension 1 (0: no caches)
 };
 
@@ -440,6 +490,7 @@ CacheUse cacheUse(const Model &m) {
     }
     u.appends |= cache && positions;
     u.reads |= cache && seqLens;
+    u.appendsApart &= !(cache && positions && seqLens);
   }
   return u;
 }
@@ -495,8 +546,15 @@ void LaunchPlan::checkStepInputs(const StepShape &shape,
   if (use.pageSize == 0 || !table || !(use.appends || use.reads))
     return;
   const int64_t P = use.pageSize, W = shape.maxPages, C = W * P;
-  // Page -> the row that writes it.
+  // Rows b and o are tokens of one sequence: the same block-table row, in a
+  // model whose appends are done before its reads.
+  auto sameSequence = [&](int64_t b, int64_t o) {
+    return use.appendsApart &&
+           std::equal(table + b * W, table + (b + 1) * W, table + o * W);
+  };
+  // Page -> a row that writes it; page * P + slot -> the row that writes it.
   std::unordered_map<int32_t, int64_t> writer;
+  std::unordered_map<int64_t, int64_t> slotWriter;
   for (int64_t b = 0; b < shape.batch; ++b) {
     const int32_t *row = table + b * W;
     int64_t writePage = -1, readPages = 0;
@@ -521,31 +579,45 @@ void LaunchPlan::checkStepInputs(const StepShape &shape,
       readPages = (lens[b] + P - 1) / P;
     }
     checkRowPages(fn, b, row, readPages, writePage, capacity_.numPages);
-    if (writePage >= 0 && use.reads && lens &&
-        !appendedSlotIsRead(row, pos[b], lens[b], P))
+    if (writePage < 0)
+      continue;
+    const int32_t page = row[writePage];
+    if (use.reads && lens && !appendedSlotIsRead(row, pos[b], lens[b], P))
       throwInvalidArgument(
           fn, ": sequence (row) ", b, ": the new token's slot (position ",
-          pos[b], ": page ", row[writePage], ", slot ", pos[b] % P,
+          pos[b], ": page ", page, ", slot ", pos[b] % P,
           ") is not among the seq_lens = ", lens[b],
           " slots attention reads (normally seq_lens = position + 1)");
-    if (writePage >= 0 && !writer.emplace(row[writePage], b).second)
-      throwInvalidArgument(fn, ": sequences (rows) ", writer[row[writePage]],
-                           " and ", b, " both write page ", row[writePage]);
+    if (auto [it, fresh] = writer.emplace(page, b);
+        !fresh && !sameSequence(it->second, b))
+      throwInvalidArgument(fn, ": sequences (rows) ", it->second, " and ", b,
+                           " both write page ", page);
+    if (auto [it, fresh] =
+            slotWriter.emplace(int64_t{page} * P + pos[b] % P, b);
+        !fresh)
+      throwInvalidArgument(fn, ": sequences (rows) ", it->second, " and ", b,
+                           " both write slot ", pos[b] % P, " of page ", page);
   }
-  // A page one row writes must not be used by another.
+  // A page one row writes must not be used by a row of another sequence.
   for (int64_t b = 0; b < shape.batch; ++b) {
     const int32_t *row = table + b * W;
     int64_t readPages = use.reads && lens ? (lens[b] + P - 1) / P : 0;
     for (int64_t j = 0; j < readPages; ++j) {
       auto it = writer.find(row[j]);
-      if (it != writer.end() && it->second != b)
+      if (it != writer.end() && it->second != b && !sameSequence(it->second, b))
         throwInvalidArgument(fn, ": sequence (row) ", it->second,
                              " writes page ", row[j], ", which sequence (row) ",
                              b, " reads (block_table[", b, ", ", j,
                              "]): rows must not share a page one of them "
-                             "writes");
+                             "writes unless they are tokens of one sequence "
+                             "(the same block-table row) in a model whose "
+                             "appends precede its reads");
     }
   }
+}
+
+bool LaunchPlan::rowsMayShareSequence() const {
+  return cacheUse(*model_).appendsApart;
 }
 
 //===----------------------------------------------------------------------===//

@@ -47,11 +47,25 @@ KVCacheManager makeCache(const EngineCapacity &capacity, int64_t pageSize,
   return KVCacheManager(pages, pageSize, width);
 }
 
+/// `capacity` with maxStepRows resolved (0: max(maxBatch,
+/// kDefaultMaxStepRows)) after checking it.
+EngineCapacity withStepRows(EngineCapacity capacity) {
+  if (capacity.maxStepRows == 0)
+    capacity.maxStepRows = std::max(capacity.maxBatch, kDefaultMaxStepRows);
+  else if (capacity.maxStepRows < capacity.maxBatch ||
+           capacity.maxStepRows > kInt32Max)
+    throwInvalidArgument("SequencePool: maxStepRows must be 0 (the default) "
+                         "or in [maxBatch, 2^31) = [",
+                         capacity.maxBatch, ", ", kInt32Max + 1, "), got ",
+                         capacity.maxStepRows);
+  return capacity;
+}
+
 } // namespace
 
 SequencePool::SequencePool(const EngineCapacity &capacity, int64_t pageSize,
                            int64_t vocabSize)
-    : capacity_(capacity), vocab_(vocabSize),
+    : capacity_(withStepRows(capacity)), vocab_(vocabSize),
       cache_(makeCache(capacity, pageSize, vocabSize)) {}
 
 SeqId SequencePool::unusedId() const {
@@ -99,35 +113,93 @@ int64_t SequencePool::attentionLength(int64_t maxSeqLen) const {
   return std::min(length, capacity_.maxTokensPerSeq);
 }
 
+HostStep
+SequencePool::prepareRows(const std::vector<SeqId> &seqs,
+                          const std::vector<std::vector<int32_t>> &tokens,
+                          const char *what) {
+  checkBatch(what, seqs, tokens.size());
+  std::vector<int64_t> counts;
+  int64_t rows = 0;
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    if (tokens[b].empty())
+      throwInvalidArgument(what, ": no tokens for sequence ", seqs[b]);
+    for (size_t i = 0; i < tokens[b].size(); ++i)
+      checkToken(what, seqs[b], i, tokens[b][i]);
+    counts.push_back(static_cast<int64_t>(tokens[b].size()));
+    rows += counts.back();
+  }
+  if (rows > capacity_.maxStepRows)
+    throwCapacity(
+        what, ": ", rows, " rows (tokens) exceed the engine's maximum of ",
+        capacity_.maxStepRows, " rows a step (EngineCapacity::maxStepRows)");
+  checkGrowth(what, "the step needs", seqs, counts);
+
+  HostStep s;
+  const int64_t width = maxPagesPerSeq();
+  s.shape.batch = rows;
+  s.shape.maxPages = width;
+  s.blockTable.assign(static_cast<size_t>(rows * width), 0);
+  auto row = s.blockTable.begin();
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    // Cannot fail after the checks; allocates the pages of every row.
+    const int64_t start = cache_.appendTokens(seqs[b], counts[b]);
+    const std::vector<int32_t> &pages = cache_.pages(seqs[b]);
+    for (int64_t i = 0; i < counts[b]; ++i, row += width) {
+      s.tokens.push_back(tokens[b][static_cast<size_t>(i)]);
+      s.positions.push_back(static_cast<int32_t>(start + i));
+      s.seqLens.push_back(static_cast<int32_t>(start + i + 1));
+      std::copy(pages.begin(), pages.end(), row);
+    }
+    s.maxSeqLen = std::max(s.maxSeqLen, start + counts[b]);
+  }
+  return s;
+}
+
 HostStep SequencePool::prepareStep(const std::vector<SeqId> &seqs,
                                    const std::vector<int32_t> &tokens) {
-  const char *what = "Engine::step";
-  checkBatch(what, seqs, tokens.size());
-  int64_t newPages = 0;
-  for (size_t b = 0; b < seqs.size(); ++b) {
-    checkToken(what, seqs[b], b, tokens[b]);
-    const int64_t length = cache_.length(seqs[b]);
-    if (length >= capacity_.maxTokensPerSeq)
-      throwCapacity(what, ": sequence ", seqs[b], " holds ", length,
-                    " tokens, the most a sequence may hold "
-                    "(EngineCapacity::maxTokensPerSeq)");
-    newPages += length % pageSize() == 0 ? 1 : 0;
-  }
-  if (newPages > numFreePages())
-    throwCapacity(what, ": the step needs ", newPages, " new pages; ",
-                  numFreePages(), " of ", numPages(), " are free");
+  std::vector<std::vector<int32_t>> rows;
+  for (int32_t token : tokens)
+    rows.push_back({token});
+  return prepareRows(seqs, rows, "Engine::step");
+}
 
-  BatchView view = cache_.appendBatch(seqs, 1, maxPagesPerSeq());
-  HostStep s;
-  s.shape.batch = view.batch;
-  s.shape.maxPages = view.max_pages;
-  s.tokens = tokens;
-  s.positions = std::move(view.positions);
-  s.seqLens = std::move(view.seq_lens);
-  s.blockTable = std::move(view.block_table);
-  for (int32_t len : s.seqLens)
-    s.maxSeqLen = std::max<int64_t>(s.maxSeqLen, len);
-  return s;
+std::vector<std::vector<PromptChunk>>
+SequencePool::planPrefill(const std::vector<size_t> &lengths,
+                          int64_t rowsPerSeq) const {
+  if (rowsPerSeq < 1)
+    throwInvalidArgument("SequencePool::planPrefill: rows per sequence must "
+                         "be at least 1, got ",
+                         rowsPerSeq);
+  size_t left = 0;
+  for (size_t p = 0; p < lengths.size(); ++p) {
+    if (lengths[p] == 0)
+      throwInvalidArgument("SequencePool::planPrefill: prompt ", p,
+                           " is empty");
+    left += lengths[p];
+  }
+  if (static_cast<int64_t>(lengths.size()) > capacity_.maxBatch)
+    throwCapacity("SequencePool::planPrefill: ", lengths.size(),
+                  " prompts exceed the engine's maximum batch of ",
+                  capacity_.maxBatch, " (EngineCapacity::maxBatch)");
+  const size_t maxRows = static_cast<size_t>(capacity_.maxStepRows);
+  const size_t perSeq = static_cast<size_t>(rowsPerSeq);
+  std::vector<size_t> done(lengths.size(), 0);
+  std::vector<std::vector<PromptChunk>> steps;
+  while (left > 0) {
+    std::vector<PromptChunk> &step = steps.emplace_back();
+    size_t rows = 0;
+    for (size_t p = 0; p < lengths.size() && rows < maxRows; ++p) {
+      const size_t take =
+          std::min({lengths[p] - done[p], perSeq, maxRows - rows});
+      if (take == 0)
+        continue;
+      step.push_back({p, done[p], take});
+      done[p] += take;
+      rows += take;
+      left -= take;
+    }
+  }
+  return steps;
 }
 
 void SequencePool::checkPrompts(

@@ -165,8 +165,8 @@ TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
         return b.kernel == 1 && b.role == "split_counters";
       });
   ASSERT_NE(counterBuffer, internal.end());
-  step.internal(static_cast<int>(counterBuffer - internal.begin()))
-      .download(counters.data(), 32);
+  step.downloadInternal(static_cast<int>(counterBuffer - internal.begin()),
+                        counters.data(), 32);
   EXPECT_EQ(counters[0], 0);
 
   step.run(StepShape{2, 3, 4}, TinyInputs(2, 3).view());

@@ -1,9 +1,10 @@
 //===- EngineMock.h - the mock whole model of the Engine tests --*- C++ -*-===//
 //
-// test/data/engine_mock.ptx (one hand-written kernel with the arguments of a
-// compiled whole model of tiny_model.json, pages of 4 tokens), its manifest
-// and its weights: shared by EngineMockTest.cpp (on a GPU) and
-// MockDriverTest.cpp (the host side on the mock driver).
+// test/data/engine_mock.ptx (two hand-written kernels with the arguments of
+// a compiled whole model of tiny_model.json, pages of 4 tokens: one appends
+// to the KV cache, the next reads it), its manifest and its weights: shared by
+// EngineMockTest.cpp (on a GPU) and MockDriverTest.cpp (the host side on the
+// mock driver).
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,8 +36,8 @@ inline ModelConfig mockConfig() {
 }
 
 /// The manifest of engine_mock.ptx: decode_step's arguments as
-/// fusion-import --whole-model --page-size=4 declares them, one kernel
-/// binding each to a parameter of its role.
+/// fusion-import --whole-model --page-size=4 declares them, bound to the
+/// parameters of its two kernels (the PTX file lists them).
 inline std::string mockManifest(const std::string &ptx) {
   nlohmann::json args = nlohmann::json::array();
   auto add = [&](std::string name, std::string role, nlohmann::json shape,
@@ -67,65 +68,74 @@ inline std::string mockManifest(const std::string &ptx) {
   add("seq_lens", "seq_lens", {"batch"}, "i32");
   add("block_table", "block_table", {"batch", "max_pages"}, "i32");
 
-  nlohmann::json params = nlohmann::json::array();
-  for (const nlohmann::json &a : args)
-    params.push_back({{"index", params.size()},
-                      {"kind", "input"},
-                      {"role", a["role"]},
-                      {"dtype", a["dtype"]},
-                      {"shape", a["shape"]},
-                      {"binding", {{"argument", a["index"]}}}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "output"},
-                    {"role", "tokens"},
-                    {"dtype", "i32"},
-                    {"shape", {"batch"}},
-                    {"binding", {{"result", 0}}}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "output"},
-                    {"role", "output"},
-                    {"dtype", "f16"},
-                    {"shape", {"batch", kVocab}},
-                    {"binding", {{"result", 1}}}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "scalar"},
-                    {"role", "batch"},
-                    {"dtype", "i32"}});
-  params.push_back({{"index", params.size()},
-                    {"kind", "scalar"},
-                    {"role", "max_pages"},
-                    {"dtype", "i32"}});
+  // Kernel 0 appends (arguments 0, 17, 19, 21: tokens, l1_v_cache,
+  // positions, block_table); kernel 1 reads (every argument but positions)
+  // and writes the results.
+  auto kernel = [&](int index, std::string entry,
+                    const std::vector<int> &arguments, bool results) {
+    nlohmann::json params = nlohmann::json::array();
+    for (int a : arguments)
+      params.push_back({{"index", params.size()},
+                        {"kind", "input"},
+                        {"role", args[a]["role"]},
+                        {"dtype", args[a]["dtype"]},
+                        {"shape", args[a]["shape"]},
+                        {"binding", {{"argument", a}}}});
+    if (results) {
+      params.push_back({{"index", params.size()},
+                        {"kind", "output"},
+                        {"role", "tokens"},
+                        {"dtype", "i32"},
+                        {"shape", {"batch"}},
+                        {"binding", {{"result", 0}}}});
+      params.push_back({{"index", params.size()},
+                        {"kind", "output"},
+                        {"role", "output"},
+                        {"dtype", "f16"},
+                        {"shape", {"batch", kVocab}},
+                        {"binding", {{"result", 1}}}});
+    }
+    for (const char *scalar : {"batch", "max_pages"})
+      params.push_back({{"index", params.size()},
+                        {"kind", "scalar"},
+                        {"role", scalar},
+                        {"dtype", "i32"}});
+    return nlohmann::json{
+        {"index", index},  {"function", "decode_step"}, {"name", entry},
+        {"entry", entry},  {"grid", {"batch", 1, 1}},   {"block", {32, 1, 1}},
+        {"params", params}};
+  };
+  std::vector<int> readArguments;
+  for (int a = 0; a < static_cast<int>(args.size()); ++a)
+    if (a != 19)
+      readArguments.push_back(a);
   char hex[17];
   std::snprintf(
       hex, sizeof hex, "%016llx",
       static_cast<unsigned long long>(fusion::contract::ptxFingerprint(ptx)));
-  nlohmann::json m = {{"format", "fusion-manifest"},
-                      {"version", 2},
-                      {"ptx", "engine_mock.ptx"},
-                      {"ptx_fnv1a64", hex},
-                      {"chip", "sm_90"},
-                      {"strategy", "none"},
-                      {"functions",
-                       {{{"name", "decode_step"},
-                         {"arguments", args},
-                         {"kernels", {0}},
-                         {"results",
-                          {{{"index", 0},
-                            {"dtype", "i32"},
-                            {"shape", {"batch"}},
-                            {"source", {{"kernel", 0}, {"result", 0}}}},
-                           {{"index", 1},
-                            {"dtype", "f16"},
-                            {"shape", {"batch", kVocab}},
-                            {"source", {{"kernel", 0}, {"result", 1}}}}}}}}},
-                      {"kernels",
-                       {{{"index", 0},
-                         {"function", "decode_step"},
-                         {"name", "decode_step_k0_mock"},
-                         {"entry", "decode_step_k0_mock"},
-                         {"grid", {"batch", 1, 1}},
-                         {"block", {32, 1, 1}},
-                         {"params", params}}}}};
+  nlohmann::json m = {
+      {"format", "fusion-manifest"},
+      {"version", 2},
+      {"ptx", "engine_mock.ptx"},
+      {"ptx_fnv1a64", hex},
+      {"chip", "sm_90"},
+      {"strategy", "none"},
+      {"functions",
+       {{{"name", "decode_step"},
+         {"arguments", args},
+         {"kernels", {0, 1}},
+         {"results",
+          {{{"index", 0},
+            {"dtype", "i32"},
+            {"shape", {"batch"}},
+            {"source", {{"kernel", 1}, {"result", 0}}}},
+           {{"index", 1},
+            {"dtype", "f16"},
+            {"shape", {"batch", kVocab}},
+            {"source", {{"kernel", 1}, {"result", 1}}}}}}}}},
+      {"kernels",
+       {kernel(0, "decode_step_k0_mock_append", {0, 17, 19, 21}, false),
+        kernel(1, "decode_step_k1_mock", readArguments, true)}}};
   return m.dump();
 }
 
@@ -150,16 +160,17 @@ inline ModelWeights mockWeights(const ModelConfig &c) {
   return w;
 }
 
-/// An Engine of engine_mock.ptx with mockWeights: batches up to 3, 24 tokens
-/// a sequence (6 pages of 4).
+/// An Engine of engine_mock.ptx with mockWeights for `capacity`; by default
+/// batches up to 3, 3 rows a step (so that short prompts take several
+/// chunks), 24 tokens a sequence (6 pages of 4).
 inline std::unique_ptr<Engine>
-makeMockEngine(const cuda::Context &ctx, const EngineOptions &options = {}) {
+makeMockEngine(const cuda::Context &ctx, const EngineOptions &options = {},
+               const EngineCapacity &capacity = EngineCapacity{3, 24, 0, 3}) {
   const std::string ptx = readText(dataPath("engine_mock.ptx"));
   const ModelConfig config = mockConfig();
   return std::make_unique<Engine>(
       ctx, Model(Manifest::parse(mockManifest(ptx), "engine_mock.json")), ptx,
-      "engine_mock.ptx", config, mockWeights(config), EngineCapacity{3, 24, 0},
-      options);
+      "engine_mock.ptx", config, mockWeights(config), capacity, options);
 }
 
 } // namespace fusion::runtime::test

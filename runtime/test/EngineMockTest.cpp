@@ -1,16 +1,19 @@
 //===- EngineMockTest.cpp - the Engine's mechanics on a GPU ---------------===//
 //
-// The Engine on test/data/engine_mock.ptx, one hand-written kernel with the
-// arguments of a compiled whole model (tiny_model.json, pages of 4 tokens)
-// that computes an integer function of each row's token, position, page,
-// length, embedding row and previous token (the PTX file says which), with
-// one-hot logits at the result. The manifest is written here. A host model
-// of the same function predicts every next token, so this checks the
+// The Engine on test/data/engine_mock.ptx, two hand-written kernels with the
+// arguments of a compiled whole model (tiny_model.json, pages of 4 tokens):
+// the first appends each row's token to the cache, the second computes an
+// integer function of each row's token, position (seq_lens - 1), page,
+// embedding row and previous token (read from the cache; the PTX file says
+// which), with one-hot logits at the result. The manifest is written here. A
+// host model of the same function predicts every next token, so this checks the
 // mechanics, not the math (EngineTest.cpp checks that on compiled models):
 // the weights bound by name and uploaded, the caches bound per layer and
 // kept across steps, the step inputs (tokens, positions, seq_lens, block
 // table of the pool's pages), graph capture and direct launches, the
-// downloads, prefill with prompts of different lengths, generate (the
+// downloads, chunked prefill (several rows of one sequence in a step, the
+// previous token read from a slot the step itself appended) with prompts of
+// different lengths, generate (the
 // next tokens fed back on the device), score's
 // log-softmax, and errors before any launch. Skipped without a CUDA device.
 //
@@ -24,6 +27,7 @@
 #include "GpuTest.h"
 #include "TestUtil.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -35,8 +39,9 @@ using namespace fusion::runtime::test;
 
 namespace {
 
-/// The mock kernel on the host, with its own page pool of the engine's
-/// sizes (allocation is deterministic, so the pages are the engine's).
+/// The mock kernels on the host, with their own page pool of the engine's
+/// sizes (allocation is deterministic, so where the steps append in the same
+/// order the pages are the engine's).
 class HostMock {
 public:
   void addSequence(SeqId id) { cache_.addSequence(id); }
@@ -44,21 +49,35 @@ public:
     cache_.release(id);
     last_.erase(id);
   }
-  std::vector<int32_t> step(const std::vector<SeqId> &seqs,
-                            const std::vector<int32_t> &tokens) {
-    BatchView v = cache_.appendBatch(seqs, 1, 6);
+  /// A step of tokens[b], consecutive tokens of sequence seqs[b], one row
+  /// each (the pages of seqs[0]'s first); the next token of every row.
+  std::vector<int32_t> rows(const std::vector<SeqId> &seqs,
+                            const std::vector<std::vector<int32_t>> &tokens) {
     std::vector<int32_t> next;
     for (size_t b = 0; b < seqs.size(); ++b) {
-      const int64_t pos = v.positions[b];
-      const int64_t page = v.block_table[b * 6 + pos / kPage];
-      const int64_t prev = pos > 0 ? last_.at(seqs[b]) : 0;
-      next.push_back(static_cast<int32_t>(
-          (tokens[b] + 3 * pos + 5 * page + 7 * (tokens[b] % 5) +
-           11 * (v.seq_lens[b] - pos) + 13 * prev) %
-          kVocab));
-      last_[seqs[b]] = tokens[b];
+      const int64_t start =
+          cache_.appendTokens(seqs[b], static_cast<int64_t>(tokens[b].size()));
+      const std::vector<int32_t> &pages = cache_.pages(seqs[b]);
+      for (size_t i = 0; i < tokens[b].size(); ++i) {
+        const int64_t pos = start + static_cast<int64_t>(i);
+        const int64_t page = pages[pos / kPage];
+        const int64_t prev = pos > 0 ? last_.at(seqs[b]) : 0;
+        const int32_t token = tokens[b][i];
+        next.push_back(static_cast<int32_t>(
+            (token + 3 * pos + 5 * page + 7 * (token % 5) + 13 * prev) %
+            kVocab));
+        last_[seqs[b]] = token;
+      }
     }
     return next;
+  }
+  /// A decode step: one token of each sequence.
+  std::vector<int32_t> step(const std::vector<SeqId> &seqs,
+                            const std::vector<int32_t> &tokens) {
+    std::vector<std::vector<int32_t>> each;
+    for (int32_t token : tokens)
+      each.push_back({token});
+    return rows(seqs, each);
   }
 
 private:
@@ -176,15 +195,12 @@ TEST_F(EngineMock, PrefillAndScore) {
   const std::vector<int32_t> a = {3, 1, 4, 1, 5}, b = {9, 2};
   std::vector<uint16_t> logits;
   std::vector<int32_t> next = engine->prefill({1, 2}, {a, b}, &logits);
-  std::vector<int32_t> want(2);
-  for (size_t t = 0; t < a.size(); ++t) {
-    std::vector<int32_t> out =
-        t < b.size() ? host.step({1, 2}, {a[t], b[t]}) : host.step({1}, {a[t]});
-    if (t + 1 == b.size())
-      want[1] = out[1];
-    want[0] = out[0];
-  }
-  EXPECT_EQ(next, want);
+  // 7 rows in steps of at most 3, filled in prompt order: a[0..3); a[3..5)
+  // and b[0]; b[1]. Prompt a ends at row 1 of step 1, b at row 0 of step 2.
+  host.rows({1}, {{3, 1, 4}});
+  const int32_t endA = host.rows({1, 2}, {{1, 5}, {9}})[1];
+  const int32_t endB = host.rows({2}, {{2}})[0];
+  EXPECT_EQ(next, (std::vector<int32_t>{endA, endB}));
   expectOneHot(logits, next);
 
   // score: a fresh sequence (the pool's unused id) removed at the end; the
@@ -202,6 +218,76 @@ TEST_F(EngineMock, PrefillAndScore) {
     int32_t hot = host.step({scored}, {text[i]})[0];
     EXPECT_NEAR(logProbs[i], (text[i + 1] == hot ? 1.0 : 0.0) - logZ, 1e-12)
         << "token " << i + 1;
+  }
+}
+
+TEST_F(EngineMock, ChunkedPrefillMatchesTokenSteps) {
+  // Prompts of 11, 1 and 6 tokens: 18 rows in ceil(18 / 3) = 6 steps of 3
+  // (up to 3 rows of one sequence a step) on one engine; on another,
+  // Engine::step one token at a time, each prompt in turn. The mock's next
+  // token depends on the row's page, and prefill fills its steps from the
+  // prompts in order, so both take the pages in the same order (prompt 0's
+  // three, prompt 1's one, prompt 2's two). The mock is exact: the next
+  // tokens and the one-hot logits must be equal.
+  const std::vector<SeqId> seqs = {4, 5, 6};
+  const std::vector<std::vector<int32_t>> prompts = {
+      {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5}, {250}, {2, 7, 1, 8, 2, 8}};
+  for (bool graph : {true, false}) {
+    SCOPED_TRACE(graph ? "graph" : "direct launches");
+    std::unique_ptr<Engine> chunked = makeEngine({graph, false});
+    std::unique_ptr<Engine> stepped = makeEngine({graph, false});
+    ASSERT_EQ(chunked->prefillRowsPerSequence(), 3);
+    for (SeqId id : seqs) {
+      chunked->addSequence(id);
+      stepped->addSequence(id);
+    }
+    std::vector<uint16_t> logits, stepLogits;
+    std::vector<int32_t> next = chunked->prefill(seqs, prompts, &logits);
+    std::vector<int32_t> want;
+    std::vector<uint16_t> wantLogits;
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      std::vector<int32_t> out;
+      for (int32_t token : prompts[b])
+        out = stepped->step({seqs[b]}, {token}, &stepLogits);
+      want.push_back(out[0]);
+      wantLogits.insert(wantLogits.end(), stepLogits.begin(), stepLogits.end());
+    }
+    EXPECT_EQ(next, want);
+    EXPECT_EQ(logits, wantLogits);
+    expectOneHot(logits, next);
+    // The caches agree: a decode step after the prefill continues alike.
+    EXPECT_EQ(chunked->step(seqs, next), stepped->step(seqs, want));
+    EXPECT_EQ(chunked->length(4), 12);
+  }
+}
+
+TEST_F(EngineMock, ChunksLongerThanTheBatch) {
+  // maxBatch 1: a prompt of 10 tokens as one step of 10 rows (the default
+  // 64 rows a step) and as ceil(10 / 4) = 3 steps of 4, 4 and 2 rows
+  // (maxStepRows 4), against Engine::step one token at a time on a fresh
+  // engine. One sequence, so both take pages 0, 1, 2 in order; the mock is
+  // exact.
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+  for (int64_t rows : {0, 4}) {
+    SCOPED_TRACE("maxStepRows " + std::to_string(rows));
+    std::unique_ptr<Engine> chunked =
+        makeMockEngine(ctx(), {}, EngineCapacity{1, 24, 0, rows});
+    std::unique_ptr<Engine> stepped =
+        makeMockEngine(ctx(), {}, EngineCapacity{1, 24, 0});
+    chunked->addSequence(1);
+    stepped->addSequence(1);
+    std::vector<uint16_t> logits, wantLogits;
+    std::vector<int32_t> want;
+    for (int32_t token : prompt)
+      want = stepped->step({1}, {token}, &wantLogits);
+    EXPECT_EQ(chunked->prefill({1}, {prompt}, &logits), want);
+    EXPECT_EQ(logits, wantLogits);
+    expectOneHot(logits, want);
+    // One capture a step shape: batch 10; batch 4 and batch 2.
+    EXPECT_EQ(chunked->graphCaptures(), rows == 0 ? 1 : 2);
+    EXPECT_EQ(chunked->length(1), 10);
+    // The caches agree: a decode step after the prefill continues alike.
+    EXPECT_EQ(chunked->step({1}, want), stepped->step({1}, want));
   }
 }
 

@@ -114,14 +114,22 @@ protected:
     config_ = ModelConfig::load(dataPath("configs/") + GetParam() + ".json");
     dtype_ = *config_.torchDtype;
     weights_ = randomWeights(config_, dtype_, 2026);
-    const std::string prefix = std::string(dir) + "/" + GetParam();
-    engine_ = std::make_unique<Engine>(
-        ctx(), Model::load(prefix + ".manifest.json", "decode_step"),
-        readPtx(prefix + ".ptx"), prefix + ".ptx", config_, weights_,
-        EngineCapacity{3, 24, 0});
+    prefix_ = std::string(dir) + "/" + GetParam();
+    engine_ = makeEngine();
     reference_ = std::make_unique<ModelReference>(
         config_, weights_, engine_->sequences().numPages(),
         engine_->sequences().pageSize());
+  }
+
+  /// An engine of the compiled model with weights_ for `capacity`; by
+  /// default 3 sequences and 3 rows a step (so that short prompts take
+  /// several chunks), 24 tokens a sequence.
+  std::unique_ptr<Engine>
+  makeEngine(const EngineCapacity &capacity = EngineCapacity{3, 24, 0, 3}) {
+    return std::make_unique<Engine>(
+        ctx(), Model::load(prefix_ + ".manifest.json", "decode_step"),
+        readPtx(prefix_ + ".ptx"), prefix_ + ".ptx", config_, weights_,
+        capacity);
   }
 
   /// The bound on the relative RMS error of the logits (ModelGoldenTest's).
@@ -165,6 +173,7 @@ protected:
     }
   }
 
+  std::string prefix_; ///< the compiled model's files, without .ptx
   ModelConfig config_;
   DType dtype_ = DType::F16;
   ModelWeights weights_;
@@ -265,6 +274,81 @@ TEST_P(EngineTiny, PrefillAndScoreMatchTheReference) {
     EXPECT_NEAR(logProbs[i], lp, bound) << "token " << i + 1;
   }
   EXPECT_GT(perplexity(logProbs), 1.0);
+}
+
+TEST_P(EngineTiny, ChunkedPrefillMatchesTokenSteps) {
+  // Prompts of 13, 1 and 6 tokens: 20 rows in ceil(20 / 3) = 7 steps, up to
+  // 3 rows of one sequence a step (its K/V appended by the step's front
+  // half, read by the step's attention), against Engine::step one token at a
+  // time on a second engine with the same weights: the logits of each
+  // prompt's last token within the tolerance, the next tokens equal
+  // wherever the top-2 gap exceeds the logit error (greedy ids may differ
+  // only on near ties).
+  ASSERT_EQ(engine_->prefillRowsPerSequence(), 3)
+      << "the compiled model appends and reads the cache in one kernel";
+  Lcg rng(13);
+  const std::vector<SeqId> seqs = {1, 2, 3};
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t n : {13, 1, 6}) {
+    prompts.emplace_back();
+    for (int64_t i = 0; i < n; ++i)
+      prompts.back().push_back(rng.token(config_.vocabSize));
+  }
+  std::unique_ptr<Engine> stepped = makeEngine();
+  for (SeqId id : seqs) {
+    engine_->addSequence(id);
+    stepped->addSequence(id);
+  }
+  std::vector<uint16_t> logits, stepLogits;
+  std::vector<int32_t> next = engine_->prefill(seqs, prompts, &logits);
+  const size_t V = static_cast<size_t>(config_.vocabSize);
+  std::vector<uint16_t> want(seqs.size() * V);
+  for (size_t t = 0; t < prompts[0].size(); ++t) {
+    std::vector<SeqId> ids;
+    std::vector<int32_t> tokens;
+    std::vector<size_t> rows;
+    for (size_t b = 0; b < seqs.size(); ++b)
+      if (t < prompts[b].size()) {
+        ids.push_back(seqs[b]);
+        tokens.push_back(prompts[b][t]);
+        rows.push_back(b);
+      }
+    stepped->step(ids, tokens, &stepLogits);
+    for (size_t j = 0; j < rows.size(); ++j)
+      if (t + 1 == prompts[rows[j]].size())
+        std::copy_n(stepLogits.begin() + j * V, V, want.begin() + rows[j] * V);
+  }
+  checkLogits(logits, want, next, "chunked prefill");
+  // The caches agree: a decode step of the same tokens on both.
+  std::vector<int32_t> out = engine_->step(seqs, next, &logits);
+  stepped->step(seqs, next, &stepLogits);
+  checkLogits(logits, stepLogits, out, "decode after the chunked prefill");
+}
+
+TEST_P(EngineTiny, OneSequenceChunkMatchesTokenSteps) {
+  // maxBatch 1 with the default step (64 rows): a prompt of 20 tokens is one
+  // step of 20 rows (past one token tile of 16 where the projections have
+  // GEMM-shaped variants), against Engine::step one token at a time: the
+  // logits of the last token within the tolerance, then a decode step on
+  // both.
+  std::unique_ptr<Engine> chunked = makeEngine(EngineCapacity{1, 24, 0});
+  std::unique_ptr<Engine> stepped = makeEngine(EngineCapacity{1, 24, 0});
+  ASSERT_EQ(chunked->prefillRowsPerSequence(), 64);
+  Lcg rng(17);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 20; ++i)
+    prompt.push_back(rng.token(config_.vocabSize));
+  chunked->addSequence(1);
+  stepped->addSequence(1);
+  std::vector<uint16_t> logits, stepLogits;
+  std::vector<int32_t> next = chunked->prefill({1}, {prompt}, &logits);
+  EXPECT_EQ(chunked->graphCaptures(), 1); // one step
+  for (int32_t token : prompt)
+    stepped->step({1}, {token}, &stepLogits);
+  checkLogits(logits, stepLogits, next, "one 20-row chunk");
+  std::vector<int32_t> out = chunked->step({1}, next, &logits);
+  stepped->step({1}, next, &stepLogits);
+  checkLogits(logits, stepLogits, out, "decode after the 20-row chunk");
 }
 
 TEST_P(EngineTiny, BadRequestsLaunchNothing) {

@@ -28,6 +28,10 @@ TEST(GenerateOptions, GenerationAndDefaults) {
   EXPECT_EQ(o.dtype, "bf16");
   EXPECT_EQ(o.function, "decode_step");
   EXPECT_EQ(o.maxTokens, 0);
+  EXPECT_EQ(o.prefillRows, 0);
+  EXPECT_EQ(
+      parse({"--ids", "5", "--batch", "4", "--prefill-rows", "4"}).prefillRows,
+      4);
   EXPECT_FALSE(o.score);
   EXPECT_FALSE(o.noGraph);
   EXPECT_EQ(parse({"--ids", "5"}).maxNewTokens, 32);
@@ -65,6 +69,16 @@ TEST(GenerateOptions, BadRequestsNameTheOption) {
   EXPECT_CONTAINS(EXPECT_THROW_MSG(InvalidArgumentError,
                                    parse({"--ids", "1", "--batch", "0"})),
                   "--batch expects an integer in [1, 65535], got \"0\"");
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(
+          InvalidArgumentError,
+          parse({"--ids", "1", "--batch", "4", "--prefill-rows", "3"})),
+      "--prefill-rows 3 is below --batch 4 (a decode step is --batch rows)");
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError,
+                       parse({"--ids", "1", "--prefill-rows", "0"})),
+      "--prefill-rows expects an integer in [1, 2147483647], got "
+      "\"0\"");
   EXPECT_CONTAINS(
       EXPECT_THROW_MSG(InvalidArgumentError,
                        parse({"--ids", "1", "--max-new-tokens", "0"})),

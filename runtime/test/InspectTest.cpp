@@ -41,10 +41,21 @@ TEST(Inspect, PlanOfTheTinyFunction) {
   EXPECT_CONTAINS(plan, "    block_table i32[batch, max_pages] role "
                         "block_table: 48\n");
   EXPECT_CONTAINS(plan, "  runtime buffers (bytes at capacity):\n");
-  // f32 [4, 4 heads, max_splits 64, 16].
+  // f32 [4, 4 heads, max_splits 64, 16], first of kernel 1's scratch.
   EXPECT_CONTAINS(plan, "workspace \"partial_out\" f32[batch, 4, 64, 16]: "
-                        "65536\n");
-  EXPECT_CONTAINS(plan, "split_counters\" i32[batch, 2] zero-init: 32\n");
+                        "65536 at +0 of the scratch arena\n");
+  // After it, partial_stats f32 [4, 4, 64, 2].
+  EXPECT_CONTAINS(plan, "workspace \"partial_stats\" f32[batch, 4, 64, 2]: "
+                        "8192 at +65536 of the scratch arena\n");
+  EXPECT_CONTAINS(plan, "split_counters\" i32[batch, 2] zero-init: 32 at +0 "
+                        "of the zero-init arena\n");
+  // Scratch: kernel 1's 65536 + 8192 bytes exceed kernel 0's (f32 [4, 1, 128]
+  // padded to 2048, then f32 [4, 1]); zero-init: kernel 1's i32 [4, 2] over
+  // kernel 0's i32 [4, 1]. In all, also the three f16 outputs of 4 * 64
+  // elements each: 73728 + 32 + 3 * 512.
+  EXPECT_CONTAINS(plan, "  workspace arenas (shared by the kernels): scratch "
+                        "73728, zero-init 32 bytes; runtime buffers in all: "
+                        "75296 bytes\n");
   EXPECT_TRUE(plan.size() > 40 &&
               plan.substr(plan.size() - 38) ==
                   "inspect: the PTX matches the manifest\n");

@@ -31,7 +31,8 @@ std::vector<int> graphLog;
 int graphsMade = 0;
 /// In call order: 'p' cuMemHostAlloc (the pointer), 'h' cuMemcpyHtoDAsync
 /// (the source), 'r' cuEventRecord and 'w' cuEventSynchronize (the event's
-/// id; events are numbered 1, 2, ... as created), 's' cuStreamSynchronize.
+/// id; events are numbered 1, 2, ... as created), 's' cuStreamSynchronize,
+/// 'm' cuMemsetD8 and cuMemsetD8Async (the destination).
 std::vector<std::pair<char, uintptr_t>> opLog;
 int eventsMade = 0;
 } // namespace
@@ -182,11 +183,13 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t b,
 }
 CUresult CUDAAPI cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
   std::memset((void *)d, v, n);
+  opLog.push_back({'m', (uintptr_t)d});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n,
                                  CUstream) {
   std::memset((void *)d, v, n);
+  opLog.push_back({'m', (uintptr_t)d});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int) {

@@ -5,8 +5,10 @@
 // ($FUSION_CUDA_DRIVER, set by ctest; also under the sanitizers): the tiny
 // front half (runtime/test/data/tiny_decode, two kernels, both marked for
 // programmatic dependent launch in its manifest) launched on buffers the test
-// owns. The mock runs no kernel; it logs each launch, so the test sees what was
-// launched and how.
+// owns; and the Engine's host side on engine_mock (EngineMock.h): its
+// staging slots and the steps of generate, prefill (chunks of up to
+// maxStepRows rows) and score. The mock runs no kernel; it logs each launch,
+// copy, event and synchronization, so the test sees what was launched and how.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,6 +71,13 @@ std::vector<std::pair<char, uintptr_t>> takeOps() {
   for (int i = 0; i < n && i < 4096; ++i)
     out.push_back({kinds[i], args[i]});
   return out;
+}
+
+/// How many of `ops` are of `kind`.
+int count(const std::vector<std::pair<char, uintptr_t>> &ops, char kind) {
+  return static_cast<int>(
+      std::count_if(ops.begin(), ops.end(),
+                    [&](const auto &op) { return op.first == kind; }));
 }
 
 /// Device buffers for every argument and result of the tiny front half at
@@ -146,6 +155,59 @@ TEST_F(MockDriver, RunOnTensorsChecksBeforeLaunching) {
           step->runOnTensors(t.arguments, t.results, 2, stream.get())),
       "result 1 (residual_out) of \"decode_layer\" overlaps argument \"x\"");
   EXPECT_TRUE(takeLaunches().empty());
+}
+
+TEST_F(MockDriver, WorkspacesShareTwoArenasZeroedOnce) {
+  takeOps();
+  DecodeStep fresh(*context, *model, readPtx(dataPath("tiny_decode.ptx")),
+                   "tiny_decode.ptx", Capacity{4, 1, 1});
+  std::vector<uintptr_t> memsets;
+  for (auto [kind, arg] : takeOps())
+    if (kind == 'm')
+      memsets.push_back(arg);
+  // Internal buffers (ModelTest): 0, 1 and 5 the outputs; kernel 0's
+  // workspaces 2, 3 (scratch) and 4 (zero-init), kernel 1's 6, 7 and 8.
+  const uint64_t scratch = fresh.internal(2).address;
+  const uint64_t zero = fresh.internal(4).address;
+  // Both kernels' workspaces start at the arenas' bases; at batch 4 kernel
+  // 0's partial_stats follows its partial_out of 4 * 128 * 4 bytes, kernel
+  // 1's its partial_out of 4 * 4 * 64 * 16 * 4.
+  EXPECT_EQ(fresh.internal(6).address, scratch);
+  EXPECT_EQ(fresh.internal(3).address, scratch + 2048);
+  EXPECT_EQ(fresh.internal(7).address, scratch + 65536);
+  EXPECT_EQ(fresh.internal(8).address, zero);
+  EXPECT_EQ(fresh.internal(8).bytes, 4u * 2 * 4);
+  // No two workspaces of one kernel overlap, nor any zero-init one a
+  // scratch one.
+  const std::vector<InternalBuffer> &buffers = model->internalBuffers();
+  for (int i = 0; i < 9; ++i)
+    for (int j = i + 1; j < 9; ++j) {
+      if (buffers[i].kind != ParamKind::Workspace ||
+          buffers[j].kind != ParamKind::Workspace ||
+          (buffers[i].kernel != buffers[j].kernel &&
+           buffers[i].zeroInit == buffers[j].zeroInit))
+        continue;
+      SCOPED_TRACE(buffers[i].label + " / " + buffers[j].label);
+      DecodeStep::BufferView a = fresh.internal(i), b = fresh.internal(j);
+      EXPECT_TRUE(a.address + a.bytes <= b.address ||
+                  b.address + b.bytes <= a.address);
+    }
+  // One memset per output and per arena, at construction only.
+  EXPECT_EQ(memsets.size(), 5u);
+  EXPECT_EQ(std::count(memsets.begin(), memsets.end(), zero), 1);
+  EXPECT_EQ(std::count(memsets.begin(), memsets.end(), scratch), 1);
+  cuda::Stream stream = cuda::Stream::create();
+  Tensors t(3);
+  fresh.runOnTensors(t.arguments, t.results, 2, stream.get());
+  for (auto [kind, arg] : takeOps())
+    EXPECT_NE(kind, 'm');
+  std::vector<int32_t> counters(8, -1);
+  fresh.downloadInternal(8, counters.data(), 32);
+  EXPECT_EQ(counters, std::vector<int32_t>(8, 0));
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError,
+                       fresh.downloadInternal(8, counters.data(), 36)),
+      "holds 32 bytes, asked for 36");
 }
 
 TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
@@ -243,23 +305,96 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
 }
 
 TEST_F(MockDriver, PrefillWaitsOnlyWhereLogitsAreAsked) {
-  std::unique_ptr<Engine> engine = makeMockEngine(*context);
+  std::unique_ptr<Engine> engine = makeMockEngine(*context); // 3 rows a step
   for (SeqId id : {1, 2, 3, 4})
     engine->addSequence(id);
-  auto syncs = [] {
-    std::vector<std::pair<char, uintptr_t>> ops = takeOps();
-    return std::count_if(ops.begin(), ops.end(),
-                         [](const auto &op) { return op.first == 's'; });
-  };
   takeOps();
-  // Prompts of 5 and 2 tokens: five steps, one wait (the final download).
+  // Prompts of 5 and 2 tokens: 7 rows in steps of at most 3, so
+  // ceil(7 / 3) = 3 steps (prompt 0's tokens 0-2; its tokens 3-4 and prompt
+  // 1's token 0; prompt 1's token 1), one upload each, and one wait (the
+  // final download).
   engine->prefill({1, 2}, {{3, 1, 4, 1, 5}, {9, 2}});
-  EXPECT_EQ(syncs(), 1);
+  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  EXPECT_EQ(count(ops, 'h'), 3);
+  EXPECT_EQ(count(ops, 's'), 1);
   EXPECT_EQ(engine->length(1), 5);
   EXPECT_EQ(engine->length(2), 2);
-  // With logits: also at the two steps where a prompt ends.
+  // With logits: also at the two steps where a prompt ends (steps 1 and 2).
   std::vector<uint16_t> logits;
   engine->prefill({3, 4}, {{3, 1, 4, 1, 5}, {9, 2}}, &logits);
-  EXPECT_EQ(syncs(), 3);
+  ops = takeOps();
+  EXPECT_EQ(count(ops, 'h'), 3);
+  EXPECT_EQ(count(ops, 's'), 3);
   EXPECT_EQ(logits.size(), 2u * 300);
+}
+
+TEST_F(MockDriver, PrefillRunsChunksOfAtMostMaxStepRows) {
+  // engine_mock appends in its first kernel and reads in its second, so a
+  // step's rows may be tokens of one sequence: 3 (maxStepRows) a step.
+  std::unique_ptr<Engine> engine = makeMockEngine(*context);
+  ASSERT_EQ(engine->prefillRowsPerSequence(), 3);
+  engine->addSequence(1);
+  takeOps();
+  takeGraphs();
+  // A prompt of 10 tokens: ceil(10 / 3) = 4 steps of 3, 3, 3 and 1 rows
+  // (10 decode steps before), one upload and one graph launch each, enqueued
+  // back to back: one wait, the final download.
+  std::vector<int32_t> prompt = {5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
+  engine->prefill({1}, {prompt});
+  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  EXPECT_EQ(count(ops, 'h'), 4);
+  EXPECT_EQ(count(ops, 'r'), 4);
+  EXPECT_EQ(count(ops, 's'), 1);
+  EXPECT_EQ(ops.back().first, 's');
+  EXPECT_EQ(takeGraphs().size(), 4u);
+  // Two step shapes, batch 3 and batch 1 (one num_splits: the mock has no
+  // split attention): two captures.
+  EXPECT_EQ(engine->graphCaptures(), 2);
+  EXPECT_EQ(engine->length(1), 10);
+  // Score: tokens 0-6 of 8 as rows, ceil(7 / 3) = 3 steps, each waited for
+  // (its logits are downloaded); the sequence is removed afterwards.
+  const int64_t freePages = engine->sequences().numFreePages();
+  EXPECT_EQ(engine->score({1, 2, 3, 4, 5, 6, 7, 8}).size(), 7u);
+  ops = takeOps();
+  EXPECT_EQ(count(ops, 'h'), 3);
+  EXPECT_EQ(count(ops, 's'), 3);
+  EXPECT_EQ(engine->sequences().numFreePages(), freePages);
+}
+
+TEST_F(MockDriver, PrefillChunksExceedTheBatch) {
+  // One sequence (maxBatch 1) but 4 rows a step: a prompt of 10 tokens takes
+  // ceil(10 / 4) = 3 steps of 4, 4 and 2 rows, one upload and one graph
+  // launch each, and one wait (the final download).
+  std::unique_ptr<Engine> engine =
+      makeMockEngine(*context, {}, EngineCapacity{1, 24, 0, 4});
+  ASSERT_EQ(engine->prefillRowsPerSequence(), 4);
+  engine->addSequence(1);
+  takeOps();
+  takeGraphs();
+  const std::vector<int32_t> prompt = {5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
+  engine->prefill({1}, {prompt});
+  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  EXPECT_EQ(count(ops, 'h'), 3);
+  EXPECT_EQ(count(ops, 's'), 1);
+  EXPECT_EQ(takeGraphs().size(), 3u);
+  // Two step shapes, batch 4 and batch 2: two captures.
+  EXPECT_EQ(engine->graphCaptures(), 2);
+  EXPECT_EQ(engine->length(1), 10);
+  // A decode step is still one sequence: two are refused before anything
+  // is uploaded.
+  engine->addSequence(2);
+  EXPECT_THROW(engine->step({1, 2}, {3, 3}), CapacityError);
+  EXPECT_EQ(count(takeOps(), 'h'), 0);
+  // Score of 11 tokens: rows 0-9, 3 steps again, each waited for.
+  EXPECT_EQ(engine->score({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}).size(), 10u);
+  EXPECT_EQ(count(takeOps(), 's'), 3);
+
+  // The default step at maxBatch 1 is 64 rows: the prompt is one step.
+  engine = makeMockEngine(*context, {}, EngineCapacity{1, 24, 0});
+  ASSERT_EQ(engine->prefillRowsPerSequence(), 64);
+  engine->addSequence(1);
+  takeOps();
+  engine->prefill({1}, {prompt});
+  EXPECT_EQ(count(takeOps(), 'h'), 1);
+  EXPECT_EQ(engine->graphCaptures(), 1);
 }

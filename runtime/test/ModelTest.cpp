@@ -154,6 +154,51 @@ TEST(LaunchPlan, SizesAtCapacity) {
   EXPECT_EQ(plan.resultBytes(1, (StepShape{3, 5, 2})), 3 * 64 * 2);
 }
 
+TEST(LaunchPlan, KernelsShareTheWorkspaceArenas) {
+  Model m = tinyModel();
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  // Kernel 0's scratch: partial_out (8 * 128 * 4 = 4096 bytes) at 0, then
+  // partial_stats (8 * 4 = 32 bytes) at 4096. Kernel 1's, from 0 again:
+  // partial_out (8 * 4 * 64 * 16 * 4 = 131072) at 0, then partial_stats
+  // (8 * 4 * 64 * 2 * 4 = 16384) at 131072.
+  EXPECT_EQ(plan.workspaceArena(2), WorkspaceArena::Scratch);
+  EXPECT_EQ(plan.workspaceOffset(2), 0);
+  EXPECT_EQ(plan.workspaceOffset(3), 4096);
+  EXPECT_EQ(plan.workspaceOffset(6), 0);
+  EXPECT_EQ(plan.workspaceOffset(7), 131072);
+  // The split counters, each its kernel's only zero-init workspace: at 0.
+  EXPECT_EQ(plan.workspaceArena(4), WorkspaceArena::ZeroInit);
+  EXPECT_EQ(plan.workspaceArena(8), WorkspaceArena::ZeroInit);
+  EXPECT_EQ(plan.workspaceOffset(4), 0);
+  EXPECT_EQ(plan.workspaceOffset(8), 0);
+  // The larger kernel sizes each arena: max(4096 + 32, 131072 + 16384) and
+  // max(8 * 1 * 4, 8 * 2 * 4).
+  EXPECT_EQ(plan.arenaBytes(WorkspaceArena::Scratch), 147456);
+  EXPECT_EQ(plan.arenaBytes(WorkspaceArena::ZeroInit), 64);
+  // Plus the outputs residual_out [8, 64], query [8, 4, 16] and output
+  // [8, 4, 16], f16: 3 * 1024 bytes (one buffer per workspace took
+  // 4096 + 32 + 32 + 131072 + 16384 + 64 = 151680 bytes).
+  EXPECT_EQ(plan.runtimeBufferBytes(), 147456 + 64 + 3 * 1024);
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, (void)plan.workspaceOffset(0));
+  EXPECT_CONTAINS(msg, "internal buffer 0 is not a workspace");
+}
+
+TEST(LaunchPlan, AlignsEachWorkspaceOfAKernel) {
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  // Kernel 0's partial_out as f32 [batch, 1, 3]: 8 * 3 * 4 = 96 bytes, so
+  // partial_stats (32 bytes) starts at the next multiple of 256.
+  json &partialOut = j["kernels"][0]["params"][10];
+  ASSERT_EQ(partialOut["role"], "partial_out");
+  partialOut["shape"] = json::array({"batch", 1, 3});
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  EXPECT_EQ(plan.internalBytes(2), 96);
+  EXPECT_EQ(plan.workspaceOffset(2), 0);
+  EXPECT_EQ(plan.workspaceOffset(3), 256);
+  EXPECT_EQ(LaunchPlan::kWorkspaceAlignment, 256);
+}
+
 TEST(LaunchPlan, PreparesLaunchesInOrder) {
   Model m = tinyModel();
   LaunchPlan plan(m, Capacity{8, 16, 100});
@@ -496,6 +541,57 @@ TEST(LaunchPlan, ChecksStepInputs) {
   msg = EXPECT_THROW_MSG(CapacityError,
                          plan.checkStepInputs(StepShape{5, 3, 1}, {}));
   EXPECT_CONTAINS(msg, "batch 5 exceeds");
+}
+
+TEST(LaunchPlan, RowsOfOneSequenceShareItsPages) {
+  // Pages of 4 tokens, block tables of 3 pages, 16 pages. Rows 0-2: the
+  // tokens at positions 3, 4, 5 of one sequence (pages 0, 1; the same
+  // block-table row), each reading up to its own token; row 3: another
+  // sequence's first token (page 2).
+  struct Step {
+    std::vector<int32_t> pos, lens, table;
+  };
+  const Step chunk{
+      {3, 4, 5, 0}, {4, 5, 6, 1}, {0, 1, 0, 0, 1, 0, 0, 1, 0, 2, 0, 0}};
+  auto check = [](const LaunchPlan &plan, const Step &s) {
+    plan.checkStepInputs(StepShape{4, 3, 1},
+                         {s.pos.data(), s.lens.data(), s.table.data()});
+  };
+  // The tiny front half appends in kernel 0 and reads in kernel 1.
+  Model m = tinyModel();
+  EXPECT_TRUE(LaunchPlan(m, Capacity{4, 3, 16}).rowsMayShareSequence());
+  LaunchPlan plan(m, Capacity{4, 3, 16});
+  bindAll(plan);
+  check(plan, chunk);
+  Step s = chunk;
+  s.pos[1] = 3; // rows 0 and 1 append to one slot
+  s.lens[1] = 4;
+  EXPECT_CONTAINS(EXPECT_THROW_MSG(InvalidArgumentError, check(plan, s)),
+                  "sequences (rows) 0 and 1 both write slot 3 of page 0");
+  s = chunk;
+  s.table[8] = 3; // row 2's block table differs: another sequence
+  EXPECT_CONTAINS(EXPECT_THROW_MSG(InvalidArgumentError, check(plan, s)),
+                  "sequences (rows) 1 and 2 both write page 1");
+
+  // Kernel 1 also taking the positions appends and reads in one kernel: a
+  // row could read a slot another row of the step has not written yet.
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  json &params = j["kernels"][1]["params"];
+  params.insert(params.begin() + 5, json{{"kind", "input"},
+                                         {"role", "positions"},
+                                         {"dtype", "i32"},
+                                         {"shape", {"batch"}},
+                                         {"binding", {{"argument", 4}}}});
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i]["index"] = i;
+  Model fused(Manifest::parse(j.dump(), "fused.json"));
+  LaunchPlan fusedPlan(fused, Capacity{4, 3, 16});
+  bindAll(fusedPlan);
+  EXPECT_FALSE(fusedPlan.rowsMayShareSequence());
+  // Positions 4 and 5 (rows 1 and 2) are both in logical page 1, page 1.
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError, check(fusedPlan, chunk)),
+      "sequences (rows) 1 and 2 both write page 1");
 }
 
 TEST(FrontHalfSignature, FromTheTinyModel) {

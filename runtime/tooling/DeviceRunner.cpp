@@ -12,11 +12,10 @@ using namespace fusion::runtime;
 void checkDeviceMemory(const LaunchPlan &plan, const cuda::Context &ctx,
                        int64_t layers, int device) {
   const std::string what = "the device memory of the run";
-  uint64_t args = 0, internal = 0;
+  uint64_t args = 0;
   for (const ManifestArgument &a : plan.model().arguments())
     args += static_cast<uint64_t>(plan.argumentBytes(a.index));
-  for (size_t i = 0; i < plan.model().internalBuffers().size(); ++i)
-    internal += static_cast<uint64_t>(plan.internalBytes(static_cast<int>(i)));
+  const uint64_t internal = static_cast<uint64_t>(plan.runtimeBufferBytes());
   const uint64_t bytes =
       checkedMul(args, static_cast<uint64_t>(layers), what) + internal;
   const uint64_t free = ctx.freeMemory();
@@ -112,7 +111,7 @@ StepOutputs DeviceRunner::runStep(const HostStep &s, const StepShape &shape,
   }
   for (Intermediate &m : intermediates) {
     m.values.resize(static_cast<size_t>(B * m.rowElems));
-    step_.internal(m.buffer).download(m.values.data(), m.values.size() * 2);
+    step_.downloadInternal(m.buffer, m.values.data(), m.values.size() * 2);
   }
   got.intermediates = std::move(intermediates);
   return got;

@@ -23,7 +23,8 @@ Runs a whole decoder model compiled by fusion-compile from fusion-import
 --whole-model on the GPU with the weights of a Hugging Face checkpoint:
 greedy generation from a prompt of token ids, or (--score) the
 teacher-forced log-probability of every token of a text and its perplexity.
-Prefill runs the prompt as decode steps, one token per step. Token ids only:
+Prefill (and --score) runs the prompt through the decode step in chunks of
+up to --prefill-rows consecutive tokens a step. Token ids only:
 scripts/generate.py turns text into ids and back with the checkpoint's
 tokenizer.json.
 
@@ -53,6 +54,10 @@ Scoring
 Other
   --max-tokens N          the longest a sequence may grow (default: the
                           prompt plus --max-new-tokens, or the text less one)
+  --prefill-rows N        tokens (rows) of one prefill or score step, at least
+                          --batch (default: the engine's, at least --batch and
+                          one token tile of the projection GEMMs); the
+                          engine's buffers are sized for N rows
   --device N              CUDA device ordinal (default 0)
   --no-graph              launch the kernels one by one instead of replaying a
                           CUDA graph
@@ -92,6 +97,8 @@ bool setOption(GenerateOptions &o, bool &idsGiven, const std::string &flag,
     o.maxNewTokens = parseIntOption(kTool, flag, value(), 1, kInt32Max);
   } else if (flag == "--max-tokens") {
     o.maxTokens = parseIntOption(kTool, flag, value(), 1, kInt32Max);
+  } else if (flag == "--prefill-rows") {
+    o.prefillRows = parseIntOption(kTool, flag, value(), 1, kInt32Max);
   } else if (flag == "--random-weights") {
     o.randomWeights = static_cast<uint64_t>(
         parseIntOption(kTool, flag, value(), 0, kInt32Max));
@@ -113,6 +120,10 @@ void finish(const GenerateOptions &o, bool idsGiven) {
     usageError(kTool, "--dtype expects f16 or bf16, got \"" + o.dtype + "\"");
   if (o.score && o.batch != 1)
     usageError(kTool, "--score scores one text; --batch does not apply");
+  if (o.prefillRows != 0 && o.prefillRows < o.batch)
+    usageError(kTool, "--prefill-rows " + std::to_string(o.prefillRows) +
+                          " is below --batch " + std::to_string(o.batch) +
+                          " (a decode step is --batch rows)");
   if (o.syncEach && !o.noGraph)
     usageError(kTool, "--sync-each applies to --no-graph (a CUDA graph "
                       "cannot synchronize between its kernels)");

@@ -52,10 +52,20 @@ void printPlan(std::ostream &os, const Model &model, const Capacity &cap,
   os << "  runtime buffers (bytes at capacity):\n";
   for (size_t i = 0; i < model.internalBuffers().size(); ++i) {
     const InternalBuffer &b = model.internalBuffers()[i];
+    const int bi = static_cast<int>(i);
     os << "    " << b.label << " " << elemTypeName(b.dtype)
        << shapeString(b.shape) << (b.zeroInit ? " zero-init" : "") << ": "
-       << plan.internalBytes(static_cast<int>(i)) << "\n";
+       << plan.internalBytes(bi);
+    if (b.kind == ParamKind::Workspace)
+      os << " at +" << plan.workspaceOffset(bi) << " of the "
+         << (b.zeroInit ? "zero-init" : "scratch") << " arena";
+    os << "\n";
   }
+  os << "  workspace arenas (shared by the kernels): scratch "
+     << plan.arenaBytes(WorkspaceArena::Scratch) << ", zero-init "
+     << plan.arenaBytes(WorkspaceArena::ZeroInit)
+     << " bytes; runtime buffers in all: " << plan.runtimeBufferBytes()
+     << " bytes\n";
   os << "inspect: the PTX matches the manifest\n";
 }
 

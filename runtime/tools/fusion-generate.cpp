@@ -51,6 +51,15 @@ DType compiledDType(const Model &model, const GenerateOptions &o) {
   return dtype;
 }
 
+/// The steps Engine::prefill (and score) runs for prompts of `lengths`
+/// tokens: its chunks of up to maxStepRows rows.
+int64_t prefillSteps(const Engine &engine, const std::vector<size_t> &lengths) {
+  return static_cast<int64_t>(
+      engine.sequences()
+          .planPrefill(lengths, engine.prefillRowsPerSequence())
+          .size());
+}
+
 /// Greedy generation: prefill, then --max-new-tokens - 1 decode steps
 /// (Engine::generate: enqueued back to back, downloaded once).
 void generate(Engine &engine, const GenerateOptions &o,
@@ -82,10 +91,14 @@ void generate(Engine &engine, const GenerateOptions &o,
       std::cout << " " << id;
     std::cout << "\n";
   }
-  const int64_t steps = static_cast<int64_t>(prompt.size());
-  std::printf("prefill: %lld steps x batch %lld in %.3f ms (%.1f us/step)\n",
-              static_cast<long long>(steps), static_cast<long long>(o.batch),
-              prefillMs, 1000 * prefillMs / static_cast<double>(steps));
+  const int64_t steps =
+      prefillSteps(engine, std::vector<size_t>(seqs.size(), prompt.size()));
+  std::printf("prefill: %lld steps of up to %lld rows (batch %lld) in %.3f ms "
+              "(%.1f us/step)\n",
+              static_cast<long long>(steps),
+              static_cast<long long>(engine.sequences().capacity().maxStepRows),
+              static_cast<long long>(o.batch), prefillMs,
+              1000 * prefillMs / static_cast<double>(steps));
   const int64_t decodeSteps = o.maxNewTokens - 1;
   if (decodeSteps == 0) {
     std::printf("decode: no steps (--max-new-tokens 1)\n");
@@ -115,8 +128,12 @@ void score(Engine &engine, const std::vector<int32_t> &ids) {
               "tokens)\n",
               perplexity(logProbs), -sum / static_cast<double>(logProbs.size()),
               logProbs.size());
-  std::printf("time: %zu steps in %.3f ms (%.1f us/step)\n", logProbs.size(),
-              ms, 1000 * ms / static_cast<double>(logProbs.size()));
+  const int64_t steps = prefillSteps(engine, {ids.size() - 1});
+  std::printf("time: %lld steps of up to %lld rows in %.3f ms (%.1f "
+              "us/step)\n",
+              static_cast<long long>(steps),
+              static_cast<long long>(engine.sequences().capacity().maxStepRows),
+              ms, 1000 * ms / static_cast<double>(steps));
 }
 
 int run(const GenerateOptions &o) {
@@ -142,6 +159,7 @@ int run(const GenerateOptions &o) {
 
   EngineCapacity capacity;
   capacity.maxBatch = o.batch;
+  capacity.maxStepRows = o.prefillRows;
   const int64_t needed =
       o.score ? static_cast<int64_t>(ids.size()) - 1
               : static_cast<int64_t>(ids.size()) + o.maxNewTokens - 1;

@@ -322,9 +322,10 @@ AttentionKernel::getSplitTokens(ImplicitLocOpBuilder &b) {
 /// (which appends this step's entry) runs; a larger split prefetches
 /// nothing (its head would be evicted by the streams before it, as for the
 /// weights: shouldPrefetchWeights). The history was written by earlier
-/// steps; the appended entry may be fetched before or after its write, which
-/// L2, where both meet, keeps coherent. seq_lens and the block table are
-/// step inputs that no kernel writes.
+/// steps (for the rows of a prefill chunk, partly by this step's front half:
+/// docs/abi.md section 1.1); an entry appended this step may be fetched
+/// before or after its write, which L2, where both meet, keeps coherent.
+/// seq_lens and the block table are step inputs that no kernel writes.
 void AttentionKernel::prefetchKV(ImplicitLocOpBuilder &b) {
   const int64_t d = shape.headDim;
   const int64_t entryBytes = d * getTypeBytes(elementType);

@@ -2,7 +2,8 @@
 //-*-===//
 //
 // DecodeStep loads the PTX of a Model, allocates the buffers the runtime owns
-// (kernel outputs and workspaces, sized for a Capacity), takes the caller's
+// (each kernel output, and two arenas the kernels' workspaces share, sized
+// for a Capacity: LaunchPlan::workspaceOffset), takes the caller's
 // device buffers for the function arguments (activations, weights,
 // positions, block table, KV caches), and launches the kernels of one step
 // in manifest order on a stream, directly or as a CUDA graph captured once
@@ -46,6 +47,7 @@
 #include "fusion/runtime/Model.h"
 #include "fusion/runtime/TensorCall.h"
 
+#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,7 +66,8 @@ public:
   /// Checks `ptx` against the model's manifest, JIT-loads it, resolves
   /// every kernel entry and variant entry (opting in to more than 48 KiB of
   /// shared memory where a launch needs it) and allocates (and zeroes) the
-  /// internal buffers for `capacity`. `ptxName` names the PTX in messages.
+  /// kernel outputs and the workspace arenas for `capacity`
+  /// (LaunchPlan::runtimeBufferBytes). `ptxName` names the PTX in messages.
   /// `context` and `model` must outlive the DecodeStep.
   DecodeStep(const cuda::Context &context, const Model &model,
              const std::string &ptx, const std::string &ptxName,
@@ -87,8 +90,22 @@ public:
   /// Binds the argument with role `role` (LaunchPlan::bindRole).
   void bindRole(std::string_view role, const cuda::DeviceBuffer &buffer);
 
-  /// The runtime's buffer `i` (Model::internalBuffers()).
-  const cuda::DeviceBuffer &internal(int i) const { return internal_[i]; }
+  /// The device memory of one runtime buffer.
+  struct BufferView {
+    CUdeviceptr address = 0;
+    uint64_t bytes = 0;
+  };
+  /// Runtime buffer `i` (Model::internalBuffers()), LaunchPlan::internalBytes
+  /// at capacity: a kernel output's own allocation, or a workspace's slot in
+  /// its arena (LaunchPlan::workspaceOffset), which other kernels' workspaces
+  /// overlap, so it holds what its kernel left only until the next kernel
+  /// with workspaces in that arena runs. Throws InvalidArgumentError for an
+  /// unknown `i`.
+  BufferView internal(int i) const;
+  /// Waits for stream() and copies the first `bytes` of runtime buffer `i`
+  /// to `dst`. Throws InvalidArgumentError for an unknown `i` or more bytes
+  /// than the buffer holds. (Synchronize any other stream first.)
+  void downloadInternal(int i, void *dst, uint64_t bytes) const;
   /// Device address of function result `r`.
   CUdeviceptr resultAddress(int r) const { return plan_.resultAddress(r); }
   /// Waits for stream() and copies result `r` of a step of `shape` (its
@@ -97,7 +114,8 @@ public:
   void downloadResult(int r, const StepShape &shape, void *dst,
                       uint64_t capacity) const;
 
-  /// Fills every kernel output buffer (not the workspaces) with 0xFF bytes,
+  /// Fills every kernel output buffer (not the workspace arenas) with 0xFF
+  /// bytes,
   /// NaN in f16, bf16 and f32, so that an element a kernel fails to write
   /// shows up as NaN. Stream-ordered on `stream` (null: stream()).
   void poisonOutputs(CUstream stream = nullptr);
@@ -147,6 +165,9 @@ public:
   void synchronize(CUstream stream = nullptr) const;
 
 private:
+  /// Allocates and zeroes each kernel output and the two workspace arenas,
+  /// and sets their addresses in plan_.
+  void allocateRuntimeBuffers();
   void launchAll(const std::vector<PreparedLaunch> &launches, CUstream stream,
                  bool syncEach);
   std::string stepLabel() const;
@@ -159,7 +180,10 @@ private:
   /// Per kernel (launch order): its primary entry's function, then one per
   /// variant (index variant + 1).
   std::vector<std::vector<CUfunction>> functions_;
-  std::vector<cuda::DeviceBuffer> internal_;
+  /// The kernel outputs, in Model::internalBuffers() order.
+  std::vector<cuda::DeviceBuffer> outputs_;
+  /// Indexed by WorkspaceArena; unallocated when its arenaBytes is 0.
+  std::array<cuda::DeviceBuffer, 2> arenas_;
   cuda::Stream stream_;
   /// A captured step: valid for its shape, stream and binding generation.
   struct CachedGraph {

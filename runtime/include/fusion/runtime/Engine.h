@@ -22,7 +22,9 @@
 // K and one V pool per layer ([num_pages, P, Hkv, D], P from the manifest's
 // caches, zeroed) and the step inputs at capacity, and builds a DecodeStep
 // (DecodeStep.h), which loads the PTX and owns the launches and the CUDA
-// graph. The host side (sequences, pages, every check of a request, the
+// graph; every buffer with a batch dimension is sized for
+// EngineCapacity::maxStepRows rows, the largest step (a prefill chunk), not
+// maxBatch. The host side (sequences, pages, every check of a request, the
 // int32 inputs of a step) is a SequencePool (SequencePool.h): one
 // KVCacheManager for all layers, since every layer uses the same page ids.
 //
@@ -33,16 +35,20 @@
 // (and the logits when asked). num_splits is the schedule's policy for the
 // longest sequence rounded up to a power of two (at most maxTokensPerSeq),
 // so that a growing sequence changes it, and captures a graph, a few times
-// rather than every 64 tokens (SequencePool::attentionLength). Prefill runs a
-// prompt as decode steps, one token at a time: simple and exactly the path
-// decoding takes, but one step per prompt token (slow for long prompts).
+// rather than every 64 tokens (SequencePool::attentionLength). Prefill runs
+// the prompts through the same decode step in chunks: a step's rows may be
+// consecutive tokens of one sequence (row r at position p_r with seq_lens
+// p_r + 1 and the sequence's block-table row; its K/V appended before the
+// step's attention reads positions [0, p_r]: causal prefill), so a prompt of
+// n tokens takes ceil(n / maxStepRows) steps rather than n, even at
+// maxBatch 1 (maxStepRows defaults to kDefaultMaxStepRows, SequencePool.h).
 //
-// Errors: a bad request (batch, token ids, unknown or repeated sequences, a
-// sequence past maxTokensPerSeq, too few free pages) throws the runtime's
-// InvalidArgumentError / CapacityError before anything launches and leaves
-// the engine unchanged; construction throws FormatError / UnsupportedError
-// for a function, config or weights that do not match; CUDA failures are
-// CudaError, after which the engine's sequences are undefined.
+// Errors: a bad request (more than maxBatch sequences, token ids, unknown or
+// repeated sequences, a sequence past maxTokensPerSeq, too few free pages)
+// throws the runtime's InvalidArgumentError / CapacityError before anything
+// launches and leaves the engine unchanged; construction throws FormatError /
+// UnsupportedError for a function, config or weights that do not match; CUDA
+// failures are CudaError, after which the engine's sequences are undefined.
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,15 +132,20 @@ public:
                             const std::vector<int32_t> &tokens,
                             std::vector<uint16_t> *logits = nullptr);
 
-  /// Runs prompts[b] through sequence seqs[b] as decode steps, one token
-  /// per step, the sequences with a token at an index batched in one step,
-  /// enqueued back to back (as generate: each step's next tokens collected
-  /// on the device and downloaded once; with `logits` the host waits only
-  /// for the steps where a prompt ends). Returns each sequence's greedy
-  /// next token after its last prompt token; with `logits`, [batch, vocab]:
-  /// row b the logits after prompt b. Throws as SequencePool::checkPrompts
-  /// before anything changes or launches; after a CudaError the sequences
-  /// are undefined.
+  /// Runs prompts[b] through sequence seqs[b] in chunked steps: the prompt
+  /// tokens, one row each, packed into steps of at most maxStepRows rows
+  /// (SequencePool::planPrefill with prefillRowsPerSequence(): a prompt's
+  /// consecutive tokens share a step, and several prompts may share one),
+  /// each row attending to its sequence's tokens up to its own (causal). So
+  /// prompts of N tokens in all take ceil(N / maxStepRows) steps. The steps
+  /// are enqueued back to back (as generate: every row's next token
+  /// collected on the device and downloaded once; with `logits` the host
+  /// waits only for the steps where a prompt ends). num_splits of each step
+  /// is chosen for its longest seq_lens. Returns each sequence's greedy next
+  /// token after its last prompt token (the argmax of that token's row); with
+  /// `logits`, [batch, vocab]: row b the logits of prompt b's last token.
+  /// Throws as SequencePool::checkPrompts before anything changes or
+  /// launches; after a CudaError the sequences are undefined.
   std::vector<int32_t> prefill(const std::vector<SeqId> &seqs,
                                const std::vector<std::vector<int32_t>> &prompts,
                                std::vector<uint16_t> *logits = nullptr);
@@ -152,11 +163,19 @@ public:
                                              const std::vector<int32_t> &tokens,
                                              int64_t steps);
 
+  /// The most rows one sequence takes in a step of prefill() or score():
+  /// maxStepRows where the model's cache appends precede its reads
+  /// (LaunchPlan::rowsMayShareSequence: every compiled model), else 1 (one
+  /// token of each prompt a step).
+  int64_t prefillRowsPerSequence() const;
+
   /// Teacher-forced scoring of `tokens` in a fresh sequence (removed at the
   /// end): element i - 1 of the result is log p(tokens[i] | tokens[0..i))
   /// (tokenLogProb, LogProbs.h: float64 log-softmax of the logits on the
   /// host) for i in [1, n): n - 1 log-probabilities, tokens[0] unscored (no
-  /// BOS is added). Needs room for n - 1 tokens. Throws
+  /// BOS is added). tokens[0..n-1) run as prefill's chunks (steps of up to
+  /// prefillRowsPerSequence() rows), the logits of every row downloaded
+  /// after its step. Needs room for n - 1 tokens. Throws
   /// InvalidArgumentError for fewer than 2 tokens or one outside the
   /// vocabulary, CapacityError as prefill, before anything launches.
   std::vector<double> score(const std::vector<int32_t> &tokens);
@@ -177,6 +196,9 @@ private:
   void copyNextTokens(cuda::DeviceBuffer &to, uint64_t offset, size_t rows);
   /// Waits for the step's stream and downloads all of `tokens` (int32).
   std::vector<int32_t> downloadTokens(const cuda::DeviceBuffer &tokens) const;
+  /// Waits for the step's stream and downloads the last step's logits into
+  /// `logits`, resized to [batch, vocab] (dtype() bit patterns).
+  void downloadLogits(std::vector<uint16_t> &logits) const;
   /// The next tokens of the last step, and its logits when asked.
   std::vector<int32_t> download(std::vector<uint16_t> *logits) const;
 

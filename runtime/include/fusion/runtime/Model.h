@@ -47,6 +47,13 @@ struct InternalBuffer {
   bool zeroInit = false;
 };
 
+/// The two workspace arenas of a LaunchPlan: workspaces are scratch that a
+/// kernel uses only while it runs, so the kernels of a step share them
+/// (docs/abi.md section 1.2). Zero-init workspaces share one that is zeroed
+/// once (each kernel leaves its range zero), the others one of plain
+/// scratch; the two never alias.
+enum class WorkspaceArena { Scratch, ZeroInit };
+
 /// Where one kernel parameter's value comes from.
 struct ParamSource {
   enum class Kind { Argument, Internal, Scalar };
@@ -207,7 +214,8 @@ struct PreparedLaunch {
 class LaunchPlan {
 public:
   /// Throws InvalidArgumentError for capacities < 1 and CapacityError if a
-  /// buffer at capacity exceeds 2^63 bytes.
+  /// buffer, or a kernel's workspaces together, at capacity exceed 2^63
+  /// bytes.
   LaunchPlan(const Model &model, const Capacity &capacity);
 
   const Model &model() const { return *model_; }
@@ -219,6 +227,27 @@ public:
   int64_t internalBytes(int i) const;
   /// Bytes of the result `r` for a step of `shape` (what to copy back).
   int64_t resultBytes(int r, const StepShape &shape) const;
+
+  /// Workspace offsets in an arena are multiples of this (what a separate
+  /// cuMemAlloc would give).
+  static constexpr int64_t kWorkspaceAlignment = 256;
+  /// The arena of internal buffer `i`, a workspace: ZeroInit if it is
+  /// zero_init, else Scratch.
+  WorkspaceArena workspaceArena(int i) const;
+  /// Byte offset of internal buffer `i`, a workspace, in its arena: a
+  /// kernel's workspaces of one arena lie one after another in parameter
+  /// order from offset 0, each at a multiple of kWorkspaceAlignment, so
+  /// they never overlap each other; those of different kernels overlap.
+  /// Throws InvalidArgumentError if `i` is not a workspace.
+  int64_t workspaceOffset(int i) const;
+  /// Bytes of arena `a` at capacity: the most that one kernel's workspaces
+  /// in it span (0 if no kernel has one).
+  int64_t arenaBytes(WorkspaceArena a) const {
+    return arenaBytes_[static_cast<int>(a)];
+  }
+  /// Device memory the runtime allocates at capacity: every kernel output
+  /// (each its own buffer) plus the two arenas.
+  int64_t runtimeBufferBytes() const;
 
   /// Binds function argument `i` (or the one called `name`) to device
   /// memory at `address` holding `bytes`. Throws InvalidArgumentError for
@@ -267,23 +296,39 @@ public:
   ///   seq_lens[b] slots read;
   /// - every block-table entry the row uses (logical pages below
   ///   ceil(seq_lens[b] / P) and positions[b] / P) in [0, num_pages);
-  /// - no page written by one row (the appended slot's) used by another.
+  /// - no page written by one row (the appended slot's) used by another,
+  ///   unless both are tokens of one sequence (the same block-table row)
+  ///   and rowsMayShareSequence(); no slot written by two rows.
   /// InvalidArgumentError otherwise (a null pointer for a role the function
   /// has, a negative value, a page id, a shared page). Messages name the
   /// row, the value and the bound. Call it with the values uploaded for
   /// each step; it reads only host memory.
   void checkStepInputs(const StepShape &shape, const StepInputs &in) const;
+  /// Whether several rows of one step may be tokens of one sequence (a
+  /// prefill chunk: row r at position p_r, seq_lens p_r + 1, the sequence's
+  /// block-table row): true unless a kernel both appends to the caches and
+  /// reads them (takes positions, seq_lens and a cache), where a row could
+  /// read a slot another row of the step has not written yet. Kernels run
+  /// in order, so an append in an earlier kernel is done before attention
+  /// reads (docs/abi.md section 1.1).
+  bool rowsMayShareSequence() const;
 
 private:
   /// Throws InvalidArgumentError if [address, address + bytes) overlaps a
   /// bound argument other than `i` where either is a buffer kernels write.
   void checkNoOverlap(int i, uint64_t address, uint64_t bytes) const;
+  /// Fills workspaceOffset_ and arenaBytes_ (see workspaceOffset).
+  void layOutWorkspaces();
 
   const Model *model_;
   Capacity capacity_;
   std::vector<uint64_t> argAddress_;
   std::vector<uint64_t> argBytes_; ///< bytes of each bound argument
   std::vector<uint64_t> internalAddress_;
+  /// Per internal buffer: its offset in its arena, -1 for an output.
+  std::vector<int64_t> workspaceOffset_;
+  /// Indexed by WorkspaceArena.
+  std::array<int64_t, 2> arenaBytes_{};
   uint64_t generation_ = 0;
 };
 

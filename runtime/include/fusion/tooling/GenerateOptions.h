@@ -41,6 +41,9 @@ struct GenerateOptions {
   /// --max-tokens N: the longest a sequence may grow; 0: what the run
   /// needs.
   int64_t maxTokens = 0;
+  /// --prefill-rows N: the rows of one step (EngineCapacity::maxStepRows,
+  /// at least --batch); 0: the engine's default.
+  int64_t prefillRows = 0;
   /// --score: teacher-forced log-probs and perplexity instead of
   /// generation.
   bool score = false;
