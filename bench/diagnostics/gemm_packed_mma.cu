@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <cuda.h>
 #include <cuda_fp16.h>
 #include <vector>
 
@@ -57,7 +58,16 @@ __global__ void pack(const __half *w, __half *p) {
       *reinterpret_cast<const uint4 *>(w + size_t(row) * K + k);
 }
 
-enum Layout { RowMajor, Packed, PackedBulk };
+enum Layout { RowMajor, RowMajorBulk, RowMajorTma, Packed, PackedBulk };
+
+/// Bytes of one stage slot: the weight rows (a swizzled 16 KiB block, or
+/// padded rows) then the T padded token rows; TMA's slots 1 KiB-aligned.
+__host__ __device__ constexpr int slotBytes(Layout l) {
+  const int act = T * kPitch * 2;
+  if (l == RowMajorTma)
+    return (kRows * kStageK * 2 + act + 1023) / 1024 * 1024;
+  return (l == PackedBulk ? kRows * kStageK * 2 : kRows * kPitch * 2) + act;
+}
 
 /// One CTA: weight rows [tile * 128, +128) against T tokens over all of k.
 /// Stage slot = 128 weight rows then T activation rows; padded (pitch 72
@@ -65,15 +75,22 @@ enum Layout { RowMajor, Packed, PackedBulk };
 template <Layout L>
 __global__ void __launch_bounds__(kThreads, 2)
     gemm(const __half *__restrict__ w, const __half *__restrict__ x,
-         float *__restrict__ y) {
-  constexpr int kWBytes =
-      L == PackedBulk ? kRows * kStageK * 2 : kRows * kPitch * 2;
-  constexpr int kSlot = kWBytes + T * kPitch * 2;
-  extern __shared__ __align__(128) unsigned char smem[];
+         float *__restrict__ y, const __grid_constant__ CUtensorMap tmap) {
+  // Swizzled 16 KiB weight blocks (PackedBulk, RowMajorTma) or padded rows.
+  constexpr bool kSwizzled = L == PackedBulk || L == RowMajorTma;
+  constexpr int kWBytes = kSwizzled ? kRows * kStageK * 2 : kRows * kPitch * 2;
+  constexpr int kSlot = slotBytes(L);
+  extern __shared__ __align__(128) unsigned char dynSmem[];
+  // TMA's 128-byte swizzle is a function of the shared address: 1 KiB-align
+  // the slots so that it is the c ^ (r % 8) the A fragments read.
+  unsigned char *smem =
+      dynSmem +
+      (L == RowMajorTma ? (1024 - smemAddr(dynSmem) % 1024) % 1024 : 0);
   __shared__ uint64_t full[kStages];
   const int tile = blockIdx.x, tid = threadIdx.x, warp = tid / 32,
             lane = tid % 32;
-  if (L == PackedBulk)
+  constexpr bool kBulk = L != RowMajor && L != Packed;
+  if (kBulk)
     initStageBarriers(full, kStages);
   __syncthreads();
   auto issue = [&](int s) {
@@ -87,6 +104,31 @@ __global__ void __launch_bounds__(kThreads, 2)
           mbarExpectTx(&full[s % kStages], kWBytes);
           bulkCopy(slot, w + packedAt(tile * kRows, s * kStageK), kWBytes,
                    &full[s % kStages]);
+        }
+      } else if (L == RowMajorTma) {
+        if (tid == 0) {
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+          mbarExpectTx(&full[s % kStages], kWBytes);
+          asm volatile(
+              "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
+              "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+                  smemAddr(slot)),
+              "l"(reinterpret_cast<uint64_t>(&tmap)), "r"(s * kStageK),
+              "r"(tile * kRows), "r"(smemAddr(&full[s % kStages]))
+              : "memory");
+        }
+      } else if (L == RowMajorBulk) {
+        // Warp 0: one 128-byte bulk copy per weight row, into the padded
+        // rows that today's ldmatrix addressing reads.
+        if (warp == 0) {
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+          if (lane == 0)
+            mbarExpectTx(&full[s % kStages], kRows * kStageK * 2);
+          __syncwarp();
+          for (int r = lane; r < kRows; r += 32)
+            bulkCopy(slot + r * kPitch * 2,
+                     w + size_t(tile * kRows + r) * K + s * kStageK,
+                     kStageK * 2, &full[s % kStages]);
         }
       } else {
         for (int c = tid; c < kRows * 8; c += kThreads) {
@@ -108,14 +150,14 @@ __global__ void __launch_bounds__(kThreads, 2)
   float acc[2][4] = {};
   for (int s = 0; s < kSteps; ++s) {
     asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 2) : "memory");
-    if (L == PackedBulk)
+    if (kBulk)
       mbarWait(&full[s % kStages], (s / kStages) & 1);
     __syncthreads(); // stage s visible; slot (s - 1) % kStages free
     issue(s + kStages - 1);
     const unsigned char *slot = smem + (s % kStages) * kSlot;
     for (int kk = 0; kk < kStageK / 16; ++kk) {
       const int r = warp * 16 + lane % 16, c = kk * 2 + lane / 16;
-      const unsigned char *aAt = L == PackedBulk
+      const unsigned char *aAt = kSwizzled
                                      ? slot + r * 128 + ((c ^ (r % 8)) * 16)
                                      : slot + (r * kPitch + c * 8) * 2;
       // Tokens 0-7 k 0-7, tokens 0-7 k 8-15, tokens 8-15 k 0-7, 8-15 k 8-15.
@@ -141,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <bool PACKED>
 __global__ void __launch_bounds__(kThreads)
     gemv(const __half *__restrict__ w, const __half *__restrict__ x,
-         float *__restrict__ y) {
+         float *__restrict__ y, const __grid_constant__ CUtensorMap) {
   __shared__ __align__(16) __half xs[K];
   for (int i = threadIdx.x; i < K / 8; i += kThreads)
     reinterpret_cast<uint4 *>(xs)[i] = reinterpret_cast<const uint4 *>(x)[i];
@@ -209,6 +251,19 @@ int main() {
   CK(cudaMemcpy(x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
   pack<<<(size_t(N) * K / 8 + 255) / 256, 256>>>(w, p);
   CK(cudaDeviceSynchronize());
+  // W as a 2D tensor [N][K] for TMA: boxes of 128 rows x 64 k (128 B), the
+  // 128-byte swizzle.
+  CUtensorMap tmap;
+  const cuuint64_t dims[2] = {K, N}, strides[1] = {K * 2};
+  const cuuint32_t box[2] = {kStageK, kRows}, unit[2] = {1, 1};
+  if (cuTensorMapEncodeTiled(
+          &tmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, w, dims, strides, box,
+          unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    printf("cuTensorMapEncodeTiled failed\n");
+    return 1;
+  }
   printf("%d SMs; W %d x %d f16 (%.1f MB), %d tokens\n", sms, N, K,
          wBytes / 1e6, T);
 
@@ -254,23 +309,27 @@ int main() {
                                                      smem));
     const float us = timeGraph(
         [&](int, cudaStream_t s) {
-          kernel<<<grid, kThreads, smem, s>>>(wp, x, y);
+          kernel<<<grid, kThreads, smem, s>>>(wp, x, y, tmap);
         },
         kCopies);
     printf("%-34s grid %4d  %d/SM  %7.1f us  %.2f TB/s\n", name, grid, perSM,
            us, bytes / us / 1e6);
   };
-  const int padSlot = (kRows + T) * kPitch * 2;
-  const int bulkSlot = kRows * kStageK * 2 + T * kPitch * 2;
   const double gemmBytes = wBytes; // TB/s of the weights (x is L2-resident)
-  time("gemm16 row-major (today)", gemm<RowMajor>, kTiles, kStages * padSlot, w,
-       gemmBytes);
+  time("gemm16 row-major (today)", gemm<RowMajor>, kTiles,
+       kStages * slotBytes(RowMajor), w, gemmBytes);
   check("row-major", y, T, true);
-  time("gemm16 packed, cp.async", gemm<Packed>, kTiles, kStages * padSlot, p,
-       gemmBytes);
+  time("gemm16 row-major, bulk per row", gemm<RowMajorBulk>, kTiles,
+       kStages * slotBytes(RowMajorBulk), w, gemmBytes);
+  check("row-major, bulk per row", y, T, false);
+  time("gemm16 row-major, TMA 2D swizzle", gemm<RowMajorTma>, kTiles,
+       kStages * slotBytes(RowMajorTma) + 1024, w, gemmBytes);
+  check("row-major, TMA", y, T, false);
+  time("gemm16 packed, cp.async", gemm<Packed>, kTiles,
+       kStages * slotBytes(Packed), p, gemmBytes);
   check("packed, cp.async", y, T, false);
   time("gemm16 packed, bulk + mbarrier", gemm<PackedBulk>, kTiles,
-       kStages * bulkSlot, p, gemmBytes);
+       kStages * slotBytes(PackedBulk), p, gemmBytes);
   check("packed, bulk", y, T, false);
   const int gemvGrid = sms * 3;
   time("gemv B=1 row-major (today)", gemv<false>, gemvGrid, 0, w, wBytes);

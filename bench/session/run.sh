@@ -238,9 +238,11 @@ ncu_gemm() {
 
 diag() {
   cd "$s/diag" || exit 1
-  for d in kernel_chain gemm_packed_mma gemm_weight_stream persistent_decode; do
+  local names=("$@")
+  [ ${#names[@]} -gt 0 ] || names=(kernel_chain gemm_packed_mma gemm_weight_stream persistent_decode)
+  for d in "${names[@]}"; do
     say "== $d"
-    nvcc -O3 -arch=sm_90 -std=c++17 "$d.cu" -o "/tmp/$d" 2>&1 | tail -5 | tee -a "$log"
+    nvcc -O3 -arch=sm_90 -std=c++17 "$d.cu" -o "/tmp/$d" -lcuda 2>&1 | tail -5 | tee -a "$log"
     timeout 240 "/tmp/$d" 2>&1 | tee -a "$log" "$out/$d.txt" | tail -60
   done
 }
@@ -255,6 +257,6 @@ smollm2) smollm2 ;;
 abptx) shift; abptx "$@" ;;
 check) check ;;
 ncu) ncu_gemm ;;
-diag) diag ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx [PTX...]|model [smol|l8]|smollm2|check|ncu|diag" >&2; exit 2 ;;
+diag) shift; diag "$@" ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx [PTX...]|model [smol|l8]|smollm2|check|ncu|diag [NAME...]" >&2; exit 2 ;;
 esac
