@@ -9,8 +9,9 @@
 #           ids from every branch's fusion-generate
 #   ab      interleaved A/B of decode us/step (SmolLM2 B=1,16 x 3 reps;
 #           Llama-3-8B shape B=1,16 x 2 reps)
-#   abptx   interleaved A/B of PTX builds with the first branch's runtime
-#           (default: smol against smol_hpc1), B=1,16 x 3, with ids hashes
+#   abptx   interleaved A/B of PTX builds (PTX names under .gpu/session, e.g.
+#           smol and a copy of another compiler's smol as smol_main) with
+#           the first branch's runtime, B=1,16 x 3, with ids hashes
 #   model   bench/model.py (ours against the gpt-fast-style anchor) with the
 #           first branch's fusion-generate; MODEL=smol|l8 (one per command)
 #   smollm2 the engine's SmolLM2 tests (perplexity, greedy continuations) of
@@ -56,7 +57,7 @@ build_runtimes() {
 }
 
 # gen NAME PTX B TOKENS [options]: fusion-generate of branch NAME on
-# $s/PTX.{ptx,manifest.json} (smol, smol_hpc1 or l8; the config is the
+# $s/PTX.{ptx,manifest.json} (smol, l8 or smol_main; the config is the
 # name up to its first '_'), random weights.
 gen() {
   local name=$1 ptx=$2 batch=$3 tokens=$4
@@ -154,12 +155,12 @@ model() {
 }
 
 abptx() {
-  # Interleaved decode us/step of PTX builds (default smol, smol_hpc1) with
-  # the first branch's runtime, B=1 and 16, 3 repetitions.
+  # Interleaved decode us/step of PTX builds with the first branch's
+  # runtime, B=1 and 16, 3 repetitions.
   local name
   name=$(first)
   local ptxs=("$@")
-  [ ${#ptxs[@]} -gt 0 ] || ptxs=(smol smol_hpc1)
+  [ ${#ptxs[@]} -gt 0 ] || { say "abptx: name the PTX builds"; return 1; }
   say "== decode us/step by PTX (${ptxs[*]}; $name's runtime)"
   for rep in 1 2 3; do
     for batch in 1 16; do
@@ -258,5 +259,5 @@ abptx) shift; abptx "$@" ;;
 check) check ;;
 ncu) ncu_gemm ;;
 diag) shift; diag "$@" ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx [PTX...]|model [smol|l8]|smollm2|check|ncu|diag [NAME...]" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|ncu|diag [NAME...]" >&2; exit 2 ;;
 esac
