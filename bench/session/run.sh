@@ -20,6 +20,8 @@
 #   check   check_model.py on two 8B-shape layers (batches 1, 16, 40)
 #   ncu     ncu of the 8B shape's B=16 _gemm16 kernels (warp stalls, SASS
 #           source counters)
+#   sanitize compute-sanitizer memcheck, racecheck, synccheck of the _gemm
+#           kernels in SmolLM2's step (first branch's runtime)
 #   diag    kernel_chain.cu, gemm_packed_mma.cu, gemm_weight_stream.cu,
 #           persistent_decode.cu
 #
@@ -237,6 +239,23 @@ ncu_gemm() {
   say "ncu: $(wc -l <"$out/ncu_gate_up_sass.csv") lines of gate/up SASS counters"
 }
 
+sanitize() {
+  # compute-sanitizer memcheck, racecheck and synccheck of the batch
+  # variants (_gemm kernels) in SmolLM2's whole step with the first
+  # branch's runtime: a 4-token prompt at B=3 (prefill rows and decode steps
+  # both take _gemm16), 2 new tokens, no graph.
+  local name
+  name=$(first)
+  for tool in memcheck racecheck synccheck; do
+    say "== compute-sanitizer $tool, _gemm kernels, smol B=3"
+    compute-sanitizer --tool "$tool" --kernel-name regex:_gemm --error-exitcode 3 \
+      "/tmp/rt-$name/tools/fusion-generate" --model "$s/smol" \
+      --checkpoint "$s/cfg/smol" --random-weights 1 --ids "1 2 3 4" --batch 3 \
+      --max-new-tokens 2 --no-graph >"$out/sanitize-$tool.txt" 2>&1
+    say "exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool.txt" | tail -1))"
+  done
+}
+
 diag() {
   cd "$s/diag" || exit 1
   local names=("$@")
@@ -258,6 +277,7 @@ smollm2) smollm2 ;;
 abptx) shift; abptx "$@" ;;
 check) check ;;
 ncu) ncu_gemm ;;
+sanitize) sanitize ;;
 diag) shift; diag "$@" ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|ncu|diag [NAME...]" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|ncu|sanitize|diag [NAME...]" >&2; exit 2 ;;
 esac
