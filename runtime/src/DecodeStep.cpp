@@ -21,6 +21,41 @@ CUfunction loadFunction(const cuda::Module &module,
         f, launch.entry, static_cast<int>(launch.dynamicSharedBytes));
   return f;
 }
+
+/// The descriptors of `plan`'s tensor-map slots, in slot order (one
+/// contract::kTensorMapBytes apart, the table's layout), each encoded for
+/// the address its buffer has in `plan` (every one set).
+std::vector<CUtensorMap> encodeTensorMaps(const LaunchPlan &plan) {
+  static_assert(sizeof(CUtensorMap) == contract::kTensorMapBytes &&
+                alignof(CUtensorMap) % contract::kTensorMapAlignment == 0);
+  const std::vector<TensorMapSlot> &slots = plan.model().tensorMaps();
+  std::vector<CUtensorMap> maps;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const TensorMapSlot &t = slots[i];
+    cuda::TiledTensor2D tensor;
+    tensor.dataType = t.dtype == ElemType::BF16
+                          ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    tensor.address = plan.tensorMapTarget(static_cast<int>(i));
+    tensor.rows = static_cast<uint64_t>(t.rows);
+    tensor.cols = static_cast<uint64_t>(t.cols);
+    tensor.rowBytes =
+        tensor.cols * static_cast<uint64_t>(elemTypeSize(t.dtype));
+    tensor.boxRows = static_cast<uint32_t>(t.spec.boxRows);
+    tensor.boxCols = static_cast<uint32_t>(t.spec.boxCols);
+    tensor.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    maps.push_back(cuda::encodeTensorMap(tensor, t.label));
+  }
+  return maps;
+}
+
+/// The device addresses of the buffers `plan`'s tensor maps describe.
+std::vector<uint64_t> tensorMapTargets(const LaunchPlan &plan) {
+  std::vector<uint64_t> targets;
+  for (size_t i = 0; i < plan.model().tensorMaps().size(); ++i)
+    targets.push_back(plan.tensorMapTarget(static_cast<int>(i)));
+  return targets;
+}
 } // namespace
 
 DecodeStep::DecodeStep(const cuda::Context &context, const Model &model,
@@ -73,6 +108,37 @@ void DecodeStep::allocateRuntimeBuffers() {
     outputs_.back().fill(0);
     plan_.setInternal(bi, outputs_.back().get());
   }
+  if (plan_.tensorMapTableBytes() > 0) {
+    tensorMapTable_ = cuda::DeviceBuffer(
+        static_cast<uint64_t>(plan_.tensorMapTableBytes()), "tensor maps");
+    plan_.setTensorMapTable(tensorMapTable_.get());
+  }
+}
+
+void DecodeStep::updateTensorMaps() {
+  std::vector<uint64_t> targets = tensorMapTargets(plan_);
+  if (targets == encodedTargets_ ||
+      std::count(targets.begin(), targets.end(), 0))
+    return; // current, or unbound (prepare() reports it)
+  // A launch or graph replay in flight may still read the old descriptors.
+  if (!encodedTargets_.empty())
+    context_->synchronize(stepLabel());
+  std::vector<CUtensorMap> maps = encodeTensorMaps(plan_);
+  tensorMapTable_.upload(maps.data(), maps.size() * sizeof(CUtensorMap));
+  encodedTargets_ = std::move(targets);
+}
+
+CUdeviceptr DecodeStep::callTensorMaps(const LaunchPlan &plan) {
+  std::vector<uint64_t> targets = tensorMapTargets(plan);
+  auto it = callTensorMaps_.find(targets);
+  if (it == callTensorMaps_.end()) {
+    std::vector<CUtensorMap> maps = encodeTensorMaps(plan);
+    cuda::DeviceBuffer table(maps.size() * sizeof(CUtensorMap),
+                             "tensor maps of a call on tensors");
+    table.upload(maps.data(), table.bytes());
+    it = callTensorMaps_.emplace(std::move(targets), std::move(table)).first;
+  }
+  return it->second.get();
 }
 
 DecodeStep::BufferView DecodeStep::internal(int i) const {
@@ -186,6 +252,7 @@ void DecodeStep::run(const StepShape &shape, const StepInputs &inputs,
     stream = stream_.get();
   plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
+  updateTensorMaps();
   launchAll(plan_.prepare(shape), stream, options_.syncEachKernel);
 }
 
@@ -195,6 +262,7 @@ void DecodeStep::runGraph(const StepShape &shape, const StepInputs &inputs,
     stream = stream_.get();
   plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
+  updateTensorMaps();
   std::vector<PreparedLaunch> launches = plan_.prepare(shape);
   const uint64_t generation = plan_.generation();
   // Graphs of older bindings hold stale addresses: never replayed again.
@@ -259,6 +327,9 @@ void DecodeStep::runOnTensors(const std::vector<DeviceTensor> &arguments,
     plan.setInternal(model_->internalForResult(source.index, source.result),
                      results[r].address);
   }
+  context_->makeCurrent();
+  if (plan.tensorMapTableBytes() > 0)
+    plan.setTensorMapTable(callTensorMaps(plan));
   std::vector<PreparedLaunch> launches =
       plan.prepare(StepShape{sizes.batch, sizes.max_pages, numSplits});
   // The kernel before ours on the caller's stream is not ours: it may
@@ -266,7 +337,6 @@ void DecodeStep::runOnTensors(const std::vector<DeviceTensor> &arguments,
   // second kernel reads seq_lens and the block table before its
   // griddepcontrol.wait (docs/abi.md). So the first waits for it in full.
   launches.front().programmaticDependentLaunch = false;
-  context_->makeCurrent();
   launchAll(launches, stream, /*syncEach=*/false);
 }
 

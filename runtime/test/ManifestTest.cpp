@@ -87,8 +87,9 @@ TEST(Manifest, ParsesTheTinyManifest) {
   EXPECT_EQ(k0.grid[0].value, 32);
   EXPECT_EQ(k0.block, (std::array<int64_t, 3>{64, 1, 1}));
   EXPECT_EQ(k0.staticSharedBytes, 64 * 2 + 2 * 4);
-  // 10 buffers, the 3 workspaces of the GEMM-shaped variants, 2 scalars.
-  EXPECT_EQ(k0.params.size(), 15u);
+  // 10 buffers, the 3 workspaces of the GEMM-shaped variants, the tensor
+  // map of the qkv weight they stage by TMA, 2 scalars.
+  EXPECT_EQ(k0.params.size(), 16u);
   EXPECT_FALSE(k0.usesNumSplits());
   EXPECT_TRUE(k0.usesMaxPages());
   EXPECT_EQ(k0.maxSplits(), 1);
@@ -347,8 +348,8 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
        "kernels[0].params[10].kind: parameter of kind output after one of "
        "kind workspace"},
       {"unknown scalar",
-       [](json &j) { j["kernels"][0]["params"][14]["role"] = "seq_len"; },
-       "kernels[0].params[14].role: unknown scalar \"seq_len\""},
+       [](json &j) { j["kernels"][0]["params"][15]["role"] = "seq_len"; },
+       "kernels[0].params[15].role: unknown scalar \"seq_len\""},
       {"input without binding",
        [](json &j) { j["kernels"][0]["params"][3].erase("binding"); },
        "kernels[0].params[3]: input \"qkv_weight\" has no binding"},
@@ -428,7 +429,7 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
        [](json &j) {
          j["kernels"][0]["params"][13]["binding"] = {{"argument", 0}};
        },
-       "workspaces and scalars have no binding"},
+       "workspaces, tensor maps and scalars have no binding"},
       {"too many threads",
        [](json &j) {
          j["kernels"][0]["block"] = {2048, 1, 1};
@@ -640,9 +641,9 @@ TEST(Manifest, VersionAndFunctionErrors) {
 
 TEST(PtxEntries, ScansSignatures) {
   // The compiler's PTX: the fused kernel, its three GEMM-shaped variants
-  // and the attention kernel, with 13 (kernel 0: 10 and 3 workspaces) or 10
-  // buffers (.u64 .ptr .align 1) and then 2 (kernel 0: batch, max_pages) or
-  // 3 (attention: batch, max_pages, num_splits) i32 scalars (.u32) in ABI
+  // and the attention kernel, with 14 (kernel 0: 10, 3 workspaces and a
+  // tensor map) or 10 pointers (.u64) and then 2 (kernel 0: batch, max_pages)
+  // or 3 (attention: batch, max_pages, num_splits) i32 scalars (.u32) in ABI
   // order.
   std::vector<PtxEntry> e =
       scanPtxEntries(readText(dataPath("tiny_decode.ptx")), "tiny.ptx");
@@ -652,7 +653,7 @@ TEST(PtxEntries, ScansSignatures) {
   EXPECT_EQ(e[2].name, "decode_layer_k0_fused_gemm32");
   EXPECT_EQ(e[3].name, "decode_layer_k0_fused_gemm64");
   EXPECT_EQ(e[4].name, "decode_layer_k1_decode_attention");
-  std::vector<std::string> kernel0Types(13, ".u64");
+  std::vector<std::string> kernel0Types(14, ".u64");
   kernel0Types.insert(kernel0Types.end(), 2, ".u32");
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(e[i].paramTypes, kernel0Types);
@@ -751,23 +752,23 @@ TEST(PtxEntries, ChecksVariantEntriesLikeKernelEntries) {
 
   // A variant entry whose signature differs from the kernel's parameters.
   std::string wrongType = full;
-  std::string from = ".param .u32 decode_layer_k0_fused_tc_param_13";
+  std::string from = ".param .u32 decode_layer_k0_fused_tc_param_14";
   ASSERT_NE(wrongType.find(from), std::string::npos);
   wrongType.replace(wrongType.find(from), from.size(),
-                    ".param .u64 decode_layer_k0_fused_tc_param_13");
+                    ".param .u64 decode_layer_k0_fused_tc_param_14");
   msg =
       EXPECT_THROW_MSG(FormatError, checkPtxEntries(wrongType, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc parameter 13 is .u64 "
+  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc parameter 14 is .u64 "
                        "but m.json says scalar \"batch\" (a 32-bit i32) for "
                        "kernel 0 (decode_layer_k0_fused) variant min_batch 8");
 
   std::string fewer = full;
-  from = ",\n\t.param .u32 decode_layer_k0_fused_tc64_param_14";
+  from = ",\n\t.param .u32 decode_layer_k0_fused_tc64_param_15";
   ASSERT_NE(fewer.find(from), std::string::npos);
   fewer.erase(fewer.find(from), from.size());
   msg = EXPECT_THROW_MSG(FormatError, checkPtxEntries(fewer, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc64 has 14 parameters "
-                       "but m.json lists 15 for kernel 0 "
+  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc64 has 15 parameters "
+                       "but m.json lists 16 for kernel 0 "
                        "(decode_layer_k0_fused) variant min_batch 64");
 
   // The compiler's own variant entry is checked too: without it (renamed in

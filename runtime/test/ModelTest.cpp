@@ -19,14 +19,19 @@ Model tinyModel() { return Model::load(dataPath("tiny_decode.manifest.json")); }
 
 /// Binds every argument of `plan` to distinct fake addresses
 /// kArgStride * (i + 1) with exactly the bytes they need (the strides keep
-/// the buffers apart: bindArgument refuses overlapping caches).
-constexpr uint64_t kArgStride = 0x1000000, kInternalStride = 0x40000000;
+/// the buffers apart: bindArgument refuses overlapping caches), internal
+/// buffer i to kInternalStride * (i + 1) and the tensor-map table (if any)
+/// to kTensorMapTable.
+constexpr uint64_t kArgStride = 0x1000000, kInternalStride = 0x40000000,
+                   kTensorMapTable = 0x7700000000;
 void bindAll(LaunchPlan &plan) {
   for (size_t i = 0; i < plan.model().arguments().size(); ++i)
     plan.bindArgument(static_cast<int>(i), kArgStride * (i + 1),
                       plan.argumentBytes(static_cast<int>(i)));
   for (size_t i = 0; i < plan.model().internalBuffers().size(); ++i)
     plan.setInternal(static_cast<int>(i), kInternalStride * (i + 1));
+  if (plan.tensorMapTableBytes() > 0)
+    plan.setTensorMapTable(kTensorMapTable);
 }
 
 /// The tiny manifest with kernel 0's variants (the compiler's
@@ -177,8 +182,9 @@ TEST(LaunchPlan, KernelsShareTheWorkspaceArenas) {
   EXPECT_EQ(plan.arenaBytes(WorkspaceArena::ZeroInit), 64);
   // Plus the outputs residual_out [8, 64], query [8, 4, 16] and output
   // [8, 4, 16], f16: 3 * 1024 bytes (one buffer per workspace took
-  // 4096 + 32 + 32 + 131072 + 16384 + 64 = 151680 bytes).
-  EXPECT_EQ(plan.runtimeBufferBytes(), 147456 + 64 + 3 * 1024);
+  // 4096 + 32 + 32 + 131072 + 16384 + 64 = 151680 bytes), and the table of
+  // one 128-byte tensor map (the qkv weight's).
+  EXPECT_EQ(plan.runtimeBufferBytes(), 147456 + 64 + 3 * 1024 + 128);
   std::string msg =
       EXPECT_THROW_MSG(InvalidArgumentError, (void)plan.workspaceOffset(0));
   EXPECT_CONTAINS(msg, "internal buffer 0 is not a workspace");
@@ -208,14 +214,15 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   // Batch 3 >= 2: kernel 0 launches as its GEMM-shaped variant of 16-token
   // tiles with the kernel's parameters: one CTA of 256 threads (the 128
   // rows are one row tile of 8 warps, hidden 64 one stage: no split-K),
-  // 3 stages of 128 + 2 x 16 + 1 rows of 144 bytes of dynamic shared memory.
+  // with the variant's dynamic shared memory.
   EXPECT_EQ(l[0].kernel, 0);
   EXPECT_EQ(l[0].variant, 0);
   EXPECT_EQ(l[0].entry, "decode_layer_k0_fused_gemm16");
   EXPECT_EQ(l[0].grid, (std::array<uint32_t, 3>{1, 1, 1}));
   EXPECT_EQ(l[0].block, (std::array<uint32_t, 3>{256, 1, 1}));
-  EXPECT_EQ(l[0].dynamicSharedBytes, 3u * 161 * 144);
-  ASSERT_EQ(l[0].args.size(), 15u);
+  EXPECT_EQ(l[0].dynamicSharedBytes,
+            m.kernels()[0]->variants[0].dynamicSharedBytes);
+  ASSERT_EQ(l[0].args.size(), 16u);
   // The fused kernel's inputs in operand order (docs/abi.md section 4):
   // x, norm_w, residual (rmsnorm's operands), qkv_w, positions, k_cache,
   // v_cache, block_table.
@@ -228,9 +235,12 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   EXPECT_EQ(l[0].args[9].pointer, kInternalStride * 2); // query buffer
   for (int i = 10; i < 13; ++i)                         // the workspaces
     EXPECT_EQ(l[0].args[i].pointer, kInternalStride * (i - 7)) << i;
-  EXPECT_TRUE(l[0].args[13].isScalar);
-  EXPECT_EQ(l[0].args[13].scalar, 3); // batch
-  EXPECT_EQ(l[0].args[14].scalar, 5); // max_pages
+  // The qkv weight's tensor map: the table's only slot, at its start.
+  EXPECT_FALSE(l[0].args[13].isScalar);
+  EXPECT_EQ(l[0].args[13].pointer, kTensorMapTable);
+  EXPECT_TRUE(l[0].args[14].isScalar);
+  EXPECT_EQ(l[0].args[14].scalar, 3); // batch
+  EXPECT_EQ(l[0].args[15].scalar, 5); // max_pages
 
   EXPECT_EQ(l[1].kernel, 1);
   EXPECT_EQ(l[1].variant, -1);
@@ -306,9 +316,9 @@ TEST(LaunchPlan, PreparesTheVariantTheBatchSelects) {
     EXPECT_EQ(l[0].dynamicSharedBytes, 135168u);
     // The same arguments as the primary launch (same ABI).
     ASSERT_EQ(l[0].args.size(), below[0].args.size());
-    for (size_t i = 0; i < 13; ++i)
+    for (size_t i = 0; i < 14; ++i)
       EXPECT_EQ(l[0].args[i].pointer, below[0].args[i].pointer) << i;
-    EXPECT_EQ(l[0].args[13].scalar, batch);
+    EXPECT_EQ(l[0].args[14].scalar, batch);
     // Kernel 1 has no variant.
     EXPECT_EQ(l[1].variant, -1);
     EXPECT_EQ(l[1].entry, "decode_layer_k1_decode_attention");
@@ -448,7 +458,7 @@ TEST(LaunchPlan, NoSplitsNoBlockTable) {
   j["functions"][0]["results"][0]["index"] = 0;
   j["kernels"].erase(1);
   auto &params = j["kernels"][0]["params"];
-  params.erase(14); // max_pages
+  params.erase(15); // max_pages
   Model m(Manifest::parse(j.dump(), "m.json"));
   EXPECT_FALSE(m.usesNumSplits());
   EXPECT_FALSE(m.usesMaxPages());
@@ -622,6 +632,7 @@ TEST(FrontHalfSignature, RejectsOtherFunctions) {
   json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
   j["functions"][0]["arguments"][3]["shape"] = {96, 64};
   j["kernels"][0]["params"][3]["shape"] = {96, 64};
+  j["kernels"][0]["params"][13]["shape"] = {96, 64}; // its tensor map
   Model m(Manifest::parse(j.dump(), "m.json"));
   std::string msg =
       EXPECT_THROW_MSG(InvalidArgumentError, FrontHalfSignature::fromModel(m));

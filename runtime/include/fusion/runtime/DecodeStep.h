@@ -31,6 +31,12 @@
 // the device-side positions, lengths and block table. Errors are the
 // runtime's exceptions (Error.h) and name the kernel involved.
 //
+// Tensor maps (docs/abi.md section 3.3): the TMA descriptors of the
+// weights that tensor_map parameters point at live in one allocation
+// (LaunchPlan::tensorMapTableBytes), encoded and uploaded by the first
+// run() or runGraph() after the weights are bound, again only when they
+// are rebound to other memory.
+//
 // Graphs capture the kernel arguments (device addresses and the batch,
 // max_pages, num_splits scalars), not the contents of the buffers: write
 // the new token's inputs, positions, seq_lens and block table into the same
@@ -48,6 +54,7 @@
 #include "fusion/runtime/TensorCall.h"
 
 #include <array>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -144,9 +151,12 @@ public:
   /// (intermediates, workspaces) are this DecodeStep's: a call that needs
   /// more than the capacity gave them throws CapacityError. Nothing
   /// synchronizes, allocates or copies, so the caller may capture the call
-  /// into its own CUDA graph; calls must be ordered on one stream (they
-  /// share those buffers). Unlike run(), the positions, seq_lens and block
-  /// table stay in device memory the runtime never reads: the caller
+  /// into its own CUDA graph, except on the first call with a model that
+  /// has tensor maps and weights at new addresses: it encodes their
+  /// descriptors and uploads them (kept for later calls with those weights;
+  /// make that call before capturing). Calls must be ordered on one stream
+  /// (they share those buffers). Unlike run(), the positions, seq_lens and
+  /// block table stay in device memory the runtime never reads: the caller
   /// guarantees the launch preconditions of LaunchPlan::checkStepInputs
   /// (out-of-range values are undefined behaviour, as in FlashInfer). The
   /// first kernel is launched without programmatic dependent launch, so it
@@ -168,6 +178,16 @@ private:
   /// Allocates and zeroes each kernel output and the two workspace arenas,
   /// and sets their addresses in plan_.
   void allocateRuntimeBuffers();
+  /// Encodes the tensor maps for the current bindings and uploads them to
+  /// tensorMapTable_ unless it holds them already (or an argument a map
+  /// describes is unbound); before overwriting older ones, waits for the
+  /// context (a replay may still read them).
+  void updateTensorMaps();
+  /// The device address of the tensor-map table for the buffers `plan` (a
+  /// call on tensors) binds: the one uploaded for the same addresses by an
+  /// earlier call, or a new one encoded and uploaded now (kept until the
+  /// DecodeStep is destroyed, so graphs that captured it stay valid).
+  CUdeviceptr callTensorMaps(const LaunchPlan &plan);
   void launchAll(const std::vector<PreparedLaunch> &launches, CUstream stream,
                  bool syncEach);
   std::string stepLabel() const;
@@ -184,6 +204,13 @@ private:
   std::vector<cuda::DeviceBuffer> outputs_;
   /// Indexed by WorkspaceArena; unallocated when its arenaBytes is 0.
   std::array<cuda::DeviceBuffer, 2> arenas_;
+  /// The descriptors of Model::tensorMaps() for plan_'s bindings
+  /// (LaunchPlan::tensorMapTableBytes; unallocated without tensor maps),
+  /// and the addresses they were encoded for (empty: not yet).
+  cuda::DeviceBuffer tensorMapTable_;
+  std::vector<uint64_t> encodedTargets_;
+  /// runOnTensors' tables, by the addresses of the described buffers.
+  std::map<std::vector<uint64_t>, cuda::DeviceBuffer> callTensorMaps_;
   cuda::Stream stream_;
   /// A captured step: valid for its shape, stream and binding generation.
   struct CachedGraph {
