@@ -784,3 +784,140 @@ TEST(PtxEntries, ChecksVariantEntriesLikeKernelEntries) {
                        "kernel 0 (decode_layer_k0_fused) variant min_batch 2 "
                        "(decode_layer_k0_fused_gemm16)");
 }
+
+// The compiler's tensor map of the qkv weight (kernel 0, param 13): the
+// device address of the descriptor of input 3, f16 [128, 64], read in one
+// box of 128 rows by 64 columns (64 f16 = the 128-byte swizzle span).
+TEST(Manifest, ParsesTensorMaps) {
+  Manifest m = parseJson(tinyJson());
+  const ManifestParam &map = m.kernels[0].params[13];
+  EXPECT_EQ(map.kind, ParamKind::TensorMap);
+  EXPECT_EQ(map.role, "weight_map");
+  EXPECT_EQ(map.dtype, ElemType::F16);
+  EXPECT_EQ(shapeString(map.shape), "[128, 64]");
+  EXPECT_EQ(map.binding.kind, Binding::Kind::None);
+  EXPECT_TRUE(map.isBuffer()); // passed as a 64-bit address
+  ASSERT_TRUE(map.tensorMap.has_value());
+  EXPECT_EQ(map.tensorMap->of, 3);
+  EXPECT_EQ(map.tensorMap->boxRows, 128);
+  EXPECT_EQ(map.tensorMap->boxCols, 64);
+  EXPECT_EQ(map.tensorMap->swizzleBytes, 128);
+  for (const ManifestParam &p : m.kernels[0].params)
+    EXPECT_EQ(p.tensorMap.has_value(), p.index == 13) << p.index;
+
+  // The documented example's spelling: decimal strings, a smaller box, bf16.
+  json j = tinyJson();
+  for (json *shape : {&j["functions"][0]["arguments"][3]["shape"],
+                      &j["kernels"][0]["params"][3]["shape"],
+                      &j["kernels"][0]["params"][13]["shape"]})
+    *shape = {"128", "64"};
+  j["kernels"][0]["params"][13]["tensor_map"]["box"] = {64, 64};
+  Manifest strings = parseJson(j);
+  EXPECT_EQ(strings.kernels[0].params[13].shape[0].value, 128);
+  EXPECT_EQ(strings.kernels[0].params[13].tensorMap->boxRows, 64);
+}
+
+TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
+  struct Case {
+    const char *name;
+    std::function<void(json &)> mutate;
+    const char *expected;
+  };
+  auto map = [](json &j) -> json & { return j["kernels"][0]["params"][13]; };
+  const Case cases[] = {
+      {"of an output",
+       [&](json &j) { map(j)["tensor_map"]["of"] = 8; },
+       "kernels[0].params[13].tensor_map.of: tensor map of kernel 0 "
+       "(decode_layer_k0_fused) describes parameter 8, which is not an input "
+       "of the kernel"},
+      {"of no parameter",
+       [&](json &j) { map(j)["tensor_map"]["of"] = 40; },
+       "describes parameter 40, which is not an input of the kernel"},
+      {"of a negative index",
+       [&](json &j) { map(j)["tensor_map"]["of"] = -1; },
+       "kernels[0].params[13].tensor_map.of: value -1 is outside"},
+      {"of an activation",
+       [&](json &j) { map(j)["tensor_map"]["of"] = 0; },
+       "describes input 0 \"input\"; only weight and qkv_weight inputs have "
+       "maps"},
+      {"another dtype than the weight",
+       [&](json &j) { map(j)["dtype"] = "bf16"; },
+       "kernels[0].params[13].tensor_map.of: tensor map of kernel 0 "
+       "(decode_layer_k0_fused) is bf16[128, 64] but input 3 \"qkv_weight\" "
+       "is f16[128, 64]"},
+      {"another shape than the weight",
+       [&](json &j) { map(j)["shape"] = {64, 128}; },
+       "is f16[64, 128] but input 3 \"qkv_weight\" is f16[128, 64]"},
+      {"f32",
+       [&](json &j) { map(j)["dtype"] = "f32"; },
+       "kernels[0].params[13].tensor_map: tensor maps describe f16 or bf16 "
+       "weights, not f32"},
+      {"three dimensions",
+       [&](json &j) { map(j)["shape"] = {2, 64, 64}; },
+       "tensor maps describe a constant 2-D [rows, cols] weight, not "
+       "[2, 64, 64]"},
+      {"a run-time dimension",
+       [&](json &j) { map(j)["shape"] = {"batch", 64}; },
+       "constant 2-D [rows, cols] weight, not [batch, 64]"},
+      {"rows not a multiple of 16 bytes",
+       [&](json &j) { map(j)["shape"] = {128, 60}; },
+       "rows of [128, 60] f16 are 120 bytes, not a multiple of 16"},
+      {"box of one dimension",
+       [&](json &j) { map(j)["tensor_map"]["box"] = {64}; },
+       "kernels[0].params[13].tensor_map.box: expected [box_rows, box_cols], "
+       "got 1 values"},
+      {"box rows above 256",
+       [&](json &j) { map(j)["tensor_map"]["box"] = {512, 64}; },
+       "kernels[0].params[13].tensor_map.box[0]: value 512 is outside [1, "
+       "256]"},
+      {"empty box",
+       [&](json &j) { map(j)["tensor_map"]["box"] = {0, 64}; },
+       "tensor_map.box[0]: value 0 is outside [1, 256]"},
+      {"box row not the swizzle span",
+       [&](json &j) { map(j)["tensor_map"]["box"] = {64, 32}; },
+       "kernels[0].params[13].tensor_map.box: box_cols 32 x 2 bytes (f16) is "
+       "not the 128-byte swizzle span"},
+      {"another swizzle",
+       [&](json &j) { map(j)["tensor_map"]["swizzle_bytes"] = 64; },
+       "tensor_map.swizzle_bytes: swizzle_bytes 64 (the runtime encodes "
+       "128-byte swizzled maps only)"},
+      {"no swizzle",
+       [&](json &j) { map(j)["tensor_map"].erase("swizzle_bytes"); },
+       "kernels[0].params[13].tensor_map: missing member \"swizzle_bytes\""},
+      {"a binding",
+       [&](json &j) { map(j)["binding"] = {{"argument", 3}}; },
+       "kernels[0].params[13].binding: workspaces, tensor maps and scalars "
+       "have no binding"},
+      {"no tensor_map object",
+       [&](json &j) { map(j).erase("tensor_map"); },
+       "kernels[0].params[13]: tensor_map parameter without its "
+       "\"tensor_map\" object"},
+      {"a tensor_map object on a workspace",
+       [&](json &j) {
+         j["kernels"][0]["params"][10]["tensor_map"] = map(j)["tensor_map"];
+       },
+       "kernels[0].params[10].tensor_map: only tensor_map parameters "
+       "describe a tensor map"},
+      {"another role",
+       [&](json &j) { map(j)["role"] = "weight"; },
+       "kernels[0].params[13].role: unknown role \"weight\" for an "
+       "tensor_map parameter (expected \"weight_map\")"},
+      {"after a scalar",
+       [](json &j) {
+         json &params = j["kernels"][0]["params"];
+         std::swap(params[13], params[14]);
+         params[13]["index"] = 13;
+         params[14]["index"] = 14;
+       },
+       "kernels[0].params[14].kind: parameter of kind tensor_map after one "
+       "of kind scalar"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    json j = tinyJson();
+    c.mutate(j);
+    std::string msg = EXPECT_THROW_MSG(FormatError, parseJson(j));
+    EXPECT_CONTAINS(msg, "m.json: ");
+    EXPECT_CONTAINS(msg, c.expected);
+  }
+}
