@@ -741,3 +741,69 @@ TEST(FrontHalfSignature, OpsThatContradictTheBuffers) {
       },
       "rope scaling \"yarn\" has no reference");
 }
+
+// Tensor-map slots: one per distinct described buffer and layout. The
+// fixture's kernel 0 maps the qkv weight (argument 3, f16 [128, 64]) in one
+// box of 128 x 64; here a second map of it in the same box shares the slot,
+// a third in boxes of 64 x 64 gets slot 1, 128 bytes further.
+TEST(LaunchPlan, TensorMapsShareSlotsOfOneWeightAndLayout) {
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  json &params = j["kernels"][0]["params"];
+  json same = params[13], smaller = params[13];
+  smaller["tensor_map"]["box"] = {64, 64};
+  params.insert(params.begin() + 14, {same, smaller});
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i]["index"] = i;
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  ASSERT_EQ(m.tensorMaps().size(), 2u);
+  const TensorMapSlot &t = m.tensorMaps()[0];
+  EXPECT_EQ(t.label, "kernel 0 (decode_layer_k0_fused) param 13 "
+                     "\"weight_map\" of param 3 \"qkv_weight\"");
+  EXPECT_EQ(t.target.kind, ParamSource::Kind::Argument);
+  EXPECT_EQ(t.target.index, 3);
+  EXPECT_EQ(t.dtype, ElemType::F16);
+  EXPECT_EQ(t.rows, 128);
+  EXPECT_EQ(t.cols, 64);
+  EXPECT_EQ(t.spec.boxRows, 128);
+  EXPECT_EQ(m.tensorMaps()[1].spec.boxRows, 64);
+  EXPECT_EQ(m.paramSources(0)[13].index, 0);
+  EXPECT_EQ(m.paramSources(0)[14].index, 0);
+  EXPECT_EQ(m.paramSources(0)[15].index, 1);
+
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  EXPECT_EQ(plan.tensorMapTableBytes(), 2 * 128);
+  EXPECT_EQ(plan.tensorMapAddress(0), 0u); // no table yet
+  bindAll(plan);
+  EXPECT_EQ(plan.tensorMapTarget(0), kArgStride * 4);
+  EXPECT_EQ(plan.tensorMapTarget(1), kArgStride * 4);
+  std::vector<PreparedLaunch> l = plan.prepare(StepShape{1, 5, 4});
+  EXPECT_EQ(l[0].args[13].pointer, kTensorMapTable);
+  EXPECT_EQ(l[0].args[14].pointer, kTensorMapTable);
+  EXPECT_EQ(l[0].args[15].pointer, kTensorMapTable + 128);
+  EXPECT_EQ(l[0].args[16].scalar, 1); // batch
+}
+
+TEST(LaunchPlan, TensorMapTableErrors) {
+  Model m = tinyModel();
+  LaunchPlan plan(m, Capacity{4, 4, 4});
+  for (size_t i = 0; i < m.arguments().size(); ++i)
+    plan.bindArgument(static_cast<int>(i), kArgStride * (i + 1),
+                      plan.argumentBytes(static_cast<int>(i)));
+  for (size_t i = 0; i < m.internalBuffers().size(); ++i)
+    plan.setInternal(static_cast<int>(i), kInternalStride * (i + 1));
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, plan.prepare(StepShape{1, 1, 1}));
+  EXPECT_CONTAINS(msg, "the tensor maps (kernel 0 (decode_layer_k0_fused) "
+                       "param 13 \"weight_map\" of param 3 \"qkv_weight\", "
+                       "...) have no device memory");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.setTensorMapTable(kTensorMapTable + 32));
+  EXPECT_CONTAINS(msg, "is null or not 64-byte aligned");
+  EXPECT_THROW(plan.setTensorMapTable(0), InvalidArgumentError);
+  const uint64_t generation = plan.generation();
+  plan.setTensorMapTable(kTensorMapTable + 64);
+  EXPECT_EQ(plan.generation(), generation + 1); // graphs capture the address
+  EXPECT_EQ(plan.prepare(StepShape{1, 1, 1})[0].args[13].pointer,
+            kTensorMapTable + 64);
+  EXPECT_THROW((void)plan.tensorMapAddress(1), InvalidArgumentError);
+}
