@@ -108,35 +108,28 @@ void DecodeStep::allocateRuntimeBuffers() {
     outputs_.back().fill(0);
     plan_.setInternal(bi, outputs_.back().get());
   }
-  if (plan_.tensorMapTableBytes() > 0) {
-    tensorMapTable_ = cuda::DeviceBuffer(
-        static_cast<uint64_t>(plan_.tensorMapTableBytes()), "tensor maps");
-    plan_.setTensorMapTable(tensorMapTable_.get());
-  }
 }
 
-void DecodeStep::updateTensorMaps() {
+void DecodeStep::prepareTensorMaps() {
+  if (plan_.tensorMapTableBytes() == 0)
+    return;
   std::vector<uint64_t> targets = tensorMapTargets(plan_);
-  if (targets == encodedTargets_ ||
-      std::count(targets.begin(), targets.end(), 0))
-    return; // current, or unbound (prepare() reports it)
-  // A launch or graph replay in flight may still read the old descriptors.
-  if (!encodedTargets_.empty())
-    context_->synchronize(stepLabel());
-  std::vector<CUtensorMap> maps = encodeTensorMaps(plan_);
-  tensorMapTable_.upload(maps.data(), maps.size() * sizeof(CUtensorMap));
-  encodedTargets_ = std::move(targets);
+  if (std::count(targets.begin(), targets.end(), 0))
+    return; // unbound: prepare() reports it
+  context_->makeCurrent();
+  const CUdeviceptr table = tensorMapTable(plan_);
+  if (plan_.tensorMapAddress(0) != table)
+    plan_.setTensorMapTable(table);
 }
 
-CUdeviceptr DecodeStep::callTensorMaps(const LaunchPlan &plan) {
+CUdeviceptr DecodeStep::tensorMapTable(const LaunchPlan &plan) {
   std::vector<uint64_t> targets = tensorMapTargets(plan);
-  auto it = callTensorMaps_.find(targets);
-  if (it == callTensorMaps_.end()) {
+  auto it = tensorMapTables_.find(targets);
+  if (it == tensorMapTables_.end()) {
     std::vector<CUtensorMap> maps = encodeTensorMaps(plan);
-    cuda::DeviceBuffer table(maps.size() * sizeof(CUtensorMap),
-                             "tensor maps of a call on tensors");
+    cuda::DeviceBuffer table(maps.size() * sizeof(CUtensorMap), "tensor maps");
     table.upload(maps.data(), table.bytes());
-    it = callTensorMaps_.emplace(std::move(targets), std::move(table)).first;
+    it = tensorMapTables_.emplace(std::move(targets), std::move(table)).first;
   }
   return it->second.get();
 }
@@ -250,9 +243,9 @@ void DecodeStep::run(const StepShape &shape, const StepInputs &inputs,
                      CUstream stream) {
   if (!stream)
     stream = stream_.get();
+  prepareTensorMaps(); // the table's address is part of the step's checks
   plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
-  updateTensorMaps();
   launchAll(plan_.prepare(shape), stream, options_.syncEachKernel);
 }
 
@@ -260,9 +253,9 @@ void DecodeStep::runGraph(const StepShape &shape, const StepInputs &inputs,
                           CUstream stream) {
   if (!stream)
     stream = stream_.get();
+  prepareTensorMaps(); // the table's address is part of the step's checks
   plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
-  updateTensorMaps();
   std::vector<PreparedLaunch> launches = plan_.prepare(shape);
   const uint64_t generation = plan_.generation();
   // Graphs of older bindings hold stale addresses: never replayed again.
@@ -329,7 +322,7 @@ void DecodeStep::runOnTensors(const std::vector<DeviceTensor> &arguments,
   }
   context_->makeCurrent();
   if (plan.tensorMapTableBytes() > 0)
-    plan.setTensorMapTable(callTensorMaps(plan));
+    plan.setTensorMapTable(tensorMapTable(plan));
   std::vector<PreparedLaunch> launches =
       plan.prepare(StepShape{sizes.batch, sizes.max_pages, numSplits});
   // The kernel before ours on the caller's stream is not ours: it may

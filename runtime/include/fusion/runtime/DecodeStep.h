@@ -32,10 +32,10 @@
 // runtime's exceptions (Error.h) and name the kernel involved.
 //
 // Tensor maps (docs/abi.md section 3.3): the TMA descriptors of the
-// weights that tensor_map parameters point at live in one allocation
-// (LaunchPlan::tensorMapTableBytes), encoded and uploaded by the first
-// run() or runGraph() after the weights are bound, again only when they
-// are rebound to other memory.
+// weights that tensor_map parameters point at live in one allocation per
+// set of weight addresses (LaunchPlan::tensorMapTableBytes), encoded and
+// uploaded by the first run() or runGraph() with those weights bound
+// (prepareTensorMaps), never changed while the DecodeStep lives.
 //
 // Graphs capture the kernel arguments (device addresses and the batch,
 // max_pages, num_splits scalars), not the contents of the buffers: write
@@ -164,6 +164,14 @@ public:
   void runOnTensors(const std::vector<DeviceTensor> &arguments,
                     const std::vector<DeviceTensor> &results, int64_t numSplits,
                     CUstream stream);
+  /// Encodes the tensor maps (docs/abi.md section 3.3) for the current
+  /// bindings and uploads them, unless a table for the same weight
+  /// addresses exists; points the plan at that table. run() and runGraph()
+  /// call it; call it before capturing run() into a graph of one's own
+  /// after binding weights to new memory (the upload is synchronous).
+  /// Nothing to do without tensor maps or while a described argument is
+  /// unbound. Throws CudaError if the driver rejects a descriptor.
+  void prepareTensorMaps();
   /// Number of graph captures so far.
   int graphCaptures() const { return captures_; }
   /// Graphs runGraph keeps (least recently used dropped first): a batch
@@ -178,16 +186,11 @@ private:
   /// Allocates and zeroes each kernel output and the two workspace arenas,
   /// and sets their addresses in plan_.
   void allocateRuntimeBuffers();
-  /// Encodes the tensor maps for the current bindings and uploads them to
-  /// tensorMapTable_ unless it holds them already (or an argument a map
-  /// describes is unbound); before overwriting older ones, waits for the
-  /// context (a replay may still read them).
-  void updateTensorMaps();
-  /// The device address of the tensor-map table for the buffers `plan` (a
-  /// call on tensors) binds: the one uploaded for the same addresses by an
-  /// earlier call, or a new one encoded and uploaded now (kept until the
-  /// DecodeStep is destroyed, so graphs that captured it stay valid).
-  CUdeviceptr callTensorMaps(const LaunchPlan &plan);
+  /// The device address of the tensor-map table for the buffers `plan`
+  /// binds: the one uploaded earlier for the same addresses, or a new one
+  /// encoded and uploaded now (kept until the DecodeStep is destroyed, so
+  /// that launches and graphs that use it stay valid).
+  CUdeviceptr tensorMapTable(const LaunchPlan &plan);
   void launchAll(const std::vector<PreparedLaunch> &launches, CUstream stream,
                  bool syncEach);
   std::string stepLabel() const;
@@ -204,13 +207,10 @@ private:
   std::vector<cuda::DeviceBuffer> outputs_;
   /// Indexed by WorkspaceArena; unallocated when its arenaBytes is 0.
   std::array<cuda::DeviceBuffer, 2> arenas_;
-  /// The descriptors of Model::tensorMaps() for plan_'s bindings
-  /// (LaunchPlan::tensorMapTableBytes; unallocated without tensor maps),
-  /// and the addresses they were encoded for (empty: not yet).
-  cuda::DeviceBuffer tensorMapTable_;
-  std::vector<uint64_t> encodedTargets_;
-  /// runOnTensors' tables, by the addresses of the described buffers.
-  std::map<std::vector<uint64_t>, cuda::DeviceBuffer> callTensorMaps_;
+  /// Tables of the descriptors of Model::tensorMaps()
+  /// (LaunchPlan::tensorMapTableBytes each), by the addresses of the
+  /// buffers they describe: one per set of weights bound or called with.
+  std::map<std::vector<uint64_t>, cuda::DeviceBuffer> tensorMapTables_;
   cuda::Stream stream_;
   /// A captured step: valid for its shape, stream and binding generation.
   struct CachedGraph {
