@@ -825,19 +825,15 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
   };
   auto map = [](json &j) -> json & { return j["kernels"][0]["params"][13]; };
   const Case cases[] = {
-      {"of an output",
-       [&](json &j) { map(j)["tensor_map"]["of"] = 8; },
+      {"of an output", [&](json &j) { map(j)["tensor_map"]["of"] = 8; },
        "kernels[0].params[13].tensor_map.of: tensor map of kernel 0 "
        "(decode_layer_k0_fused) describes parameter 8, which is not an input "
        "of the kernel"},
-      {"of no parameter",
-       [&](json &j) { map(j)["tensor_map"]["of"] = 40; },
+      {"of no parameter", [&](json &j) { map(j)["tensor_map"]["of"] = 40; },
        "describes parameter 40, which is not an input of the kernel"},
-      {"of a negative index",
-       [&](json &j) { map(j)["tensor_map"]["of"] = -1; },
+      {"of a negative index", [&](json &j) { map(j)["tensor_map"]["of"] = -1; },
        "kernels[0].params[13].tensor_map.of: value -1 is outside"},
-      {"of an activation",
-       [&](json &j) { map(j)["tensor_map"]["of"] = 0; },
+      {"of an activation", [&](json &j) { map(j)["tensor_map"]["of"] = 0; },
        "describes input 0 \"input\"; only weight and qkv_weight inputs have "
        "maps"},
       {"another dtype than the weight",
@@ -846,35 +842,48 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
        "(decode_layer_k0_fused) is bf16[128, 64] but input 3 \"qkv_weight\" "
        "is f16[128, 64]"},
       {"another shape than the weight",
-       [&](json &j) { map(j)["shape"] = {64, 128}; },
+       [&](json &j) {
+         map(j)["shape"] = {64, 128};
+       },
        "is f16[64, 128] but input 3 \"qkv_weight\" is f16[128, 64]"},
-      {"f32",
-       [&](json &j) { map(j)["dtype"] = "f32"; },
+      {"f32", [&](json &j) { map(j)["dtype"] = "f32"; },
        "kernels[0].params[13].tensor_map: tensor maps describe f16 or bf16 "
        "weights, not f32"},
       {"three dimensions",
-       [&](json &j) { map(j)["shape"] = {2, 64, 64}; },
+       [&](json &j) {
+         map(j)["shape"] = {2, 64, 64};
+       },
        "tensor maps describe a constant 2-D [rows, cols] weight, not "
        "[2, 64, 64]"},
       {"a run-time dimension",
-       [&](json &j) { map(j)["shape"] = {"batch", 64}; },
+       [&](json &j) {
+         map(j)["shape"] = {"batch", 64};
+       },
        "constant 2-D [rows, cols] weight, not [batch, 64]"},
       {"rows not a multiple of 16 bytes",
-       [&](json &j) { map(j)["shape"] = {128, 60}; },
+       [&](json &j) {
+         map(j)["shape"] = {128, 60};
+       },
        "rows of [128, 60] f16 are 120 bytes, not a multiple of 16"},
       {"box of one dimension",
        [&](json &j) { map(j)["tensor_map"]["box"] = {64}; },
        "kernels[0].params[13].tensor_map.box: expected [box_rows, box_cols], "
        "got 1 values"},
       {"box rows above 256",
-       [&](json &j) { map(j)["tensor_map"]["box"] = {512, 64}; },
+       [&](json &j) {
+         map(j)["tensor_map"]["box"] = {512, 64};
+       },
        "kernels[0].params[13].tensor_map.box[0]: value 512 is outside [1, "
        "256]"},
       {"empty box",
-       [&](json &j) { map(j)["tensor_map"]["box"] = {0, 64}; },
+       [&](json &j) {
+         map(j)["tensor_map"]["box"] = {0, 64};
+       },
        "tensor_map.box[0]: value 0 is outside [1, 256]"},
       {"box row not the swizzle span",
-       [&](json &j) { map(j)["tensor_map"]["box"] = {64, 32}; },
+       [&](json &j) {
+         map(j)["tensor_map"]["box"] = {64, 32};
+       },
        "kernels[0].params[13].tensor_map.box: box_cols 32 x 2 bytes (f16) is "
        "not the 128-byte swizzle span"},
       {"another swizzle",
@@ -885,11 +894,12 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
        [&](json &j) { map(j)["tensor_map"].erase("swizzle_bytes"); },
        "kernels[0].params[13].tensor_map: missing member \"swizzle_bytes\""},
       {"a binding",
-       [&](json &j) { map(j)["binding"] = {{"argument", 3}}; },
+       [&](json &j) {
+         map(j)["binding"] = {{"argument", 3}};
+       },
        "kernels[0].params[13].binding: workspaces, tensor maps and scalars "
        "have no binding"},
-      {"no tensor_map object",
-       [&](json &j) { map(j).erase("tensor_map"); },
+      {"no tensor_map object", [&](json &j) { map(j).erase("tensor_map"); },
        "kernels[0].params[13]: tensor_map parameter without its "
        "\"tensor_map\" object"},
       {"a tensor_map object on a workspace",
@@ -898,8 +908,7 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
        },
        "kernels[0].params[10].tensor_map: only tensor_map parameters "
        "describe a tensor map"},
-      {"another role",
-       [&](json &j) { map(j)["role"] = "weight"; },
+      {"another role", [&](json &j) { map(j)["role"] = "weight"; },
        "kernels[0].params[13].role: unknown role \"weight\" for an "
        "tensor_map parameter (expected \"weight_map\")"},
       {"after a scalar",
