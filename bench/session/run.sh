@@ -11,7 +11,8 @@
 #           Llama-3-8B shape B=1,16 x 2 reps)
 #   abptx   interleaved A/B of PTX builds (PTX names under .gpu/session, e.g.
 #           smol and a copy of another compiler's smol as smol_main) with
-#           the first branch's runtime, B=1,16 x 3, with ids hashes
+#           the first branch's runtime, B=1,16 x 3 (BATCHES, REPS), with
+#           ids hashes
 #   model   bench/model.py (ours against the gpt-fast-style anchor) with the
 #           first branch's fusion-generate; MODEL=smol|l8 (one per command)
 #   smollm2 the engine's SmolLM2 tests (perplexity, greedy continuations) of
@@ -158,14 +159,15 @@ model() {
 
 abptx() {
   # Interleaved decode us/step of PTX builds with the first branch's
-  # runtime, B=1 and 16, 3 repetitions.
+  # runtime, batches $BATCHES (default 1 and 16), $REPS repetitions
+  # (default 3).
   local name
   name=$(first)
   local ptxs=("$@")
   [ ${#ptxs[@]} -gt 0 ] || { say "abptx: name the PTX builds"; return 1; }
   say "== decode us/step by PTX (${ptxs[*]}; $name's runtime)"
-  for rep in 1 2 3; do
-    for batch in 1 16; do
+  for rep in $(seq "${REPS:-3}"); do
+    for batch in ${BATCHES:-1 16}; do
       line="B=$batch:"
       for ptx in "${ptxs[@]}"; do
         t=$(us "$name" "$ptx" "$batch" 128)
