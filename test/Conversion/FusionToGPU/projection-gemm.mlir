@@ -117,7 +117,7 @@
 // empty group).
 // CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32)
 // CHECK-NEXT: nvvm.cp.async.wait.group 1
-// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: llvm.inline_asm has_side_effects {{.*}}mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;{{.*}}@!p bra WAIT
 // CHECK-NEXT: gpu.barrier
 // CHECK: nvvm.cp.async.commit.group
 // CHECK: } else {
@@ -193,7 +193,7 @@
 // PTX: cp.async.cg.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16;
 // PTX: cp.async.commit_group;
 // PTX: cp.async.wait_group 1;
-// PTX: mbarrier.try_wait.parity.shared.b64
+// PTX: mbarrier.try_wait.parity.shared::cta.b64 p, [%r{{[0-9]+}}], %r{{[0-9]+}};
 // PTX: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // PTX: atom.global.add.u32

@@ -101,9 +101,18 @@ void mlir::fusion::copyBulk(ImplicitLocOpBuilder &b, Value shared, Value global,
 
 void mlir::fusion::waitBarrierPhase(ImplicitLocOpBuilder &b, Value barrier,
                                     Value parity) {
-  // The suspend-time hint CUTLASS uses (ns).
-  NVVM::MBarrierTryWaitParityOp::create(b, barrier, parity,
-                                        constI32(b, 10000000));
+  // Inline PTX rather than nvvm.mbarrier.try_wait.parity, whose lowering
+  // loops with `bra.uni` on each thread's own try_wait result; a plain
+  // `bra` (as bench/diagnostics/ptx_ops.cuh's mbarWait, measured) is safe
+  // when the lanes of a warp see the phase complete at different times.
+  Value address = LLVM::PtrToIntOp::create(b, b.getI32Type(), barrier);
+  LLVM::InlineAsmOp::create(
+      b, TypeRange(), ValueRange{address, parity},
+      "{\n\t.reg .pred p;\n\tWAIT:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n\t"
+      "@!p bra WAIT;\n\t}",
+      "r,r,~{memory}", /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
 }
 
 Value mlir::fusion::getGenericPointer(ImplicitLocOpBuilder &b, Value buffer) {
