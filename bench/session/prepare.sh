@@ -6,8 +6,7 @@
 #
 #   bench/session/prepare.sh [BRANCH...]   (default: main)
 #
-# Writes: smol.{ptx,manifest.json} (the whole SmolLM2-135M), smol_hpc1.* (the
-# same with one query head per attention CTA) and l8.* (the
+# Writes: smol.{ptx,manifest.json} (the whole SmolLM2-135M) and l8.* (the
 # Llama-3-8B shape), f16, from this checkout's compiler (fusion-import
 # --whole-model); engine-models/ the tiny models of the engine's GPU tests;
 # check/ the 8B shape's first two layers for
@@ -44,15 +43,6 @@ for m in smol l8 l8x2; do
     -o "$out/$m.mlir"
 done
 build/bin/fusion-compile "$out/smol.mlir" -o "$out/smol"
-# Stage 0 of docs/o-proj-partials-plan.md: SmolLM2 with one query head per
-# attention CTA (grid [num_splits, 9, batch] instead of [.., 3, ..]); the
-# other schedule values are what the compiler chooses for SmolLM2 today.
-build/bin/fusion-opt --fusion-form-kernels "$out/smol.mlir" |
-  sed -E 's/(fusion.kernel @[a-z_0-9]*decode_attention [^{]*attributes \{)(strategy)/\1schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 1, head_blocks = 3, vector_width = 8, lanes_per_row = 8, kv_unroll = 4, chunk_multiple = 128, target_ctas = 264, min_chunk_tokens = 64>, \2/' \
-    >"$out/smol_hpc1.mlir"
-[ "$(grep -c 'heads_per_cta = 1' "$out/smol_hpc1.mlir")" = 30 ] ||
-  { echo "prepare.sh: the attention schedule override did not apply" >&2; exit 1; }
-build/bin/fusion-compile "$out/smol_hpc1.mlir" -o "$out/smol_hpc1"
 build/bin/fusion-compile "$out/l8.mlir" -o "$out/l8"
 build/bin/fusion-compile "$out/l8x2.mlir" -o "$out/check/l8x2.decode"
 rm "$out"/*.mlir

@@ -9,8 +9,10 @@
 #           ids from every branch's fusion-generate
 #   ab      interleaved A/B of decode us/step (SmolLM2 B=1,16 x 3 reps;
 #           Llama-3-8B shape B=1,16 x 2 reps)
-#   abptx   interleaved A/B of PTX builds with the first branch's runtime
-#           (default: smol against smol_hpc1), B=1,16 x 3, with ids hashes
+#   abptx   interleaved A/B of PTX builds (PTX names under .gpu/session, e.g.
+#           smol and a copy of another compiler's smol as smol_main) with
+#           the first branch's runtime, B=1,16 x 3 (BATCHES, REPS), with
+#           ids hashes
 #   model   bench/model.py (ours against the gpt-fast-style anchor) with the
 #           first branch's fusion-generate; MODEL=smol|l8 (one per command)
 #   smollm2 the engine's SmolLM2 tests (perplexity, greedy continuations) of
@@ -19,6 +21,8 @@
 #   check   check_model.py on two 8B-shape layers (batches 1, 16, 40)
 #   ncu     ncu of the 8B shape's B=16 _gemm16 kernels (warp stalls, SASS
 #           source counters)
+#   sanitize compute-sanitizer memcheck, racecheck, synccheck of the _gemm
+#           kernels in SmolLM2's step (first branch's runtime)
 #   diag    kernel_chain.cu, gemm_packed_mma.cu, gemm_weight_stream.cu,
 #           persistent_decode.cu
 #
@@ -56,7 +60,7 @@ build_runtimes() {
 }
 
 # gen NAME PTX B TOKENS [options]: fusion-generate of branch NAME on
-# $s/PTX.{ptx,manifest.json} (smol, smol_hpc1 or l8; the config is the
+# $s/PTX.{ptx,manifest.json} (smol, l8 or smol_main; the config is the
 # name up to its first '_'), random weights.
 gen() {
   local name=$1 ptx=$2 batch=$3 tokens=$4
@@ -154,15 +158,16 @@ model() {
 }
 
 abptx() {
-  # Interleaved decode us/step of PTX builds (default smol, smol_hpc1) with
-  # the first branch's runtime, B=1 and 16, 3 repetitions.
+  # Interleaved decode us/step of PTX builds with the first branch's
+  # runtime, batches $BATCHES (default 1 and 16), $REPS repetitions
+  # (default 3).
   local name
   name=$(first)
   local ptxs=("$@")
-  [ ${#ptxs[@]} -gt 0 ] || ptxs=(smol smol_hpc1)
+  [ ${#ptxs[@]} -gt 0 ] || { say "abptx: name the PTX builds"; return 1; }
   say "== decode us/step by PTX (${ptxs[*]}; $name's runtime)"
-  for rep in 1 2 3; do
-    for batch in 1 16; do
+  for rep in $(seq "${REPS:-3}"); do
+    for batch in ${BATCHES:-1 16}; do
       line="B=$batch:"
       for ptx in "${ptxs[@]}"; do
         t=$(us "$name" "$ptx" "$batch" 128)
@@ -236,6 +241,23 @@ ncu_gemm() {
   say "ncu: $(wc -l <"$out/ncu_gate_up_sass.csv") lines of gate/up SASS counters"
 }
 
+sanitize() {
+  # compute-sanitizer memcheck, racecheck and synccheck of the batch
+  # variants (_gemm kernels) in SmolLM2's whole step with the first
+  # branch's runtime: a 4-token prompt at B=3 (prefill rows and decode steps
+  # both take _gemm16), 2 new tokens, no graph.
+  local name
+  name=$(first)
+  for tool in memcheck racecheck synccheck; do
+    say "== compute-sanitizer $tool, _gemm kernels, smol B=3"
+    compute-sanitizer --tool "$tool" --kernel-name regex:_gemm --error-exitcode 3 \
+      "/tmp/rt-$name/tools/fusion-generate" --model "$s/smol" \
+      --checkpoint "$s/cfg/smol" --random-weights 1 --ids "1 2 3 4" --batch 3 \
+      --max-new-tokens 2 --no-graph >"$out/sanitize-$tool.txt" 2>&1
+    say "exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool.txt" | tail -1))"
+  done
+}
+
 diag() {
   cd "$s/diag" || exit 1
   local names=("$@")
@@ -257,6 +279,7 @@ smollm2) smollm2 ;;
 abptx) shift; abptx "$@" ;;
 check) check ;;
 ncu) ncu_gemm ;;
+sanitize) sanitize ;;
 diag) shift; diag "$@" ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx [PTX...]|model [smol|l8]|smollm2|check|ncu|diag [NAME...]" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|ncu|sanitize|diag [NAME...]" >&2; exit 2 ;;
 esac

@@ -69,7 +69,8 @@ namespace fusion::runtime::cuda {
   X(cuEventRecord)                                                             \
   X(cuEventSynchronize)                                                        \
   X(cuEventElapsedTime)                                                        \
-  X(cuLaunchKernelEx)
+  X(cuLaunchKernelEx)                                                          \
+  X(cuTensorMapEncodeTiled)
 
 #define FUSION_STR_(x) #x
 #define FUSION_STR(x) FUSION_STR_(x)
@@ -634,6 +635,28 @@ void launchKernel(CUfunction function, const std::string &entry,
        << (programmatic ? ", programmatic stream serialization" : "") << ")";
     check(r, op.str());
   }
+}
+
+CUtensorMap encodeTensorMap(const TiledTensor2D &t, std::string_view what) {
+  CUtensorMap map{};
+  const cuuint64_t globalDim[2] = {t.cols, t.rows};
+  const cuuint64_t globalStrides[1] = {t.rowBytes};
+  const cuuint32_t boxDim[2] = {t.boxCols, t.boxRows};
+  const cuuint32_t elementStrides[2] = {1, 1};
+  CUresult r = api().cuTensorMapEncodeTiled(
+      &map, t.dataType, 2, reinterpret_cast<void *>(t.address), globalDim,
+      globalStrides, boxDim, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      t.swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::ostringstream op;
+    op << "cuTensorMapEncodeTiled(" << what << ": data type " << t.dataType
+       << " at " << hex(t.address) << ", [" << t.rows << ", " << t.cols
+       << "] elements, rows of " << t.rowBytes << " bytes, box [" << t.boxRows
+       << ", " << t.boxCols << "], swizzle " << t.swizzle << ")";
+    check(r, op.str());
+  }
+  return map;
 }
 
 void setMaxDynamicSharedMemory(CUfunction function, const std::string &entry,

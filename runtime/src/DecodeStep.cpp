@@ -21,6 +21,41 @@ CUfunction loadFunction(const cuda::Module &module,
         f, launch.entry, static_cast<int>(launch.dynamicSharedBytes));
   return f;
 }
+
+/// The descriptors of `plan`'s tensor-map slots, in slot order (one
+/// contract::kTensorMapBytes apart, the table's layout), each encoded for
+/// the address its buffer has in `plan` (every one set).
+std::vector<CUtensorMap> encodeTensorMaps(const LaunchPlan &plan) {
+  static_assert(sizeof(CUtensorMap) == contract::kTensorMapBytes &&
+                alignof(CUtensorMap) % contract::kTensorMapAlignment == 0);
+  const std::vector<TensorMapSlot> &slots = plan.model().tensorMaps();
+  std::vector<CUtensorMap> maps;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const TensorMapSlot &t = slots[i];
+    cuda::TiledTensor2D tensor;
+    tensor.dataType = t.dtype == ElemType::BF16
+                          ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    tensor.address = plan.tensorMapTarget(static_cast<int>(i));
+    tensor.rows = static_cast<uint64_t>(t.rows);
+    tensor.cols = static_cast<uint64_t>(t.cols);
+    tensor.rowBytes =
+        tensor.cols * static_cast<uint64_t>(elemTypeSize(t.dtype));
+    tensor.boxRows = static_cast<uint32_t>(t.spec.boxRows);
+    tensor.boxCols = static_cast<uint32_t>(t.spec.boxCols);
+    tensor.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    maps.push_back(cuda::encodeTensorMap(tensor, t.label));
+  }
+  return maps;
+}
+
+/// The device addresses of the buffers `plan`'s tensor maps describe.
+std::vector<uint64_t> tensorMapTargets(const LaunchPlan &plan) {
+  std::vector<uint64_t> targets;
+  for (size_t i = 0; i < plan.model().tensorMaps().size(); ++i)
+    targets.push_back(plan.tensorMapTarget(static_cast<int>(i)));
+  return targets;
+}
 } // namespace
 
 DecodeStep::DecodeStep(const cuda::Context &context, const Model &model,
@@ -73,6 +108,30 @@ void DecodeStep::allocateRuntimeBuffers() {
     outputs_.back().fill(0);
     plan_.setInternal(bi, outputs_.back().get());
   }
+}
+
+void DecodeStep::prepareTensorMaps() {
+  if (plan_.tensorMapTableBytes() == 0)
+    return;
+  std::vector<uint64_t> targets = tensorMapTargets(plan_);
+  if (std::count(targets.begin(), targets.end(), 0))
+    return; // unbound: prepare() reports it
+  context_->makeCurrent();
+  const CUdeviceptr table = tensorMapTable(plan_);
+  if (plan_.tensorMapAddress(0) != table)
+    plan_.setTensorMapTable(table);
+}
+
+CUdeviceptr DecodeStep::tensorMapTable(const LaunchPlan &plan) {
+  std::vector<uint64_t> targets = tensorMapTargets(plan);
+  auto it = tensorMapTables_.find(targets);
+  if (it == tensorMapTables_.end()) {
+    std::vector<CUtensorMap> maps = encodeTensorMaps(plan);
+    cuda::DeviceBuffer table(maps.size() * sizeof(CUtensorMap), "tensor maps");
+    table.upload(maps.data(), table.bytes());
+    it = tensorMapTables_.emplace(std::move(targets), std::move(table)).first;
+  }
+  return it->second.get();
 }
 
 DecodeStep::BufferView DecodeStep::internal(int i) const {
@@ -184,6 +243,7 @@ void DecodeStep::run(const StepShape &shape, const StepInputs &inputs,
                      CUstream stream) {
   if (!stream)
     stream = stream_.get();
+  prepareTensorMaps(); // the table's address is part of the step's checks
   plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
   launchAll(plan_.prepare(shape), stream, options_.syncEachKernel);
@@ -193,6 +253,7 @@ void DecodeStep::runGraph(const StepShape &shape, const StepInputs &inputs,
                           CUstream stream) {
   if (!stream)
     stream = stream_.get();
+  prepareTensorMaps(); // the table's address is part of the step's checks
   plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
   std::vector<PreparedLaunch> launches = plan_.prepare(shape);
@@ -259,6 +320,9 @@ void DecodeStep::runOnTensors(const std::vector<DeviceTensor> &arguments,
     plan.setInternal(model_->internalForResult(source.index, source.result),
                      results[r].address);
   }
+  context_->makeCurrent();
+  if (plan.tensorMapTableBytes() > 0)
+    plan.setTensorMapTable(tensorMapTable(plan));
   std::vector<PreparedLaunch> launches =
       plan.prepare(StepShape{sizes.batch, sizes.max_pages, numSplits});
   // The kernel before ours on the caller's stream is not ours: it may
@@ -266,7 +330,6 @@ void DecodeStep::runOnTensors(const std::vector<DeviceTensor> &arguments,
   // second kernel reads seq_lens and the block table before its
   // griddepcontrol.wait (docs/abi.md). So the first waits for it in full.
   launches.front().programmaticDependentLaunch = false;
-  context_->makeCurrent();
   launchAll(launches, stream, /*syncEach=*/false);
 }
 

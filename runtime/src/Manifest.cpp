@@ -309,6 +309,52 @@ Binding parseSource(const Node &n) {
   return b;
 }
 
+/// Largest TMA box dimension (elements): cuTensorMapEncodeTiled's bound.
+constexpr int64_t kMaxTensorMapBox = 256;
+
+/// The "tensor_map" object `n` of a tensor_map parameter of `dtype` and
+/// `shape` (its "of" is checked against the kernel by checkTensorMapOf): a
+/// box of [1..256] x [1..256] elements whose row is the swizzle span
+/// (box_cols * element bytes == swizzle_bytes == 128), over a constant 2-D
+/// f16/bf16 shape whose rows are a multiple of 16 bytes (TMA's global
+/// stride rule).
+contract::TensorMapSpec parseTensorMap(const Node &n, ElemType dtype,
+                                       const std::vector<Dim> &shape) {
+  n.expectObject();
+  const int64_t elem = elemTypeSize(dtype);
+  if (dtype != ElemType::F16 && dtype != ElemType::BF16)
+    n.fail("tensor maps describe f16 or bf16 weights, not " +
+           std::string(elemTypeName(dtype)));
+  if (shape.size() != 2 || shape[0].isSymbol() || shape[1].isSymbol())
+    n.fail("tensor maps describe a constant 2-D [rows, cols] weight, not " +
+           shapeString(shape));
+  if (shape[1].value * elem % 16 != 0)
+    n.fail("rows of " + shapeString(shape) + " " +
+           std::string(elemTypeName(dtype)) + " are " +
+           std::to_string(shape[1].value * elem) +
+           " bytes, not a multiple of 16 (TMA's global stride rule)");
+  contract::TensorMapSpec spec;
+  spec.of = n.at("of").asInt(0, std::numeric_limits<int>::max());
+  Node box = n.at("box");
+  box.expectArray();
+  if (box.size() != 2)
+    box.fail("expected [box_rows, box_cols], got " +
+             std::to_string(box.size()) + " values");
+  spec.boxRows = box.at(0).asInt(1, kMaxTensorMapBox);
+  spec.boxCols = box.at(1).asInt(1, kMaxTensorMapBox);
+  Node swizzle = n.at("swizzle_bytes");
+  spec.swizzleBytes = swizzle.asInt();
+  if (spec.swizzleBytes != 128)
+    swizzle.fail("swizzle_bytes " + std::to_string(spec.swizzleBytes) +
+                 " (the runtime encodes 128-byte swizzled maps only)");
+  if (spec.boxCols * elem != spec.swizzleBytes)
+    box.fail("box_cols " + std::to_string(spec.boxCols) + " x " +
+             std::to_string(elem) + " bytes (" +
+             std::string(elemTypeName(dtype)) + ") is not the " +
+             std::to_string(spec.swizzleBytes) + "-byte swizzle span");
+  return spec;
+}
+
 ManifestParam parseParam(const Node &n, size_t position) {
   ManifestParam p;
   p.index = static_cast<int>(position);
@@ -321,7 +367,8 @@ ManifestParam parseParam(const Node &n, size_t position) {
     p.kind = *k;
   else
     n.at("kind").fail("unknown parameter kind \"" + kind +
-                      "\" (expected input, output, workspace or scalar)");
+                      "\" (expected input, output, workspace, tensor_map "
+                      "or scalar)");
   p.role = n.at("role").asString();
   if (!contract::paramRoles(p.kind).contains(p.role))
     n.at("role").fail(
@@ -349,6 +396,13 @@ ManifestParam parseParam(const Node &n, size_t position) {
       (p.shape.empty() || p.shape[0].symbol != contract::dim::kBatch))
     n.at("shape").fail("workspace shape " + shapeString(p.shape) +
                        " does not start with the batch dimension \"batch\"");
+  if (auto tm = n.find("tensor_map")) {
+    if (p.kind != ParamKind::TensorMap)
+      tm->fail("only tensor_map parameters describe a tensor map");
+    p.tensorMap = parseTensorMap(*tm, p.dtype, p.shape);
+  } else if (p.kind == ParamKind::TensorMap) {
+    n.fail("tensor_map parameter without its \"tensor_map\" object");
+  }
   if (auto b = n.find("binding"))
     p.binding = parseSource(*b);
   return p;
@@ -644,11 +698,37 @@ void checkParamBinding(const Node &pn, ManifestParam &p, int &outputs) {
     ++outputs;
     break;
   case ParamKind::Workspace:
+  case ParamKind::TensorMap:
   case ParamKind::Scalar:
     if (p.binding.kind != Binding::Kind::None)
-      pn.at("binding").fail("workspaces and scalars have no binding");
+      pn.at("binding").fail(
+          "workspaces, tensor maps and scalars have no binding");
     break;
   }
+}
+
+/// Checks that tensor map `p` (at `pn`) of kernel `k` describes an input of
+/// `k` with role weight or qkv_weight and the map's dtype and shape.
+void checkTensorMapOf(const Node &pn, const ManifestKernel &k,
+                      const ManifestParam &p) {
+  Node of = pn.at("tensor_map").at("of");
+  const int64_t i = p.tensorMap->of;
+  if (i >= static_cast<int64_t>(k.params.size()) ||
+      k.params[i].kind != ParamKind::Input)
+    of.fail("tensor map of " + k.label() + " describes parameter " +
+            std::to_string(i) + ", which is not an input of the kernel");
+  const ManifestParam &target = k.params[i];
+  if (target.role != contract::role::kWeight &&
+      target.role != contract::role::kQKVWeight)
+    of.fail("tensor map of " + k.label() + " describes input " +
+            std::to_string(i) + " \"" + target.role +
+            "\"; only weight and qkv_weight inputs have maps");
+  if (target.dtype != p.dtype || !(target.shape == p.shape))
+    of.fail("tensor map of " + k.label() + " is " +
+            std::string(elemTypeName(p.dtype)) + shapeString(p.shape) +
+            " but input " + std::to_string(i) + " \"" + target.role + "\" is " +
+            std::string(elemTypeName(target.dtype)) +
+            shapeString(target.shape));
 }
 
 /// The kernel's `params`, in ABI order, each bound as its kind requires,
@@ -665,11 +745,15 @@ void parseParams(const Node &n, ManifestKernel &k) {
       pn.at("kind").fail(
           "parameter of kind " + std::string(paramKindName(p.kind)) +
           " after one of kind " + std::string(paramKindName(last)) +
-          " (the ABI order is inputs, outputs, workspaces, scalars)");
+          " (the ABI order is inputs, outputs, workspaces, tensor maps, "
+          "scalars)");
     last = p.kind;
     checkParamBinding(pn, p, outputs);
     k.params.push_back(std::move(p));
   }
+  for (const ManifestParam &p : k.params)
+    if (p.tensorMap)
+      checkTensorMapOf(params.at(static_cast<size_t>(p.index)), k, p);
   std::set<std::string> scalars;
   for (const ManifestParam &p : k.params)
     if (p.kind == ParamKind::Scalar && !scalars.insert(p.role).second)

@@ -69,6 +69,10 @@ Model::Model(Manifest manifest, std::string_view function)
         internal_.push_back(std::move(b));
         break;
       }
+      case ParamKind::TensorMap:
+        s.kind = ParamSource::Kind::TensorMap;
+        s.index = tensorMapSlot(kernel, p, sources[p.tensorMap->of]);
+        break;
       case ParamKind::Scalar:
         s.kind = ParamSource::Kind::Scalar;
         s.scalar = p.role;
@@ -93,6 +97,32 @@ Model::Model(Manifest manifest, std::string_view function)
 
 Model Model::load(const std::string &manifestPath, std::string_view function) {
   return Model(Manifest::load(manifestPath), function);
+}
+
+int Model::tensorMapSlot(const ManifestKernel &kernel, const ManifestParam &p,
+                         const ParamSource &target) {
+  const contract::TensorMapSpec &spec = *p.tensorMap;
+  for (size_t i = 0; i < tensorMaps_.size(); ++i) {
+    const TensorMapSlot &t = tensorMaps_[i];
+    if (t.target.kind == target.kind && t.target.index == target.index &&
+        t.dtype == p.dtype && t.rows == p.shape[0].value &&
+        t.cols == p.shape[1].value && t.spec.boxRows == spec.boxRows &&
+        t.spec.boxCols == spec.boxCols &&
+        t.spec.swizzleBytes == spec.swizzleBytes)
+      return static_cast<int>(i);
+  }
+  const ManifestParam &of = kernel.params[spec.of];
+  TensorMapSlot t;
+  t.label = kernel.label() + " param " + std::to_string(p.index) + " \"" +
+            p.role + "\" of param " + std::to_string(of.index) + " \"" +
+            of.role + "\"";
+  t.target = target;
+  t.dtype = p.dtype;
+  t.rows = p.shape[0].value;
+  t.cols = p.shape[1].value;
+  t.spec = spec;
+  tensorMaps_.push_back(std::move(t));
+  return static_cast<int>(tensorMaps_.size() - 1);
 }
 
 int Model::internalForResult(int kernel, int r) const {
@@ -253,11 +283,41 @@ int64_t LaunchPlan::workspaceOffset(int i) const {
 
 int64_t LaunchPlan::runtimeBufferBytes() const {
   int64_t bytes = arenaBytes(WorkspaceArena::Scratch) +
-                  arenaBytes(WorkspaceArena::ZeroInit);
+                  arenaBytes(WorkspaceArena::ZeroInit) + tensorMapTableBytes();
   for (size_t i = 0; i < workspaceOffset_.size(); ++i)
     if (workspaceOffset_[i] < 0)
       bytes += internalBytes(static_cast<int>(i));
   return bytes;
+}
+
+int64_t LaunchPlan::tensorMapTableBytes() const {
+  return static_cast<int64_t>(model_->tensorMaps().size()) *
+         contract::kTensorMapBytes;
+}
+
+void LaunchPlan::setTensorMapTable(uint64_t address) {
+  if (address == 0 || address % contract::kTensorMapAlignment != 0)
+    throwInvalidArgument("LaunchPlan::setTensorMapTable: device address 0x",
+                         std::hex, address, std::dec, " is null or not ",
+                         contract::kTensorMapAlignment, "-byte aligned");
+  tensorMapTable_ = address;
+  ++generation_;
+}
+
+uint64_t LaunchPlan::tensorMapAddress(int i) const {
+  if (i < 0 || i >= static_cast<int>(model_->tensorMaps().size()))
+    throwInvalidArgument("LaunchPlan::tensorMapAddress: no tensor map ", i);
+  if (tensorMapTable_ == 0)
+    return 0;
+  return tensorMapTable_ + static_cast<uint64_t>(i) *
+                               static_cast<uint64_t>(contract::kTensorMapBytes);
+}
+
+uint64_t LaunchPlan::tensorMapTarget(int i) const {
+  const ParamSource &target = model_->tensorMaps().at(i).target;
+  return target.kind == ParamSource::Kind::Argument
+             ? argAddress_[target.index]
+             : internalAddress_[target.index];
 }
 
 int64_t LaunchPlan::argumentBytes(int i) const {
@@ -404,6 +464,9 @@ void LaunchPlan::validate(const StepShape &shape) const {
       throwInvalidArgument(fn, ": internal buffer ",
                            m.internalBuffers()[i].label,
                            " has no device memory");
+  if (!m.tensorMaps().empty() && tensorMapTable_ == 0)
+    throwInvalidArgument(fn, ": the tensor maps (", m.tensorMaps()[0].label,
+                         ", ...) have no device memory");
   Symbols s{shape.batch, shape.numSplits, shape.maxPages, capacity_.numPages};
   for (const ManifestKernel *k : m.kernels()) {
     int v = k->variantFor(shape.batch);
@@ -445,6 +508,9 @@ std::vector<PreparedLaunch> LaunchPlan::prepare(const StepShape &shape) const {
         break;
       case ParamSource::Kind::Internal:
         a.pointer = internalAddress_[src.index];
+        break;
+      case ParamSource::Kind::TensorMap:
+        a.pointer = tensorMapAddress(src.index);
         break;
       case ParamSource::Kind::Scalar:
         a.isScalar = true;

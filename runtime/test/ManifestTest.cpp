@@ -87,8 +87,9 @@ TEST(Manifest, ParsesTheTinyManifest) {
   EXPECT_EQ(k0.grid[0].value, 32);
   EXPECT_EQ(k0.block, (std::array<int64_t, 3>{64, 1, 1}));
   EXPECT_EQ(k0.staticSharedBytes, 64 * 2 + 2 * 4);
-  // 10 buffers, the 3 workspaces of the GEMM-shaped variants, 2 scalars.
-  EXPECT_EQ(k0.params.size(), 15u);
+  // 10 buffers, the 3 workspaces of the GEMM-shaped variants, the tensor
+  // map of the qkv weight they stage by TMA, 2 scalars.
+  EXPECT_EQ(k0.params.size(), 16u);
   EXPECT_FALSE(k0.usesNumSplits());
   EXPECT_TRUE(k0.usesMaxPages());
   EXPECT_EQ(k0.maxSplits(), 1);
@@ -347,8 +348,8 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
        "kernels[0].params[10].kind: parameter of kind output after one of "
        "kind workspace"},
       {"unknown scalar",
-       [](json &j) { j["kernels"][0]["params"][14]["role"] = "seq_len"; },
-       "kernels[0].params[14].role: unknown scalar \"seq_len\""},
+       [](json &j) { j["kernels"][0]["params"][15]["role"] = "seq_len"; },
+       "kernels[0].params[15].role: unknown scalar \"seq_len\""},
       {"input without binding",
        [](json &j) { j["kernels"][0]["params"][3].erase("binding"); },
        "kernels[0].params[3]: input \"qkv_weight\" has no binding"},
@@ -428,7 +429,7 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
        [](json &j) {
          j["kernels"][0]["params"][13]["binding"] = {{"argument", 0}};
        },
-       "workspaces and scalars have no binding"},
+       "workspaces, tensor maps and scalars have no binding"},
       {"too many threads",
        [](json &j) {
          j["kernels"][0]["block"] = {2048, 1, 1};
@@ -640,9 +641,9 @@ TEST(Manifest, VersionAndFunctionErrors) {
 
 TEST(PtxEntries, ScansSignatures) {
   // The compiler's PTX: the fused kernel, its three GEMM-shaped variants
-  // and the attention kernel, with 13 (kernel 0: 10 and 3 workspaces) or 10
-  // buffers (.u64 .ptr .align 1) and then 2 (kernel 0: batch, max_pages) or
-  // 3 (attention: batch, max_pages, num_splits) i32 scalars (.u32) in ABI
+  // and the attention kernel, with 14 (kernel 0: 10, 3 workspaces and a
+  // tensor map) or 10 pointers (.u64) and then 2 (kernel 0: batch, max_pages)
+  // or 3 (attention: batch, max_pages, num_splits) i32 scalars (.u32) in ABI
   // order.
   std::vector<PtxEntry> e =
       scanPtxEntries(readText(dataPath("tiny_decode.ptx")), "tiny.ptx");
@@ -652,7 +653,7 @@ TEST(PtxEntries, ScansSignatures) {
   EXPECT_EQ(e[2].name, "decode_layer_k0_fused_gemm32");
   EXPECT_EQ(e[3].name, "decode_layer_k0_fused_gemm64");
   EXPECT_EQ(e[4].name, "decode_layer_k1_decode_attention");
-  std::vector<std::string> kernel0Types(13, ".u64");
+  std::vector<std::string> kernel0Types(14, ".u64");
   kernel0Types.insert(kernel0Types.end(), 2, ".u32");
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(e[i].paramTypes, kernel0Types);
@@ -751,23 +752,23 @@ TEST(PtxEntries, ChecksVariantEntriesLikeKernelEntries) {
 
   // A variant entry whose signature differs from the kernel's parameters.
   std::string wrongType = full;
-  std::string from = ".param .u32 decode_layer_k0_fused_tc_param_13";
+  std::string from = ".param .u32 decode_layer_k0_fused_tc_param_14";
   ASSERT_NE(wrongType.find(from), std::string::npos);
   wrongType.replace(wrongType.find(from), from.size(),
-                    ".param .u64 decode_layer_k0_fused_tc_param_13");
+                    ".param .u64 decode_layer_k0_fused_tc_param_14");
   msg =
       EXPECT_THROW_MSG(FormatError, checkPtxEntries(wrongType, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc parameter 13 is .u64 "
+  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc parameter 14 is .u64 "
                        "but m.json says scalar \"batch\" (a 32-bit i32) for "
                        "kernel 0 (decode_layer_k0_fused) variant min_batch 8");
 
   std::string fewer = full;
-  from = ",\n\t.param .u32 decode_layer_k0_fused_tc64_param_14";
+  from = ",\n\t.param .u32 decode_layer_k0_fused_tc64_param_15";
   ASSERT_NE(fewer.find(from), std::string::npos);
   fewer.erase(fewer.find(from), from.size());
   msg = EXPECT_THROW_MSG(FormatError, checkPtxEntries(fewer, "tiny.ptx", m));
-  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc64 has 14 parameters "
-                       "but m.json lists 15 for kernel 0 "
+  EXPECT_CONTAINS(msg, ".entry decode_layer_k0_fused_tc64 has 15 parameters "
+                       "but m.json lists 16 for kernel 0 "
                        "(decode_layer_k0_fused) variant min_batch 64");
 
   // The compiler's own variant entry is checked too: without it (renamed in
@@ -782,4 +783,150 @@ TEST(PtxEntries, ChecksVariantEntriesLikeKernelEntries) {
   EXPECT_CONTAINS(msg, "tiny.ptx: no .entry decode_layer_k0_fused_gemm16 for "
                        "kernel 0 (decode_layer_k0_fused) variant min_batch 2 "
                        "(decode_layer_k0_fused_gemm16)");
+}
+
+// The compiler's tensor map of the qkv weight (kernel 0, param 13): the
+// device address of the descriptor of input 3, f16 [128, 64], read in one
+// box of 128 rows by 64 columns (64 f16 = the 128-byte swizzle span).
+TEST(Manifest, ParsesTensorMaps) {
+  Manifest m = parseJson(tinyJson());
+  const ManifestParam &map = m.kernels[0].params[13];
+  EXPECT_EQ(map.kind, ParamKind::TensorMap);
+  EXPECT_EQ(map.role, "weight_map");
+  EXPECT_EQ(map.dtype, ElemType::F16);
+  EXPECT_EQ(shapeString(map.shape), "[128, 64]");
+  EXPECT_EQ(map.binding.kind, Binding::Kind::None);
+  EXPECT_TRUE(map.isBuffer()); // passed as a 64-bit address
+  ASSERT_TRUE(map.tensorMap.has_value());
+  EXPECT_EQ(map.tensorMap->of, 3);
+  EXPECT_EQ(map.tensorMap->boxRows, 128);
+  EXPECT_EQ(map.tensorMap->boxCols, 64);
+  EXPECT_EQ(map.tensorMap->swizzleBytes, 128);
+  for (const ManifestParam &p : m.kernels[0].params)
+    EXPECT_EQ(p.tensorMap.has_value(), p.index == 13) << p.index;
+
+  // The documented example's spelling: decimal strings, a smaller box, bf16.
+  json j = tinyJson();
+  for (json *shape : {&j["functions"][0]["arguments"][3]["shape"],
+                      &j["kernels"][0]["params"][3]["shape"],
+                      &j["kernels"][0]["params"][13]["shape"]})
+    *shape = {"128", "64"};
+  j["kernels"][0]["params"][13]["tensor_map"]["box"] = {64, 64};
+  Manifest strings = parseJson(j);
+  EXPECT_EQ(strings.kernels[0].params[13].shape[0].value, 128);
+  EXPECT_EQ(strings.kernels[0].params[13].tensorMap->boxRows, 64);
+}
+
+TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
+  struct Case {
+    const char *name;
+    std::function<void(json &)> mutate;
+    const char *expected;
+  };
+  auto map = [](json &j) -> json & { return j["kernels"][0]["params"][13]; };
+  const Case cases[] = {
+      {"of an output", [&](json &j) { map(j)["tensor_map"]["of"] = 8; },
+       "kernels[0].params[13].tensor_map.of: tensor map of kernel 0 "
+       "(decode_layer_k0_fused) describes parameter 8, which is not an input "
+       "of the kernel"},
+      {"of no parameter", [&](json &j) { map(j)["tensor_map"]["of"] = 40; },
+       "describes parameter 40, which is not an input of the kernel"},
+      {"of a negative index", [&](json &j) { map(j)["tensor_map"]["of"] = -1; },
+       "kernels[0].params[13].tensor_map.of: value -1 is outside"},
+      {"of an activation", [&](json &j) { map(j)["tensor_map"]["of"] = 0; },
+       "describes input 0 \"input\"; only weight and qkv_weight inputs have "
+       "maps"},
+      {"another dtype than the weight",
+       [&](json &j) { map(j)["dtype"] = "bf16"; },
+       "kernels[0].params[13].tensor_map.of: tensor map of kernel 0 "
+       "(decode_layer_k0_fused) is bf16[128, 64] but input 3 \"qkv_weight\" "
+       "is f16[128, 64]"},
+      {"another shape than the weight",
+       [&](json &j) {
+         map(j)["shape"] = {64, 128};
+       },
+       "is f16[64, 128] but input 3 \"qkv_weight\" is f16[128, 64]"},
+      {"f32", [&](json &j) { map(j)["dtype"] = "f32"; },
+       "kernels[0].params[13].tensor_map: tensor maps describe f16 or bf16 "
+       "weights, not f32"},
+      {"three dimensions",
+       [&](json &j) {
+         map(j)["shape"] = {2, 64, 64};
+       },
+       "tensor maps describe a constant 2-D [rows, cols] weight, not "
+       "[2, 64, 64]"},
+      {"a run-time dimension",
+       [&](json &j) {
+         map(j)["shape"] = {"batch", 64};
+       },
+       "constant 2-D [rows, cols] weight, not [batch, 64]"},
+      {"rows not a multiple of 16 bytes",
+       [&](json &j) {
+         map(j)["shape"] = {128, 60};
+       },
+       "rows of [128, 60] f16 are 120 bytes, not a multiple of 16"},
+      {"box of one dimension",
+       [&](json &j) { map(j)["tensor_map"]["box"] = {64}; },
+       "kernels[0].params[13].tensor_map.box: expected [box_rows, box_cols], "
+       "got 1 values"},
+      {"box rows above 256",
+       [&](json &j) {
+         map(j)["tensor_map"]["box"] = {512, 64};
+       },
+       "kernels[0].params[13].tensor_map.box[0]: value 512 is outside [1, "
+       "256]"},
+      {"empty box",
+       [&](json &j) {
+         map(j)["tensor_map"]["box"] = {0, 64};
+       },
+       "tensor_map.box[0]: value 0 is outside [1, 256]"},
+      {"box row not the swizzle span",
+       [&](json &j) {
+         map(j)["tensor_map"]["box"] = {64, 32};
+       },
+       "kernels[0].params[13].tensor_map.box: box_cols 32 x 2 bytes (f16) is "
+       "not the 128-byte swizzle span"},
+      {"another swizzle",
+       [&](json &j) { map(j)["tensor_map"]["swizzle_bytes"] = 64; },
+       "tensor_map.swizzle_bytes: swizzle_bytes 64 (the runtime encodes "
+       "128-byte swizzled maps only)"},
+      {"no swizzle",
+       [&](json &j) { map(j)["tensor_map"].erase("swizzle_bytes"); },
+       "kernels[0].params[13].tensor_map: missing member \"swizzle_bytes\""},
+      {"a binding",
+       [&](json &j) {
+         map(j)["binding"] = {{"argument", 3}};
+       },
+       "kernels[0].params[13].binding: workspaces, tensor maps and scalars "
+       "have no binding"},
+      {"no tensor_map object", [&](json &j) { map(j).erase("tensor_map"); },
+       "kernels[0].params[13]: tensor_map parameter without its "
+       "\"tensor_map\" object"},
+      {"a tensor_map object on a workspace",
+       [&](json &j) {
+         j["kernels"][0]["params"][10]["tensor_map"] = map(j)["tensor_map"];
+       },
+       "kernels[0].params[10].tensor_map: only tensor_map parameters "
+       "describe a tensor map"},
+      {"another role", [&](json &j) { map(j)["role"] = "weight"; },
+       "kernels[0].params[13].role: unknown role \"weight\" for an "
+       "tensor_map parameter (expected \"weight_map\")"},
+      {"after a scalar",
+       [](json &j) {
+         json &params = j["kernels"][0]["params"];
+         std::swap(params[13], params[14]);
+         params[13]["index"] = 13;
+         params[14]["index"] = 14;
+       },
+       "kernels[0].params[14].kind: parameter of kind tensor_map after one "
+       "of kind scalar"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    json j = tinyJson();
+    c.mutate(j);
+    std::string msg = EXPECT_THROW_MSG(FormatError, parseJson(j));
+    EXPECT_CONTAINS(msg, "m.json: ");
+    EXPECT_CONTAINS(msg, c.expected);
+  }
 }

@@ -4,7 +4,7 @@
 // (runtime/src/Cuda.cpp, FUSION_CUDA_FUNCTIONS), loaded instead of libcuda
 // through FUSION_CUDA_DRIVER, so that the host side of the engine (its
 // bindings, uploads, graph capture calls, downloads, errors) runs in CI
-// without a GPU. Device memory is calloc'ed host memory, copies are memcpy,
+// without a GPU. Device memory is zeroed host memory, copies are memcpy,
 // modules, kernels, streams, graphs and events do nothing: no kernel runs, so
 // every output stays zero. It checks plumbing, never numerics (the GPU tests
 // do that). Defined after <cuda.h>, each function gets the versioned symbol
@@ -35,6 +35,10 @@ int graphsMade = 0;
 /// 'm' cuMemsetD8 and cuMemsetD8Async (the destination).
 std::vector<std::pair<char, uintptr_t>> opLog;
 int eventsMade = 0;
+/// Per cuTensorMapEncodeTiled call, its arguments: data type, rank,
+/// address, dims, strides, box, element strides, interleave, swizzle, L2
+/// promotion, OOB fill (the layout of fusionMockTensorMaps).
+std::vector<std::vector<uint64_t>> tensorMapLog;
 } // namespace
 
 extern "C" {
@@ -68,6 +72,19 @@ int fusionMockOps(char *kinds, uintptr_t *args, int capacity, int clear) {
   }
   if (clear)
     opLog.clear();
+  return n;
+}
+/// The tensor-map log (see tensorMapLog): up to `capacity` calls of 16
+/// values each (data type, rank, address, dims[2], strides[1], box[2],
+/// element strides[2], interleave, swizzle, L2 promotion, OOB fill, 0, 0),
+/// as fusionMockLaunches.
+int fusionMockTensorMaps(uint64_t *out, int capacity, int clear) {
+  const int n = static_cast<int>(tensorMapLog.size());
+  for (int i = 0; i < n && i < capacity; ++i)
+    for (int j = 0; j < 16; ++j)
+      out[i * 16 + j] = tensorMapLog[i][j];
+  if (clear)
+    tensorMapLog.clear();
   return n;
 }
 CUresult CUDAAPI cuGetErrorName(CUresult, const char **s) {
@@ -138,7 +155,12 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t b) {
-  *p = (CUdeviceptr)std::calloc(1, b ? b : 1);
+  // 256-byte aligned and zeroed, as cuMemAlloc's memory (the runtime checks
+  // alignments, e.g. of the tensor-map table).
+  const size_t bytes = (b ? b + 255 : 256) / 256 * 256;
+  void *m = std::aligned_alloc(256, bytes);
+  std::memset(m, 0, bytes);
+  *p = (CUdeviceptr)m;
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
@@ -250,6 +272,40 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction,
       programmatic =
           config->attrs[i].value.programmaticStreamSerializationAllowed;
   launchLog.push_back(programmatic);
+  return CUDA_SUCCESS;
+}
+/// Logs its arguments (a rank-2 call; any other rank is
+/// CUDA_ERROR_INVALID_VALUE) and fills the descriptor with them: word i of
+/// the 16 is the log's value i, so a test can tell which descriptor lies
+/// where. An address of 0xBAD000 is rejected (CUDA_ERROR_INVALID_VALUE), to
+/// test the error path.
+CUresult CUDAAPI cuTensorMapEncodeTiled(
+    CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank, void *address,
+    const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
+    const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,
+    CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+    CUtensorMapFloatOOBfill oob) {
+  if (rank != 2 || (uintptr_t)address == 0xBAD000)
+    return CUDA_ERROR_INVALID_VALUE;
+  std::vector<uint64_t> args = {uint64_t(type),
+                                rank,
+                                (uintptr_t)address,
+                                dims[0],
+                                dims[1],
+                                strides[0],
+                                box[0],
+                                box[1],
+                                elementStrides[0],
+                                elementStrides[1],
+                                uint64_t(interleave),
+                                uint64_t(swizzle),
+                                uint64_t(l2),
+                                uint64_t(oob),
+                                0,
+                                0};
+  tensorMapLog.push_back(args);
+  static_assert(sizeof(CUtensorMap) == 16 * sizeof(uint64_t));
+  std::memcpy(map, args.data(), sizeof(CUtensorMap));
   return CUDA_SUCCESS;
 }
 }

@@ -73,6 +73,55 @@ std::vector<std::pair<char, uintptr_t>> takeOps() {
   return out;
 }
 
+/// The mock's log of cuTensorMapEncodeTiled calls (fusionMockTensorMaps:
+/// 16 values each), emptied; {{~0}} when the mock is not loaded.
+std::vector<std::vector<uint64_t>> takeTensorMaps() {
+  using TensorMapLogFn = int (*)(uint64_t *, int, int);
+  auto log =
+      reinterpret_cast<TensorMapLogFn>(mockSymbol("fusionMockTensorMaps"));
+  if (!log)
+    return {{~0ull}};
+  std::vector<uint64_t> words(16 * 64);
+  const int n = log(words.data(), 64, /*clear=*/1);
+  std::vector<std::vector<uint64_t>> out;
+  for (int i = 0; i < n && i < 64; ++i)
+    out.emplace_back(words.begin() + 16 * i, words.begin() + 16 * (i + 1));
+  return out;
+}
+
+/// The arguments cuTensorMapEncodeTiled must get, in the mock's log layout,
+/// for the tiny qkv weight at `address`: f16 [128 rows, 64 columns]
+/// ((4 + 2 * 2) heads of 16 by hidden 64) in one box of 128 rows by 64
+/// columns (the manifest's), rank 2, innermost dimension first: dims
+/// {64, 128}, the row stride 64 * 2 bytes, box {64, 128}, element strides
+/// {1, 1}, no interleave, 128-byte swizzle, L2 promotion 256B, no OOB fill.
+std::vector<uint64_t> qkvWeightMap(uint64_t address) {
+  return {CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+          2,
+          address,
+          64,
+          128,
+          64 * 2,
+          64,
+          128,
+          1,
+          1,
+          CU_TENSOR_MAP_INTERLEAVE_NONE,
+          CU_TENSOR_MAP_SWIZZLE_128B,
+          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+          0,
+          0};
+}
+
+/// The 16 words of the descriptor at device address `address` (the mock
+/// fills each with its encode call's logged arguments).
+std::vector<uint64_t> descriptorAt(uint64_t address) {
+  std::vector<uint64_t> words(16);
+  cuda::copyToHost(words.data(), address, 128, "tensor map");
+  return words;
+}
+
 /// How many of `ops` are of `kind`.
 int count(const std::vector<std::pair<char, uintptr_t>> &ops, char kind) {
   return static_cast<int>(
@@ -397,4 +446,94 @@ TEST_F(MockDriver, PrefillChunksExceedTheBatch) {
   engine->prefill({1}, {prompt});
   EXPECT_EQ(count(takeOps(), 'h'), 1);
   EXPECT_EQ(engine->graphCaptures(), 1);
+}
+
+// The tiny fixture's kernel 0 takes the qkv weight's tensor map (param 13):
+// encoded once for the bound weight, uploaded to the table, whose address
+// every launch of kernel 0 (primary entry and variants) gets.
+TEST_F(MockDriver, EncodesTheWeightsTensorMapOnce) {
+  // 4 pages: a page per row of the block tables of TinyInputs.
+  step = std::make_unique<DecodeStep>(*context, *model,
+                                      readPtx(dataPath("tiny_decode.ptx")),
+                                      "tiny_decode.ptx", Capacity{4, 1, 4});
+  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, *step, 1);
+  for (size_t i = 0; i < args.size(); ++i)
+    step->bind(static_cast<int>(i), args[i]);
+  takeTensorMaps();
+  ASSERT_EQ(model->tensorMaps().size(), 1u);
+  EXPECT_EQ(step->plan().tensorMapTableBytes(), 128);
+  EXPECT_EQ(step->plan().tensorMapTarget(0), args[3].get()); // qkv_w
+  EXPECT_EQ(step->plan().tensorMapAddress(0), 0u); // not before the 1st step
+
+  step->run(StepShape{1, 1, 1}, TinyInputs(1, 1).view());
+  const uint64_t table = step->plan().tensorMapAddress(0);
+  EXPECT_NE(table, 0u);
+  EXPECT_EQ(table % 64, 0u);
+  const std::vector<uint64_t> expected = qkvWeightMap(args[3].get());
+  EXPECT_EQ(takeTensorMaps(), std::vector<std::vector<uint64_t>>{expected});
+  EXPECT_EQ(descriptorAt(table), expected);
+  // Batch 1 launches the primary entry, batch 3 a GEMM-shaped variant:
+  // both are passed the descriptor's address as param 13.
+  for (int64_t batch : {1, 3}) {
+    std::vector<PreparedLaunch> l =
+        step->plan().prepare(StepShape{batch, 1, 1});
+    EXPECT_EQ(l[0].variant, batch == 1 ? -1 : 0);
+    EXPECT_EQ(l[0].args[13].pointer, table) << batch;
+    EXPECT_FALSE(l[0].args[13].isScalar);
+  }
+  // Later steps, direct or through a graph, encode nothing.
+  step->run(StepShape{3, 1, 1}, TinyInputs(3, 1).view());
+  step->runGraph(StepShape{2, 1, 1}, TinyInputs(2, 1).view());
+  EXPECT_TRUE(takeTensorMaps().empty());
+
+  // A weight bound to other memory: encoded again, into a table of its
+  // own; the first one stays as it was (an older graph may replay it), and
+  // is used again when the weight is bound back.
+  cuda::DeviceBuffer other(args[3].bytes(), "other qkv_w");
+  step->bind(3, other);
+  step->runGraph(StepShape{2, 1, 1}, TinyInputs(2, 1).view());
+  EXPECT_EQ(takeTensorMaps(),
+            std::vector<std::vector<uint64_t>>{qkvWeightMap(other.get())});
+  const uint64_t second = step->plan().tensorMapAddress(0);
+  EXPECT_NE(second, table);
+  EXPECT_EQ(descriptorAt(second), qkvWeightMap(other.get()));
+  EXPECT_EQ(descriptorAt(table), expected);
+  step->bind(3, args[3]);
+  step->prepareTensorMaps();
+  EXPECT_EQ(step->plan().tensorMapAddress(0), table);
+  EXPECT_TRUE(takeTensorMaps().empty());
+}
+
+TEST_F(MockDriver, RunOnTensorsEncodesATablePerWeight) {
+  cuda::Stream stream = cuda::Stream::create();
+  takeTensorMaps();
+  Tensors t(3);
+  step->runOnTensors(t.arguments, t.results, 2, stream.get());
+  step->runOnTensors(t.arguments, t.results, 2, stream.get());
+  // Argument 3 is the qkv weight [128, 64]: encoded by the first call only.
+  EXPECT_EQ(takeTensorMaps(), std::vector<std::vector<uint64_t>>{
+                                  qkvWeightMap(t.arguments[3].address)});
+  // Other weights: a table of their own, the first one kept.
+  Tensors u(2);
+  step->runOnTensors(u.arguments, u.results, 2, stream.get());
+  EXPECT_EQ(takeTensorMaps(), std::vector<std::vector<uint64_t>>{
+                                  qkvWeightMap(u.arguments[3].address)});
+  step->runOnTensors(t.arguments, t.results, 2, stream.get());
+  EXPECT_TRUE(takeTensorMaps().empty());
+}
+
+TEST_F(MockDriver, TensorMapErrorsNameTheKernelAndParam) {
+  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, *step, 1);
+  for (size_t i = 0; i < args.size(); ++i)
+    step->bind(static_cast<int>(i), args[i]);
+  // The mock rejects a weight at 0xBAD000 (CUDA_ERROR_INVALID_VALUE).
+  step->bind(3, 0xBAD000, args[3].bytes());
+  std::string msg = EXPECT_THROW_MSG(
+      CudaError, step->run(StepShape{1, 1, 1}, TinyInputs(1, 1).view()));
+  EXPECT_CONTAINS(msg, "cuTensorMapEncodeTiled(kernel 0 "
+                       "(decode_layer_k0_fused) param 13 \"weight_map\" of "
+                       "param 3 \"qkv_weight\": ");
+  EXPECT_CONTAINS(msg, " at 0xbad000, [128, 64] elements, rows of 128 bytes, "
+                       "box [128, 64]");
+  EXPECT_TRUE(takeLaunches().empty());
 }

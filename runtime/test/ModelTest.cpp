@@ -19,14 +19,19 @@ Model tinyModel() { return Model::load(dataPath("tiny_decode.manifest.json")); }
 
 /// Binds every argument of `plan` to distinct fake addresses
 /// kArgStride * (i + 1) with exactly the bytes they need (the strides keep
-/// the buffers apart: bindArgument refuses overlapping caches).
-constexpr uint64_t kArgStride = 0x1000000, kInternalStride = 0x40000000;
+/// the buffers apart: bindArgument refuses overlapping caches), internal
+/// buffer i to kInternalStride * (i + 1) and the tensor-map table (if any)
+/// to kTensorMapTable.
+constexpr uint64_t kArgStride = 0x1000000, kInternalStride = 0x40000000,
+                   kTensorMapTable = 0x7700000000;
 void bindAll(LaunchPlan &plan) {
   for (size_t i = 0; i < plan.model().arguments().size(); ++i)
     plan.bindArgument(static_cast<int>(i), kArgStride * (i + 1),
                       plan.argumentBytes(static_cast<int>(i)));
   for (size_t i = 0; i < plan.model().internalBuffers().size(); ++i)
     plan.setInternal(static_cast<int>(i), kInternalStride * (i + 1));
+  if (plan.tensorMapTableBytes() > 0)
+    plan.setTensorMapTable(kTensorMapTable);
 }
 
 /// The tiny manifest with kernel 0's variants (the compiler's
@@ -177,8 +182,9 @@ TEST(LaunchPlan, KernelsShareTheWorkspaceArenas) {
   EXPECT_EQ(plan.arenaBytes(WorkspaceArena::ZeroInit), 64);
   // Plus the outputs residual_out [8, 64], query [8, 4, 16] and output
   // [8, 4, 16], f16: 3 * 1024 bytes (one buffer per workspace took
-  // 4096 + 32 + 32 + 131072 + 16384 + 64 = 151680 bytes).
-  EXPECT_EQ(plan.runtimeBufferBytes(), 147456 + 64 + 3 * 1024);
+  // 4096 + 32 + 32 + 131072 + 16384 + 64 = 151680 bytes), and the table of
+  // one 128-byte tensor map (the qkv weight's).
+  EXPECT_EQ(plan.runtimeBufferBytes(), 147456 + 64 + 3 * 1024 + 128);
   std::string msg =
       EXPECT_THROW_MSG(InvalidArgumentError, (void)plan.workspaceOffset(0));
   EXPECT_CONTAINS(msg, "internal buffer 0 is not a workspace");
@@ -208,14 +214,15 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   // Batch 3 >= 2: kernel 0 launches as its GEMM-shaped variant of 16-token
   // tiles with the kernel's parameters: one CTA of 256 threads (the 128
   // rows are one row tile of 8 warps, hidden 64 one stage: no split-K),
-  // 3 stages of 128 + 2 x 16 + 1 rows of 144 bytes of dynamic shared memory.
+  // with the variant's dynamic shared memory.
   EXPECT_EQ(l[0].kernel, 0);
   EXPECT_EQ(l[0].variant, 0);
   EXPECT_EQ(l[0].entry, "decode_layer_k0_fused_gemm16");
   EXPECT_EQ(l[0].grid, (std::array<uint32_t, 3>{1, 1, 1}));
   EXPECT_EQ(l[0].block, (std::array<uint32_t, 3>{256, 1, 1}));
-  EXPECT_EQ(l[0].dynamicSharedBytes, 3u * 161 * 144);
-  ASSERT_EQ(l[0].args.size(), 15u);
+  EXPECT_EQ(l[0].dynamicSharedBytes,
+            m.kernels()[0]->variants[0].dynamicSharedBytes);
+  ASSERT_EQ(l[0].args.size(), 16u);
   // The fused kernel's inputs in operand order (docs/abi.md section 4):
   // x, norm_w, residual (rmsnorm's operands), qkv_w, positions, k_cache,
   // v_cache, block_table.
@@ -228,9 +235,12 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   EXPECT_EQ(l[0].args[9].pointer, kInternalStride * 2); // query buffer
   for (int i = 10; i < 13; ++i)                         // the workspaces
     EXPECT_EQ(l[0].args[i].pointer, kInternalStride * (i - 7)) << i;
-  EXPECT_TRUE(l[0].args[13].isScalar);
-  EXPECT_EQ(l[0].args[13].scalar, 3); // batch
-  EXPECT_EQ(l[0].args[14].scalar, 5); // max_pages
+  // The qkv weight's tensor map: the table's only slot, at its start.
+  EXPECT_FALSE(l[0].args[13].isScalar);
+  EXPECT_EQ(l[0].args[13].pointer, kTensorMapTable);
+  EXPECT_TRUE(l[0].args[14].isScalar);
+  EXPECT_EQ(l[0].args[14].scalar, 3); // batch
+  EXPECT_EQ(l[0].args[15].scalar, 5); // max_pages
 
   EXPECT_EQ(l[1].kernel, 1);
   EXPECT_EQ(l[1].variant, -1);
@@ -306,9 +316,9 @@ TEST(LaunchPlan, PreparesTheVariantTheBatchSelects) {
     EXPECT_EQ(l[0].dynamicSharedBytes, 135168u);
     // The same arguments as the primary launch (same ABI).
     ASSERT_EQ(l[0].args.size(), below[0].args.size());
-    for (size_t i = 0; i < 13; ++i)
+    for (size_t i = 0; i < 14; ++i)
       EXPECT_EQ(l[0].args[i].pointer, below[0].args[i].pointer) << i;
-    EXPECT_EQ(l[0].args[13].scalar, batch);
+    EXPECT_EQ(l[0].args[14].scalar, batch);
     // Kernel 1 has no variant.
     EXPECT_EQ(l[1].variant, -1);
     EXPECT_EQ(l[1].entry, "decode_layer_k1_decode_attention");
@@ -448,7 +458,7 @@ TEST(LaunchPlan, NoSplitsNoBlockTable) {
   j["functions"][0]["results"][0]["index"] = 0;
   j["kernels"].erase(1);
   auto &params = j["kernels"][0]["params"];
-  params.erase(14); // max_pages
+  params.erase(15); // max_pages
   Model m(Manifest::parse(j.dump(), "m.json"));
   EXPECT_FALSE(m.usesNumSplits());
   EXPECT_FALSE(m.usesMaxPages());
@@ -622,6 +632,7 @@ TEST(FrontHalfSignature, RejectsOtherFunctions) {
   json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
   j["functions"][0]["arguments"][3]["shape"] = {96, 64};
   j["kernels"][0]["params"][3]["shape"] = {96, 64};
+  j["kernels"][0]["params"][13]["shape"] = {96, 64}; // its tensor map
   Model m(Manifest::parse(j.dump(), "m.json"));
   std::string msg =
       EXPECT_THROW_MSG(InvalidArgumentError, FrontHalfSignature::fromModel(m));
@@ -729,4 +740,70 @@ TEST(FrontHalfSignature, OpsThatContradictTheBuffers) {
         j["kernels"][0]["ops"][2]["attributes"]["scaling"]["type"] = "yarn";
       },
       "rope scaling \"yarn\" has no reference");
+}
+
+// Tensor-map slots: one per distinct described buffer and layout. The
+// fixture's kernel 0 maps the qkv weight (argument 3, f16 [128, 64]) in one
+// box of 128 x 64; here a second map of it in the same box shares the slot,
+// a third in boxes of 64 x 64 gets slot 1, 128 bytes further.
+TEST(LaunchPlan, TensorMapsShareSlotsOfOneWeightAndLayout) {
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  json &params = j["kernels"][0]["params"];
+  json same = params[13], smaller = params[13];
+  smaller["tensor_map"]["box"] = {64, 64};
+  params.insert(params.begin() + 14, {same, smaller});
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i]["index"] = i;
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  ASSERT_EQ(m.tensorMaps().size(), 2u);
+  const TensorMapSlot &t = m.tensorMaps()[0];
+  EXPECT_EQ(t.label, "kernel 0 (decode_layer_k0_fused) param 13 "
+                     "\"weight_map\" of param 3 \"qkv_weight\"");
+  EXPECT_EQ(t.target.kind, ParamSource::Kind::Argument);
+  EXPECT_EQ(t.target.index, 3);
+  EXPECT_EQ(t.dtype, ElemType::F16);
+  EXPECT_EQ(t.rows, 128);
+  EXPECT_EQ(t.cols, 64);
+  EXPECT_EQ(t.spec.boxRows, 128);
+  EXPECT_EQ(m.tensorMaps()[1].spec.boxRows, 64);
+  EXPECT_EQ(m.paramSources(0)[13].index, 0);
+  EXPECT_EQ(m.paramSources(0)[14].index, 0);
+  EXPECT_EQ(m.paramSources(0)[15].index, 1);
+
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  EXPECT_EQ(plan.tensorMapTableBytes(), 2 * 128);
+  EXPECT_EQ(plan.tensorMapAddress(0), 0u); // no table yet
+  bindAll(plan);
+  EXPECT_EQ(plan.tensorMapTarget(0), kArgStride * 4);
+  EXPECT_EQ(plan.tensorMapTarget(1), kArgStride * 4);
+  std::vector<PreparedLaunch> l = plan.prepare(StepShape{1, 5, 4});
+  EXPECT_EQ(l[0].args[13].pointer, kTensorMapTable);
+  EXPECT_EQ(l[0].args[14].pointer, kTensorMapTable);
+  EXPECT_EQ(l[0].args[15].pointer, kTensorMapTable + 128);
+  EXPECT_EQ(l[0].args[16].scalar, 1); // batch
+}
+
+TEST(LaunchPlan, TensorMapTableErrors) {
+  Model m = tinyModel();
+  LaunchPlan plan(m, Capacity{4, 4, 4});
+  for (size_t i = 0; i < m.arguments().size(); ++i)
+    plan.bindArgument(static_cast<int>(i), kArgStride * (i + 1),
+                      plan.argumentBytes(static_cast<int>(i)));
+  for (size_t i = 0; i < m.internalBuffers().size(); ++i)
+    plan.setInternal(static_cast<int>(i), kInternalStride * (i + 1));
+  std::string msg =
+      EXPECT_THROW_MSG(InvalidArgumentError, plan.prepare(StepShape{1, 1, 1}));
+  EXPECT_CONTAINS(msg, "the tensor maps (kernel 0 (decode_layer_k0_fused) "
+                       "param 13 \"weight_map\" of param 3 \"qkv_weight\", "
+                       "...) have no device memory");
+  msg = EXPECT_THROW_MSG(InvalidArgumentError,
+                         plan.setTensorMapTable(kTensorMapTable + 32));
+  EXPECT_CONTAINS(msg, "is null or not 64-byte aligned");
+  EXPECT_THROW(plan.setTensorMapTable(0), InvalidArgumentError);
+  const uint64_t generation = plan.generation();
+  plan.setTensorMapTable(kTensorMapTable + 64);
+  EXPECT_EQ(plan.generation(), generation + 1); // graphs capture the address
+  EXPECT_EQ(plan.prepare(StepShape{1, 1, 1})[0].args[13].pointer,
+            kTensorMapTable + 64);
+  EXPECT_THROW((void)plan.tensorMapAddress(1), InvalidArgumentError);
 }

@@ -146,8 +146,15 @@ Timing DeviceRunner::timeLayerSteps(const StepShape &shape,
                            " layer-step(s) of \"" +
                            step_.model().function().name + "\"";
   cuda::GraphExec graph;
-  if (options_.graph)
+  if (options_.graph) {
+    // The copies' tensor maps, encoded and uploaded outside the capture.
+    for (size_t c = 1; c <= copies.size(); ++c) {
+      bindCopy(c);
+      step_.prepareTensorMaps();
+    }
+    bindCopy(0);
     graph = cuda::GraphExec::capture(stream, what, layerSteps);
+  }
   auto replay = [&] {
     if (graph)
       graph.launch(stream, what);

@@ -61,6 +61,16 @@ void printPlan(std::ostream &os, const Model &model, const Capacity &cap,
          << (b.zeroInit ? "zero-init" : "scratch") << " arena";
     os << "\n";
   }
+  if (!model.tensorMaps().empty())
+    os << "  tensor maps (" << contract::kTensorMapBytes
+       << " bytes each, one table):\n";
+  for (size_t i = 0; i < model.tensorMaps().size(); ++i) {
+    const TensorMapSlot &t = model.tensorMaps()[i];
+    os << "    " << t.label << ": " << elemTypeName(t.dtype) << "[" << t.rows
+       << ", " << t.cols << "] in boxes [" << t.spec.boxRows << ", "
+       << t.spec.boxCols << "], " << t.spec.swizzleBytes
+       << "-byte swizzle, at +" << i * contract::kTensorMapBytes << "\n";
+  }
   os << "  workspace arenas (shared by the kernels): scratch "
      << plan.arenaBytes(WorkspaceArena::Scratch) << ", zero-init "
      << plan.arenaBytes(WorkspaceArena::ZeroInit)

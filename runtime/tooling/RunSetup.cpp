@@ -126,6 +126,8 @@ LaunchPlan probePlan(const RunSetup &s) {
   }
   for (size_t i = 0; i < s.model.internalBuffers().size(); ++i)
     probe.setInternal(static_cast<int>(i), 0x1000);
+  if (probe.tensorMapTableBytes() > 0)
+    probe.setTensorMapTable(0x1000);
   probe.validate(s.shape());
   return probe;
 }

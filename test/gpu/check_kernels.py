@@ -412,6 +412,36 @@ class Device:
         if not self.dry:
             self.xp.cuda.Device().synchronize()
 
+    def tensor_map(self, p, weight):
+        """A tensor_map parameter's CUtensorMap (docs/abi.md section 3.3)
+        for the device array `weight`, encoded here with the driver's
+        cuTensorMapEncodeTiled (through ctypes, independently of the
+        runtime) and copied to a 128-byte device buffer."""
+        if self.dry:
+            return self.xp.zeros(128, dtype=np.uint8)
+        import ctypes
+        rows, cols = (int(d) for d in p["shape"])
+        box_rows, box_cols = p["tensor_map"]["box"]
+        u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+        # cuda.h: CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6, _BFLOAT16 = 9;
+        # INTERLEAVE_NONE = 0, SWIZZLE_128B = 3, L2_PROMOTION_L2_256B = 3,
+        # FLOAT_OOB_FILL_NONE = 0.
+        dtype = {"f16": 6, "bf16": 9}[p["dtype"]]
+        # CUtensorMap is 64-byte aligned (cuda.h): the map at the first
+        # 64-byte boundary of a larger buffer.
+        raw = (ctypes.c_uint8 * 192)()
+        at = -ctypes.addressof(raw) % 64
+        host = (ctypes.c_uint8 * 128).from_buffer(raw, at)
+        err = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled(
+            host, ctypes.c_int(dtype), u32(2), ctypes.c_void_p(weight.data.ptr),
+            (u64 * 2)(cols, rows), (u64 * 1)(cols * 2),
+            (u32 * 2)(box_cols, box_rows), (u32 * 2)(1, 1), ctypes.c_int(0),
+            ctypes.c_int(3), ctypes.c_int(3), ctypes.c_int(0))
+        if err != 0:
+            raise RuntimeError(f"cuTensorMapEncodeTiled failed ({err}) for "
+                               f"{p['role']} {p['shape']}")
+        return self.xp.asarray(np.frombuffer(bytes(host), dtype=np.uint8))
+
 
 def launch_kernel(dev, ptx, k, env, batch, device_args, outputs):
     """Launches kernel `k` as the variant `batch` selects, its parameters
@@ -445,6 +475,9 @@ def launch_kernel(dev, ptx, k, env, batch, device_args, outputs):
             if p.get("zero_init"):
                 zero_init.append((p, buf))
             launch_args.append(buf)
+        elif p["kind"] == "tensor_map":
+            launch_args.append(
+                dev.tensor_map(p, launch_args[p["tensor_map"]["of"]]))
         else:
             launch_args.append(np.int32(env[p["role"]]))
     launch = runtime_launch(os.path.splitext(ptx)[0] + ".manifest.json", k,
@@ -842,6 +875,8 @@ def bench(dev, directory, name, batches, copies=8, iters=50, extra_ptx=None):
                             # for every later launch.
                             la.append(cupy.zeros(resolve_shape(p["shape"], env),
                                                  dtype=dt.storage))
+                        elif p["kind"] == "tensor_map":
+                            la.append(dev.tensor_map(p, la[p["tensor_map"]["of"]]))
                         else:
                             la.append(np.int32(env[p["role"]]))
                     launch = runtime_launch(path + ".manifest.json", k, B, env)

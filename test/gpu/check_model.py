@@ -253,6 +253,9 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model):
                 launch_args.append(dev.xp.zeros(
                     ck.resolve_shape(p["shape"], env),
                     dtype=ck.DType(p["dtype"]).storage))
+            elif p["kind"] == "tensor_map":
+                launch_args.append(
+                    dev.tensor_map(p, launch_args[p["tensor_map"]["of"]]))
             else:
                 launch_args.append(np.int32(env[p["role"]]))
         fnc = dev.function(ptx, launch)

@@ -4,6 +4,7 @@
 #include "fusion/Transforms/Passes.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -130,6 +131,9 @@ void mlir::fusion::buildFusionToPTXPipeline(
   nvvm.useBarePtrCallConv = true;
   nvvm.indexBitwidth = 64;
   lower.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  // NVVM ops without an LLVM intrinsic (mbarrier.try_wait.parity) as inline
+  // PTX.
+  lower.addPass(createConvertNVVMToLLVMPass());
   lower.addPass(createReconcileUnrealizedCastsPass());
 
   GpuModuleToBinaryPassOptions binary;
@@ -143,8 +147,8 @@ void mlir::fusion::registerFusionToPTXPipeline() {
   registerPassPipeline(
       "fusion-to-ptx",
       "Lower fusion.kernel regions to PTX: convert-fusion-to-gpu, "
-      "convert-gpu-to-nvvm (bare-pointer memrefs), nvvm-attach-target, "
-      "gpu-module-to-binary",
+      "convert-gpu-to-nvvm (bare-pointer memrefs), convert-nvvm-to-llvm, "
+      "nvvm-attach-target, gpu-module-to-binary",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> errorHandler) {
         FusionToPTXPipelineOptions options;

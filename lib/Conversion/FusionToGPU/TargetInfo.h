@@ -39,6 +39,8 @@ public:
   bool hasTensorCores() const { return computeCapability >= 80; }
   /// `griddepcontrol` (programmatic dependent launch, sm_90+).
   bool hasGridDependencyControl() const { return computeCapability >= 90; }
+  /// `cp.async.bulk` with mbarrier transaction counts (sm_90+).
+  bool hasBulkCopies() const { return computeCapability >= 90; }
 
   /// Threads per warp.
   static constexpr int64_t kWarpSize = 32;

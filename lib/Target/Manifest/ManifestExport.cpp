@@ -517,6 +517,11 @@ private:
         o["shape"] = dimsToJSON(shape);
       if (param.getZeroInit())
         o["zero_init"] = true;
+      if (DenseI64ArrayAttr box = param.getBox())
+        o["tensor_map"] = json::Object{
+            {"of", param.getOf()},
+            {"box", json::Array{box[0], box[1]}},
+            {"swizzle_bytes", contract::TensorMapSpec().swizzleBytes}};
       if (kind == contract::ParamKind::Input && i < numInputs) {
         Source s = traceSource(kernel.getInputs()[i], kernels);
         if (s.kind == Source::Unknown) {

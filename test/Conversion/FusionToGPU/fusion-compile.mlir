@@ -14,15 +14,17 @@
 // RUN: FileCheck %s --input-file=%t/layer.ptx --check-prefix=PTX
 // The GEMM-shaped variants' pipeline depth follows the chip's shared memory
 // per CTA (Llama-3-8B, 64 tokens: 128 + 2 x 64 + 1 rows of 144 bytes =
-// 37008 bytes per stage): 3 stages (111024 bytes) in 227 KiB (sm_90) and
-// 163 KiB (sm_80), 2 (74016) in 99 KiB (sm_86).
+// 37008 bytes per stage): 3 stages (111024 bytes) in 163 KiB (sm_80), 2
+// (74016) in 99 KiB (sm_86). On sm_90 the 128 weight rows come by TMA
+// unpadded (128 bytes): 16384 + 129 x 144 = 34960, slots at 1 KiB
+// boundaries (35840), 3 stages + 1 KiB to align = 108544 in 227 KiB.
 // RUN: fusion-compile %S/../../../examples/llama3_8b.mlir -o %t/l90
 // RUN: FileCheck %s --input-file=%t/l90.manifest.json --check-prefix=SMEM90
 // RUN: fusion-compile %S/../../../examples/llama3_8b.mlir --chip=sm_80 -o %t/l80
 // RUN: FileCheck %s --input-file=%t/l80.manifest.json --check-prefix=SMEM80
 // RUN: fusion-compile %S/../../../examples/llama3_8b.mlir --chip=sm_86 -o %t/l86
 // RUN: FileCheck %s --input-file=%t/l86.manifest.json --check-prefix=SMEM86
-// SMEM90: "dynamic_shared_bytes": 111024,
+// SMEM90: "dynamic_shared_bytes": 108544,
 // SMEM90-NEXT: "entry": "decode_layer_k0_fused_gemm64",
 // SMEM80: "dynamic_shared_bytes": 111024,
 // SMEM80-NEXT: "entry": "decode_layer_k0_fused_gemm64",
@@ -209,12 +211,30 @@
 // CHECK-NEXT:         "kind": "workspace",
 // CHECK-NEXT:         "role": "split_counters",
 // CHECK:              "zero_init": true
-// CHECK:              "dtype": "i32",
+// On sm_90 the variants read the weights by TMA: the qkv_weight's
+// (params[3], [512, 512] f16) descriptor, boxes of one 128-row tile by 64
+// columns (128 bytes, the swizzle span), after the workspaces.
+// CHECK:              "dtype": "f16",
 // CHECK-NEXT:         "index": 13,
+// CHECK-NEXT:         "kind": "tensor_map",
+// CHECK-NEXT:         "role": "weight_map",
+// CHECK-NEXT:         "shape": [
+// CHECK-NEXT:           512,
+// CHECK-NEXT:           512
+// CHECK-NEXT:         ],
+// CHECK-NEXT:         "tensor_map": {
+// CHECK-NEXT:           "box": [
+// CHECK-NEXT:             128,
+// CHECK-NEXT:             64
+// CHECK-NEXT:           ],
+// CHECK-NEXT:           "of": 3,
+// CHECK-NEXT:           "swizzle_bytes": 128
+// CHECK:              "dtype": "i32",
+// CHECK-NEXT:         "index": 14,
 // CHECK-NEXT:         "kind": "scalar",
 // CHECK-NEXT:         "role": "batch"
 // CHECK:              "dtype": "i32",
-// CHECK-NEXT:         "index": 14,
+// CHECK-NEXT:         "index": 15,
 // CHECK-NEXT:         "kind": "scalar",
 // CHECK-NEXT:         "role": "max_pages"
 // sm_90: the kernel starts with griddepcontrol (docs/abi.md).
@@ -226,17 +246,21 @@
 // CHECK:          "static_shared_bytes": 1032,
 // The GEMM-shaped variants launched instead from batch 2, 17 and 33
 // (docs/abi.md): their own entries and geometry, the kernel's parameters.
+// Shared memory at 16 tokens: 128 weight rows of 128 bytes (TMA, unpadded)
+// + (16 x + 16 residual + 1 norm weight) rows of 144 bytes = 21136 bytes,
+// slots at 1 KiB boundaries (21504), 3 stages + 1 KiB to align = 65536;
+// static: the arrival flag (4 bytes) and 3 stage mbarriers (24).
 // CHECK-NEXT:     "variants": [
 // CHECK-NEXT:       {
 // CHECK-NEXT:         "block": [
 // CHECK-NEXT:           256,
-// CHECK:              "dynamic_shared_bytes": 69552,
+// CHECK:              "dynamic_shared_bytes": 65536,
 // CHECK-NEXT:         "entry": "layer_k0_fused_gemm16",
 // CHECK-NEXT:         "grid": [
 // CHECK-NEXT:           32,
 // CHECK:              "min_batch": 2,
 // CHECK:                "kind": "projection_gemm",
-// CHECK:              "static_shared_bytes": 4
+// CHECK:              "static_shared_bytes": 28
 // CHECK:              "entry": "layer_k0_fused_gemm32",
 // CHECK:              "min_batch": 17,
 // CHECK:              "entry": "layer_k0_fused_gemm64",

@@ -1,5 +1,6 @@
-// RUN: fusion-opt %s -split-input-file --fusion-form-kernels --convert-fusion-to-gpu | FileCheck %s
+// RUN: fusion-opt %s -split-input-file --fusion-form-kernels --convert-fusion-to-gpu=target-sm=80 | FileCheck %s --check-prefix=SM80
 // RUN: fusion-opt %s -split-input-file --fusion-form-kernels=strategy=none --convert-fusion-to-gpu | FileCheck %s --check-prefix=NONE
+// RUN: fusion-opt %s -split-input-file --fusion-form-kernels --convert-fusion-to-gpu | FileCheck %s
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: fusion-compile %s -o %t/gemm
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t/gemm.ptx
@@ -8,38 +9,68 @@
 // The GEMM-shaped projection variants (Kernels/ProjectionGemmKernel.cpp) of
 // an RMSNorm + residual front half: hidden 512, 4 query heads over 2 KV
 // heads of 64 (8 heads, 512 rows), f16. Expected values from the rules of
-// chooseProjectionGemmSchedules (sm_90, 132 SMs):
+// chooseProjectionGemmSchedules (132 SMs; sm_80, where the weights come by
+// cp.async like the other rows; sm_90's TMA-staged weights further below):
 //   tile rows: 128 / 64 = 2 heads (8 % 2 == 0) -> 128 rows, 8 warps;
 //   row tiles 512 / 128 = 4; k split: 4 x 8 = 32 <= 264 and 512 % (64 x 8)
 //   == 0 -> 8 (one 64-element stage per CTA); grid 4 x 8 = 32;
 //   pitch 64 x 2 + 16 = 144 bytes; stage rows 128 + 2T + 1 (x, residual,
 //   norm weight): T = 16: 161 rows, 3 x 161 x 144 = 69552 bytes; T = 32:
 //   193 rows, 83376; T = 64: 257 rows, 111024;
-//   two CTAs per SM: 2 x (111024 + 16 + 1024) = 224128 <= 232448.
+//   two CTAs per SM: 2 x (111024 + 40 + 1024) = 224176 <= 232448.
 // The workspaces: partial_out [batch, 8, 512], partial_stats [batch, 4 x 8],
 // split_counters [batch, 4] (zero_init); the primary kernel takes them too.
 
+// SM80-LABEL: func.func @layer(
+// SM80: fusion.kernel @layer_k0_fused
+// SM80-SAME: #fusion.param<kind = output, role = "query", dtype = f16, shape = [batch, 4, 64]>,
+// SM80-SAME: #fusion.param<kind = workspace, role = "partial_out", dtype = f32, shape = [batch, 8, 512]>,
+// SM80-SAME: #fusion.param<kind = workspace, role = "partial_stats", dtype = f32, shape = [batch, 32]>,
+// SM80-SAME: #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true>,
+// SM80-SAME: #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>]
+// SM80-SAME: variants = [#fusion.variant<min_batch = 2, entry = "layer_k0_fused_gemm16", grid = [32, 1, 1], block = 256, smem = 69552, static_smem = 4,
+// SM80-SAME: schedule = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 32, tile_rows = 128, tile_tokens = 16,
+// SM80-SAME: k_split = 8, stage_k = 64, stages = 3, min_ctas_per_sm = 2>>,
+// SM80-SAME: #fusion.variant<min_batch = 17, entry = "layer_k0_fused_gemm32", grid = [32, 1, 1], block = 256, smem = 83376,
+// SM80-SAME: #fusion.variant<min_batch = 33, entry = "layer_k0_fused_gemm64", grid = [32, 1, 1], block = 256, smem = 111024,
+// SM80-SAME: schedule = #fusion.projection_schedule<threads = 64, warps = 2,
+// SM80: gpu.func @layer_k0_fused_gemm16(
+// SM80-NOT: nvvm.mbarrier
+// SM80: scf.for
+// SM80: gpu.barrier
+// SM80-COUNT-4: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg : !llvm.ptr<3>, !llvm.ptr<1>
+// SM80-NOT: nvvm.cp.async.bulk.tensor
+// SM80: gpu.return
+// sm_90 (the checks below): the weight_map tensor map of the qkv_weight
+// (params[3], [512, 512] f16) after the workspaces, boxes of the 128-row
+// tile by 64 columns (128 bytes: the swizzle span). The slots: 128 weight
+// rows of 128 bytes (unpadded) + the other rows at 144 bytes, rounded up to
+// 1 KiB, 3 stages + 1 KiB to align them: T = 16: 16384 + 33 x 144 = 21136
+// -> 21504, 65536 bytes; T = 32: 16384 + 65 x 144 = 25744 -> 26624, 80896;
+// T = 64: 16384 + 129 x 144 = 34960 -> 35840, 108544. Static: the arrival
+// flag and 3 mbarriers (4 + 24 bytes).
 // CHECK-LABEL: func.func @layer(
 // CHECK: fusion.kernel @layer_k0_fused
-// CHECK-SAME: #fusion.param<kind = output, role = "query", dtype = f16, shape = [batch, 4, 64]>,
-// CHECK-SAME: #fusion.param<kind = workspace, role = "partial_out", dtype = f32, shape = [batch, 8, 512]>,
-// CHECK-SAME: #fusion.param<kind = workspace, role = "partial_stats", dtype = f32, shape = [batch, 32]>,
 // CHECK-SAME: #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true>,
+// CHECK-SAME: #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [512, 512], of = 3, box = [128, 64]>,
 // CHECK-SAME: #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>]
-// CHECK-SAME: variants = [#fusion.variant<min_batch = 2, entry = "layer_k0_fused_gemm16", grid = [32, 1, 1], block = 256, smem = 69552, static_smem = 4,
+// CHECK-SAME: variants = [#fusion.variant<min_batch = 2, entry = "layer_k0_fused_gemm16", grid = [32, 1, 1], block = 256, smem = 65536, static_smem = 28,
 // CHECK-SAME: schedule = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 32, tile_rows = 128, tile_tokens = 16,
 // CHECK-SAME: k_split = 8, stage_k = 64, stages = 3, min_ctas_per_sm = 2>>,
-// CHECK-SAME: #fusion.variant<min_batch = 17, entry = "layer_k0_fused_gemm32", grid = [32, 1, 1], block = 256, smem = 83376,
-// CHECK-SAME: #fusion.variant<min_batch = 33, entry = "layer_k0_fused_gemm64", grid = [32, 1, 1], block = 256, smem = 111024,
+// CHECK-SAME: #fusion.variant<min_batch = 17, entry = "layer_k0_fused_gemm32", grid = [32, 1, 1], block = 256, smem = 80896,
+// CHECK-SAME: #fusion.variant<min_batch = 33, entry = "layer_k0_fused_gemm64", grid = [32, 1, 1], block = 256, smem = 108544,
 // CHECK-SAME: schedule = #fusion.projection_schedule<threads = 64, warps = 2,
 
-// The 16-token variant: pointers to the dynamic shared memory and to the
-// staged global buffers, then per token tile: the prologue's two stages of
-// 16-byte cp.async.cg (weights: 128 rows x 8 chunks = 4 per thread; x and
-// the residual: 16 x 8 = 128 chunks, threads < 128; the norm weight: 8
+// The 16-token variant: pointers to the dynamic shared memory (its first
+// 1 KiB boundary starts the slots) and to the staged global buffers, the
+// weight_map as a generic pointer, the 3 stage mbarriers (thread 0 inits
+// them, one arrival each), then per token tile: the prologue's two stages
+// (thread 0: proxy fence, the barrier armed for 128 x 128 = 16384 bytes, the
+// TMA box at (k, row tile x 128); 16-byte cp.async.cg of x and the
+// residual: 16 x 8 = 128 chunks, threads < 128, and of the norm weight: 8
 // chunks), one commit group per stage.
 // CHECK: gpu.func @layer_k0_fused_gemm16(
-// CHECK-SAME: workgroup(%{{.*}} : memref<1xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// CHECK-SAME: workgroup(%{{.*}} : memref<1xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<3xi64, #gpu.address_space<workgroup>> {llvm.align = 8 : i64})
 // CHECK-SAME: kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
 // Before griddepcontrol.wait, thread r < 128 asks L2 for the CTA's k range
 // of its staged row: row (cta / 8) * 128 + r, elements from (cta % 8) * 64,
@@ -54,13 +85,23 @@
 // CHECK: nvvm.cp.async.bulk.prefetch %{{.*}}, %c128_i32 : <1>
 // CHECK-NEXT: }
 // CHECK-NEXT: nvvm.griddepcontrol  wait
-// CHECK: memref.view {{.*}} to memref<34776xf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view {{.*}} to memref<32768xf16, #gpu.address_space<workgroup>>
 // CHECK: llvm.mlir.addressof @__fusion_dynamic_shared : !llvm.ptr<3>
 // CHECK: memref.extract_aligned_pointer_as_index
 // CHECK: llvm.inttoptr %{{.*}} : i64 to !llvm.ptr<1>
+// CHECK: llvm.ptrtoint %{{.*}} : !llvm.ptr<3> to i32
+// CHECK: arith.remui %{{.*}}, %c1024
+// CHECK: llvm.addrspacecast %{{.*}} : !llvm.ptr<1> to !llvm.ptr
+// CHECK: llvm.inttoptr %{{.*}} : i64 to !llvm.ptr<3>
+// CHECK-COUNT-3: nvvm.mbarrier.init
+// CHECK: nvvm.fence.mbarrier.init
+// CHECK: gpu.barrier
 // CHECK: scf.for
 // CHECK: gpu.barrier
-// CHECK-COUNT-4: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 16, cache =  cg : !llvm.ptr<3>, !llvm.ptr<1>
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c16384_i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %{{.*}}, %{{.*}}, box[%{{.*}}, %{{.*}}]
+// CHECK-NOT: nvvm.cp.async.bulk.tensor
 // CHECK: arith.cmpi ult, %{{.*}}, %c128
 // CHECK: nvvm.cp.async.shared.global
 // CHECK: arith.cmpi ult, %{{.*}}, %c128
@@ -71,10 +112,12 @@
 // With one step per CTA the second prologue stage is an empty group.
 // CHECK-NEXT: nvvm.cp.async.commit.group
 // The pipelined loop over the steps: 8 accumulators (two 8-token n-tiles)
-// and this thread's sum of h^2; wait for the step's group, barrier, issue
-// the step two ahead (or an empty group).
+// and this thread's sum of h^2; wait for the step's group and for the
+// phase of its stage's barrier, barrier, issue the step two ahead (or an
+// empty group).
 // CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32)
 // CHECK-NEXT: nvvm.cp.async.wait.group 1
+// CHECK: llvm.inline_asm has_side_effects {{.*}}mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;{{.*}}@!p bra WAIT
 // CHECK-NEXT: gpu.barrier
 // CHECK: nvvm.cp.async.commit.group
 // CHECK: } else {
@@ -85,7 +128,7 @@
 // CHECK: arith.cmpi ult, %thread_id_x_{{[0-9]+}}, %c128
 // CHECK: arith.addf %{{.*}} : vector<8xf32>
 // CHECK-NEXT: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
-// CHECK-NEXT: vector.store %{{.*}} : memref<34776xf16, #gpu.address_space<workgroup>>, vector<8xf16>
+// CHECK-NEXT: vector.store %{{.*}} : memref<32768xf16, #gpu.address_space<workgroup>>, vector<8xf16>
 // CHECK: vector.store %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
 // CHECK: vector.reduction <add>
 // CHECK: gpu.barrier
@@ -94,7 +137,7 @@
 // 2q + 8, 2q + 9 (round(W32 * w32)), one ldmatrix.x4 of the 16 tokens, two
 // m16n8k16 (tokens 0-7, 8-15).
 // CHECK: nvvm.ldmatrix {{.*}}num = 4 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
-// CHECK: vector.load %{{.*}} {alignment = 4 : i64} : memref<34776xf16, #gpu.address_space<workgroup>>, vector<2xf16>
+// CHECK: vector.load %{{.*}} {alignment = 4 : i64} : memref<32768xf16, #gpu.address_space<workgroup>>, vector<2xf16>
 // CHECK: arith.mulf %{{.*}} : vector<2xf32>
 // CHECK-NEXT: arith.truncf %{{.*}} : vector<2xf32> to vector<2xf16>
 // CHECK: nvvm.ldmatrix
@@ -132,12 +175,13 @@
 // CHECK-COUNT-2: nvvm.mma.sync
 
 // Unfused: the qkv_proj kernel has no norm: no partial_stats, no fold pass;
-// stage rows 128 + 16: 3 x 144 x 144 = 62208 bytes.
+// 128 weight rows of 128 bytes (TMA) + 16 token rows of 144 = 18688 ->
+// 19456 (1 KiB), 3 x 19456 + 1024 = 59392 bytes.
 // NONE-LABEL: func.func @layer(
 // NONE: fusion.kernel @layer_k1_qkv_proj
 // NONE-SAME: #fusion.param<kind = workspace, role = "partial_out", dtype = f32, shape = [batch, 8, 512]>,
 // NONE-SAME: #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true>,
-// NONE-SAME: entry = "layer_k1_qkv_proj_gemm16", grid = [32, 1, 1], block = 256, smem = 62208,
+// NONE-SAME: entry = "layer_k1_qkv_proj_gemm16", grid = [32, 1, 1], block = 256, smem = 59392,
 // NONE: gpu.func @layer_k1_qkv_proj_gemm16(
 // NONE: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32)
 // NONE-NOT: vector.reduction
@@ -145,9 +189,11 @@
 // NONE: gpu.return
 
 // PTX: .entry layer_k0_fused_gemm16(
+// PTX: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX: cp.async.cg.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16;
 // PTX: cp.async.commit_group;
 // PTX: cp.async.wait_group 1;
+// PTX: mbarrier.try_wait.parity.shared::cta.b64 p, [%r{{[0-9]+}}], %r{{[0-9]+}};
 // PTX: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // PTX: atom.global.add.u32
@@ -172,13 +218,16 @@ func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor
 // tile: 256 rows, 16 warps, 512 threads), 2 query heads over 1 KV head
 // (4 heads, 1024 rows, 4 row tiles), hidden 1024: k split 8 (4 x 8 <= 264,
 // 1024 % 512 == 0), two 64-element steps per CTA; stage rows 256 + T + 1;
-// T = 64: 3 x 321 x 144 = 138672 bytes; one CTA per SM (512 threads).
+// T = 64 (sm_90, TMA): 256 weight rows of 128 bytes + 65 rows of 144 =
+// 42128 -> 43008 (1 KiB), 3 x 43008 + 1024 = 130048 bytes; one CTA per SM
+// (512 threads); boxes of the whole 256-row tile.
 // CHECK-LABEL: func.func @bf16_unit_offset(
 // CHECK: fusion.kernel @bf16_unit_offset_k0_fused
 // CHECK-SAME: #fusion.param<kind = workspace, role = "partial_out", dtype = f32, shape = [batch, 8, 1024]>,
 // CHECK-SAME: #fusion.param<kind = workspace, role = "partial_stats", dtype = f32, shape = [batch, 32]>,
 // CHECK-SAME: #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 4], zero_init = true>,
-// CHECK-SAME: #fusion.variant<min_batch = 33, entry = "bf16_unit_offset_k0_fused_gemm64", grid = [32, 1, 1], block = 512, smem = 138672,
+// CHECK-SAME: #fusion.param<kind = tensor_map, role = "weight_map", dtype = bf16, shape = [1024, 1024], of = 2, box = [256, 64]>,
+// CHECK-SAME: #fusion.variant<min_batch = 33, entry = "bf16_unit_offset_k0_fused_gemm64", grid = [32, 1, 1], block = 512, smem = 130048,
 // CHECK-SAME: stages = 3, min_ctas_per_sm = 1>>]
 // The weight fragments times w + 1 (in fp32); the bf16 fragments go to
 // mma.sync as i32 registers.

@@ -1774,8 +1774,64 @@ func.func private @zero_init_input() attributes {p = #fusion.param<kind = input,
 
 // -----
 
-// expected-error @+1 {{params[1] is out of ABI order (inputs, outputs, workspaces, scalars)}}
+// expected-error @+1 {{params[1] is out of ABI order (inputs, outputs, workspaces, tensor maps, scalars)}}
 func.func private @launch_order() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = output, role = "normed", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>]>}
+
+// -----
+
+// expected-error @+1 {{params[2] is out of ABI order (inputs, outputs, workspaces, tensor maps, scalars)}}
+func.func private @tensor_map_after_scalar() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "weight", dtype = f16, shape = [256, 64]>, #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [256, 64], of = 0, box = [128, 64]>]>}
+
+// -----
+
+// expected-error @+1 {{'of' and 'box' are given exactly on tensor_map parameters}}
+func.func private @tensor_map_without_box() attributes {p = #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [256, 64], of = 0>}
+
+// -----
+
+// expected-error @+1 {{'of' and 'box' are given exactly on tensor_map parameters}}
+func.func private @box_on_input() attributes {p = #fusion.param<kind = input, role = "weight", dtype = f16, shape = [256, 64], of = 0, box = [128, 64]>}
+
+// -----
+
+// expected-error @+1 {{a tensor_map maps an f16 or bf16 tensor}}
+func.func private @tensor_map_f32() attributes {p = #fusion.param<kind = tensor_map, role = "weight_map", dtype = f32, shape = [256, 64], of = 0, box = [128, 32]>}
+
+// -----
+
+// expected-error @+1 {{a tensor_map's shape is 2-D and constant}}
+func.func private @tensor_map_dynamic() attributes {p = #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [batch, 64], of = 0, box = [128, 64]>}
+
+// -----
+
+// A box row must be the 128-byte swizzle span: 64 f16 columns.
+// expected-error @+1 {{a tensor_map's box is [1 to 256 rows, 64 columns] (128-byte swizzle)}}
+func.func private @tensor_map_box_columns() attributes {p = #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [256, 64], of = 0, box = [128, 32]>}
+
+// -----
+
+// expected-error @+1 {{a tensor_map's box is [1 to 256 rows, 64 columns] (128-byte swizzle)}}
+func.func private @tensor_map_box_rows() attributes {p = #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [512, 64], of = 0, box = [512, 64]>}
+
+// -----
+
+// expected-error @+1 {{'input' is not a role of tensor_map parameters (docs/abi.md section 3.3)}}
+func.func private @tensor_map_role() attributes {p = #fusion.param<kind = tensor_map, role = "input", dtype = f16, shape = [256, 64], of = 0, box = [128, 64]>}
+
+// -----
+
+// expected-error @+1 {{params[1] maps params[0], which is not a weight input}}
+func.func private @tensor_map_of_activation() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [256, 64]>, #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [256, 64], of = 0, box = [128, 64]>]>}
+
+// -----
+
+// expected-error @+1 {{params[1] maps params[5], which is not a weight input}}
+func.func private @tensor_map_of_missing() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "weight", dtype = f16, shape = [256, 64]>, #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [256, 64], of = 5, box = [128, 64]>]>}
+
+// -----
+
+// expected-error @+1 {{params[1] maps params[0] with another dtype or shape}}
+func.func private @tensor_map_shape() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "weight", dtype = f16, shape = [256, 64]>, #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [128, 64], of = 0, box = [128, 64]>]>}
 
 // -----
 

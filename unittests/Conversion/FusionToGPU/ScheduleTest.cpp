@@ -184,12 +184,19 @@ TEST(ProjectionGemmSchedule, Llama3_8B) {
   EXPECT_EQ(s[1].minBatch, 17);
   EXPECT_EQ(s[2].tileTokens, 64);
   EXPECT_EQ(s[2].minBatch, 33);
-  // 128 weight rows + 64 x and 64 residual rows + 1 norm-weight row.
+  // 128 weight rows + 64 x and 64 residual rows + 1 norm-weight row; on
+  // sm_90 the weight rows come by TMA, unpadded (128 bytes), and the slots
+  // start at 1 KiB boundaries: 128 x 128 + 129 x 144 = 34960 -> 35840,
+  // 3 slots + 1 KiB to align them.
   EXPECT_EQ(s[2].stageRows, 257);
-  EXPECT_EQ(s[2].dynamicSharedBytes, 3 * 257 * 144); // 111024
-  // Two CTAs: 2 x (111024 + 16 + 1024) = 224128 <= 232448.
+  EXPECT_TRUE(s[2].tmaWeights);
+  EXPECT_EQ(s[2].weightPitchBytes(), 128);
+  EXPECT_EQ(s[2].slotBytes, 35840);
+  EXPECT_EQ(s[2].dynamicSharedBytes, 3 * 35840 + 1024); // 108544
+  // Two CTAs: 2 x (108544 + 40 + 1024) = 219216 <= 232448.
   EXPECT_EQ(s[2].minCtasPerSM, 2);
-  EXPECT_EQ(s[0].dynamicSharedBytes, 3 * (128 + 32 + 1) * 144);
+  // 128 x 128 + 33 x 144 = 21136 -> 21504.
+  EXPECT_EQ(s[0].dynamicSharedBytes, 3 * 21504 + 1024);
 }
 
 TEST(ProjectionGemmSchedule, HeadDimsAndGroups) {
@@ -236,8 +243,9 @@ TEST(ProjectionGemmSchedule, HeadDimsAndGroups) {
   EXPECT_EQ(gemma[2].tileRows, 256);
   EXPECT_EQ(gemma[2].blockSize(), 512);
   EXPECT_EQ(gemma[2].minCtasPerSM, 1);
-  // 256 + 128 + 1 rows of 144 bytes, 3 stages.
-  EXPECT_EQ(gemma[2].dynamicSharedBytes, 3 * 385 * 144);
+  // 256 weight rows of 128 bytes + 128 + 1 rows of 144 = 51344 -> 52224
+  // (1 KiB), 3 stages + 1 KiB.
+  EXPECT_EQ(gemma[2].dynamicSharedBytes, 3 * 52224 + 1024);
 }
 
 TEST(ProjectionGemmSchedule, NormsAndTargets) {
@@ -267,7 +275,11 @@ TEST(ProjectionGemmSchedule, NormsAndTargets) {
   ASSERT_EQ(ampere.size(), 3u);
   EXPECT_EQ(ampere[2].stages, 3);
   EXPECT_EQ(ampere[2].kSplit, 4);
-  // sm_89 (99 KiB = 101376 bytes, less 16): 3 x 37008 = 111024 does not fit,
+  // No TMA before sm_90: the weight rows are padded like the others.
+  EXPECT_FALSE(ampere[2].tmaWeights);
+  EXPECT_EQ(ampere[2].weightPitchBytes(), 144);
+  EXPECT_EQ(ampere[2].dynamicSharedBytes, 3 * 257 * 144);
+  // sm_89 (99 KiB = 101376 bytes, less 40): 3 x 37008 = 111024 does not fit,
   // 2 stages (74016) do; 32 tokens (193 rows, 83376 bytes) keep 3.
   auto ada = chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), kAda);
   ASSERT_EQ(ada.size(), 3u);

@@ -58,6 +58,9 @@ struct KernelParam {
   /// Workspace that must be zero before the first launch (the kernel leaves
   /// it zero again, e.g. split-KV arrival counters).
   bool zeroInitialized = false;
+  /// A tensor map's descriptor (which input, the box); elementType and
+  /// shape are that input's.
+  std::optional<contract::TensorMapSpec> tensorMap;
 };
 
 /// A kernel specialised for larger batches: same parameters and results as

@@ -413,9 +413,12 @@ FailureOr<LaunchAttr> mlir::fusion::getLaunchAttr(KernelOp kernel,
     ArrayAttr shape = param.kind == KernelParam::Kind::Scalar
                           ? ArrayAttr()
                           : getLaunchDims(b, param.shape);
+    const std::optional<contract::TensorMapSpec> &map = param.tensorMap;
     auto attr = KernelParamAttr::getChecked(
         emitError, b.getContext(), param.kind, StringRef(param.role),
-        param.elementType, shape, param.zeroInitialized);
+        param.elementType, shape, param.zeroInitialized, map ? map->of : -1,
+        map ? b.getDenseI64ArrayAttr({map->boxRows, map->boxCols})
+            : DenseI64ArrayAttr());
     if (!attr)
       return failure();
     params.push_back(attr);

@@ -1,6 +1,7 @@
 //===- AsyncCopy.cpp - cp.async global -> shared copies -------------------===//
 
 #include "AsyncCopy.h"
+#include "Abi.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -46,4 +47,98 @@ void mlir::fusion::prefetchToL2(ImplicitLocOpBuilder &b, Value global,
   assert(bytes > 0 && bytes % 16 == 0 && "bulk prefetch of whole 16 bytes");
   NVVM::CpAsyncBulkPrefetchOp::create(
       b, global, constI32(b, static_cast<int32_t>(bytes)), Value());
+}
+
+Value mlir::fusion::createStageBarriers(ImplicitLocOpBuilder &b,
+                                        gpu::GPUFuncOp func, Value tid,
+                                        int64_t count) {
+  Value buffer = addWorkgroupBuffer(func, b.getI64Type(), count, 8);
+  Value index = memref::ExtractAlignedPointerAsIndexOp::create(b, buffer);
+  Value address = arith::IndexCastOp::create(b, b.getI64Type(), index);
+  Value first = LLVM::IntToPtrOp::create(
+      b,
+      LLVM::LLVMPointerType::get(
+          b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared)),
+      address);
+  ifThen(b, cmpI(b, arith::CmpIPredicate::eq, tid, constIndex(b, 0)),
+         [&](ImplicitLocOpBuilder &tb) {
+           for (int64_t i = 0; i < count; ++i)
+             NVVM::MBarrierInitOp::create(
+                 tb, stageBarrier(tb, first, constIndex(tb, i)),
+                 constI32(tb, 1), Value());
+           NVVM::FenceMbarrierInitOp::create(tb);
+         });
+  barrier(b);
+  return first;
+}
+
+Value mlir::fusion::stageBarrier(ImplicitLocOpBuilder &b, Value first,
+                                 Value index) {
+  return offsetPointer(b, first, mulI(b, index, constIndex(b, 8)));
+}
+
+void mlir::fusion::arriveExpectingBytes(ImplicitLocOpBuilder &b, Value barrier,
+                                        int64_t bytes) {
+  NVVM::MBarrierArriveExpectTxOp::create(
+      b, Type(), barrier, constI32(b, static_cast<int32_t>(bytes)),
+      NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
+}
+
+void mlir::fusion::fenceSharedForBulkCopies(ImplicitLocOpBuilder &b) {
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(),
+                                 NVVM::SharedSpace::shared_cta));
+}
+
+void mlir::fusion::copyBulk(ImplicitLocOpBuilder &b, Value shared, Value global,
+                            int64_t bytes, Value barrier) {
+  assert(bytes > 0 && bytes % 16 == 0 && "bulk copy of whole 16 bytes");
+  NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
+      b, shared, global, barrier, constI32(b, static_cast<int32_t>(bytes)),
+      Value(), Value());
+}
+
+void mlir::fusion::waitBarrierPhase(ImplicitLocOpBuilder &b, Value barrier,
+                                    Value parity) {
+  // Inline PTX rather than nvvm.mbarrier.try_wait.parity, whose lowering
+  // loops with `bra.uni` on each thread's own try_wait result; a plain
+  // `bra` (as bench/diagnostics/ptx_ops.cuh's mbarWait, measured) is safe
+  // when the lanes of a warp see the phase complete at different times.
+  Value address = LLVM::PtrToIntOp::create(b, b.getI32Type(), barrier);
+  LLVM::InlineAsmOp::create(
+      b, TypeRange(), ValueRange{address, parity},
+      "{\n\t.reg .pred p;\n\tWAIT:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n\t"
+      "@!p bra WAIT;\n\t}",
+      "r,r,~{memory}", /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
+Value mlir::fusion::getGenericPointer(ImplicitLocOpBuilder &b, Value buffer) {
+  return LLVM::AddrSpaceCastOp::create(
+      b, LLVM::LLVMPointerType::get(b.getContext()),
+      getGlobalPointer(b, buffer));
+}
+
+void mlir::fusion::copyTensorBox(ImplicitLocOpBuilder &b, Value shared,
+                                 Value map, ArrayRef<Value> coords,
+                                 Value barrier) {
+  SmallVector<Value> i32Coords;
+  for (Value c : coords)
+    i32Coords.push_back(arith::IndexCastOp::create(b, b.getI32Type(), c));
+  // The instruction's destination is shared::cluster memory: this CTA's
+  // shared memory is part of it (a launch without clusters is a cluster of
+  // one CTA).
+  Value cluster = LLVM::AddrSpaceCastOp::create(
+      b,
+      LLVM::LLVMPointerType::get(
+          b.getContext(),
+          static_cast<unsigned>(NVVM::NVVMMemorySpace::SharedCluster)),
+      shared);
+  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      b, cluster, map, i32Coords, barrier, /*im2colOffsets=*/ValueRange(),
+      /*multicastMask=*/Value(), /*l2CacheHint=*/Value(),
+      NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false, /*group=*/nullptr,
+      /*predicate=*/Value());
 }

@@ -6,7 +6,9 @@
 // count. The copies address memory through LLVM pointers: global buffers
 // through getGlobalPointer, shared memory through getDynamicSharedPointer
 // (Abi.h). Also the Hopper bulk prefetch into L2, by which a kernel starts
-// its weight stream before griddepcontrol.wait.
+// its weight stream before griddepcontrol.wait, and the Hopper bulk copy
+// (sm_90+, "cp.async.bulk"): one thread copies a whole contiguous block,
+// whose arrival an mbarrier counts in bytes (a stage's "full" barrier).
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +52,53 @@ void waitAsyncCopies(ImplicitLocOpBuilder &b, int64_t pending);
 /// without touching registers or shared memory: a hint, never a fault
 /// source for in-bounds addresses.
 void prefetchToL2(ImplicitLocOpBuilder &b, Value global, int64_t bytes);
+
+/// `count` mbarriers in `func`'s static shared memory, 8 bytes each, every
+/// one initialised by thread 0 (`tid`) with one expected arrival and
+/// published to the CTA (fence.mbarrier_init, CTA barrier): the "full"
+/// barriers of a ring of stages that bulk copies fill. Returns the address
+/// (`!llvm.ptr<3>`) of barrier 0; barrier i is 8 * i bytes further
+/// (stageBarrier).
+Value createStageBarriers(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
+                          Value tid, int64_t count);
+
+/// The address of barrier `index` (index) of createStageBarriers' `first`.
+Value stageBarrier(ImplicitLocOpBuilder &b, Value first, Value index);
+
+/// `mbarrier.arrive.expect_tx`: this thread's arrival on `barrier`, whose
+/// current phase then also waits for `bytes` bytes of bulk copies.
+void arriveExpectingBytes(ImplicitLocOpBuilder &b, Value barrier,
+                          int64_t bytes);
+
+/// `fence.proxy.async.shared::cta`: orders this thread's earlier shared
+/// memory accesses (and, after a CTA barrier, the CTA's) before its later
+/// bulk copies into shared memory (PTX ISA, "Proxies"), so a bulk copy may
+/// overwrite a stage that ldmatrix read.
+void fenceSharedForBulkCopies(ImplicitLocOpBuilder &b);
+
+/// `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes`: an
+/// asynchronous copy of `bytes` (a constant multiple of 16) from `global` to
+/// `shared` (both 16-byte aligned), counted on `barrier` as it lands.
+void copyBulk(ImplicitLocOpBuilder &b, Value shared, Value global,
+              int64_t bytes, Value barrier);
+
+/// The device address of the flat buffer `buffer` as a generic pointer
+/// (`!llvm.ptr`), as cp.async.bulk.tensor takes its descriptor.
+Value getGenericPointer(ImplicitLocOpBuilder &b, Value buffer);
+
+/// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::
+/// complete_tx::bytes`: an asynchronous copy of the box at element
+/// coordinates `coords` = {column, row} (index values) of the 2-D tensor
+/// that the TMA descriptor `map` (a generic pointer to a CUtensorMap)
+/// describes, to `shared` (aligned as the descriptor's swizzle needs: 1 KiB
+/// for 128 bytes), counted on `barrier` as it lands (sm_90+).
+void copyTensorBox(ImplicitLocOpBuilder &b, Value shared, Value map,
+                   ArrayRef<Value> coords, Value barrier);
+
+/// Waits (`mbarrier.try_wait.parity`, retried until it succeeds) for the
+/// phase of `barrier` with parity `parity` (i32, 0 or 1) to complete; then
+/// the bulk copies it counted are visible to this thread.
+void waitBarrierPhase(ImplicitLocOpBuilder &b, Value barrier, Value parity);
 
 } // namespace mlir::fusion
 

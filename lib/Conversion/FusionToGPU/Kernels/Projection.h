@@ -161,6 +161,14 @@ void appendProjectionGemmWorkspaces(SmallVector<KernelParam> &params,
                                     int64_t rows, bool rmsNorm,
                                     MLIRContext *context);
 
+/// Appends (before the scalars) the weight_map tensor map of the GEMM
+/// variants with tmaWeights: the weight input's TMA descriptor, boxes of
+/// stageK columns by tileRows rows (tileRows / 2 for gate/up, whose tiles
+/// hold the gate rows and the up rows of their pairs). Every GEMM variant of
+/// a kernel takes the same.
+void appendProjectionWeightMap(SmallVector<KernelParam> &params,
+                               const ProjectionGemmSchedule &s, bool gateUp);
+
 /// Adds the GEMM-shaped variant of a projection kernel with schedule `s` to
 /// `launch`, whose params hold its workspaces (ProjectionGemmKernel.cpp).
 LogicalResult

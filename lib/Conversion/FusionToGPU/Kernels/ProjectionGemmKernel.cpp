@@ -12,7 +12,11 @@
 // pipeline stage holds stageK k-elements of the R weight rows, of the T
 // token rows (x), of the T residual rows and of the norm weight, copied by
 // 16-byte cp.async.cg into a ring of `stages` stages (rows padded by 16
-// bytes: ldmatrix is conflict-free). Per stage, with an RMSNorm:
+// bytes: ldmatrix is conflict-free). On sm_90 (tmaWeights) the weight rows
+// come instead by TMA from the kernel's weight_map, one box per stage (two
+// for gate/up), 128-byte swizzled, counted in bytes by the stage's mbarrier:
+// bench/diagnostics/gemm_packed_mma.cu measured the stage ring so 13% faster
+// than by cp.async (docs/performance.md entry 25). Per stage, with an RMSNorm:
 //   h = round(x + residual) in place of x (x itself without a residual),
 //   written to residual_out by the CTAs of row tile 0; sum(h32^2)
 //   accumulated per token in fp32.
@@ -40,6 +44,7 @@
 #include "../Fragments/Reduce.h"
 #include "Projection.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -51,18 +56,31 @@ namespace {
 struct GemmKernel {
   const ProjectionPlan &p;
   const ProjectionGemmSchedule &s;
-  /// Dynamic shared memory as an element-typed memref and as a pointer;
-  /// the flag by which thread 0 tells the CTA that it arrived last.
-  Value smem, smemPtr, lastFlag;
+  /// Dynamic shared memory as an element-typed memref and as a pointer; the
+  /// first stage slot starts `slotsAt` elements into it (alignSlots); the
+  /// flag by which thread 0 tells the CTA that it arrived last.
+  Value smem, smemPtr, slotsAt, lastFlag;
   /// Global pointers of the staged buffers (null where absent).
   Value weightPtr, inputPtr, residualPtr, normWeightPtr;
   /// The workspaces.
   Value partials, stats, counters;
+  /// With tmaWeights: the weight's TMA descriptor (generic pointer) and the
+  /// stages' mbarriers (createStageBarriers).
+  Value weightMap, fullBarriers;
   Value tid, lane, warp, rank, rowTile, kBegin, isRowTile0;
   bool rms = false, residual = false;
 
   int64_t chunksPerRow() const { return s.stageK / kVectorWidth; }
   int64_t pitch() const { return s.pitchBytes / getTypeBytes(p.act); }
+  int64_t weightPitch() const {
+    return s.weightPitchBytes() / getTypeBytes(p.act);
+  }
+  int64_t slotElems() const { return s.slotBytes / getTypeBytes(p.act); }
+  /// Byte offset of stage `slot` in the dynamic shared memory.
+  Value slotByte(ImplicitLocOpBuilder &b, Value slot) {
+    return addI(b, mulI(b, slotsAt, getTypeBytes(p.act)),
+                mulI(b, slot, s.slotBytes));
+  }
   int64_t steps() const { return p.hidden / s.kSplit / s.stageK; }
   int64_t tokenRow() const { return s.tileRows; }
   int64_t residualRow() const { return s.tileRows + s.tileTokens; }
@@ -70,9 +88,13 @@ struct GemmKernel {
   int64_t foldIters() const {
     return llvm::divideCeil(s.tileTokens * chunksPerRow(), s.blockSize());
   }
-  /// Element offset of element `col` of row `row` of stage `slot`.
+  /// Element offset of element `col` past the start of row `row` (the
+  /// first weight row, or a later kind of row) of stage `slot`.
   Value smemAt(ImplicitLocOpBuilder &b, Value slot, int64_t row, Value col) {
-    return addI(b, mulI(b, addI(b, mulI(b, slot, s.stageRows), row), pitch()),
+    const int64_t rowAt = row < s.tileRows ? row * weightPitch()
+                                           : s.tileRows * weightPitch() +
+                                                 (row - s.tileRows) * pitch();
+    return addI(b, addI(b, addI(b, slotsAt, mulI(b, slot, slotElems())), rowAt),
                 col);
   }
 
@@ -105,6 +127,9 @@ struct GemmKernel {
   void prefetchWeights(ImplicitLocOpBuilder &b);
   void emitBody(ImplicitLocOpBuilder &b);
   void emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart, Value count);
+  void copyWeightsByTma(ImplicitLocOpBuilder &b, Value slot, Value k, Value n0);
+  Value stageParity(ImplicitLocOpBuilder &b, Value tileStart, Value step);
+  void alignSlots(ImplicitLocOpBuilder &b);
   void copyRows(ImplicitLocOpBuilder &b, Value src, int64_t rows,
                 int64_t firstRow, Value slot, Value k,
                 llvm::function_ref<Value(ImplicitLocOpBuilder &, Value)> rowAt);
@@ -194,6 +219,69 @@ void GemmKernel::copyRows(
   }
 }
 
+/// Sets slotsAt: with tmaWeights the first 1 KiB boundary of the dynamic
+/// shared memory (the schedule allows 1 KiB for this), where the 128-byte
+/// swizzle of the TMA boxes is the one multiplyStage reads; else 0.
+void GemmKernel::alignSlots(ImplicitLocOpBuilder &b) {
+  if (!s.tmaWeights) {
+    slotsAt = constIndex(b, 0);
+    return;
+  }
+  Value address = arith::IndexCastOp::create(
+      b, b.getIndexType(),
+      LLVM::PtrToIntOp::create(b, b.getI32Type(), smemPtr));
+  Value kb = constIndex(b, 1024);
+  Value pad = remUI(b, subI(b, kb, remUI(b, address, kb)), kb);
+  slotsAt = divUI(b, pad, constIndex(b, getTypeBytes(p.act)));
+}
+
+/// Thread 0's TMA copies of k-elements [k, k + stageK) of the tile's weight
+/// rows (from kernel row n0) into stage `slot`: it arms the stage's barrier
+/// for their bytes, then copies one box of tileRows rows (gate/up: the gate
+/// rows' box, then the up rows'). The CTA barrier before (every warp is done
+/// with the slot) and the proxy fence order the slot's last ldmatrix reads
+/// before the copies overwrite it.
+void GemmKernel::copyWeightsByTma(ImplicitLocOpBuilder &b, Value slot, Value k,
+                                  Value n0) {
+  ifThen(
+      b, cmpI(b, CmpIPredicate::eq, tid, constIndex(b, 0)),
+      [&](ImplicitLocOpBuilder &tb) {
+        Value full = stageBarrier(tb, fullBarriers, slot);
+        fenceSharedForBulkCopies(tb);
+        arriveExpectingBytes(tb, full, s.tileRows * s.weightPitchBytes());
+        Value dst = offsetPointer(tb, smemPtr, slotByte(tb, slot));
+        if (!p.gateUp) {
+          copyTensorBox(tb, dst, weightMap, {k, n0}, full);
+          return;
+        }
+        const int64_t half = s.tileRows / 2;
+        copyTensorBox(tb, dst, weightMap,
+                      {k, weightRow(tb, n0, constIndex(tb, 0))}, full);
+        copyTensorBox(
+            tb,
+            offsetPointer(tb, dst, constIndex(tb, half * s.weightPitchBytes())),
+            weightMap, {k, weightRow(tb, n0, constIndex(tb, half))}, full);
+      });
+}
+
+/// The parity (i32) of the phase of stage step % stages's barrier that
+/// step `step` of the token tile at `tileStart` waits for: the barrier's
+/// uses in the earlier tiles (each tile uses stage j for its steps j,
+/// j + stages, ...) plus step / stages, mod 2.
+Value GemmKernel::stageParity(ImplicitLocOpBuilder &b, Value tileStart,
+                              Value step) {
+  Value stages = constIndex(b, s.stages);
+  Value slot = remUI(b, step, stages);
+  const int64_t uses = steps() / s.stages;
+  Value usesPerTile = select(
+      b, cmpI(b, CmpIPredicate::ult, slot, constIndex(b, steps() % s.stages)),
+      constIndex(b, uses + 1), constIndex(b, uses));
+  Value tile = divUI(b, tileStart, constIndex(b, s.tileTokens));
+  Value phase = addI(b, mulI(b, tile, usesPerTile), divUI(b, step, stages));
+  return arith::IndexCastOp::create(b, b.getI32Type(),
+                                    remUI(b, phase, constIndex(b, 2)));
+}
+
 /// Issues the copies of pipeline step `step` into stage step % stages and
 /// commits them as one group. Token rows past the batch repeat its last
 /// token (`lastToken`); their results are never stored.
@@ -203,10 +291,13 @@ void GemmKernel::issueStage(ImplicitLocOpBuilder &b, Value tileStart,
   Value slot = remUI(b, step, constIndex(b, s.stages));
   Value k = addI(b, kBegin, mulI(b, step, s.stageK));
   Value n0 = mulI(b, rowTile, s.tileRows);
-  copyRows(b, weightPtr, s.tileRows, 0, slot, k,
-           [&](ImplicitLocOpBuilder &ib, Value r) {
-             return mulI(ib, weightRow(ib, n0, r), H);
-           });
+  if (s.tmaWeights)
+    copyWeightsByTma(b, slot, k, n0);
+  else
+    copyRows(b, weightPtr, s.tileRows, 0, slot, k,
+             [&](ImplicitLocOpBuilder &ib, Value r) {
+               return mulI(ib, weightRow(ib, n0, r), H);
+             });
   auto tokenAt = [&](ImplicitLocOpBuilder &ib, Value r) {
     return mulI(ib, minUI(ib, addI(ib, tileStart, r), lastToken), H);
   };
@@ -302,25 +393,32 @@ void GemmKernel::scaleByNormWeight(ImplicitLocOpBuilder &b, Value slot,
 /// Accumulator 2n + i: tokens 16n + 8i + [0, 8).
 void GemmKernel::multiplyStage(ImplicitLocOpBuilder &b, Value slot,
                                SmallVector<Value> &acc) {
-  const int64_t pb = s.pitchBytes;
-  Value stageBase = mulI(b, slot, s.stageRows * pb);
+  const int64_t pb = s.pitchBytes, wpb = s.weightPitchBytes();
+  Value stageBase = slotByte(b, slot);
   // ldmatrix.x4 addresses: A matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15)
-  // from lanes 0-15 (row lane % 16, k half lane / 16); B matrices (tokens
-  // 0-7 | 8-15, k half (lane / 8) % 2) so that registers 0, 1 are the B
-  // fragment of tokens 0-7 and registers 2, 3 that of tokens 8-15.
+  // from lanes 0-15 (row lane % 16, k half lane / 16), 16-byte chunk
+  // c = 2 kk + lane / 16 of the row, at c ^ (row % 8) when swizzled (row % 8
+  // is lane % 8); B matrices (tokens 0-7 | 8-15, k half (lane / 8) % 2) so
+  // that registers 0, 1 are the B fragment of tokens 0-7 and registers 2, 3
+  // that of tokens 8-15.
   Value c16 = constIndex(b, 16), c8 = constIndex(b, 8);
-  Value laneA =
-      addI(b, mulI(b, addI(b, mulI(b, warp, 16), remUI(b, lane, c16)), pb),
-           mulI(b, divUI(b, lane, c16), 16));
+  Value rowA = addI(b, mulI(b, warp, 16), remUI(b, lane, c16));
+  Value halfA = divUI(b, lane, c16);
+  auto addressA = [&](int64_t kk) {
+    Value chunk = addI(b, halfA, 2 * kk);
+    if (s.tmaWeights)
+      chunk = arith::XOrIOp::create(b, chunk, remUI(b, lane, c8));
+    return addI(b, stageBase, addI(b, mulI(b, rowA, wpb), mulI(b, chunk, 16)));
+  };
   Value tokenInPair =
       addI(b, remUI(b, lane, c8), mulI(b, divUI(b, lane, c16), 8));
   Value laneB =
-      addI(b, mulI(b, addI(b, tokenInPair, tokenRow()), pb),
+      addI(b, addI(b, mulI(b, tokenInPair, pb), s.tileRows * wpb),
            mulI(b, remUI(b, divUI(b, lane, c8), constIndex(b, 2)), 16));
   for (int64_t kk = 0; kk < s.stageK / 16; ++kk) {
     Value kByte = addI(b, stageBase, kk * 32);
-    SmallVector<Value, 4> a = loadMatrixX4(
-        b, offsetPointer(b, smemPtr, addI(b, laneA, kByte)), p.act);
+    SmallVector<Value, 4> a =
+        loadMatrixX4(b, offsetPointer(b, smemPtr, addressA(kk)), p.act);
     if (rms)
       scaleByNormWeight(b, slot, kk, a);
     for (int64_t n = 0; n < s.tileTokens / 16; ++n) {
@@ -466,6 +564,12 @@ void GemmKernel::emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart,
         // Step `step` has landed (at most stages - 2 later groups pending)
         // and every warp is done with the stage the next copies overwrite.
         waitAsyncCopies(lb, s.stages - 2);
+        if (s.tmaWeights)
+          waitBarrierPhase(
+              lb,
+              stageBarrier(lb, fullBarriers,
+                           remUI(lb, step, constIndex(lb, s.stages))),
+              stageParity(lb, tileStart, step));
         barrier(lb);
         Value next = addI(lb, step, s.stages - 1);
         ifThenElse(
@@ -526,6 +630,27 @@ void mlir::fusion::appendProjectionGemmWorkspaces(
   params.insert(firstScalar, workspaces.begin(), workspaces.end());
 }
 
+void mlir::fusion::appendProjectionWeightMap(SmallVector<KernelParam> &params,
+                                             const ProjectionGemmSchedule &s,
+                                             bool gateUp) {
+  auto weight = llvm::find_if(params, [](const KernelParam &p) {
+    return p.kind == KernelParam::Kind::Input &&
+           (p.role == contract::role::kWeight ||
+            p.role == contract::role::kQKVWeight);
+  });
+  assert(weight != params.end() && "a projection kernel reads its weight");
+  KernelParam map{KernelParam::Kind::TensorMap,
+                  std::string(contract::role::kWeightMap), weight->elementType,
+                  weight->shape};
+  map.tensorMap =
+      contract::TensorMapSpec{std::distance(params.begin(), weight),
+                              gateUp ? s.tileRows / 2 : s.tileRows, s.stageK};
+  auto firstScalar = llvm::find_if(params, [](const KernelParam &p) {
+    return p.kind == KernelParam::Kind::Scalar;
+  });
+  params.insert(firstScalar, std::move(map));
+}
+
 /// The #fusion.projection_gemm_schedule of `s`.
 static ProjectionGemmScheduleAttr
 getScheduleAttr(MLIRContext *context, const ProjectionGemmSchedule &s) {
@@ -570,6 +695,11 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
   if (k.rms)
     k.stats = arg(contract::role::kPartialStats);
   k.counters = arg(contract::role::kSplitCounters);
+  k.alignSlots(b);
+  if (s.tmaWeights) {
+    k.weightMap = getGenericPointer(b, arg(contract::role::kWeightMap));
+    k.fullBarriers = createStageBarriers(b, *func, threadIdX(b), s.stages);
+  }
   k.prefetchWeights(b);
   k.emitBody(b);
 

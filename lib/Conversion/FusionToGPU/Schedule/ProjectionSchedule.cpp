@@ -7,6 +7,8 @@
 
 #include "ProjectionSchedule.h"
 
+#include "fusion/contract/Contract.h"
+
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
@@ -161,6 +163,9 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
     if (stages % d == 0 && base.rowTiles * d <= 2 * target.getSMCount())
       base.kSplit = d;
   base.pitchBytes = kStageK * proj.elementBytes + 16;
+  base.tmaWeights =
+      target.hasBulkCopies() &&
+      kStageK * proj.elementBytes == ::fusion::contract::TensorMapSpec().swizzleBytes;
   llvm::SmallVector<ProjectionGemmSchedule, 3> schedules;
   for (auto [tokens, minBatch] :
        {std::pair<int64_t, int64_t>{16, 2}, {32, 17}, {64, 33}}) {
@@ -171,10 +176,17 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
                   (shape.norm == ProjectionNorm::FoldableRMS ? 1 : 0);
     const int64_t budget =
         target.getMaxSharedBytesPerCTA() - kGemmStaticSharedBytes;
+    const int64_t slotAlign = s.tmaWeights ? 1024 : 1;
+    s.slotBytes = llvm::alignTo(tileRows * s.weightPitchBytes() +
+                                    (s.stageRows - tileRows) * s.pitchBytes,
+                                slotAlign);
     s.stages = 3;
-    while (s.stages > 2 && s.stages * s.stageRows * s.pitchBytes > budget)
+    auto bytes = [&] {
+      return s.stages * s.slotBytes + (s.tmaWeights ? slotAlign : 0);
+    };
+    while (s.stages > 2 && bytes() > budget)
       --s.stages;
-    s.dynamicSharedBytes = s.stages * s.stageRows * s.pitchBytes;
+    s.dynamicSharedBytes = bytes();
     if (s.dynamicSharedBytes > budget)
       break;
     const int64_t ctaShared = s.dynamicSharedBytes + kGemmStaticSharedBytes +

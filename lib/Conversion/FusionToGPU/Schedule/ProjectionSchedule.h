@@ -130,7 +130,17 @@ struct ProjectionGemmSchedule {
   /// (8 consecutive rows then start in 8 different 16-byte bank groups, so
   /// ldmatrix is conflict-free).
   int64_t pitchBytes = 0;
-  /// Dynamic shared memory: stages * stageRows * pitchBytes.
+  /// The weight rows arrive by TMA (sm_90: cp.async.bulk.tensor from the
+  /// kernel's weight_map, one box per stage, per half for gate/up) as
+  /// unpadded 128-byte rows, 16-byte chunk c of row r at chunk c ^ (r % 8)
+  /// (the 128-byte swizzle, which is conflict-free for ldmatrix); the stage
+  /// slots then start at 1 KiB boundaries. Else all rows are padded.
+  bool tmaWeights = false;
+  /// Bytes of one stage slot: the weight rows, then the other rows at
+  /// pitchBytes (rounded up to 1 KiB with tmaWeights).
+  int64_t slotBytes = 0;
+  /// Dynamic shared memory: stages * slotBytes, plus 1 KiB with tmaWeights
+  /// (the kernel aligns the slots to 1 KiB at run time).
   int64_t dynamicSharedBytes = 0;
   /// Smallest batch this variant is launched for.
   int64_t minBatch = 0;
@@ -138,13 +148,18 @@ struct ProjectionGemmSchedule {
   /// memory at up to 256 threads (ptxas then keeps to 128 registers), else 1.
   int64_t minCtasPerSM = 1;
 
+  /// Bytes between two staged weight rows.
+  int64_t weightPitchBytes() const {
+    return tmaWeights ? pitchBytes - 16 : pitchBytes;
+  }
   int64_t warps() const { return tileRows / 16; }
   int64_t blockSize() const { return 32 * warps(); }
   int64_t grid() const { return rowTiles * kSplit; }
 };
 
-/// Static shared memory of a GEMM-shaped variant (its arrival flag, padded).
-inline constexpr int64_t kGemmStaticSharedBytes = 16;
+/// Static shared memory of a GEMM-shaped variant: its arrival flag, padded,
+/// and up to three stage mbarriers of 8 bytes.
+inline constexpr int64_t kGemmStaticSharedBytes = 40;
 
 /// The GEMM-shaped variants of a projection kernel, by ascending minBatch
 /// (token tiles of 16 from batch 2, 32 from 17, 64 from 33; larger batches

@@ -106,10 +106,36 @@ verifyGeometry(function_ref<InFlightDiagnostic()> emitError, StringRef entry,
   return success();
 }
 
+/// A tensor_map's own fields (the input it names is checked by LaunchAttr):
+/// `of` and `box` exactly on tensor maps, an f16/bf16 2-D constant shape,
+/// a box of 1-256 rows by 128 bytes (contract::TensorMapSpec).
+static LogicalResult
+verifyTensorMap(function_ref<InFlightDiagnostic()> emitError,
+                contract::ParamKind kind, Type dtype, ArrayAttr shape,
+                int64_t of, DenseI64ArrayAttr box) {
+  bool map = kind == contract::ParamKind::TensorMap;
+  if (map != (of >= 0) || map != static_cast<bool>(box))
+    return emitError() << "'of' and 'box' are given exactly on tensor_map "
+                          "parameters";
+  if (!map)
+    return success();
+  if (!dtype.isF16() && !dtype.isBF16())
+    return emitError() << "a tensor_map maps an f16 or bf16 tensor";
+  if (!shape || shape.size() != 2 ||
+      !llvm::all_of(shape, [](Attribute a) { return isa<IntegerAttr>(a); }))
+    return emitError() << "a tensor_map's shape is 2-D and constant";
+  const int64_t rowBytes = contract::TensorMapSpec().swizzleBytes;
+  if (box.size() != 2 || box[0] < 1 || box[0] > 256 || box[1] * 2 != rowBytes)
+    return emitError() << "a tensor_map's box is [1 to 256 rows, "
+                       << rowBytes / 2 << " columns] (128-byte swizzle)";
+  return success();
+}
+
 LogicalResult
 KernelParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         contract::ParamKind kind, StringRef role, Type dtype,
-                        ArrayAttr shape, bool zeroInit) {
+                        ArrayAttr shape, bool zeroInit, int64_t of,
+                        DenseI64ArrayAttr box) {
   StringRef kindName(contract::paramKindName(kind).data(),
                      contract::paramKindName(kind).size());
   if (!contract::paramRoles(kind).contains({role.data(), role.size()}))
@@ -126,6 +152,8 @@ KernelParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "scalars are i32";
   if (zeroInit && kind != contract::ParamKind::Workspace)
     return emitError() << "only a workspace can be zero_init";
+  if (failed(verifyTensorMap(emitError, kind, dtype, shape, of, box)))
+    return failure();
   return shape ? verifyLaunchDims(emitError, shape, "shape", 1) : success();
 }
 
@@ -138,6 +166,28 @@ KernelVariantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "min_batch " << minBatch
                        << "; a variant replaces its kernel from batch 2 on";
   return verifyGeometry(emitError, entry, grid, block, smem, staticSmem);
+}
+
+/// Tensor map `i` names an input weight (`weight` or `qkv_weight`) of its
+/// dtype and shape.
+static LogicalResult
+verifyMappedInput(function_ref<InFlightDiagnostic()> emitError,
+                  ArrayAttr params, size_t i, KernelParamAttr map) {
+  auto input = map.getOf() < static_cast<int64_t>(params.size())
+                   ? dyn_cast<KernelParamAttr>(params[map.getOf()])
+                   : KernelParamAttr();
+  auto isRole = [&](std::string_view role) {
+    return std::string_view(input.getRole().data(), input.getRole().size()) ==
+           role;
+  };
+  if (!input || input.getKind() != contract::ParamKind::Input ||
+      (!isRole(contract::role::kWeight) && !isRole(contract::role::kQKVWeight)))
+    return emitError() << "params[" << i << "] maps params[" << map.getOf()
+                       << "], which is not a weight input";
+  if (input.getDtype() != map.getDtype() || input.getShape() != map.getShape())
+    return emitError() << "params[" << i << "] maps params[" << map.getOf()
+                       << "] with another dtype or shape";
+  return success();
 }
 
 LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
@@ -155,8 +205,11 @@ LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (last && param.getKind() < *last)
       return emitError() << "params[" << i
                          << "] is out of ABI order (inputs, outputs, "
-                            "workspaces, scalars)";
+                            "workspaces, tensor maps, scalars)";
     last = param.getKind();
+    if (param.getKind() == contract::ParamKind::TensorMap &&
+        failed(verifyMappedInput(emitError, params, i, param)))
+      return failure();
   }
   int64_t lastMinBatch = 0;
   for (auto [i, a] : llvm::enumerate(variants ? variants.getValue()

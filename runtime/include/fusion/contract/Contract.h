@@ -63,11 +63,13 @@ constexpr uint64_t ptxFingerprint(std::string_view text) {
 // Parameters and roles (docs/abi.md sections 1 and 3.3)
 //===----------------------------------------------------------------------===//
 
-/// The kind of a kernel parameter, in the order the ABI lists them.
-enum class ParamKind { Input, Output, Workspace, Scalar };
+/// The kind of a kernel parameter, in the order the ABI lists them. A
+/// tensor map is the device address of a TMA descriptor that the launcher
+/// encodes for another (input) parameter of the kernel (TensorMapSpec).
+enum class ParamKind { Input, Output, Workspace, TensorMap, Scalar };
 
-/// The manifest spelling of `kind`: "input", "output", "workspace" or
-/// "scalar".
+/// The manifest spelling of `kind`: "input", "output", "workspace",
+/// "tensor_map" or "scalar".
 constexpr std::string_view paramKindName(ParamKind kind) {
   switch (kind) {
   case ParamKind::Input:
@@ -76,6 +78,8 @@ constexpr std::string_view paramKindName(ParamKind kind) {
     return "output";
   case ParamKind::Workspace:
     return "workspace";
+  case ParamKind::TensorMap:
+    return "tensor_map";
   case ParamKind::Scalar:
     break;
   }
@@ -85,8 +89,9 @@ constexpr std::string_view paramKindName(ParamKind kind) {
 /// The kind spelled `name` (paramKindName's inverse); nullopt for any other
 /// string.
 constexpr std::optional<ParamKind> parseParamKind(std::string_view name) {
-  for (ParamKind kind : {ParamKind::Input, ParamKind::Output,
-                         ParamKind::Workspace, ParamKind::Scalar})
+  for (ParamKind kind :
+       {ParamKind::Input, ParamKind::Output, ParamKind::Workspace,
+        ParamKind::TensorMap, ParamKind::Scalar})
     if (paramKindName(kind) == name)
       return kind;
   return std::nullopt;
@@ -134,6 +139,8 @@ inline constexpr std::string_view kOutput = "output";
 inline constexpr std::string_view kPartialOut = "partial_out";
 inline constexpr std::string_view kPartialStats = "partial_stats";
 inline constexpr std::string_view kSplitCounters = "split_counters";
+// Tensor maps: the TMA descriptor of a weight (`weight` or `qkv_weight`).
+inline constexpr std::string_view kWeightMap = "weight_map";
 // Function arguments that no kernel parameter reads.
 inline constexpr std::string_view kUnused = "unused";
 } // namespace role
@@ -141,10 +148,10 @@ inline constexpr std::string_view kUnused = "unused";
 /// The roles an input parameter may have; a function argument has one of
 /// them or role::kUnused.
 inline constexpr std::array<std::string_view, 17> kInputRoles = {
-    role::kInput,      role::kResidual,  role::kNormWeight, role::kNormBias,
-    role::kQKVWeight,  role::kQKVBias,   role::kQuery,      role::kKey,
-    role::kValue,      role::kPositions, role::kSeqLens,    role::kBlockTable,
-    role::kKeyCache,   role::kValueCache, role::kWeight,    role::kTokens,
+    role::kInput,     role::kResidual,   role::kNormWeight, role::kNormBias,
+    role::kQKVWeight, role::kQKVBias,    role::kQuery,      role::kKey,
+    role::kValue,     role::kPositions,  role::kSeqLens,    role::kBlockTable,
+    role::kKeyCache,  role::kValueCache, role::kWeight,     role::kTokens,
     role::kLogits};
 /// The roles an output parameter may have.
 inline constexpr std::array<std::string_view, 7> kOutputRoles = {
@@ -153,6 +160,38 @@ inline constexpr std::array<std::string_view, 7> kOutputRoles = {
 /// The roles a workspace parameter may have.
 inline constexpr std::array<std::string_view, 3> kWorkspaceRoles = {
     role::kPartialOut, role::kPartialStats, role::kSplitCounters};
+/// The roles a tensor-map parameter may have.
+inline constexpr std::array<std::string_view, 1> kTensorMapRoles = {
+    role::kWeightMap};
+
+//===----------------------------------------------------------------------===//
+// Tensor maps (docs/abi.md section 3.3)
+//===----------------------------------------------------------------------===//
+
+/// A tensor_map parameter's TMA descriptor, as the manifest describes it
+/// (`"tensor_map": {"of", "box", "swizzle_bytes"}`, its `dtype` and
+/// `shape`). The launcher passes the device address (kTensorMapAlignment-
+/// aligned, kTensorMapBytes long, constant while any launch that reads it
+/// may run or replay) of the CUtensorMap that
+///   cuTensorMapEncodeTiled(map, F16 or BF16 (dtype), rank 2,
+///     address bound to parameter `of`, globalDim {shape[1], shape[0]},
+///     globalStrides {shape[1] * element bytes}, boxDim {box[1], box[0]},
+///     elementStrides {1, 1}, CU_TENSOR_MAP_INTERLEAVE_NONE,
+///     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+///     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+/// encodes (CUDA driver API, sm_90+): the row-major [rows, cols] tensor
+/// read in boxes of box[0] rows x box[1] columns, 128-byte swizzled.
+struct TensorMapSpec {
+  /// Index of the kernel parameter whose buffer the map describes.
+  int64_t of = -1;
+  /// Box rows and columns (elements); box[1] * element bytes == swizzle.
+  int64_t boxRows = 0, boxCols = 0;
+  /// The swizzle span in bytes (only 128 today).
+  int64_t swizzleBytes = 128;
+};
+/// Size and alignment of a CUtensorMap in device memory.
+inline constexpr int64_t kTensorMapBytes = 128;
+inline constexpr int64_t kTensorMapAlignment = 64;
 
 //===----------------------------------------------------------------------===//
 // Run-time dimensions (docs/abi.md section 1)
@@ -197,7 +236,8 @@ struct RoleList {
 };
 
 /// The roles a parameter of `kind` may have: kInputRoles, kOutputRoles,
-/// kWorkspaceRoles or kScalarRoles (function arguments take the input roles
+/// kWorkspaceRoles, kTensorMapRoles or kScalarRoles (function arguments
+/// take the input roles
 /// or role::kUnused).
 constexpr RoleList paramRoles(ParamKind kind) {
   switch (kind) {
@@ -207,6 +247,8 @@ constexpr RoleList paramRoles(ParamKind kind) {
     return {kOutputRoles.data(), kOutputRoles.size()};
   case ParamKind::Workspace:
     return {kWorkspaceRoles.data(), kWorkspaceRoles.size()};
+  case ParamKind::TensorMap:
+    return {kTensorMapRoles.data(), kTensorMapRoles.size()};
   case ParamKind::Scalar:
     break;
   }

@@ -335,6 +335,28 @@ void launchKernel(CUfunction function, const std::string &entry,
                   unsigned sharedBytes, CUstream stream, void **params,
                   bool programmatic = false);
 
+/// A 2-D row-major tensor in device memory read by TMA in boxes
+/// (contract::TensorMapSpec): what encodeTensorMap encodes.
+struct TiledTensor2D {
+  CUtensorMapDataType dataType = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  /// Its first element (16-byte aligned).
+  CUdeviceptr address = 0;
+  /// Rows and columns (elements); a row is cols * element bytes, a multiple
+  /// of 16.
+  uint64_t rows = 0, cols = 0;
+  uint64_t rowBytes = 0;
+  /// The box (elements, each in [1, 256]).
+  uint32_t boxRows = 0, boxCols = 0;
+  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+};
+
+/// The descriptor cuTensorMapEncodeTiled writes for `t`: rank 2, globalDim
+/// {cols, rows}, globalStrides {rowBytes}, boxDim {boxCols, boxRows},
+/// elementStrides {1, 1}, no interleave, t.swizzle, L2 promotion 256B, no
+/// OOB fill. Throws CudaError naming `what` (the kernel and parameter), the
+/// tensor and the CUresult when the driver rejects it.
+CUtensorMap encodeTensorMap(const TiledTensor2D &t, std::string_view what);
+
 /// Allows `function` to use `bytes` of dynamic shared memory (needed above
 /// 48 KiB).
 void setMaxDynamicSharedMemory(CUfunction function, const std::string &entry,

@@ -31,6 +31,12 @@
 // the device-side positions, lengths and block table. Errors are the
 // runtime's exceptions (Error.h) and name the kernel involved.
 //
+// Tensor maps (docs/abi.md section 3.3): the TMA descriptors of the
+// weights that tensor_map parameters point at live in one allocation per
+// set of weight addresses (LaunchPlan::tensorMapTableBytes), encoded and
+// uploaded by the first run() or runGraph() with those weights bound
+// (prepareTensorMaps), never changed while the DecodeStep lives.
+//
 // Graphs capture the kernel arguments (device addresses and the batch,
 // max_pages, num_splits scalars), not the contents of the buffers: write
 // the new token's inputs, positions, seq_lens and block table into the same
@@ -48,6 +54,7 @@
 #include "fusion/runtime/TensorCall.h"
 
 #include <array>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -144,9 +151,12 @@ public:
   /// (intermediates, workspaces) are this DecodeStep's: a call that needs
   /// more than the capacity gave them throws CapacityError. Nothing
   /// synchronizes, allocates or copies, so the caller may capture the call
-  /// into its own CUDA graph; calls must be ordered on one stream (they
-  /// share those buffers). Unlike run(), the positions, seq_lens and block
-  /// table stay in device memory the runtime never reads: the caller
+  /// into its own CUDA graph, except on the first call with a model that
+  /// has tensor maps and weights at new addresses: it encodes their
+  /// descriptors and uploads them (kept for later calls with those weights;
+  /// make that call before capturing). Calls must be ordered on one stream
+  /// (they share those buffers). Unlike run(), the positions, seq_lens and
+  /// block table stay in device memory the runtime never reads: the caller
   /// guarantees the launch preconditions of LaunchPlan::checkStepInputs
   /// (out-of-range values are undefined behaviour, as in FlashInfer). The
   /// first kernel is launched without programmatic dependent launch, so it
@@ -154,6 +164,14 @@ public:
   void runOnTensors(const std::vector<DeviceTensor> &arguments,
                     const std::vector<DeviceTensor> &results, int64_t numSplits,
                     CUstream stream);
+  /// Encodes the tensor maps (docs/abi.md section 3.3) for the current
+  /// bindings and uploads them, unless a table for the same weight
+  /// addresses exists; points the plan at that table. run() and runGraph()
+  /// call it; call it before capturing run() into a graph of one's own
+  /// after binding weights to new memory (the upload is synchronous).
+  /// Nothing to do without tensor maps or while a described argument is
+  /// unbound. Throws CudaError if the driver rejects a descriptor.
+  void prepareTensorMaps();
   /// Number of graph captures so far.
   int graphCaptures() const { return captures_; }
   /// Graphs runGraph keeps (least recently used dropped first): a batch
@@ -168,6 +186,11 @@ private:
   /// Allocates and zeroes each kernel output and the two workspace arenas,
   /// and sets their addresses in plan_.
   void allocateRuntimeBuffers();
+  /// The device address of the tensor-map table for the buffers `plan`
+  /// binds: the one uploaded earlier for the same addresses, or a new one
+  /// encoded and uploaded now (kept until the DecodeStep is destroyed, so
+  /// that launches and graphs that use it stay valid).
+  CUdeviceptr tensorMapTable(const LaunchPlan &plan);
   void launchAll(const std::vector<PreparedLaunch> &launches, CUstream stream,
                  bool syncEach);
   std::string stepLabel() const;
@@ -184,6 +207,10 @@ private:
   std::vector<cuda::DeviceBuffer> outputs_;
   /// Indexed by WorkspaceArena; unallocated when its arenaBytes is 0.
   std::array<cuda::DeviceBuffer, 2> arenas_;
+  /// Tables of the descriptors of Model::tensorMaps()
+  /// (LaunchPlan::tensorMapTableBytes each), by the addresses of the
+  /// buffers they describe: one per set of weights bound or called with.
+  std::map<std::vector<uint64_t>, cuda::DeviceBuffer> tensorMapTables_;
   cuda::Stream stream_;
   /// A captured step: valid for its shape, stream and binding generation.
   struct CachedGraph {

@@ -26,10 +26,14 @@
 //                   "pairing": "neox", "scaling": {...}}}, ... ],
 //                                              (optional)
 //         "params": [ {"index": 0,
-//                      "kind": "input"|"output"|"workspace"|"scalar",
+//                      "kind": "input"|"output"|"workspace"|"tensor_map"
+//                              |"scalar",
 //                      "role": "input", "dtype": "f16"|"bf16"|"f32"|"i32",
-//                      "shape": [<dim>, ...],  (buffers only)
+//                      "shape": [<dim>, ...],  (buffers and tensor maps)
 //                      "zero_init": true,      (workspaces, optional)
+//                      "tensor_map": {"of": 3, "box": [64, 64],
+//                                     "swizzle_bytes": 128},
+//                                              (tensor maps only)
 //                      "binding": {"argument": i}          (inputs)
 //                               | {"kernel": k, "result": r,
 //                                  "reshaped": true}
@@ -62,7 +66,11 @@
 // and roles are from the known vocabularies (contract::paramRoles); the
 // attributes of the ops the reference reads (rmsnorm, layernorm, qkv_proj,
 // rope, decode_attention) are present and typed; bindings and results refer to
-// real arguments and earlier kernels with the same dtype and element count.
+// real arguments and earlier kernels with the same dtype and element count;
+// a tensor map (contract::TensorMapSpec) describes an input of its kernel with
+// role weight or qkv_weight and the map's dtype (f16 or bf16) and constant
+// 2-D shape [rows, cols] (cols * element bytes a multiple of 16), in boxes of
+// [1..256] x [1..256] elements whose row is the 128-byte swizzle span.
 //
 // Errors: FormatError naming the file and the JSON path of the problem
 // ("model.manifest.json: kernels[1].params[4].binding: kernel 3 is not an
@@ -161,6 +169,10 @@ struct ManifestParam {
   std::vector<Dim> shape; ///< empty for scalars
   bool zeroInit = false;
   Binding binding;
+  /// The descriptor of a tensor_map parameter (set iff kind is TensorMap;
+  /// its dtype and shape are those of parameter tensorMap->of).
+  std::optional<contract::TensorMapSpec> tensorMap;
+  /// Passed as a 64-bit device address (buffers and tensor maps).
   bool isBuffer() const { return kind != ParamKind::Scalar; }
   int64_t bytes(const Symbols &symbols) const {
     return numElements(shape, symbols) * elemTypeSize(dtype);

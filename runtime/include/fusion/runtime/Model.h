@@ -56,12 +56,29 @@ enum class WorkspaceArena { Scratch, ZeroInit };
 
 /// Where one kernel parameter's value comes from.
 struct ParamSource {
-  enum class Kind { Argument, Internal, Scalar };
+  enum class Kind { Argument, Internal, TensorMap, Scalar };
   Kind kind = Kind::Argument;
-  /// Function argument index (Argument) or internal buffer index (Internal).
+  /// Function argument index (Argument), internal buffer index (Internal)
+  /// or tensor-map slot (TensorMap: Model::tensorMaps()).
   int index = 0;
   /// The scalar's role (Scalar): "batch", "max_pages" or "num_splits".
   std::string scalar;
+};
+
+/// A TMA descriptor the runtime encodes for tensor_map parameters
+/// (contract::TensorMapSpec, docs/abi.md section 3.3): one slot per distinct
+/// described buffer and layout, shared by the parameters that agree on both.
+struct TensorMapSlot {
+  /// "kernel 0 (entry) param 13 \"weight_map\" of param 3 \"qkv_weight\""
+  /// (the first parameter that uses the slot).
+  std::string label;
+  /// The buffer it describes: a function argument or an internal buffer.
+  ParamSource target;
+  /// Its element type (f16 or bf16) and row-major [rows, cols] (elements).
+  ElemType dtype = ElemType::F16;
+  int64_t rows = 0, cols = 0;
+  /// Box and swizzle (spec.of is the first parameter's `of`).
+  contract::TensorMapSpec spec;
 };
 
 /// One function of a manifest, resolved.
@@ -101,6 +118,8 @@ public:
   }
   /// The internal buffer holding result `r` of manifest kernel `kernel`.
   int internalForResult(int kernel, int r) const;
+  /// The TMA descriptors the tensor_map parameters point at, by slot.
+  const std::vector<TensorMapSlot> &tensorMaps() const { return tensorMaps_; }
 
   /// Index of the argument called `name`; throws InvalidArgumentError
   /// listing the arguments if there is none.
@@ -133,11 +152,18 @@ public:
   int64_t defaultNumSplits(int64_t batch, int64_t maxSeqLen) const;
 
 private:
+  /// The slot of tensor_map parameter `p` of `kernel`, whose `of` comes
+  /// from `target`: an existing slot of the same buffer and layout, or a
+  /// new one.
+  int tensorMapSlot(const ManifestKernel &kernel, const ManifestParam &p,
+                    const ParamSource &target);
+
   Manifest manifest_;
   const ManifestFunction *function_ = nullptr;
   std::vector<const ManifestKernel *> kernels_;
   std::vector<std::vector<ParamSource>> sources_;
   std::vector<InternalBuffer> internal_;
+  std::vector<TensorMapSlot> tensorMaps_;
   std::vector<std::string> argRoles_;
   std::vector<std::string> resultRoles_;
   bool usesNumSplits_ = false;
@@ -246,8 +272,23 @@ public:
     return arenaBytes_[static_cast<int>(a)];
   }
   /// Device memory the runtime allocates at capacity: every kernel output
-  /// (each its own buffer) plus the two arenas.
+  /// (each its own buffer), the two arenas and the tensor-map table.
   int64_t runtimeBufferBytes() const;
+
+  /// Bytes of the tensor-map table: contract::kTensorMapBytes per slot of
+  /// Model::tensorMaps(), slot i at byte i * kTensorMapBytes (so each is
+  /// kTensorMapAlignment-aligned); 0 without tensor maps.
+  int64_t tensorMapTableBytes() const;
+  /// Sets the device address of the table, which the owner allocates and
+  /// fills (DecodeStep). Throws InvalidArgumentError for a null address or
+  /// one not aligned to contract::kTensorMapAlignment.
+  void setTensorMapTable(uint64_t address);
+  /// The device address of slot `i`'s descriptor, what its tensor_map
+  /// parameters are passed (0 before setTensorMapTable).
+  uint64_t tensorMapAddress(int i) const;
+  /// The device address of the buffer slot `i` describes (its argument's
+  /// binding or its internal buffer; 0 while unset).
+  uint64_t tensorMapTarget(int i) const;
 
   /// Binds function argument `i` (or the one called `name`) to device
   /// memory at `address` holding `bytes`. Throws InvalidArgumentError for
@@ -270,15 +311,16 @@ public:
   /// The device address of function result `r` (an internal buffer, or a
   /// bound argument).
   uint64_t resultAddress(int r) const;
-  /// Incremented by every bind/setInternal (a captured CUDA graph is stale
-  /// when it changes).
+  /// Incremented by every bind/setInternal/setTensorMapTable (a captured
+  /// CUDA graph is stale when it changes).
   uint64_t generation() const { return generation_; }
 
   /// Throws unless a step of `shape` can run: CapacityError for a batch
   /// above maxBatch or a block-table width above maxPages,
   /// InvalidArgumentError for batch < 1, maxPages < 1 (when a kernel reads
   /// a block table), numSplits outside [1, maxSplits] (when a kernel uses
-  /// it), unbound arguments (all listed), unset internal buffers, or a grid
+  /// it), unbound arguments (all listed), unset internal buffers, an unset
+  /// tensor-map table (when a kernel has tensor maps), or a grid
   /// dimension (of the launch shape.batch selects) out of the CUDA limits.
   void validate(const StepShape &shape) const;
   /// validate(shape), then the launches of the step in order, each the
@@ -329,6 +371,7 @@ private:
   std::vector<int64_t> workspaceOffset_;
   /// Indexed by WorkspaceArena.
   std::array<int64_t, 2> arenaBytes_{};
+  uint64_t tensorMapTable_ = 0;
   uint64_t generation_ = 0;
 };
 

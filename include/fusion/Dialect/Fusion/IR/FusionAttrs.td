@@ -111,7 +111,11 @@ def Fusion_KernelParamAttr : AttrDef<Fusion_Dialect, "KernelParam"> {
     shape, each size a constant or a run-time name (`batch`, `max_pages`,
     `num_pages`, `num_splits`), absent for scalars; `zero_init` marks a
     workspace that must be zero before the first launch (the kernel leaves it
-    zero again).
+    zero again). A `tensor_map` (the device address of a TMA descriptor the
+    launcher encodes, docs/abi.md section 3.3) names the input it describes,
+    `of` (its index; `dtype` and `shape` are that input's), and the `box`
+    (rows, columns) the kernel copies; the swizzle is 128 bytes, so a box row
+    is 128 bytes.
 
     ```mlir
     #fusion.param<kind = input, role = "key_cache", dtype = f16,
@@ -122,7 +126,9 @@ def Fusion_KernelParamAttr : AttrDef<Fusion_Dialect, "KernelParam"> {
                         StringRefParameter<"what the parameter holds">:$role,
                         "::mlir::Type":$dtype,
                         Fusion_OptionalLaunchDimsParameter:$shape,
-                        DefaultValuedParameter<"bool", "false">:$zero_init);
+                        DefaultValuedParameter<"bool", "false">:$zero_init,
+                        DefaultValuedParameter<"int64_t", "-1">:$of,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$box);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
