@@ -41,6 +41,26 @@ using fusion::tooling::ModelReference;
 
 namespace {
 
+/// Token t of every prompt that has one: the sequences, their tokens and
+/// their rows (indices into `seqs`), as one step feeds them.
+struct PromptColumn {
+  std::vector<SeqId> ids;
+  std::vector<int32_t> tokens;
+  std::vector<size_t> rows;
+};
+PromptColumn promptColumn(const std::vector<SeqId> &seqs,
+                          const std::vector<std::vector<int32_t>> &prompts,
+                          size_t t) {
+  PromptColumn c;
+  for (size_t b = 0; b < seqs.size(); ++b)
+    if (t < prompts[b].size()) {
+      c.ids.push_back(seqs[b]);
+      c.tokens.push_back(prompts[b][t]);
+      c.rows.push_back(b);
+    }
+  return c;
+}
+
 /// Deterministic uniform numbers (a 64-bit LCG).
 class Lcg {
 public:
@@ -200,19 +220,11 @@ TEST_P(EngineTiny, EveryStepMatchesTheReference) {
   // end; a sequence's first generated token once its prompt is done.
   std::vector<int32_t> next(seqs.size());
   for (size_t t = 0; t < 9; ++t) {
-    std::vector<SeqId> ids;
-    std::vector<int32_t> tokens;
-    std::vector<size_t> rows;
-    for (size_t b = 0; b < seqs.size(); ++b)
-      if (t < prompts[b].size()) {
-        ids.push_back(seqs[b]);
-        tokens.push_back(prompts[b][t]);
-        rows.push_back(b);
-      }
+    PromptColumn c = promptColumn(seqs, prompts, t);
     std::vector<int32_t> out =
-        checkStep(ids, tokens, "prompt step " + std::to_string(t));
-    for (size_t j = 0; j < rows.size(); ++j)
-      next[rows[j]] = out[j];
+        checkStep(c.ids, c.tokens, "prompt step " + std::to_string(t));
+    for (size_t j = 0; j < c.rows.size(); ++j)
+      next[c.rows[j]] = out[j];
   }
   // Greedy decoding of all three (up to 17 tokens: past 4 pages of 4).
   for (int i = 0; i < 8; ++i)
@@ -304,16 +316,9 @@ TEST_P(EngineTiny, ChunkedPrefillMatchesTokenSteps) {
   const size_t V = static_cast<size_t>(config_.vocabSize);
   std::vector<uint16_t> want(seqs.size() * V);
   for (size_t t = 0; t < prompts[0].size(); ++t) {
-    std::vector<SeqId> ids;
-    std::vector<int32_t> tokens;
-    std::vector<size_t> rows;
-    for (size_t b = 0; b < seqs.size(); ++b)
-      if (t < prompts[b].size()) {
-        ids.push_back(seqs[b]);
-        tokens.push_back(prompts[b][t]);
-        rows.push_back(b);
-      }
-    stepped->step(ids, tokens, &stepLogits);
+    PromptColumn c = promptColumn(seqs, prompts, t);
+    const std::vector<size_t> &rows = c.rows;
+    stepped->step(c.ids, c.tokens, &stepLogits);
     for (size_t j = 0; j < rows.size(); ++j)
       if (t + 1 == prompts[rows[j]].size())
         std::copy_n(stepLogits.begin() + j * V, V, want.begin() + rows[j] * V);
