@@ -117,13 +117,13 @@ void DecodeStep::prepareTensorMaps() {
   if (std::count(targets.begin(), targets.end(), 0))
     return; // unbound: prepare() reports it
   context_->makeCurrent();
-  const CUdeviceptr table = tensorMapTable(plan_);
+  const CUdeviceptr table = tensorMapTable(plan_, std::move(targets));
   if (plan_.tensorMapAddress(0) != table)
     plan_.setTensorMapTable(table);
 }
 
-CUdeviceptr DecodeStep::tensorMapTable(const LaunchPlan &plan) {
-  std::vector<uint64_t> targets = tensorMapTargets(plan);
+CUdeviceptr DecodeStep::tensorMapTable(const LaunchPlan &plan,
+                                       std::vector<uint64_t> targets) {
   auto it = tensorMapTables_.find(targets);
   if (it == tensorMapTables_.end()) {
     std::vector<CUtensorMap> maps = encodeTensorMaps(plan);
@@ -322,7 +322,7 @@ void DecodeStep::runOnTensors(const std::vector<DeviceTensor> &arguments,
   }
   context_->makeCurrent();
   if (plan.tensorMapTableBytes() > 0)
-    plan.setTensorMapTable(tensorMapTable(plan));
+    plan.setTensorMapTable(tensorMapTable(plan, tensorMapTargets(plan)));
   std::vector<PreparedLaunch> launches =
       plan.prepare(StepShape{sizes.batch, sizes.max_pages, numSplits});
   // The kernel before ours on the caller's stream is not ours: it may

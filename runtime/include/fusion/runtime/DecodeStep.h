@@ -187,10 +187,12 @@ private:
   /// and sets their addresses in plan_.
   void allocateRuntimeBuffers();
   /// The device address of the tensor-map table for the buffers `plan`
-  /// binds: the one uploaded earlier for the same addresses, or a new one
-  /// encoded and uploaded now (kept until the DecodeStep is destroyed, so
-  /// that launches and graphs that use it stay valid).
-  CUdeviceptr tensorMapTable(const LaunchPlan &plan);
+  /// binds (`targets`: their addresses, tensorMapTargets): the one uploaded
+  /// earlier for the same addresses, or a new one encoded and uploaded now
+  /// (kept until the DecodeStep is destroyed, so that launches and graphs
+  /// that use it stay valid).
+  CUdeviceptr tensorMapTable(const LaunchPlan &plan,
+                             std::vector<uint64_t> targets);
   void launchAll(const std::vector<PreparedLaunch> &launches, CUstream stream,
                  bool syncEach);
   std::string stepLabel() const;
