@@ -257,17 +257,21 @@ ncu_gemm() {
 sanitize() {
   # compute-sanitizer memcheck, racecheck and synccheck of the batch
   # variants (_gemm kernels) in SmolLM2's whole step with the first
-  # branch's runtime: a 4-token prompt at B=3 (prefill rows and decode steps
-  # both take _gemm16), 2 new tokens, no graph.
+  # branch's runtime: a 4-token prompt at each batch of $SANITIZE_BATCHES
+  # (default 3; prefill rows and decode steps both take the batch's
+  # variant: _gemm16 to 16 tokens, _gemm32 to 32, _gemm64 above, in tiles
+  # of 64 above 64), 2 new tokens, no graph.
   local name
   name=$(first)
-  for tool in memcheck racecheck synccheck; do
-    say "== compute-sanitizer $tool, _gemm kernels, smol B=3"
-    compute-sanitizer --tool "$tool" --kernel-name kns=_gemm --error-exitcode 3 \
-      "/tmp/rt-$name/tools/fusion-generate" --model "$s/smol" \
-      --checkpoint "$s/cfg/smol" --random-weights 1 --ids "1 2 3 4" --batch 3 \
-      --max-new-tokens 2 --no-graph >"$out/sanitize-$tool.txt" 2>&1
-    say "exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool.txt" | tail -1))"
+  for batch in ${SANITIZE_BATCHES:-3}; do
+    for tool in memcheck racecheck synccheck; do
+      say "== compute-sanitizer $tool, _gemm kernels, smol B=$batch"
+      compute-sanitizer --tool "$tool" --kernel-name kns=_gemm --error-exitcode 3 \
+        "/tmp/rt-$name/tools/fusion-generate" --model "$s/smol" \
+        --checkpoint "$s/cfg/smol" --random-weights 1 --ids "1 2 3 4" --batch "$batch" \
+        --max-new-tokens 2 --no-graph >"$out/sanitize-$tool-b$batch.txt" 2>&1
+      say "exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool-b$batch.txt" | tail -1))"
+    done
   done
 }
 

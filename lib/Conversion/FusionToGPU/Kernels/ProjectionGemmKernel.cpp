@@ -125,7 +125,7 @@ struct GemmKernel {
   }
 
   void emitPrologue(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
-                    gpu::GPUModuleOp module, Value weightMapArg,
+                    gpu::GPUModuleOp module, Value weightMapArg, Value batchArg,
                     bool beforeWait);
   void prefetchWeights(ImplicitLocOpBuilder &b);
   void emitBody(ImplicitLocOpBuilder &b);
@@ -155,15 +155,15 @@ struct GemmKernel {
 
 /// What does not depend on the previous kernel, so that it runs before
 /// griddepcontrol.wait (`beforeWait`: where the target has it): the thread
-/// and tile indices, the stage slots and, with tmaWeights, the stage
+/// and tile indices, the stage slots, before the wait the L2 prefetch of
+/// the CTA's weights (shouldPrefetchWeights) and, with tmaWeights, the stage
 /// barriers and the TMA copies of the first token tile's first stages - 1
-/// weight steps (their bytes land while the previous kernel finishes; a
-/// variant is launched for at least minBatch >= 2 tokens, so the first tile
-/// always runs and waits for them); then, before the wait, the L2 prefetch
-/// of the CTA's weights (shouldPrefetchWeights).
+/// weight steps (their bytes land while the previous kernel finishes).
+/// `batchArg` is the i32 batch parameter. The weights are model arguments
+/// that no kernel writes (docs/abi.md section 1).
 void GemmKernel::emitPrologue(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
                               gpu::GPUModuleOp module, Value weightMapArg,
-                              bool beforeWait) {
+                              Value batchArg, bool beforeWait) {
   tid = threadIdX(b);
   lane = laneId(b);
   warp = warpId(b);
@@ -173,16 +173,22 @@ void GemmKernel::emitPrologue(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
   isRowTile0 = cmpI(b, CmpIPredicate::eq, rowTile, constIndex(b, 0));
   smemPtr = getDynamicSharedPointer(b, module);
   alignSlots(b);
-  if (s.tmaWeights) {
-    weightMap = getGenericPointer(b, weightMapArg);
-    fullBarriers = createStageBarriers(b, func, tid, s.stages);
-    for (int64_t i = 0; i + 1 < s.stages && i < steps(); ++i)
-      copyWeightsByTma(b, constIndex(b, i),
-                       addI(b, kBegin, constIndex(b, i * s.stageK)),
-                       mulI(b, rowTile, s.tileRows));
-  }
   if (beforeWait)
     prefetchWeights(b);
+  if (!s.tmaWeights)
+    return;
+  weightMap = getGenericPointer(b, weightMapArg);
+  fullBarriers = createStageBarriers(b, func, tid, s.stages);
+  // Only when the first tile runs and waits for them (batch >= 1; the
+  // runtime launches a variant from its minBatch >= 2): a CTA must not exit
+  // with bulk copies into its shared memory in flight.
+  ifThen(b, cmpI(b, CmpIPredicate::sgt, batchArg, constI32(b, 0)),
+         [&](ImplicitLocOpBuilder &ib) {
+           for (int64_t i = 0; i + 1 < s.stages && i < steps(); ++i)
+             copyWeightsByTma(ib, constIndex(ib, i),
+                              addI(ib, kBegin, constIndex(ib, i * s.stageK)),
+                              mulI(ib, rowTile, s.tileRows));
+         });
 }
 
 void GemmKernel::emitBody(ImplicitLocOpBuilder &b) {
@@ -305,9 +311,9 @@ Value GemmKernel::stageParity(ImplicitLocOpBuilder &b, Value tileStart,
 }
 
 /// Issues the copies of pipeline step `step` into stage step % stages and
-/// commits them as one group; the weights' TMA copies only where
-/// `weightsIssued` (i1) is false or absent (emitPrologue issued them). Token
-/// rows past the batch repeat its last token (`lastToken`); their results
+/// commits them as one group; with tmaWeights, the weights' TMA copies only
+/// where `weightsIssued` (i1) is false or absent (emitPrologue issued them).
+/// Token rows past the batch repeat its last token (`lastToken`); their results
 /// are never stored.
 void GemmKernel::issueStage(ImplicitLocOpBuilder &b, Value tileStart,
                             Value lastToken, Value step, Value weightsIssued) {
@@ -316,8 +322,9 @@ void GemmKernel::issueStage(ImplicitLocOpBuilder &b, Value tileStart,
   Value k = addI(b, kBegin, mulI(b, step, s.stageK));
   Value n0 = mulI(b, rowTile, s.tileRows);
   if (s.tmaWeights && weightsIssued)
-    ifThen(b, notI1(b, weightsIssued),
-           [&](ImplicitLocOpBuilder &ib) { copyWeightsByTma(ib, slot, k, n0); });
+    ifThen(b, notI1(b, weightsIssued), [&](ImplicitLocOpBuilder &ib) {
+      copyWeightsByTma(ib, slot, k, n0);
+    });
   else if (s.tmaWeights)
     copyWeightsByTma(b, slot, k, n0);
   else
@@ -573,9 +580,11 @@ void GemmKernel::emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart,
                                Value count) {
   Value lastToken = subI(b, addI(b, tileStart, count), constIndex(b, 1));
   // Stages 0 .. stages - 2 in flight before the loop (empty groups past the
-  // last step keep the group count of the waits right); the first tile's
-  // weights are on their way since emitPrologue.
-  Value firstTile = cmpI(b, CmpIPredicate::eq, tileStart, constIndex(b, 0));
+  // last step keep the group count of the waits right); with tmaWeights the
+  // first tile's weights are on their way since emitPrologue.
+  Value firstTile =
+      s.tmaWeights ? cmpI(b, CmpIPredicate::eq, tileStart, constIndex(b, 0))
+                   : Value();
   for (int64_t i = 0; i + 1 < s.stages; ++i) {
     if (i < steps())
       issueStage(b, tileStart, lastToken, constIndex(b, i), firstTile);
@@ -713,7 +722,7 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
   auto prologue = [&](ImplicitLocOpBuilder &pb) {
     k.emitPrologue(pb, *func, module,
                    s.tmaWeights ? arg(contract::role::kWeightMap) : Value(),
-                   beforeWait);
+                   arg(contract::dim::kBatch), beforeWait);
   };
   if (beforeWait)
     emitBeforeGridDependencyWait(b, prologue);
