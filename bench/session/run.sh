@@ -121,11 +121,18 @@ ids() {
   [ -n "$out" ] && echo "$out" | md5sum | cut -c1-12 || echo FAILED
 }
 
-# us NAME PTX B TOKENS: fusion-generate's prefill time and decode us/step
-# ("prefill 310.2 ms 572.1 us"), or nothing.
+# times: fusion-generate's prefill time and decode us/step from its output
+# on stdin ("prefill 310.2 ms 572.1 us"), or FAILED.
+times() {
+  local t
+  t=$(sed -n -e 's/^prefill:.* in \([0-9.]*\) ms.*/prefill \1 ms/p' \
+    -e 's/^decode:.*: \([0-9.]*\) us\/step.*/\1 us/p' | tr '\n' ' ')
+  echo "${t:-FAILED}"
+}
+
+# us NAME PTX B TOKENS: times of one fusion-generate run.
 us() {
-  gen "$@" | sed -n -e 's/^prefill:.* in \([0-9.]*\) ms.*/prefill \1 ms/p' \
-    -e 's/^decode:.*: \([0-9.]*\) us\/step.*/\1 us/p' | tr '\n' ' '
+  gen "$@" | times
 }
 
 ab() {
@@ -162,7 +169,9 @@ model() {
 abptx() {
   # Interleaved decode us/step of PTX builds with the first branch's
   # runtime, batches $BATCHES (default 1 and 16), $REPS repetitions
-  # (default 3).
+  # (default 3), each run's greedy ids hashed (the same hash in one line:
+  # the same ids); an l8* build (16 GB of random weights per run) only at
+  # B=16 unless L8_ALL_BATCHES is set.
   local name
   name=$(first)
   local ptxs=("$@")
@@ -172,8 +181,10 @@ abptx() {
     for batch in ${BATCHES:-1 16}; do
       line="B=$batch:"
       for ptx in "${ptxs[@]}"; do
-        t=$(us "$name" "$ptx" "$batch" 128)
-        line="$line $ptx ${t:-FAILED} (ids $(ids "$name" "$ptx" "$batch")) |"
+        [ -f "$s/$ptx.ptx" ] || continue
+        [ "${ptx%%_*}" = l8 ] && [ "$batch" != 16 ] && [ -z "${L8_ALL_BATCHES:-}" ] && continue
+        t=$(gen "$name" "$ptx" "$batch" 128)
+        line="$line $ptx $(echo "$t" | times) (ids $(echo "$t" | grep "^ids" | md5sum | cut -c1-12)) |"
       done
       say "$line"
     done
@@ -246,17 +257,21 @@ ncu_gemm() {
 sanitize() {
   # compute-sanitizer memcheck, racecheck and synccheck of the batch
   # variants (_gemm kernels) in SmolLM2's whole step with the first
-  # branch's runtime: a 4-token prompt at B=3 (prefill rows and decode steps
-  # both take _gemm16), 2 new tokens, no graph.
+  # branch's runtime: a 4-token prompt at each batch of $SANITIZE_BATCHES
+  # (default 3; prefill rows and decode steps both take the batch's
+  # variant: _gemm16 to 16 tokens, _gemm32 to 32, _gemm64 above, in tiles
+  # of 64 above 64), 2 new tokens, no graph.
   local name
   name=$(first)
-  for tool in memcheck racecheck synccheck; do
-    say "== compute-sanitizer $tool, _gemm kernels, smol B=3"
-    compute-sanitizer --tool "$tool" --kernel-name regex:_gemm --error-exitcode 3 \
-      "/tmp/rt-$name/tools/fusion-generate" --model "$s/smol" \
-      --checkpoint "$s/cfg/smol" --random-weights 1 --ids "1 2 3 4" --batch 3 \
-      --max-new-tokens 2 --no-graph >"$out/sanitize-$tool.txt" 2>&1
-    say "exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool.txt" | tail -1))"
+  for batch in ${SANITIZE_BATCHES:-3}; do
+    for tool in memcheck racecheck synccheck; do
+      say "== compute-sanitizer $tool, _gemm kernels, smol B=$batch"
+      compute-sanitizer --tool "$tool" --kernel-name kns=_gemm --error-exitcode 3 \
+        "/tmp/rt-$name/tools/fusion-generate" --model "$s/smol" \
+        --checkpoint "$s/cfg/smol" --random-weights 1 --ids "1 2 3 4" --batch "$batch" \
+        --max-new-tokens 2 --no-graph >"$out/sanitize-$tool-b$batch.txt" 2>&1
+      say "exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool-b$batch.txt" | tail -1))"
+    done
   done
 }
 

@@ -17,13 +17,19 @@
 // 37008 bytes per stage): 3 stages (111024 bytes) in 163 KiB (sm_80), 2
 // (74016) in 99 KiB (sm_86). On sm_90 the 128 weight rows come by TMA
 // unpadded (128 bytes): 16384 + 129 x 144 = 34960, slots at 1 KiB
-// boundaries (35840), 3 stages + 1 KiB to align = 108544 in 227 KiB.
+// boundaries (35840), 3 stages + 1 KiB to align = 108544 in 227 KiB; the
+// 16- and 32-token variants' TMA rings are deeper at two CTAs per SM:
+// 5 x 21504 + 1024 = 108544 and 4 x 26624 + 1024 = 107520.
 // RUN: fusion-compile %S/../../../examples/llama3_8b.mlir -o %t/l90
 // RUN: FileCheck %s --input-file=%t/l90.manifest.json --check-prefix=SMEM90
 // RUN: fusion-compile %S/../../../examples/llama3_8b.mlir --chip=sm_80 -o %t/l80
 // RUN: FileCheck %s --input-file=%t/l80.manifest.json --check-prefix=SMEM80
 // RUN: fusion-compile %S/../../../examples/llama3_8b.mlir --chip=sm_86 -o %t/l86
 // RUN: FileCheck %s --input-file=%t/l86.manifest.json --check-prefix=SMEM86
+// SMEM90: "dynamic_shared_bytes": 108544,
+// SMEM90-NEXT: "entry": "decode_layer_k0_fused_gemm16",
+// SMEM90: "dynamic_shared_bytes": 107520,
+// SMEM90-NEXT: "entry": "decode_layer_k0_fused_gemm32",
 // SMEM90: "dynamic_shared_bytes": 108544,
 // SMEM90-NEXT: "entry": "decode_layer_k0_fused_gemm64",
 // SMEM80: "dynamic_shared_bytes": 111024,

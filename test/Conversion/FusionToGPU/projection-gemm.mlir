@@ -17,7 +17,7 @@
 //   pitch 64 x 2 + 16 = 144 bytes; stage rows 128 + 2T + 1 (x, residual,
 //   norm weight): T = 16: 161 rows, 3 x 161 x 144 = 69552 bytes; T = 32:
 //   193 rows, 83376; T = 64: 257 rows, 111024;
-//   two CTAs per SM: 2 x (111024 + 40 + 1024) = 224176 <= 232448.
+//   two CTAs per SM: 2 x (111024 + 64 + 1024) = 224224 <= 232448.
 // The workspaces: partial_out [batch, 8, 512], partial_stats [batch, 4 x 8],
 // split_counters [batch, 4] (zero_init); the primary kernel takes them too.
 
@@ -61,44 +61,55 @@
 // CHECK-SAME: #fusion.variant<min_batch = 33, entry = "layer_k0_fused_gemm64", grid = [32, 1, 1], block = 256, smem = 108544,
 // CHECK-SAME: schedule = #fusion.projection_schedule<threads = 64, warps = 2,
 
-// The 16-token variant: pointers to the dynamic shared memory (its first
-// 1 KiB boundary starts the slots) and to the staged global buffers, the
-// weight_map as a generic pointer, the 3 stage mbarriers (thread 0 inits
-// them, one arrival each), then per token tile: the prologue's two stages
-// (thread 0: proxy fence, the barrier armed for 128 x 128 = 16384 bytes, the
-// TMA box at (k, row tile x 128); 16-byte cp.async.cg of x and the
-// residual: 16 x 8 = 128 chunks, threads < 128, and of the norm weight: 8
-// chunks), one commit group per stage.
+// The 16-token variant. Before griddepcontrol.wait, as nothing there
+// depends on the previous kernel: the thread and tile indices, the first
+// 1 KiB boundary of the dynamic shared memory (it starts the slots),
+// thread r < 128's L2 prefetch of the CTA's k range of its staged row: row
+// (cta / 8) * 128 + r, elements from (cta % 8) * 64, 64 x 2 = 128 bytes
+// (shouldPrefetchWeights: the 512 x 512 f16 weight, 512 KiB, fits the
+// 8 MiB budget), the weight_map as a generic pointer, the 3 stage mbarriers
+// (thread 0 inits them, one arrival each) and, where batch > 0, the TMA
+// copy of the first token tile's only weight step (thread 0: proxy fence,
+// the barrier armed for 128 x 128 = 16384 bytes, the box at (k, row tile x
+// 128)).
 // CHECK: gpu.func @layer_k0_fused_gemm16(
-// CHECK-SAME: workgroup(%{{.*}} : memref<1xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<3xi64, #gpu.address_space<workgroup>> {llvm.align = 8 : i64})
+// CHECK-SAME: workgroup(%{{.*}} : memref<3xi64, #gpu.address_space<workgroup>> {llvm.align = 8 : i64}, %{{.*}} : memref<1xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
-// Before griddepcontrol.wait, thread r < 128 asks L2 for the CTA's k range
-// of its staged row: row (cta / 8) * 128 + r, elements from (cta % 8) * 64,
-// 64 x 2 = 128 bytes (shouldPrefetchWeights: the 512 x 512 f16 weight,
-// 512 KiB, fits the 8 MiB budget).
 // CHECK-NEXT: nvvm.griddepcontrol  launch_dependents
-// CHECK-NEXT: %thread_id_x = gpu.thread_id  x
-// CHECK: arith.cmpi ult, %thread_id_x, %c128
-// CHECK: arith.remui %[[CTA:.*]], %c8
-// CHECK: arith.divui %[[CTA]], %c8
-// CHECK: arith.muli %{{.*}}, %c512
-// CHECK: nvvm.cp.async.bulk.prefetch %{{.*}}, %c128_i32 : <1>
-// CHECK-NEXT: }
-// CHECK-NEXT: nvvm.griddepcontrol  wait
-// CHECK: memref.view {{.*}} to memref<32768xf16, #gpu.address_space<workgroup>>
+// CHECK-NEXT: %[[TID:.*]] = gpu.thread_id  x
+// CHECK: arith.remui %block_id_x, %c8
+// CHECK: arith.divui %block_id_x{{.*}}, %c8
 // CHECK: llvm.mlir.addressof @__fusion_dynamic_shared : !llvm.ptr<3>
-// CHECK: memref.extract_aligned_pointer_as_index
-// CHECK: llvm.inttoptr %{{.*}} : i64 to !llvm.ptr<1>
 // CHECK: llvm.ptrtoint %{{.*}} : !llvm.ptr<3> to i32
 // CHECK: arith.remui %{{.*}}, %c1024
+// CHECK: arith.cmpi ult, %[[TID]], %c128
+// CHECK: arith.muli %{{.*}}, %c512
+// CHECK: nvvm.cp.async.bulk.prefetch %{{.*}}, %c128_i32 : <1>
 // CHECK: llvm.addrspacecast %{{.*}} : !llvm.ptr<1> to !llvm.ptr
 // CHECK: llvm.inttoptr %{{.*}} : i64 to !llvm.ptr<3>
 // CHECK-COUNT-3: nvvm.mbarrier.init
 // CHECK: nvvm.fence.mbarrier.init
 // CHECK: gpu.barrier
-// CHECK: scf.for
-// CHECK: gpu.barrier
+// CHECK: arith.cmpi sgt, %arg14, %c0_i32 : i32
+// CHECK: arith.cmpi eq, %[[TID]], %c0
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c16384_i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %{{.*}}, %{{.*}}, box[%{{.*}}, %{{.*}}]
+// CHECK-NOT: nvvm.cp.async.bulk.tensor
+// CHECK: nvvm.griddepcontrol  wait
+// Then the pointers to the staged global buffers and, per token tile, the
+// prologue's two stages: the weights' TMA copy only in tiles after the
+// first (the same copy as above); 16-byte cp.async.cg of x and the
+// residual: 16 x 8 = 128 chunks, threads < 128, and of the norm weight: 8
+// chunks; one commit group per stage.
+// CHECK: memref.view {{.*}} to memref<32768xf16, #gpu.address_space<workgroup>>
+// CHECK: memref.extract_aligned_pointer_as_index
+// CHECK: llvm.inttoptr %{{.*}} : i64 to !llvm.ptr<1>
+// CHECK: scf.for %[[TILE:[^ ]+]] =
+// CHECK: gpu.barrier
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[TILE]], %c0
+// CHECK: %[[LATER:.*]] = arith.xori %[[FIRST]], %true
+// CHECK-NEXT: scf.if %[[LATER]] {
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c16384_i32
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %{{.*}}, %{{.*}}, box[%{{.*}}, %{{.*}}]
 // CHECK-NOT: nvvm.cp.async.bulk.tensor
@@ -125,7 +136,7 @@
 // The folded norm: h = round(x + residual) in place of x (threads < 128:
 // 16 tokens x 8 chunks), residual_out from row tile 0, h^2 summed; a
 // barrier before the mma reads the rewritten rows.
-// CHECK: arith.cmpi ult, %thread_id_x_{{[0-9]+}}, %c128
+// CHECK: arith.cmpi ult, %[[TID]], %c128
 // CHECK: arith.addf %{{.*}} : vector<8xf32>
 // CHECK-NEXT: arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
 // CHECK-NEXT: vector.store %{{.*}} : memref<32768xf16, #gpu.address_space<workgroup>>, vector<8xf16>

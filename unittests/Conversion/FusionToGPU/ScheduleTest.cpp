@@ -176,7 +176,6 @@ TEST(ProjectionGemmSchedule, Llama3_8B) {
     EXPECT_EQ(g.kSplit, 4);
     EXPECT_EQ(g.grid(), 192);
     EXPECT_EQ(g.pitchBytes, 144); // 64 f16 + 16
-    EXPECT_EQ(g.stages, 3);
   }
   EXPECT_EQ(s[0].tileTokens, 16);
   EXPECT_EQ(s[0].minBatch, 2);
@@ -192,11 +191,22 @@ TEST(ProjectionGemmSchedule, Llama3_8B) {
   EXPECT_TRUE(s[2].tmaWeights);
   EXPECT_EQ(s[2].weightPitchBytes(), 128);
   EXPECT_EQ(s[2].slotBytes, 35840);
+  EXPECT_EQ(s[2].stages, 3);
   EXPECT_EQ(s[2].dynamicSharedBytes, 3 * 35840 + 1024); // 108544
-  // Two CTAs: 2 x (108544 + 40 + 1024) = 219216 <= 232448.
+  // Two CTAs: 2 x (108544 + 64 + 1024) = 219264 <= 232448 (64: the flag
+  // and 6 mbarriers); a 4th stage would leave room for one.
   EXPECT_EQ(s[2].minCtasPerSM, 2);
-  // 128 x 128 + 33 x 144 = 21136 -> 21504.
-  EXPECT_EQ(s[0].dynamicSharedBytes, 3 * 21504 + 1024);
+  // TMA stages cost no registers, so the ring deepens while two CTAs still
+  // fit (16 k steps per CTA): 128 x 128 + 33 x 144 = 21136 -> 21504, 5
+  // stages: 2 x (5 x 21504 + 1024 + 64 + 1024) = 219264 (6: 262272); 32
+  // tokens: 128 x 128 + 65 x 144 = 25744 -> 26624, 4 stages: 217216 (5:
+  // 270464).
+  EXPECT_EQ(s[0].stages, 5);
+  EXPECT_EQ(s[0].dynamicSharedBytes, 5 * 21504 + 1024);
+  EXPECT_EQ(s[0].minCtasPerSM, 2);
+  EXPECT_EQ(s[1].stages, 4);
+  EXPECT_EQ(s[1].dynamicSharedBytes, 4 * 26624 + 1024);
+  EXPECT_EQ(s[1].minCtasPerSM, 2);
 }
 
 TEST(ProjectionGemmSchedule, HeadDimsAndGroups) {
@@ -221,6 +231,9 @@ TEST(ProjectionGemmSchedule, HeadDimsAndGroups) {
   ASSERT_EQ(smol.size(), 3u);
   EXPECT_EQ(smol[0].rowTiles, 15);
   EXPECT_EQ(smol[0].kSplit, 9);
+  // One k step per CTA: the ring stays at 3 stages (deeper would only cost
+  // shared memory).
+  EXPECT_EQ(smol[0].stages, 3);
   // 5 + 2 x 1 = 7 heads of 64: 2 does not divide 7, one head per tile: 64
   // rows, 4 warps.
   auto odd = chooseProjectionGemmSchedules(gemmShape(512, 5, 1, 64), kH100);
@@ -244,8 +257,11 @@ TEST(ProjectionGemmSchedule, HeadDimsAndGroups) {
   EXPECT_EQ(gemma[2].blockSize(), 512);
   EXPECT_EQ(gemma[2].minCtasPerSM, 1);
   // 256 weight rows of 128 bytes + 128 + 1 rows of 144 = 51344 -> 52224
-  // (1 KiB), 3 stages + 1 KiB.
-  EXPECT_EQ(gemma[2].dynamicSharedBytes, 3 * 52224 + 1024);
+  // (1 KiB); k split 8 leaves 6 k steps per CTA, and one CTA fits 4
+  // stages + 1 KiB: 209920 + 64 + 1024 <= 232448 (5: 263168).
+  EXPECT_EQ(gemma[2].kSplit, 8);
+  EXPECT_EQ(gemma[2].stages, 4);
+  EXPECT_EQ(gemma[2].dynamicSharedBytes, 4 * 52224 + 1024);
 }
 
 TEST(ProjectionGemmSchedule, NormsAndTargets) {

@@ -124,6 +124,9 @@ struct GemmKernel {
     return {base, addI(b, base, half)};
   }
 
+  void emitPrologue(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
+                    gpu::GPUModuleOp module, Value weightMapArg, Value batchArg,
+                    bool beforeWait);
   void prefetchWeights(ImplicitLocOpBuilder &b);
   void emitBody(ImplicitLocOpBuilder &b);
   void emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart, Value count);
@@ -134,7 +137,7 @@ struct GemmKernel {
                 int64_t firstRow, Value slot, Value k,
                 llvm::function_ref<Value(ImplicitLocOpBuilder &, Value)> rowAt);
   void issueStage(ImplicitLocOpBuilder &b, Value tileStart, Value lastToken,
-                  Value step);
+                  Value step, Value weightsIssued = Value());
   SmallVector<Value> foldActivations(ImplicitLocOpBuilder &b, Value slot,
                                      Value step, Value tileStart, Value count,
                                      ArrayRef<Value> sums);
@@ -150,7 +153,17 @@ struct GemmKernel {
 
 } // namespace
 
-void GemmKernel::emitBody(ImplicitLocOpBuilder &b) {
+/// What does not depend on the previous kernel, so that it runs before
+/// griddepcontrol.wait (`beforeWait`: where the target has it): the thread
+/// and tile indices, the stage slots, before the wait the L2 prefetch of
+/// the CTA's weights (shouldPrefetchWeights) and, with tmaWeights, the stage
+/// barriers and the TMA copies of the first token tile's first stages - 1
+/// weight steps (their bytes land while the previous kernel finishes).
+/// `batchArg` is the i32 batch parameter. The weights are model arguments
+/// that no kernel writes (docs/abi.md section 1).
+void GemmKernel::emitPrologue(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
+                              gpu::GPUModuleOp module, Value weightMapArg,
+                              Value batchArg, bool beforeWait) {
   tid = threadIdX(b);
   lane = laneId(b);
   warp = warpId(b);
@@ -158,35 +171,50 @@ void GemmKernel::emitBody(ImplicitLocOpBuilder &b) {
   rowTile = divUI(b, blockIdX(b), constIndex(b, s.kSplit));
   kBegin = mulI(b, rank, p.hidden / s.kSplit);
   isRowTile0 = cmpI(b, CmpIPredicate::eq, rowTile, constIndex(b, 0));
+  smemPtr = getDynamicSharedPointer(b, module);
+  alignSlots(b);
+  if (beforeWait)
+    prefetchWeights(b);
+  if (!s.tmaWeights)
+    return;
+  weightMap = getGenericPointer(b, weightMapArg);
+  fullBarriers = createStageBarriers(b, func, tid, s.stages);
+  // Only when the first tile runs and waits for them (batch >= 1; the
+  // runtime launches a variant from its minBatch >= 2): a CTA must not exit
+  // with bulk copies into its shared memory in flight.
+  ifThen(b, cmpI(b, CmpIPredicate::sgt, batchArg, constI32(b, 0)),
+         [&](ImplicitLocOpBuilder &ib) {
+           for (int64_t i = 0; i + 1 < s.stages && i < steps(); ++i)
+             copyWeightsByTma(ib, constIndex(ib, i),
+                              addI(ib, kBegin, constIndex(ib, i * s.stageK)),
+                              mulI(ib, rowTile, s.tileRows));
+         });
+}
+
+void GemmKernel::emitBody(ImplicitLocOpBuilder &b) {
   forEachTokenTile(b, p.batch, s.tileTokens,
                    [&](ImplicitLocOpBuilder &tb, Value tileStart, Value count) {
                      emitTokenTile(tb, tileStart, count);
                    });
 }
 
-/// Before griddepcontrol.wait, where shouldPrefetchWeights: thread r <
-/// tileRows asks L2 for the CTA's k range of its staged row r, so that the
-/// weight stream is done while the previous kernel runs.
+/// Where shouldPrefetchWeights (in emitPrologue): thread r < tileRows asks
+/// L2 for the CTA's k range of its staged row r, so that the weight stream
+/// is done while the previous kernel runs.
 void GemmKernel::prefetchWeights(ImplicitLocOpBuilder &b) {
   const int64_t elemBytes = getTypeBytes(p.act);
   if (!shouldPrefetchWeights(p.rows * p.hidden * elemBytes))
     return;
-  emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
-    Value r = threadIdX(pb);
-    ifThen(pb, cmpI(pb, CmpIPredicate::ult, r, constIndex(pb, s.tileRows)),
-           [&](ImplicitLocOpBuilder &ib) {
-             Value cta = blockIdX(ib);
-             Value k = mulI(ib, remUI(ib, cta, constIndex(ib, s.kSplit)),
-                            p.hidden / s.kSplit);
-             Value n0 =
-                 mulI(ib, divUI(ib, cta, constIndex(ib, s.kSplit)), s.tileRows);
-             Value elem = addI(ib, mulI(ib, weightRow(ib, n0, r), p.hidden), k);
-             prefetchToL2(ib,
-                          offsetPointer(ib, getGlobalPointer(ib, p.weight),
-                                        mulI(ib, elem, elemBytes)),
-                          p.hidden / s.kSplit * elemBytes);
-           });
-  });
+  ifThen(b, cmpI(b, CmpIPredicate::ult, tid, constIndex(b, s.tileRows)),
+         [&](ImplicitLocOpBuilder &ib) {
+           Value n0 = mulI(ib, rowTile, s.tileRows);
+           Value elem =
+               addI(ib, mulI(ib, weightRow(ib, n0, tid), p.hidden), kBegin);
+           prefetchToL2(ib,
+                        offsetPointer(ib, getGlobalPointer(ib, p.weight),
+                                      mulI(ib, elem, elemBytes)),
+                        p.hidden / s.kSplit * elemBytes);
+         });
 }
 
 /// Copies k-elements [k, k + stageK) of `rows` rows of `src` (row r starts
@@ -283,15 +311,21 @@ Value GemmKernel::stageParity(ImplicitLocOpBuilder &b, Value tileStart,
 }
 
 /// Issues the copies of pipeline step `step` into stage step % stages and
-/// commits them as one group. Token rows past the batch repeat its last
-/// token (`lastToken`); their results are never stored.
+/// commits them as one group; with tmaWeights, the weights' TMA copies only
+/// where `weightsIssued` (i1) is false or absent (emitPrologue issued them).
+/// Token rows past the batch repeat its last token (`lastToken`); their results
+/// are never stored.
 void GemmKernel::issueStage(ImplicitLocOpBuilder &b, Value tileStart,
-                            Value lastToken, Value step) {
+                            Value lastToken, Value step, Value weightsIssued) {
   const int64_t H = p.hidden;
   Value slot = remUI(b, step, constIndex(b, s.stages));
   Value k = addI(b, kBegin, mulI(b, step, s.stageK));
   Value n0 = mulI(b, rowTile, s.tileRows);
-  if (s.tmaWeights)
+  if (s.tmaWeights && weightsIssued)
+    ifThen(b, notI1(b, weightsIssued), [&](ImplicitLocOpBuilder &ib) {
+      copyWeightsByTma(ib, slot, k, n0);
+    });
+  else if (s.tmaWeights)
     copyWeightsByTma(b, slot, k, n0);
   else
     copyRows(b, weightPtr, s.tileRows, 0, slot, k,
@@ -546,10 +580,14 @@ void GemmKernel::emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart,
                                Value count) {
   Value lastToken = subI(b, addI(b, tileStart, count), constIndex(b, 1));
   // Stages 0 .. stages - 2 in flight before the loop (empty groups past the
-  // last step keep the group count of the waits right).
+  // last step keep the group count of the waits right); with tmaWeights the
+  // first tile's weights are on their way since emitPrologue.
+  Value firstTile =
+      s.tmaWeights ? cmpI(b, CmpIPredicate::eq, tileStart, constIndex(b, 0))
+                   : Value();
   for (int64_t i = 0; i + 1 < s.stages; ++i) {
     if (i < steps())
-      issueStage(b, tileStart, lastToken, constIndex(b, i));
+      issueStage(b, tileStart, lastToken, constIndex(b, i), firstTile);
     else
       commitAsyncCopies(b);
   }
@@ -680,9 +718,18 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
   GemmKernel k{p, s};
   k.rms = p.norm.kind == NormSpec::Kind::RMS;
   k.residual = static_cast<bool>(p.norm.residual);
+  const bool beforeWait = target.hasGridDependencyControl();
+  auto prologue = [&](ImplicitLocOpBuilder &pb) {
+    k.emitPrologue(pb, *func, module,
+                   s.tmaWeights ? arg(contract::role::kWeightMap) : Value(),
+                   arg(contract::dim::kBatch), beforeWait);
+  };
+  if (beforeWait)
+    emitBeforeGridDependencyWait(b, prologue);
+  else
+    prologue(b);
   k.smem = getDynamicSharedBuffer(b, module, p.act,
                                   s.dynamicSharedBytes / getTypeBytes(p.act));
-  k.smemPtr = getDynamicSharedPointer(b, module);
   k.lastFlag = addWorkgroupBuffer(*func, b.getI32Type(), 1);
   (*func)->setAttr("nvvm.minctasm", b.getI32IntegerAttr(s.minCtasPerSM));
   k.weightPtr = getGlobalPointer(b, p.weight);
@@ -695,12 +742,6 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
   if (k.rms)
     k.stats = arg(contract::role::kPartialStats);
   k.counters = arg(contract::role::kSplitCounters);
-  k.alignSlots(b);
-  if (s.tmaWeights) {
-    k.weightMap = getGenericPointer(b, arg(contract::role::kWeightMap));
-    k.fullBarriers = createStageBarriers(b, *func, threadIdX(b), s.stages);
-  }
-  k.prefetchWeights(b);
   k.emitBody(b);
 
   variant.schedule = getScheduleAttr(kernel.getContext(), s);

@@ -163,9 +163,9 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
     if (stages % d == 0 && base.rowTiles * d <= 2 * target.getSMCount())
       base.kSplit = d;
   base.pitchBytes = kStageK * proj.elementBytes + 16;
-  base.tmaWeights =
-      target.hasBulkCopies() &&
-      kStageK * proj.elementBytes == ::fusion::contract::TensorMapSpec().swizzleBytes;
+  base.tmaWeights = target.hasBulkCopies() &&
+                    kStageK * proj.elementBytes ==
+                        ::fusion::contract::TensorMapSpec().swizzleBytes;
   llvm::SmallVector<ProjectionGemmSchedule, 3> schedules;
   for (auto [tokens, minBatch] :
        {std::pair<int64_t, int64_t>{16, 2}, {32, 17}, {64, 33}}) {
@@ -186,15 +186,32 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
     };
     while (s.stages > 2 && bytes() > budget)
       --s.stages;
-    s.dynamicSharedBytes = bytes();
-    if (s.dynamicSharedBytes > budget)
+    if (bytes() > budget)
       break;
-    const int64_t ctaShared = s.dynamicSharedBytes + kGemmStaticSharedBytes +
-                              target.getReservedSharedBytesPerCTA();
+    auto ctaShared = [&] {
+      return bytes() + kGemmStaticSharedBytes +
+             target.getReservedSharedBytesPerCTA();
+    };
     s.minCtasPerSM = s.blockSize() <= 256 &&
-                             2 * ctaShared <= target.getOccupancySharedBytes()
+                             2 * ctaShared() <= target.getOccupancySharedBytes()
                          ? 2
                          : 1;
+    auto fits = [&] {
+      return bytes() <= budget &&
+             s.minCtasPerSM * ctaShared() <= target.getOccupancySharedBytes();
+    };
+    // TMA stages cost no registers: deepen the ring while the CTAs per SM
+    // stay (Llama-3-8B shape at batch 16: gate/up 5 stages, the whole step
+    // 7% faster; docs/performance.md entry 26).
+    while (s.tmaWeights && s.stages < kMaxGemmStages) {
+      ++s.stages;
+      if (!fits()) {
+        --s.stages;
+        break;
+      }
+    }
+    s.stages = std::min(s.stages, std::max<int64_t>(3, stages / base.kSplit));
+    s.dynamicSharedBytes = bytes();
     schedules.push_back(s);
   }
   return schedules;

@@ -157,9 +157,12 @@ struct ProjectionGemmSchedule {
   int64_t grid() const { return rowTiles * kSplit; }
 };
 
+/// Most pipeline stages of a GEMM-shaped variant.
+inline constexpr int64_t kMaxGemmStages = 6;
+
 /// Static shared memory of a GEMM-shaped variant: its arrival flag, padded,
-/// and up to three stage mbarriers of 8 bytes.
-inline constexpr int64_t kGemmStaticSharedBytes = 40;
+/// and up to kMaxGemmStages stage mbarriers of 8 bytes.
+inline constexpr int64_t kGemmStaticSharedBytes = 16 + 8 * kMaxGemmStages;
 
 /// The GEMM-shaped variants of a projection kernel, by ascending minBatch
 /// (token tiles of 16 from batch 2, 32 from 17, 64 from 33; larger batches
@@ -173,7 +176,9 @@ inline constexpr int64_t kGemmStaticSharedBytes = 40;
 /// that is 1: the largest divisor d <= 16 of hidden / 64 with rowTiles * d
 /// <= 2 * SMs, e.g. 9 for hidden 576), and
 /// stages 3 (2 where 3 do not fit the target's shared memory per CTA, less
-/// kGemmStaticSharedBytes).
+/// kGemmStaticSharedBytes); with TMA weights (a stage then costs no
+/// registers) up to kMaxGemmStages, as long as the CTAs per SM that 3
+/// allow still fit and the CTA has that many k steps.
 llvm::SmallVector<ProjectionGemmSchedule, 3>
 chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
                               const TargetInfo &target);
