@@ -16,7 +16,10 @@
 // come instead by TMA from the kernel's weight_map, one box per stage (two
 // for gate/up), 128-byte swizzled, counted in bytes by the stage's mbarrier:
 // bench/diagnostics/gemm_packed_mma.cu measured the stage ring so 13% faster
-// than by cp.async (docs/performance.md entry 25). Per stage, with an RMSNorm:
+// than by cp.async (docs/performance.md entry 25); the boxes of the first
+// token tile's first stages - 1 steps are issued before griddepcontrol.wait,
+// and the ring deepens while the CTAs per SM stay (entry 26). Per stage,
+// with an RMSNorm:
 //   h = round(x + residual) in place of x (x itself without a residual),
 //   written to residual_out by the CTAs of row tile 0; sum(h32^2)
 //   accumulated per token in fp32.
