@@ -242,7 +242,33 @@ func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor
 // CHECK-SAME: stages = 3, min_ctas_per_sm = 1>>]
 // The weight fragments times w + 1 (in fp32); the bf16 fragments go to
 // mma.sync as i32 registers.
+// Two k steps per CTA (1024 / 8 / 64): before griddepcontrol.wait both
+// weight boxes of the first token tile go out, stage 0's at the CTA's
+// first k (rank x 128) and stage 1's at k + 64, each arming its own
+// barrier (8 bytes apart) for 256 rows x 128 bytes = 32768.
 // CHECK: gpu.func @bf16_unit_offset_k0_fused_gemm16(
+// (every check up to the wait stays before this kernel's wait)
+// CHECK-NEXT: nvvm.griddepcontrol  launch_dependents
+// CHECK-NOT: griddepcontrol  wait
+// CHECK: %[[K0:.*]] = arith.muli %{{.*}}, %c128 : index
+// CHECK-NOT: griddepcontrol  wait
+// CHECK: arith.addi %[[K0]], %c0
+// CHECK-NOT: griddepcontrol  wait
+// CHECK: arith.muli %c0{{.*}}, %c8
+// CHECK-NOT: griddepcontrol  wait
+// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c32768_i32
+// CHECK-NOT: griddepcontrol  wait
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// CHECK-NOT: griddepcontrol  wait
+// CHECK: arith.addi %[[K0]], %c64
+// CHECK-NOT: griddepcontrol  wait
+// CHECK: arith.muli %c1, %c8
+// CHECK-NOT: griddepcontrol  wait
+// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c32768_i32
+// CHECK-NOT: griddepcontrol  wait
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// CHECK-NOT: nvvm.cp.async.bulk.tensor
+// CHECK: nvvm.griddepcontrol  wait
 // CHECK: nvvm.ldmatrix
 // CHECK: llvm.bitcast %{{.*}} : i32 to vector<2xbf16>
 // CHECK: arith.constant 1.000000e+00 : f32
