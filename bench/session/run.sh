@@ -113,12 +113,17 @@ engine() {
   done
 }
 
-# ids NAME PTX B [options]: a hash of fusion-generate's greedy ids (24
-# tokens), or FAILED.
-ids() {
+# ids_hash: a hash of the greedy ids in fusion-generate's output on stdin,
+# or FAILED.
+ids_hash() {
   local out
-  out=$(gen "$1" "$2" "$3" 24 "${@:4}" | grep "^ids")
+  out=$(grep "^ids")
   [ -n "$out" ] && echo "$out" | md5sum | cut -c1-12 || echo FAILED
+}
+
+# ids NAME PTX B [options]: ids_hash of a 24-token fusion-generate run.
+ids() {
+  gen "$1" "$2" "$3" 24 "${@:4}" | ids_hash
 }
 
 # times: fusion-generate's prefill time and decode us/step from its output
@@ -184,7 +189,7 @@ abptx() {
         [ -f "$s/$ptx.ptx" ] || continue
         [ "${ptx%%_*}" = l8 ] && [ "$batch" != 16 ] && [ -z "${L8_ALL_BATCHES:-}" ] && continue
         t=$(gen "$name" "$ptx" "$batch" 128)
-        line="$line $ptx $(echo "$t" | times) (ids $(echo "$t" | grep "^ids" | md5sum | cut -c1-12)) |"
+        line="$line $ptx $(echo "$t" | times) (ids $(echo "$t" | ids_hash)) |"
       done
       say "$line"
     done

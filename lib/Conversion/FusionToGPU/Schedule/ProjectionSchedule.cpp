@@ -180,38 +180,31 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
     s.slotBytes = llvm::alignTo(tileRows * s.weightPitchBytes() +
                                     (s.stageRows - tileRows) * s.pitchBytes,
                                 slotAlign);
-    s.stages = 3;
-    auto bytes = [&] {
-      return s.stages * s.slotBytes + (s.tmaWeights ? slotAlign : 0);
+    auto bytes = [&](int64_t stages) {
+      return stages * s.slotBytes + (s.tmaWeights ? slotAlign : 0);
     };
-    while (s.stages > 2 && bytes() > budget)
-      --s.stages;
-    if (bytes() > budget)
-      break;
-    auto ctaShared = [&] {
-      return bytes() + kGemmStaticSharedBytes +
+    auto ctaShared = [&](int64_t stages) {
+      return bytes(stages) + kGemmStaticSharedBytes +
              target.getReservedSharedBytesPerCTA();
     };
-    s.minCtasPerSM = s.blockSize() <= 256 &&
-                             2 * ctaShared() <= target.getOccupancySharedBytes()
-                         ? 2
-                         : 1;
-    auto fits = [&] {
-      return bytes() <= budget &&
-             s.minCtasPerSM * ctaShared() <= target.getOccupancySharedBytes();
-    };
+    s.stages = 3;
+    while (s.stages > 2 && bytes(s.stages) > budget)
+      --s.stages;
+    if (bytes(s.stages) > budget)
+      break;
+    const int64_t occupancy = target.getOccupancySharedBytes();
+    s.minCtasPerSM =
+        s.blockSize() <= 256 && 2 * ctaShared(s.stages) <= occupancy ? 2 : 1;
     // TMA stages cost no registers: deepen the ring while the CTAs per SM
-    // stay (Llama-3-8B shape at batch 16: gate/up 5 stages, the whole step
-    // 7% faster; docs/performance.md entry 26).
-    while (s.tmaWeights && s.stages < kMaxGemmStages) {
+    // stay and the CTA has the k steps (Llama-3-8B shape at batch 16:
+    // gate/up 5 stages, the whole step 7% faster; docs/performance.md
+    // entry 26).
+    const int64_t maxStages = std::min(kMaxGemmStages, stages / base.kSplit);
+    while (s.tmaWeights && s.stages < maxStages &&
+           bytes(s.stages + 1) <= budget &&
+           s.minCtasPerSM * ctaShared(s.stages + 1) <= occupancy)
       ++s.stages;
-      if (!fits()) {
-        --s.stages;
-        break;
-      }
-    }
-    s.stages = std::min(s.stages, std::max<int64_t>(3, stages / base.kSplit));
-    s.dynamicSharedBytes = bytes();
+    s.dynamicSharedBytes = bytes(s.stages);
     schedules.push_back(s);
   }
   return schedules;
