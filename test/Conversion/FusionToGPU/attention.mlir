@@ -41,7 +41,7 @@
 // CHECK:       nvvm.cp.async.bulk.prefetch %{{.*}}, %c256_i32 : <1>
 // CHECK:       memref.extract_aligned_pointer_as_index %[[VC]]
 // CHECK:       nvvm.cp.async.bulk.prefetch %{{.*}}, %c256_i32_{{[0-9]+}} : <1>
-// CHECK:       nvvm.griddepcontrol  wait
+// CHECK:       llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
 // The query is loaded once as 16-byte vectors, one per head of the group.
 // CHECK-COUNT-4: vector.load %[[Q]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
 // The token loop: 64-bit page addressing from the block table, then all K/V

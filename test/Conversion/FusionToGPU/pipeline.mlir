@@ -39,8 +39,11 @@
 // Programmatic dependent launch (sm_90): the next kernel may be scheduled,
 // this one waits for the previous kernel's writes.
 // CHECK-SAME: griddepcontrol.launch_dependents;
-// Before the wait, the weights (512 KiB) are prefetched into L2.
-// CHECK-SAME: cp.async.bulk.prefetch.L2.global
+// Before the wait, each lane loads its weight vectors into registers (one
+// pair of rows per warp; the wait's memory clobber keeps them there), after
+// it the activations.
+// CHECK-SAME: ld.global.v4.b32
+// CHECK-NOT: cp.async.bulk.prefetch.L2.global
 // CHECK-SAME: griddepcontrol.wait;
 // CHECK-SAME: ld.global.v4.b32
 // CHECK-SAME: shfl.sync.bfly.b32

@@ -96,7 +96,7 @@
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c16384_i32
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %{{.*}}, %{{.*}}, box[%{{.*}}, %{{.*}}]
 // CHECK-NOT: nvvm.cp.async.bulk.tensor
-// CHECK: nvvm.griddepcontrol  wait
+// CHECK: llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
 // Then the pointers to the staged global buffers and, per token tile, the
 // prologue's two stages: the weights' TMA copy only in tiles after the
 // first (the same copy as above); 16-byte cp.async.cg of x and the
@@ -249,26 +249,26 @@ func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor
 // CHECK: gpu.func @bf16_unit_offset_k0_fused_gemm16(
 // (every check up to the wait stays before this kernel's wait)
 // CHECK-NEXT: nvvm.griddepcontrol  launch_dependents
-// CHECK-NOT: griddepcontrol  wait
+// CHECK-NOT: griddepcontrol.wait
 // CHECK: %[[K0:.*]] = arith.muli %{{.*}}, %c128 : index
-// CHECK-NOT: griddepcontrol  wait
+// CHECK-NOT: griddepcontrol.wait
 // CHECK: arith.addi %[[K0]], %c0
-// CHECK-NOT: griddepcontrol  wait
+// CHECK-NOT: griddepcontrol.wait
 // CHECK: arith.muli %c0{{.*}}, %c8
-// CHECK-NOT: griddepcontrol  wait
+// CHECK-NOT: griddepcontrol.wait
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c32768_i32
-// CHECK-NOT: griddepcontrol  wait
+// CHECK-NOT: griddepcontrol.wait
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global
-// CHECK-NOT: griddepcontrol  wait
+// CHECK-NOT: griddepcontrol.wait
 // CHECK: arith.addi %[[K0]], %c64
-// CHECK-NOT: griddepcontrol  wait
+// CHECK-NOT: griddepcontrol.wait
 // CHECK: arith.muli %c1, %c8
-// CHECK-NOT: griddepcontrol  wait
+// CHECK-NOT: griddepcontrol.wait
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c32768_i32
-// CHECK-NOT: griddepcontrol  wait
+// CHECK-NOT: griddepcontrol.wait
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global
 // CHECK-NOT: nvvm.cp.async.bulk.tensor
-// CHECK: nvvm.griddepcontrol  wait
+// CHECK: llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
 // CHECK: nvvm.ldmatrix
 // CHECK: llvm.bitcast %{{.*}} : i32 to vector<2xbf16>
 // CHECK: arith.constant 1.000000e+00 : f32

@@ -81,17 +81,17 @@
 // MMA-SAME: pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1,
 // MMA: gpu.func @layer_k0_fused(
 // MMA-SAME: workgroup(%{{.*}} : memref<512xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64},
-// Before griddepcontrol.wait (sm_90) the kernel asks L2 for its weights
-// (512 x 512 f16 = 512 KiB fit the 8 MiB budget: shouldPrefetchWeights):
-// 256 pairs over 128 CTAs x 2 warps = one round, so lanes 0 and 1 of warp w
-// take the two rows of pair 2 * cta + w, 512 x 2 = 1024 bytes each.
+// Before griddepcontrol.wait (sm_90), with one pair per warp (256 pairs over
+// 128 CTAs x 2 warps) and rows of 512 = 2 chunks of 256 elements, each lane
+// loads its 2 x 2 weight vectors (elements 8 lane and 256 + 8 lane of both
+// rows of its warp's pair) into registers (schedule preloadChunks): there is
+// no L2 prefetch, and after the wait no weight is read.
 // MMA-NEXT: nvvm.griddepcontrol  launch_dependents
-// MMA: arith.divui %{{.*}}, %c2 : index
 // MMA: arith.cmpi ult, %{{.*}}, %c256 : index
-// MMA: arith.cmpi ult, %{{.*}}, %c1 : index
-// MMA: nvvm.cp.async.bulk.prefetch %{{.*}}, %c1024_i32 : <1>
-// MMA-NEXT: }
-// MMA-NEXT: nvvm.griddepcontrol  wait
+// MMA-COUNT-4: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// MMA-NOT: vector.load
+// MMA-NOT: nvvm.cp.async.bulk.prefetch
+// MMA: llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
 // MMA-NOT: gpu.func @layer_k0_fused_mma(
 func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
     %qkv_w: tensor<512x512xf16>, %pos: tensor<?xi32>,
@@ -202,4 +202,31 @@ func.func @qkv_alone(%x: tensor<?x256xf16>, %w: tensor<768x256xf16>)
   %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 4 : i64, num_kv_heads = 4 : i64, head_dim = 64 : i64}
       : tensor<?x256xf16>, tensor<768x256xf16> -> tensor<?x4x64xf16>, tensor<?x4x64xf16>, tensor<?x4x64xf16>
   return %q, %k, %v : tensor<?x4x64xf16>, tensor<?x4x64xf16>, tensor<?x4x64xf16>
+}
+
+// -----
+
+// Hidden 576 (SmolLM2's) on sm_90: one pair per warp, rows of 3 chunks, the
+// last one partial (576 = 2 x 256 + 64). Before the wait the lanes past the
+// row's end (8 lane + 512 >= 576) load the row's first vector instead; after
+// it only the lanes inside the row add the third chunk.
+
+// MMA-LABEL: func.func @partial_chunk(
+// MMA: gpu.func @partial_chunk_k0_qkv_proj(
+// MMA-NEXT: nvvm.griddepcontrol  launch_dependents
+// MMA: %[[E:.*]] = arith.addi %{{.*}}, %c512 : index
+// MMA: %[[IN:.*]] = arith.cmpi ult, %[[E]], %c576{{.*}} : index
+// MMA: arith.select %[[IN]], %[[E]], %c0{{.*}} : index
+// MMA-COUNT-6: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// MMA-NOT: vector.load
+// MMA: llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
+// MMA: %[[E2:.*]] = arith.addi %{{.*}}, %c512{{.*}} : index
+// MMA: %[[IN2:.*]] = arith.cmpi ult, %[[E2]], %c576{{.*}} : index
+// MMA-NEXT: scf.if %[[IN2]] -> (f32, f32)
+// MMA: gpu.return
+func.func @partial_chunk(%x: tensor<?x576xf16>, %w: tensor<960x576xf16>)
+    -> (tensor<?x9x64xf16>, tensor<?x3x64xf16>, tensor<?x3x64xf16>) {
+  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 9 : i64, num_kv_heads = 3 : i64, head_dim = 64 : i64}
+      : tensor<?x576xf16>, tensor<960x576xf16> -> tensor<?x9x64xf16>, tensor<?x3x64xf16>, tensor<?x3x64xf16>
+  return %q, %k, %v : tensor<?x9x64xf16>, tensor<?x3x64xf16>, tensor<?x3x64xf16>
 }

@@ -139,6 +139,31 @@ TEST(ProjectionSchedule, Llama3_8BMlpAtBatch1) {
   EXPECT_EQ(s.unroll, 2);
 }
 
+TEST(ProjectionSchedule, WeightsInRegistersBeforeTheWait) {
+  // SmolLM2's layer kernels: one pair per warp, rows of ceil(576 / 256) = 3
+  // and 1536 / 256 = 6 chunks.
+  EXPECT_EQ(chooseProjectionSchedule({576, 480, 2}, true, kH100).preloadChunks,
+            3); // q/k/v: 2 warps x 240 CTAs
+  EXPECT_EQ(chooseProjectionSchedule({1536, 288, 2}, true, kH100).preloadChunks,
+            6); // down_proj
+  ProjectionSchedule gateUp =
+      chooseProjectionSchedule({576, 1536, 2}, true, kH100);
+  EXPECT_EQ(gateUp.pairsPerWarp, 1); // 192 CTAs of 8 warps
+  EXPECT_EQ(gateUp.preloadChunks, 3);
+  // Not: the LM head (24576 pairs: 24576 / 3168 warps, 8 rounds), rows of
+  // more than 6 chunks (Llama-3-8B's down_proj, one pair per warp), no
+  // programmatic dependent launch (sm_80).
+  EXPECT_EQ(
+      chooseProjectionSchedule({576, 24576, 2}, true, kH100).preloadChunks, 0);
+  EXPECT_EQ(
+      chooseProjectionSchedule({14336, 2048, 2}, true, kH100).preloadChunks, 0);
+  EXPECT_EQ(chooseProjectionSchedule({1792, 288, 2}, true, kH100).preloadChunks,
+            0); // 7 chunks
+  const TargetInfo sm80(/*computeCapability=*/80, /*smCount=*/132);
+  EXPECT_EQ(chooseProjectionSchedule({576, 480, 2}, true, sm80).preloadChunks,
+            0);
+}
+
 TEST(ProjectionSchedule, Group6Hidden1000) {
   // 1000 hidden (not a multiple of 32: no variant), 768 pairs.
   ProjectionShape shape = projection(1000, 12, 2, 96);

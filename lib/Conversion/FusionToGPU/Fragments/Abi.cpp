@@ -11,6 +11,9 @@
 using namespace mlir;
 using namespace mlir::fusion;
 
+/// The PTX of createKernelFunc's grid-dependency wait.
+static constexpr StringLiteral kGridDependencyWaitAsm = "griddepcontrol.wait;";
+
 MemRefType mlir::fusion::getFlatBufferType(Type elementType) {
   return MemRefType::get({kFlatBufferExtent}, elementType);
 }
@@ -247,7 +250,16 @@ gpu::GPUFuncOp mlir::fusion::createKernelFunc(
     // visible. Without the launch attribute both are no-ops.
     NVVM::GriddepcontrolOp::create(builder, loc,
                                    NVVM::GridDepActionKind::launch_dependents);
-    NVVM::GriddepcontrolOp::create(builder, loc, NVVM::GridDepActionKind::wait);
+    // The wait as inline PTX with a memory clobber, as CUDA's
+    // cudaGridDependencySynchronize(): LLVM's nvvm.griddepcontrol.wait
+    // intrinsic is IntrNoMem, so loads could move across it (a weight
+    // preload below it, a load of the previous kernel's output above it).
+    LLVM::InlineAsmOp::create(builder, loc, TypeRange(), ValueRange(),
+                              kGridDependencyWaitAsm, "~{memory}",
+                              /*has_side_effects=*/true,
+                              /*is_align_stack=*/false,
+                              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(),
+                              ArrayAttr());
   }
   auto ret = gpu::ReturnOp::create(builder, loc);
   builder.setInsertionPoint(ret);
@@ -262,17 +274,16 @@ void mlir::fusion::emitBeforeGridDependencyWait(
                   ? cast<gpu::GPUFuncOp>(parent)
                   : parent->getParentOfType<gpu::GPUFuncOp>();
   assert(func && "building a gpu.func");
-  for (Operation &op : func.getBody().front()) {
-    auto control = dyn_cast<NVVM::GriddepcontrolOp>(op);
-    if (!control)
-      return; // past the prologue (or none): no wait to go before
-    if (control.getKind() != NVVM::GridDepActionKind::wait)
-      continue;
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(control);
-    body(b);
-    return;
-  }
+  Block &entry = func.getBody().front();
+  if (entry.empty() || !isa<NVVM::GriddepcontrolOp>(entry.front()))
+    return; // no prologue
+  Operation *wait = entry.front().getNextNode();
+  auto asmOp = dyn_cast_or_null<LLVM::InlineAsmOp>(wait);
+  if (!asmOp || asmOp.getAsmString() != kGridDependencyWaitAsm)
+    return; // past the prologue: no wait to go before
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(wait);
+  body(b);
 }
 
 Value mlir::fusion::addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType,

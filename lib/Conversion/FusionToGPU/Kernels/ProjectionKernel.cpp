@@ -26,6 +26,9 @@
 //    loop is software-pipelined: step k+1's loads are issued before step k's
 //    FMAs (the last step re-issues its own loads instead of branching). The
 //    epilogue's position and block-table loads are issued before the loop.
+//    Where every warp has one pair of short rows (s.preloadChunks: SmolLM2's
+//    layers), there is no loop: the lane's weight vectors are loaded into
+//    registers before griddepcontrol.wait, and after it only x is read.
 //  * Butterfly reductions (gpu.shuffle xor) give every lane the 2T dot
 //    products; lane t < T finishes token t: + bias, round (the projection's
 //    output), RoPE in fp32 with angle = float(pos) * inv_freq (an fp32 table
@@ -55,8 +58,13 @@ struct CudaCoreKernel {
   const ProjectionPlan &p;
   const ProjectionSchedule &s;
   Value xs, scratch;
+  /// Where s.preloadChunks: the warp's pair's rows and the lane's weight
+  /// vectors of them ([chunk][row A, row B]), loaded before the wait.
+  PairRows preloadedRows;
+  SmallVector<Value> preloaded;
 
   void prefetchWeights(ImplicitLocOpBuilder &b);
+  void preloadWeights(ImplicitLocOpBuilder &b);
   void emitBody(ImplicitLocOpBuilder &b);
   void normalizeTile(ImplicitLocOpBuilder &b, Value tileStart, Value count,
                      Value isCta0);
@@ -65,6 +73,16 @@ struct CudaCoreKernel {
   SmallVector<Value> emitDotProducts(ImplicitLocOpBuilder &b, int64_t T,
                                      Value xTileBase, Value laneOffset,
                                      Value wA, Value wB);
+  SmallVector<Value> emitPreloadedDotProducts(ImplicitLocOpBuilder &b,
+                                              int64_t T, Value xTileBase,
+                                              Value laneOffset);
+  void finishPair(ImplicitLocOpBuilder &b, int64_t T, const PairRows &rows,
+                  SmallVector<Value> acc, const TokenInputs &inputs,
+                  Value lane);
+  /// The first pair of this warp (of the grid-stride loop).
+  Value warpFirstPair(ImplicitLocOpBuilder &b) {
+    return addI(b, mulI(b, blockIdX(b), s.warps), warpId(b));
+  }
   void accumulate(ImplicitLocOpBuilder &ib, int64_t T, Value xTileBase,
                   ArrayRef<Value> wVecs, ArrayRef<Value> elems,
                   SmallVector<Value> &acc);
@@ -149,14 +167,60 @@ SmallVector<Value> CudaCoreKernel::emitDotProducts(ImplicitLocOpBuilder &b,
   return acc;
 }
 
+/// The same dot products from the preloaded vectors: the whole chunks, then
+/// the last, partial one in the lanes whose elements are inside the row.
+SmallVector<Value>
+CudaCoreKernel::emitPreloadedDotProducts(ImplicitLocOpBuilder &b, int64_t T,
+                                         Value xTileBase, Value laneOffset) {
+  const int64_t chunk = 32 * kVectorWidth, whole = p.hidden / chunk;
+  SmallVector<Value> elems;
+  for (int64_t c = 0; c < whole; ++c)
+    elems.push_back(addI(b, laneOffset, c * chunk));
+  SmallVector<Value> acc(2 * T, constF32(b, 0.0));
+  accumulate(b, T, xTileBase, ArrayRef(preloaded).take_front(2 * whole), elems,
+             acc);
+  if (whole == s.preloadChunks)
+    return acc;
+  Value e = addI(b, laneOffset, whole * chunk);
+  Value inRow = cmpI(b, CmpIPredicate::ult, e, constIndex(b, p.hidden));
+  return ifThenElseValues(
+      b, ValueRange(acc).getTypes(), inRow,
+      [&](ImplicitLocOpBuilder &tb) {
+        SmallVector<Value> next = acc;
+        accumulate(tb, T, xTileBase, ArrayRef(preloaded).drop_front(2 * whole),
+                   {e}, next);
+        return next;
+      },
+      [&](ImplicitLocOpBuilder &) { return acc; });
+}
+
+/// Reduces a pair's 2T dot products over the warp; lane t < T finishes
+/// token t (the epilogue).
+void CudaCoreKernel::finishPair(ImplicitLocOpBuilder &b, int64_t T,
+                                const PairRows &rows, SmallVector<Value> acc,
+                                const TokenInputs &inputs, Value lane) {
+  for (Value &a : acc)
+    a = warpReduce(b, a, ReduceKind::Sum);
+  Value active = cmpI(b, CmpIPredicate::ult, lane, constIndex(b, T));
+  ifThen(b, active, [&](ImplicitLocOpBuilder &eb) {
+    Value sumA = acc[0], sumB = acc[1];
+    for (int64_t t = 1; t < T; ++t) {
+      Value isT = cmpI(eb, CmpIPredicate::eq, lane, constIndex(eb, t));
+      sumA = select(eb, isT, acc[2 * t], sumA);
+      sumB = select(eb, isT, acc[2 * t + 1], sumB);
+    }
+    emitPairEpilogue(eb, p, rows, inputs, sumA, sumB);
+  });
+}
+
 /// The warp-level work for tiles of `numTokens` tokens starting at
-/// `tokenBase`: every warp loops over its pairs of output rows.
+/// `tokenBase`: every warp loops over its pairs of output rows, or finishes
+/// its one preloaded pair.
 void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
                                Value tileStart, Value tokenBase) {
   const int64_t T = numTokens;
   Value lane = laneId(b);
-  Value warp = warpId(b);
-  Value firstPair = addI(b, mulI(b, blockIdX(b), s.warps), warp);
+  Value firstPair = warpFirstPair(b);
   Value pairStride = mulI(b, gridDimX(b), s.warps);
   Value laneOffset = mulI(b, lane, kVectorWidth);
   Value xTileBase = mulI(b, tokenBase, p.hidden);
@@ -167,29 +231,53 @@ void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
                      minUI(b, lane, constIndex(b, T - 1)));
   TokenInputs inputs = loadTokenInputs(b, p, token);
 
+  if (!preloaded.empty()) {
+    Value has = cmpI(b, CmpIPredicate::ult, firstPair, constIndex(b, p.pairs));
+    ifThen(b, has, [&](ImplicitLocOpBuilder &ib) {
+      finishPair(ib, T, preloadedRows,
+                 emitPreloadedDotProducts(ib, T, xTileBase, laneOffset), inputs,
+                 lane);
+    });
+    return;
+  }
   forLoop(b, firstPair, constIndex(b, p.pairs), pairStride,
           [&](ImplicitLocOpBuilder &lb, Value pair) {
             PairRows rows = getPairRows(lb, p, pair);
             Value wA = mulI(lb, rows.rowA, p.hidden);
             Value wB = mulI(lb, rows.rowB, p.hidden);
-            SmallVector<Value> acc =
-                emitDotProducts(lb, T, xTileBase, laneOffset, wA, wB);
-            for (Value &a : acc)
-              a = warpReduce(lb, a, ReduceKind::Sum);
-            // Epilogue: lane t < T finishes token tileStart + tokenBase + t.
-            Value active =
-                cmpI(lb, CmpIPredicate::ult, lane, constIndex(lb, T));
-            ifThen(lb, active, [&](ImplicitLocOpBuilder &eb) {
-              Value sumA = acc[0], sumB = acc[1];
-              for (int64_t t = 1; t < T; ++t) {
-                Value isT =
-                    cmpI(eb, CmpIPredicate::eq, lane, constIndex(eb, t));
-                sumA = select(eb, isT, acc[2 * t], sumA);
-                sumB = select(eb, isT, acc[2 * t + 1], sumB);
-              }
-              emitPairEpilogue(eb, p, rows, inputs, sumA, sumB);
-            });
+            finishPair(lb, T, rows,
+                       emitDotProducts(lb, T, xTileBase, laneOffset, wA, wB),
+                       inputs, lane);
           });
+}
+
+/// Before griddepcontrol.wait, where s.preloadChunks: every weight vector
+/// the lane reads of its warp's one pair (pair 0's for a warp without one,
+/// which never uses them; in the last, partial chunk the lanes past the row's
+/// end read its first vector again), so that after the wait only x is read.
+void CudaCoreKernel::preloadWeights(ImplicitLocOpBuilder &b) {
+  const int64_t chunk = 32 * kVectorWidth;
+  emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
+    Value pair = warpFirstPair(pb);
+    Value has = cmpI(pb, CmpIPredicate::ult, pair, constIndex(pb, p.pairs));
+    preloadedRows =
+        getPairRows(pb, p, select(pb, has, pair, constIndex(pb, 0)));
+    Value laneOffset = mulI(pb, laneId(pb), kVectorWidth);
+    SmallVector<Value> elems;
+    for (int64_t c = 0; c < s.preloadChunks; ++c) {
+      Value e = addI(pb, laneOffset, c * chunk);
+      if ((c + 1) * chunk > p.hidden)
+        e = select(pb,
+                   cmpI(pb, CmpIPredicate::ult, e, constIndex(pb, p.hidden)), e,
+                   constIndex(pb, 0));
+      elems.push_back(e);
+    }
+    preloaded =
+        loadRowPairVectors(pb, p.weight, mulI(pb, preloadedRows.rowA, p.hidden),
+                           mulI(pb, preloadedRows.rowB, p.hidden), elems);
+  });
+  assert(!preloaded.empty() &&
+         "preloadChunks needs the griddepcontrol prologue");
 }
 
 /// Before griddepcontrol.wait, where shouldPrefetchWeights: lane 2i + j of
@@ -320,7 +408,10 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
   k.xs = addWorkgroupBuffer(*func, p.act, s.batchTile * p.hidden);
   (*func)->setAttr("nvvm.minctasm", b.getI32IntegerAttr(s.minCtasPerSM));
   k.scratch = addWorkgroupBuffer(*func, b.getF32Type(), s.warps);
-  k.prefetchWeights(b);
+  if (s.preloadChunks)
+    k.preloadWeights(b);
+  else
+    k.prefetchWeights(b);
   k.emitBody(b);
 
   launch.schedule = getScheduleAttr(kernel.getContext(), s);

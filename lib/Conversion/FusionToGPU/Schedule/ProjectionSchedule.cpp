@@ -121,6 +121,13 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
   s.grid = std::min(warpsOfPairs, smCount * s.minCtasPerSM);
   holdToTwoCtasPerSM(shape, hasBatchVariant, target, chunks, s);
   s.pairsPerWarp = llvm::divideCeil(shape.pairs, s.grid * s.warps);
+  // With one pair per warp, its rows can be in registers before the wait:
+  // under programmatic dependent launch their loads then run while the
+  // previous kernel does, and after the wait only x is read.
+  const int64_t rowChunks = llvm::divideCeil(shape.hidden, 256);
+  if (target.hasGridDependencyControl() && s.pairsPerWarp == 1 &&
+      rowChunks <= ProjectionSchedule::kMaxPreloadChunks)
+    s.preloadChunks = rowChunks;
   return s;
 }
 
