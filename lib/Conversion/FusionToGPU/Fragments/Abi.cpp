@@ -277,13 +277,16 @@ void mlir::fusion::emitBeforeGridDependencyWait(
   Block &entry = func.getBody().front();
   if (entry.empty() || !isa<NVVM::GriddepcontrolOp>(entry.front()))
     return; // no prologue
-  Operation *wait = entry.front().getNextNode();
-  auto asmOp = dyn_cast_or_null<LLVM::InlineAsmOp>(wait);
-  if (!asmOp || asmOp.getAsmString() != kGridDependencyWaitAsm)
-    return; // past the prologue: no wait to go before
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(wait);
-  body(b);
+  // The wait, after what earlier calls placed before it.
+  for (Operation &op : entry) {
+    auto wait = dyn_cast<LLVM::InlineAsmOp>(op);
+    if (!wait || wait.getAsmString() != kGridDependencyWaitAsm)
+      continue;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(wait);
+    body(b);
+    return;
+  }
 }
 
 Value mlir::fusion::addWorkgroupBuffer(gpu::GPUFuncOp func, Type elementType,

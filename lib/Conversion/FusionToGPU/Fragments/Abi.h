@@ -70,12 +70,12 @@ gpu::GPUFuncOp createKernelFunc(OpBuilder &builder, Location loc,
                                 const TargetInfo &target);
 
 /// Runs `body` with `b` set before the `griddepcontrol.wait` of the
-/// gpu.func `b` builds (createKernelFunc's prologue), then restores `b`'s
-/// insertion point; does nothing where the function has no such prologue (a
-/// target without griddepcontrol). `body` may only touch memory that no earlier
-/// kernel of the stream writes (e.g. prefetch weights into L2): under
-/// programmatic dependent launch it runs while the previous kernel is still
-/// running.
+/// gpu.func `b` builds (createKernelFunc's prologue; after what earlier calls
+/// placed there), then restores `b`'s insertion point; does nothing where the
+/// function has no such prologue (a target without griddepcontrol). `body` may
+/// only touch memory that no earlier kernel of the stream writes (e.g. prefetch
+/// weights into L2): under programmatic dependent launch it runs while the
+/// previous kernel is still running.
 void emitBeforeGridDependencyWait(
     ImplicitLocOpBuilder &b,
     llvm::function_ref<void(ImplicitLocOpBuilder &)> body);

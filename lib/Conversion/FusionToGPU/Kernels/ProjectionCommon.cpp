@@ -392,9 +392,13 @@ SmallVector<Value> mlir::fusion::emitPipelinedLoop(
         loadStep,
     llvm::function_ref<void(ImplicitLocOpBuilder &, Value, ArrayRef<Value>,
                             SmallVector<Value> &)>
-        compute) {
+        compute,
+    ArrayRef<Value> firstStep) {
   SmallVector<Value> init(numAcc, constF32(b, 0.0));
-  llvm::append_range(init, loadStep(b, begin));
+  if (firstStep.empty())
+    llvm::append_range(init, loadStep(b, begin));
+  else
+    llvm::append_range(init, firstStep);
   SmallVector<Value> results = forLoopWithValues(
       b, begin, end, constIndex(b, step), init,
       [&](ImplicitLocOpBuilder &ib, Value k,
