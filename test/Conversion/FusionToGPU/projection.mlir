@@ -230,31 +230,3 @@ func.func @partial_chunk(%x: tensor<?x576xf16>, %w: tensor<960x576xf16>)
       : tensor<?x576xf16>, tensor<960x576xf16> -> tensor<?x9x64xf16>, tensor<?x3x64xf16>, tensor<?x3x64xf16>
   return %q, %k, %v : tensor<?x9x64xf16>, tensor<?x3x64xf16>, tensor<?x3x64xf16>
 }
-
-// -----
-
-// Several pairs per warp on sm_90 (4096 pairs over 396 CTAs x 8 warps: two
-// rounds): before the wait each lane loads only the k loop's first step of
-// its warp's first pair (k_unroll 2 chunks of rows A and B: 4 vectors); after
-// it the first pair's loop starts from them, and the other pairs (from
-// firstPair + 396 x 8) load all their steps.
-
-// MMA-LABEL: func.func @first_step(
-// MMA: gpu.func @first_step_k0_qkv_proj(
-// MMA-NEXT: nvvm.griddepcontrol  launch_dependents
-// MMA: %[[W0:.*]] = vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
-// MMA-COUNT-3: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
-// MMA-NOT: vector.load
-// MMA: llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
-// MMA: %[[STRIDE:.*]] = arith.muli %grid_dim_x{{.*}}, %c8{{.*}} : index
-// MMA: scf.for {{.*}} iter_args({{.*}} = %[[W0]],
-// MMA: %[[NEXT:.*]] = arith.addi %{{.*}}, %[[STRIDE]] : index
-// MMA: scf.for %{{.*}} = %[[NEXT]] to %c4096{{.*}} step %[[STRIDE]]
-// MMA: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
-// MMA: gpu.return
-func.func @first_step(%x: tensor<?x512xf16>, %w: tensor<8192x512xf16>)
-    -> (tensor<?x64x64xf16>, tensor<?x32x64xf16>, tensor<?x32x64xf16>) {
-  %q, %k, %v = fusion.qkv_proj %x, %w {num_heads = 64 : i64, num_kv_heads = 32 : i64, head_dim = 64 : i64}
-      : tensor<?x512xf16>, tensor<8192x512xf16> -> tensor<?x64x64xf16>, tensor<?x32x64xf16>, tensor<?x32x64xf16>
-  return %q, %k, %v : tensor<?x64x64xf16>, tensor<?x32x64xf16>, tensor<?x32x64xf16>
-}

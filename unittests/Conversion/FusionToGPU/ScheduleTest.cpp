@@ -140,35 +140,28 @@ TEST(ProjectionSchedule, Llama3_8BMlpAtBatch1) {
 }
 
 TEST(ProjectionSchedule, WeightsInRegistersBeforeTheWait) {
-  auto expectPreload = [](ProjectionShape shape, const TargetInfo &target,
-                          int64_t chunks, bool wholePair) {
-    ProjectionSchedule s = chooseProjectionSchedule(shape, true, target);
-    EXPECT_EQ(s.preloadChunks, chunks) << shape.hidden << " x " << shape.pairs;
-    EXPECT_EQ(s.preloadWholePair, wholePair)
-        << shape.hidden << " x " << shape.pairs;
-  };
   // SmolLM2's layer kernels: one pair per warp, rows of ceil(576 / 256) = 3
-  // and 1536 / 256 = 6 chunks: the whole pair (q/k/v: 2 warps x 240 CTAs;
-  // gate/up: 192 CTAs of 8 warps; down_proj).
-  expectPreload({576, 480, 2}, kH100, 3, true);
-  expectPreload({576, 1536, 2}, kH100, 3, true);
-  expectPreload({1536, 288, 2}, kH100, 6, true);
-  // Else the k loop's first step (k_unroll chunks): SmolLM2's LM head (24576
-  // pairs, 8 rounds), rows of 7 chunks, Llama-3-8B's q/k/v (2 chunks a step)
-  // and down_proj (held to two CTAs per SM: 4 chunks a step).
-  expectPreload({576, 24576, 2}, kH100, 2, false);
-  expectPreload({1792, 288, 2}, kH100, 2, false);
-  expectPreload({4096, 3072, 2}, kH100, 2, false);
-  expectPreload({14336, 2048, 2}, kH100, 4, false);
-  // Nothing: rows shorter than one chunk with several pairs per warp (no k
-  // loop: 8192 pairs over 396 x 8 warps), tiles of several tokens (no batch
-  // variant), no programmatic dependent launch (sm_80).
-  expectPreload({128, 8192, 2}, kH100, 0, false);
+  // and 1536 / 256 = 6 chunks.
+  EXPECT_EQ(chooseProjectionSchedule({576, 480, 2}, true, kH100).preloadChunks,
+            3); // q/k/v: 2 warps x 240 CTAs
+  EXPECT_EQ(chooseProjectionSchedule({1536, 288, 2}, true, kH100).preloadChunks,
+            6); // down_proj
+  ProjectionSchedule gateUp =
+      chooseProjectionSchedule({576, 1536, 2}, true, kH100);
+  EXPECT_EQ(gateUp.pairsPerWarp, 1); // 192 CTAs of 8 warps
+  EXPECT_EQ(gateUp.preloadChunks, 3);
+  // Not: the LM head (24576 pairs: 24576 / 3168 warps, 8 rounds), rows of
+  // more than 6 chunks (Llama-3-8B's down_proj, one pair per warp), no
+  // programmatic dependent launch (sm_80).
   EXPECT_EQ(
-      chooseProjectionSchedule({4096, 3072, 2}, false, kH100).preloadChunks, 0);
+      chooseProjectionSchedule({576, 24576, 2}, true, kH100).preloadChunks, 0);
+  EXPECT_EQ(
+      chooseProjectionSchedule({14336, 2048, 2}, true, kH100).preloadChunks, 0);
+  EXPECT_EQ(chooseProjectionSchedule({1792, 288, 2}, true, kH100).preloadChunks,
+            0); // 7 chunks
   const TargetInfo sm80(/*computeCapability=*/80, /*smCount=*/132);
-  expectPreload({576, 480, 2}, sm80, 0, false);
-  expectPreload({4096, 3072, 2}, sm80, 0, false);
+  EXPECT_EQ(chooseProjectionSchedule({576, 480, 2}, true, sm80).preloadChunks,
+            0);
 }
 
 TEST(ProjectionSchedule, Group6Hidden1000) {

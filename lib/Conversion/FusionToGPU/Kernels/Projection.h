@@ -132,9 +132,7 @@ SmallVector<Value> loadRowPairVectors(ImplicitLocOpBuilder &b, Value weight,
 /// `numAcc` f32 accumulators (from zero) and the weight vectors of one step:
 /// step k + step's vectors (`loadStep`, at most `last`: the last step
 /// reloads itself, an L1 hit, instead of branching) are loaded before
-/// `compute` consumes step k's. Returns the final accumulators. `firstStep`:
-/// the vectors of step `begin` where the caller loaded them already (before
-/// griddepcontrol.wait), else loadStep(begin) loads them.
+/// `compute` consumes step k's. Returns the final accumulators.
 SmallVector<Value> emitPipelinedLoop(
     ImplicitLocOpBuilder &b, Value begin, Value end, int64_t step,
     llvm::function_ref<Value(ImplicitLocOpBuilder &)> last, int64_t numAcc,
@@ -142,8 +140,7 @@ SmallVector<Value> emitPipelinedLoop(
         loadStep,
     llvm::function_ref<void(ImplicitLocOpBuilder &, Value, ArrayRef<Value>,
                             SmallVector<Value> &)>
-        compute,
-    ArrayRef<Value> firstStep = {});
+        compute);
 
 /// Adds the tensor-core variant of a projection kernel with schedule `s`
 /// to `launch` (ProjectionMmaKernel.cpp).

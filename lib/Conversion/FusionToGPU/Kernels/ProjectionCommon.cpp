@@ -392,13 +392,9 @@ SmallVector<Value> mlir::fusion::emitPipelinedLoop(
         loadStep,
     llvm::function_ref<void(ImplicitLocOpBuilder &, Value, ArrayRef<Value>,
                             SmallVector<Value> &)>
-        compute,
-    ArrayRef<Value> firstStep) {
+        compute) {
   SmallVector<Value> init(numAcc, constF32(b, 0.0));
-  if (firstStep.empty())
-    llvm::append_range(init, loadStep(b, begin));
-  else
-    llvm::append_range(init, firstStep);
+  llvm::append_range(init, loadStep(b, begin));
   SmallVector<Value> results = forLoopWithValues(
       b, begin, end, constIndex(b, step), init,
       [&](ImplicitLocOpBuilder &ib, Value k,

@@ -26,10 +26,9 @@
 //    loop is software-pipelined: step k+1's loads are issued before step k's
 //    FMAs (the last step re-issues its own loads instead of branching). The
 //    epilogue's position and block-table loads are issued before the loop.
-//    Where every warp has one pair of short rows (SmolLM2's layers), there
-//    is no loop: the lane's weight vectors are loaded into registers before
-//    griddepcontrol.wait, and after it only x is read; elsewhere at batch 1
-//    the loop's first step of the warp's first pair is (s.preloadChunks).
+//    Where every warp has one pair of short rows (s.preloadChunks: SmolLM2's
+//    layers), there is no loop: the lane's weight vectors are loaded into
+//    registers before griddepcontrol.wait, and after it only x is read.
 //  * Butterfly reductions (gpu.shuffle xor) give every lane the 2T dot
 //    products; lane t < T finishes token t: + bias, round (the projection's
 //    output), RoPE in fp32 with angle = float(pos) * inv_freq (an fp32 table
@@ -59,9 +58,8 @@ struct CudaCoreKernel {
   const ProjectionPlan &p;
   const ProjectionSchedule &s;
   Value xs, scratch;
-  /// Where s.preloadChunks: the warp's first pair's rows and the lane's
-  /// weight vectors of their first preloadChunks chunks ([chunk][row A, row
-  /// B]), loaded before the wait.
+  /// Where s.preloadChunks: the warp's pair's rows and the lane's weight
+  /// vectors of them ([chunk][row A, row B]), loaded before the wait.
   PairRows preloadedRows;
   SmallVector<Value> preloaded;
 
@@ -74,8 +72,7 @@ struct CudaCoreKernel {
                  Value tokenBase);
   SmallVector<Value> emitDotProducts(ImplicitLocOpBuilder &b, int64_t T,
                                      Value xTileBase, Value laneOffset,
-                                     Value wA, Value wB,
-                                     ArrayRef<Value> firstStep);
+                                     Value wA, Value wB);
   SmallVector<Value> emitPreloadedDotProducts(ImplicitLocOpBuilder &b,
                                               int64_t T, Value xTileBase,
                                               Value laneOffset);
@@ -117,13 +114,11 @@ void CudaCoreKernel::accumulate(ImplicitLocOpBuilder &ib, int64_t T,
 }
 
 /// The 2T dot products of weight rows wA, wB (element offsets) with the
-/// tile's tokens: the pipelined main loop (its first step's vectors
-/// `firstStep` where they are preloaded), then a guarded tail loop.
+/// tile's tokens: the pipelined main loop, then a guarded tail loop.
 SmallVector<Value> CudaCoreKernel::emitDotProducts(ImplicitLocOpBuilder &b,
                                                    int64_t T, Value xTileBase,
                                                    Value laneOffset, Value wA,
-                                                   Value wB,
-                                                   ArrayRef<Value> firstStep) {
+                                                   Value wB) {
   const int64_t chunk = 32 * kVectorWidth; // elements per warp and step
   // Fewer chunks per step for bigger token tiles: the loads in flight stay
   // about the same and the registers bounded (2T accumulators).
@@ -151,8 +146,7 @@ SmallVector<Value> CudaCoreKernel::emitDotProducts(ImplicitLocOpBuilder &b,
         [&](ImplicitLocOpBuilder &ib, Value k, ArrayRef<Value> wVecs,
             SmallVector<Value> &next) {
           accumulate(ib, T, xTileBase, wVecs, elemsOf(ib, k), next);
-        },
-        firstStep);
+        });
   if (mainEnd < H)
     acc = forLoopWithValues(
         b, constIndex(b, mainEnd), constIndex(b, H), constIndex(b, chunk), acc,
@@ -220,9 +214,8 @@ void CudaCoreKernel::finishPair(ImplicitLocOpBuilder &b, int64_t T,
 }
 
 /// The warp-level work for tiles of `numTokens` tokens starting at
-/// `tokenBase`: every warp loops over its pairs of output rows (the first
-/// one from its preloaded first step, where there is one), or finishes its
-/// one preloaded pair.
+/// `tokenBase`: every warp loops over its pairs of output rows, or finishes
+/// its one preloaded pair.
 void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
                                Value tileStart, Value tokenBase) {
   const int64_t T = numTokens;
@@ -238,40 +231,30 @@ void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
                      minUI(b, lane, constIndex(b, T - 1)));
   TokenInputs inputs = loadTokenInputs(b, p, token);
 
-  auto pairWork = [&](ImplicitLocOpBuilder &ib, const PairRows &rows,
-                      ArrayRef<Value> firstStep) {
-    Value wA = mulI(ib, rows.rowA, p.hidden);
-    Value wB = mulI(ib, rows.rowB, p.hidden);
-    finishPair(ib, T, rows,
-               emitDotProducts(ib, T, xTileBase, laneOffset, wA, wB, firstStep),
-               inputs, lane);
-  };
   if (!preloaded.empty()) {
     Value has = cmpI(b, CmpIPredicate::ult, firstPair, constIndex(b, p.pairs));
     ifThen(b, has, [&](ImplicitLocOpBuilder &ib) {
-      if (s.preloadWholePair)
-        finishPair(ib, T, preloadedRows,
-                   emitPreloadedDotProducts(ib, T, xTileBase, laneOffset),
-                   inputs, lane);
-      else
-        pairWork(ib, preloadedRows, preloaded);
+      finishPair(ib, T, preloadedRows,
+                 emitPreloadedDotProducts(ib, T, xTileBase, laneOffset), inputs,
+                 lane);
     });
-    if (s.preloadWholePair)
-      return;
-    firstPair = addI(b, firstPair, pairStride);
+    return;
   }
   forLoop(b, firstPair, constIndex(b, p.pairs), pairStride,
           [&](ImplicitLocOpBuilder &lb, Value pair) {
-            pairWork(lb, getPairRows(lb, p, pair), {});
+            PairRows rows = getPairRows(lb, p, pair);
+            Value wA = mulI(lb, rows.rowA, p.hidden);
+            Value wB = mulI(lb, rows.rowB, p.hidden);
+            finishPair(lb, T, rows,
+                       emitDotProducts(lb, T, xTileBase, laneOffset, wA, wB),
+                       inputs, lane);
           });
 }
 
-/// Before griddepcontrol.wait, where s.preloadChunks: the lane's weight
-/// vectors of the first preloadChunks chunks of its warp's first pair (pair
-/// 0's for a warp without one, which never uses them; in a last, partial
-/// chunk the lanes past the row's end read its first vector again): the
-/// whole pair, so that after the wait only x is read, or the k loop's first
-/// step.
+/// Before griddepcontrol.wait, where s.preloadChunks: every weight vector
+/// the lane reads of its warp's one pair (pair 0's for a warp without one,
+/// which never uses them; in the last, partial chunk the lanes past the row's
+/// end read its first vector again), so that after the wait only x is read.
 void CudaCoreKernel::preloadWeights(ImplicitLocOpBuilder &b) {
   const int64_t chunk = 32 * kVectorWidth;
   emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
@@ -425,10 +408,10 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
   k.xs = addWorkgroupBuffer(*func, p.act, s.batchTile * p.hidden);
   (*func)->setAttr("nvvm.minctasm", b.getI32IntegerAttr(s.minCtasPerSM));
   k.scratch = addWorkgroupBuffer(*func, b.getF32Type(), s.warps);
-  if (!s.preloadWholePair)
-    k.prefetchWeights(b);
   if (s.preloadChunks)
     k.preloadWeights(b);
+  else
+    k.prefetchWeights(b);
   k.emitBody(b);
 
   launch.schedule = getScheduleAttr(kernel.getContext(), s);

@@ -54,18 +54,13 @@ struct ProjectionSchedule {
   /// in bytes: nonzero where a batch-1 kernel is held to two CTAs per SM
   /// (chooseProjectionSchedule documents when).
   int64_t reservedSharedBytes = 0;
-  /// 256-element chunks of its first pair's two weight rows that every lane
-  /// loads into registers before griddepcontrol.wait, on a target with
-  /// programmatic dependent launch (docs/performance.md entries 27-28):
-  ///  - all of them (`preloadWholePair`) where every warp has at most one
-  ///    pair and the rows have at most kMaxPreloadChunks chunks (SmolLM2's
-  ///    layers: hidden 576 and 1536); the kernel then has no k loop;
-  ///  - else the k loop's first step (`unroll` chunks) where the batch tile
-  ///    is one token and the rows have that many whole chunks (the
-  ///    Llama-3-8B shape's batch-1 kernels);
-  ///  - else 0: every weight is loaded after the wait.
+  /// 256-element chunks of its pair's two weight rows that every lane loads
+  /// into registers before griddepcontrol.wait (all of them), or 0: the
+  /// weights are loaded after the wait, in the pipelined loop. Nonzero only
+  /// on a target with programmatic dependent launch, when every warp has at
+  /// most one pair and the rows have at most kMaxPreloadChunks chunks
+  /// (SmolLM2's layers: hidden 576 and 1536; docs/performance.md entry 27).
   int64_t preloadChunks = 0;
-  bool preloadWholePair = false;
   static constexpr int64_t kMaxPreloadChunks = 6;
 };
 
