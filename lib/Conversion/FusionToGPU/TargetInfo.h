@@ -49,6 +49,10 @@ public:
   /// Most resident threads per SM (sm_75: 1024; 2048 from sm_80 on, but the
   /// occupancy hint assumes 2048 on every target, see getOccupancySharedBytes).
   int64_t getMaxThreadsPerSM() const { return 2048; }
+  /// 32-bit registers per SM (sm_70 to sm_90) and the most one thread may
+  /// use.
+  int64_t getRegistersPerSM() const { return 64 * 1024; }
+  static constexpr int64_t kMaxRegistersPerThread = 255;
   /// Most static shared memory per CTA, in bytes (48 KiB on every chip).
   int64_t getMaxStaticSharedBytes() const;
   /// The static shared memory a kernel plans with: the 48 KiB limit less

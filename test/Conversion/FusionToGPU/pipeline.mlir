@@ -42,6 +42,7 @@
 // Before the wait, each lane loads its weight vectors into registers (one
 // pair of rows per warp; the wait's memory clobber keeps them there), after
 // it the activations.
+// CHECK-NOT: cp.async.bulk.prefetch.L2.global
 // CHECK-SAME: ld.global.v4.b32
 // CHECK-NOT: cp.async.bulk.prefetch.L2.global
 // CHECK-SAME: griddepcontrol.wait;

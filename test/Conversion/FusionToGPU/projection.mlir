@@ -84,14 +84,18 @@
 // Before griddepcontrol.wait (sm_90), with one pair per warp (256 pairs over
 // 128 CTAs x 2 warps) and rows of 512 = 2 chunks of 256 elements, each lane
 // loads its 2 x 2 weight vectors (elements 8 lane and 256 + 8 lane of both
-// rows of its warp's pair) into registers (schedule preloadChunks): there is
-// no L2 prefetch, and after the wait no weight is read.
+// rows of its warp's pair) into registers (schedule preloadChunks) instead
+// of an L2 prefetch; after the wait the pair's dot products start from them.
 // MMA-NEXT: nvvm.griddepcontrol  launch_dependents
+// MMA-NOT: nvvm.cp.async.bulk.prefetch
 // MMA: arith.cmpi ult, %{{.*}}, %c256 : index
-// MMA-COUNT-4: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// MMA-NOT: nvvm.cp.async.bulk.prefetch
+// MMA: %[[W0:.*]] = vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// MMA-COUNT-3: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
 // MMA-NOT: vector.load
 // MMA-NOT: nvvm.cp.async.bulk.prefetch
 // MMA: llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
+// MMA: arith.extf %[[W0]] : vector<8xf16> to vector<8xf32>
 // MMA-NOT: gpu.func @layer_k0_fused_mma(
 func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
     %qkv_w: tensor<512x512xf16>, %pos: tensor<?xi32>,
@@ -208,21 +212,28 @@ func.func @qkv_alone(%x: tensor<?x256xf16>, %w: tensor<768x256xf16>)
 
 // Hidden 576 (SmolLM2's) on sm_90: one pair per warp, rows of 3 chunks, the
 // last one partial (576 = 2 x 256 + 64). Before the wait the lanes past the
-// row's end (8 lane + 512 >= 576) load the row's first vector instead; after
-// it only the lanes inside the row add the third chunk.
+// row's end (8 lane + 512 >= 576) load the row's first vector instead (the
+// clamped offset feeds the fifth and sixth loads); after it only the lanes
+// inside the row add the third chunk, from those two vectors.
 
 // MMA-LABEL: func.func @partial_chunk(
 // MMA: gpu.func @partial_chunk_k0_qkv_proj(
 // MMA-NEXT: nvvm.griddepcontrol  launch_dependents
 // MMA: %[[E:.*]] = arith.addi %{{.*}}, %c512 : index
 // MMA: %[[IN:.*]] = arith.cmpi ult, %[[E]], %c576{{.*}} : index
-// MMA: arith.select %[[IN]], %[[E]], %c0{{.*}} : index
-// MMA-COUNT-6: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// MMA: %[[SEL:.*]] = arith.select %[[IN]], %[[E]], %c0{{.*}} : index
+// MMA-COUNT-4: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// MMA: %[[A:.*]] = arith.addi %{{.*}}, %[[SEL]] : index
+// MMA-NEXT: %[[WA:.*]] = vector.load %{{.*}}[%[[A]]] {{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// MMA-NEXT: %[[B:.*]] = arith.addi %{{.*}}, %[[SEL]] : index
+// MMA-NEXT: %[[WB:.*]] = vector.load %{{.*}}[%[[B]]] {{.*}} : memref<1099511627776xf16>, vector<8xf16>
 // MMA-NOT: vector.load
 // MMA: llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
 // MMA: %[[E2:.*]] = arith.addi %{{.*}}, %c512{{.*}} : index
 // MMA: %[[IN2:.*]] = arith.cmpi ult, %[[E2]], %c576{{.*}} : index
 // MMA-NEXT: scf.if %[[IN2]] -> (f32, f32)
+// MMA-NEXT: arith.extf %[[WA]] : vector<8xf16> to vector<8xf32>
+// MMA-NEXT: arith.extf %[[WB]] : vector<8xf16> to vector<8xf32>
 // MMA: gpu.return
 func.func @partial_chunk(%x: tensor<?x576xf16>, %w: tensor<960x576xf16>)
     -> (tensor<?x9x64xf16>, tensor<?x3x64xf16>, tensor<?x3x64xf16>) {

@@ -162,6 +162,16 @@ TEST(ProjectionSchedule, WeightsInRegistersBeforeTheWait) {
   const TargetInfo sm80(/*computeCapability=*/80, /*smCount=*/132);
   EXPECT_EQ(chooseProjectionSchedule({576, 480, 2}, true, sm80).preloadChunks,
             0);
+  // Not without a batch variant either (tiles of up to 4 tokens), nor where
+  // the 48 registers of 6 chunks exceed a third of the 85 that 3 CTAs of 256
+  // threads leave (hidden 1536, 2560 pairs: 320 CTAs of 8 warps).
+  EXPECT_EQ(chooseProjectionSchedule({576, 480, 2}, false, kH100).preloadChunks,
+            0);
+  ProjectionSchedule wide =
+      chooseProjectionSchedule({1536, 2560, 2}, true, kH100);
+  EXPECT_EQ(wide.pairsPerWarp, 1);
+  EXPECT_EQ(wide.blockSize, 256);
+  EXPECT_EQ(wide.preloadChunks, 0);
 }
 
 TEST(ProjectionSchedule, Group6Hidden1000) {

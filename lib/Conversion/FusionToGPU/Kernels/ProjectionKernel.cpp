@@ -27,8 +27,9 @@
 //    FMAs (the last step re-issues its own loads instead of branching). The
 //    epilogue's position and block-table loads are issued before the loop.
 //    Where every warp has one pair of short rows (s.preloadChunks: SmolLM2's
-//    layers), there is no loop: the lane's weight vectors are loaded into
-//    registers before griddepcontrol.wait, and after it only x is read.
+//    layers), the lane's weight vectors of it are loaded into registers
+//    before griddepcontrol.wait, and after it only x is read; there is no
+//    loop, so such a kernel relies on the manifest's grid.
 //  * Butterfly reductions (gpu.shuffle xor) give every lane the 2T dot
 //    products; lane t < T finishes token t: + bias, round (the projection's
 //    output), RoPE in fp32 with angle = float(pos) * inv_freq (an fp32 table
@@ -238,6 +239,9 @@ void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
                  emitPreloadedDotProducts(ib, T, xTileBase, laneOffset), inputs,
                  lane);
     });
+    // No loop: at the manifest's grid (docs/abi.md: a launch must use it)
+    // every pair has its warp. (A loop over the rest for a smaller grid
+    // kept the preloaded registers live beside its own and spilled.)
     return;
   }
   forLoop(b, firstPair, constIndex(b, p.pairs), pairStride,

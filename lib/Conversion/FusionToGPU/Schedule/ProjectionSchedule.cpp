@@ -123,10 +123,17 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
   s.pairsPerWarp = llvm::divideCeil(shape.pairs, s.grid * s.warps);
   // With one pair per warp, its rows can be in registers before the wait:
   // under programmatic dependent launch their loads then run while the
-  // previous kernel does, and after the wait only x is read.
+  // previous kernel does, and after the wait only x is read. Only in a
+  // batch-1 kernel (one-token tiles), and where the vectors (4 registers
+  // each) take at most a third of the registers `.minnctapersm` leaves a
+  // thread, so that they do not spill.
   const int64_t rowChunks = llvm::divideCeil(shape.hidden, 256);
+  const int64_t registers =
+      std::min(TargetInfo::kMaxRegistersPerThread,
+               target.getRegistersPerSM() / (s.minCtasPerSM * s.blockSize));
   if (target.hasGridDependencyControl() && s.pairsPerWarp == 1 &&
-      rowChunks <= ProjectionSchedule::kMaxPreloadChunks)
+      s.batchTile == 1 && rowChunks <= ProjectionSchedule::kMaxPreloadChunks &&
+      2 * rowChunks * 4 <= registers / 3)
     s.preloadChunks = rowChunks;
   return s;
 }

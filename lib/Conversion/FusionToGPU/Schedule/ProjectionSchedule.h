@@ -57,9 +57,11 @@ struct ProjectionSchedule {
   /// 256-element chunks of its pair's two weight rows that every lane loads
   /// into registers before griddepcontrol.wait (all of them), or 0: the
   /// weights are loaded after the wait, in the pipelined loop. Nonzero only
-  /// on a target with programmatic dependent launch, when every warp has at
-  /// most one pair and the rows have at most kMaxPreloadChunks chunks
-  /// (SmolLM2's layers: hidden 576 and 1536; docs/performance.md entry 27).
+  /// on a target with programmatic dependent launch, in a batch-1 kernel
+  /// (batchTile 1), when every warp has at most one pair, the rows have at
+  /// most kMaxPreloadChunks chunks and their vectors a third of the thread's
+  /// registers (SmolLM2's layers: hidden 576 and 1536; docs/performance.md
+  /// entry 27).
   int64_t preloadChunks = 0;
   static constexpr int64_t kMaxPreloadChunks = 6;
 };
