@@ -145,6 +145,7 @@ json::Object scheduleToJSON(ScheduleAttrInterface schedule) {
         o["k_unroll"] = s.getKUnroll();
         o["batch_tile"] = s.getBatchTile();
         o["min_ctas_per_sm"] = s.getMinCtasPerSm();
+        o["preload_chunks"] = s.getPreloadChunks();
       })
       .Case([&](ProjectionMmaScheduleAttr s) {
         o["warps"] = s.getWarps();

@@ -25,7 +25,8 @@
 // CHECK-SAME: #fusion.param<kind = output, role = "query", dtype = f16, shape = [batch, 4, 64]>,
 // CHECK-SAME: #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>]>
 // CHECK-SAME: schedule = #fusion.projection_schedule<threads = 64, warps = 2, grid = 128, rows_per_warp = 2,
-// CHECK-SAME: pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 4, min_ctas_per_sm = 3>,
+// CHECK-SAME: pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 4, min_ctas_per_sm = 3,
+// CHECK-SAME: preload_chunks = 0>,
 // CHECK-SAME: strategy = #fusion.strategy<decode>
 
 // CHECK: gpu.module @fusion_kernels
@@ -79,6 +80,7 @@
 // MMA-SAME: variants = [#fusion.variant<min_batch = 2, entry = "layer_k0_fused_gemm16",
 // MMA-SAME: schedule = #fusion.projection_schedule<threads = 64, warps = 2, grid = 128, rows_per_warp = 2,
 // MMA-SAME: pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1,
+// MMA-SAME: min_ctas_per_sm = 3, preload_chunks = 2>
 // MMA: gpu.func @layer_k0_fused(
 // MMA-SAME: workgroup(%{{.*}} : memref<512xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64},
 // Before griddepcontrol.wait (sm_90), with one pair per warp (256 pairs over

@@ -1860,7 +1860,7 @@ func.func private @variant_order() attributes {l = #fusion.launch<entry = "k", g
 //===----------------------------------------------------------------------===//
 
 // expected-error @+1 {{projection_schedule threads must be a multiple of 32 in [32, 1024], got 100}}
-func.func private @schedule_threads_warp() attributes {s = #fusion.projection_schedule<threads = 100, warps = 2, grid = 8, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 1>}
+func.func private @schedule_threads_warp() attributes {s = #fusion.projection_schedule<threads = 100, warps = 2, grid = 8, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 1, preload_chunks = 0>}
 
 // -----
 
@@ -1869,8 +1869,18 @@ func.func private @schedule_threads_max() attributes {s = #fusion.norm_row_sched
 
 // -----
 
+// expected-error @+1 {{projection_schedule preload_chunks (3) must be 0, or positive with one pair per warp and a batch tile of one token}}
+func.func private @schedule_preload_pairs() attributes {s = #fusion.projection_schedule<threads = 64, warps = 2, grid = 8, rows_per_warp = 2, pairs_per_warp = 2, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 3, preload_chunks = 3>}
+
+// -----
+
+// expected-error @+1 {{projection_schedule preload_chunks (-1) must be 0, or positive with one pair per warp and a batch tile of one token}}
+func.func private @schedule_preload_negative() attributes {s = #fusion.projection_schedule<threads = 64, warps = 2, grid = 8, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 3, preload_chunks = -1>}
+
+// -----
+
 // expected-error @+1 {{projection_schedule threads (256) must be 32 x warps (4)}}
-func.func private @schedule_warps() attributes {s = #fusion.projection_schedule<threads = 256, warps = 4, grid = 8, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 1>}
+func.func private @schedule_warps() attributes {s = #fusion.projection_schedule<threads = 256, warps = 4, grid = 8, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 1, preload_chunks = 0>}
 
 // -----
 

@@ -5,8 +5,8 @@
 // print as they parse; the members keep their declared order.
 
 // CHECK-LABEL: func.func private @projection()
-// CHECK-SAME:    #fusion.projection_schedule<threads = 256, warps = 8, grid = 384, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 3>
-func.func private @projection() attributes {s = #fusion.projection_schedule<threads = 256, warps = 8, grid = 384, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 3>}
+// CHECK-SAME:    #fusion.projection_schedule<threads = 256, warps = 8, grid = 384, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 3, preload_chunks = 2>
+func.func private @projection() attributes {s = #fusion.projection_schedule<threads = 256, warps = 8, grid = 384, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 3, preload_chunks = 2>}
 
 // CHECK-LABEL: func.func private @projection_mma()
 // CHECK-SAME:    #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 132, rows_per_warp = 16, tile_tokens = 24, k_vectors = 8, k_split = 2>

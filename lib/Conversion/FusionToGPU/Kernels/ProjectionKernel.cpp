@@ -370,7 +370,7 @@ static ProjectionScheduleAttr getScheduleAttr(MLIRContext *context,
                                               const ProjectionSchedule &s) {
   return ProjectionScheduleAttr::get(
       context, s.blockSize, s.warps, s.grid, /*rowsPerWarp=*/2, s.pairsPerWarp,
-      kVectorWidth, s.unroll, s.batchTile, s.minCtasPerSM);
+      kVectorWidth, s.unroll, s.batchTile, s.minCtasPerSM, s.preloadChunks);
 }
 
 FailureOr<KernelLaunch>

@@ -53,7 +53,8 @@ ProjectionScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t threads, int64_t warps, int64_t grid,
                                int64_t rowsPerWarp, int64_t pairsPerWarp,
                                int64_t vectorWidth, int64_t kUnroll,
-                               int64_t batchTile, int64_t minCtasPerSm) {
+                               int64_t batchTile, int64_t minCtasPerSm,
+                               int64_t preloadChunks) {
   StringRef kind = getMnemonic();
   if (failed(verifySchedule(emitError, kind, threads,
                             {{"warps", warps},
@@ -65,6 +66,11 @@ ProjectionScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                              {"batch_tile", batchTile},
                              {"min_ctas_per_sm", minCtasPerSm}})))
     return failure();
+  if (preloadChunks < 0 ||
+      (preloadChunks > 0 && (pairsPerWarp != 1 || batchTile != 1)))
+    return emitError() << kind << " preload_chunks (" << preloadChunks
+                       << ") must be 0, or positive with one pair per warp "
+                          "and a batch tile of one token";
   return verifyWarps(emitError, kind, threads, warps);
 }
 

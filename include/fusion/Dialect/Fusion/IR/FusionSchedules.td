@@ -45,18 +45,21 @@ def Fusion_ProjectionScheduleAttr
     step over `grid` CTAs; activations read in vectors of `vector_width`
     elements, `k_unroll` chunks per loop step, `batch_tile` tokens normalised
     into shared memory per tile; `min_ctas_per_sm` is the `.minnctapersm`
-    hint.
+    hint; `preload_chunks` (0 or more) 256-element chunks of the warp's one
+    pair of rows that each lane loads into registers before
+    `griddepcontrol.wait` (only with one pair per warp and one-token tiles).
 
     ```mlir
     #fusion.projection_schedule<threads = 256, warps = 8, grid = 384,
         rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2,
-        batch_tile = 1, min_ctas_per_sm = 3>
+        batch_tile = 1, min_ctas_per_sm = 3, preload_chunks = 0>
     ```
   }];
   let parameters = (ins "int64_t":$threads, "int64_t":$warps, "int64_t":$grid,
                         "int64_t":$rows_per_warp, "int64_t":$pairs_per_warp,
                         "int64_t":$vector_width, "int64_t":$k_unroll,
-                        "int64_t":$batch_tile, "int64_t":$min_ctas_per_sm);
+                        "int64_t":$batch_tile, "int64_t":$min_ctas_per_sm,
+                        "int64_t":$preload_chunks);
 }
 
 def Fusion_ProjectionMmaScheduleAttr
