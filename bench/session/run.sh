@@ -24,7 +24,12 @@
 #   ncu     ncu of the 8B shape's B=16 _gemm16 kernels (warp stalls, SASS
 #           source counters)
 #   sanitize compute-sanitizer memcheck, racecheck, synccheck of the _gemm
-#           kernels in SmolLM2's step (first branch's runtime)
+#           kernels in SmolLM2's step (first branch's runtime; another set of
+#           kernels with SANITIZE_KERNELS, e.g. "regex=_(fused|linear)$" for
+#           the batch-1 projections)
+#   kerneltimes  ncu duration of every kernel of SmolLM2's last decode step
+#           after the 512-token prompt at B=1 (PTX smol, or KERNEL_PTX), each
+#           launch alone
 #   diag    kernel_chain.cu, gemm_packed_mma.cu, gemm_weight_stream.cu,
 #           persistent_decode.cu
 #
@@ -265,19 +270,44 @@ sanitize() {
   # branch's runtime: a 4-token prompt at each batch of $SANITIZE_BATCHES
   # (default 3; prefill rows and decode steps both take the batch's
   # variant: _gemm16 to 16 tokens, _gemm32 to 32, _gemm64 above, in tiles
-  # of 64 above 64), 2 new tokens, no graph.
+  # of 64 above 64), 2 new tokens, no graph. SANITIZE_KERNELS: another
+  # --kernel-name filter (default kns=_gemm).
   local name
   name=$(first)
   for batch in ${SANITIZE_BATCHES:-3}; do
     for tool in memcheck racecheck synccheck; do
-      say "== compute-sanitizer $tool, _gemm kernels, smol B=$batch"
-      compute-sanitizer --tool "$tool" --kernel-name kns=_gemm --error-exitcode 3 \
+      say "== compute-sanitizer $tool, ${SANITIZE_KERNELS:-kns=_gemm}, smol B=$batch"
+      compute-sanitizer --tool "$tool" --kernel-name "${SANITIZE_KERNELS:-kns=_gemm}" --error-exitcode 3 \
         "/tmp/rt-$name/tools/fusion-generate" --model "$s/smol" \
         --checkpoint "$s/cfg/smol" --random-weights 1 --ids "1 2 3 4" --batch "$batch" \
         --max-new-tokens 2 --no-graph >"$out/sanitize-$tool-b$batch.txt" 2>&1
       say "exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool-b$batch.txt" | tail -1))"
     done
   done
+}
+
+kerneltimes() {
+  # ncu's gpu__time_duration of each kernel (caches flushed between
+  # launches), the mean over the last decode step's launches of each entry.
+  local ptx=${KERNEL_PTX:-smol}
+  build_runtimes fusion-generate
+  say "== ncu kernel durations, $ptx B=1, last decode step after a 512-token prompt"
+  ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+    "/tmp/rt-$(first)/tools/fusion-generate" --model "$s/$ptx" --checkpoint "$s/cfg/smol" \
+    --random-weights 1 --ids "$(cat "$s/ctx512.txt")" --batch 1 --max-new-tokens 2 \
+    --no-graph >"$out/kernel-times-$ptx.csv" 2>&1
+  python3 - "$out/kernel-times-$ptx.csv" <<'PY' | tee -a "$log"
+import collections, csv, io, sys
+lines = open(sys.argv[1]).read().splitlines()
+start = [i for i, l in enumerate(lines) if l.startswith('"ID"')][0]
+times = collections.defaultdict(list)
+for r in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
+    if r["Metric Name"] == "gpu__time_duration.sum":
+        times[r["Kernel Name"]].append(float(r["Metric Value"].replace(",", "")))
+for name, v in times.items():  # a layer's kernel: its last 30 launches
+    last = v[-30:] if len(v) >= 30 else v[-1:]
+    print(f"{name:44s} {len(v):5d} launches, last step {sum(last) / len(last) / 1e3:7.2f} us")
+PY
 }
 
 diag() {
@@ -307,6 +337,7 @@ abptx) shift; abptx "$@" ;;
 check) check ;;
 ncu) ncu_gemm ;;
 sanitize) sanitize ;;
+kerneltimes) kerneltimes ;;
 diag) shift; diag "$@" ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|ncu|sanitize|diag [NAME...]" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|ncu|sanitize|kerneltimes|diag [NAME...]" >&2; exit 2 ;;
 esac
