@@ -53,6 +53,10 @@ using namespace mlir::fusion;
 
 namespace {
 
+/// Elements of one row that a warp reads with one 16-byte vector per lane (a
+/// "chunk").
+constexpr int64_t kChunk = 32 * kVectorWidth;
+
 /// The CUDA-core kernel: the plan, its schedule and its shared memory (the
 /// normalised rows of one batch tile, and the reduction scratch).
 struct CudaCoreKernel {
@@ -87,6 +91,10 @@ struct CudaCoreKernel {
   void accumulate(ImplicitLocOpBuilder &ib, int64_t T, Value xTileBase,
                   ArrayRef<Value> wVecs, ArrayRef<Value> elems,
                   SmallVector<Value> &acc);
+  SmallVector<Value> accumulateInRow(
+      ImplicitLocOpBuilder &b, int64_t T, Value xTileBase, Value e,
+      ValueRange acc,
+      llvm::function_ref<SmallVector<Value>(ImplicitLocOpBuilder &)> vectors);
 };
 
 } // namespace
@@ -114,13 +122,34 @@ void CudaCoreKernel::accumulate(ImplicitLocOpBuilder &ib, int64_t T,
   }
 }
 
+/// accumulate() of the lane's chunk at element `e` only where `e` is inside
+/// the row (a row's last, partial chunk); `vectors` gives the chunk's weight
+/// vectors (row A, row B) inside that guard.
+SmallVector<Value> CudaCoreKernel::accumulateInRow(
+    ImplicitLocOpBuilder &b, int64_t T, Value xTileBase, Value e,
+    ValueRange acc,
+    llvm::function_ref<SmallVector<Value>(ImplicitLocOpBuilder &)> vectors) {
+  Value inRow = cmpI(b, CmpIPredicate::ult, e, constIndex(b, p.hidden));
+  return ifThenElseValues(
+      b, acc.getTypes(), inRow,
+      [&](ImplicitLocOpBuilder &tb) {
+        SmallVector<Value> wVecs = vectors(tb);
+        SmallVector<Value> next(acc.begin(), acc.end());
+        accumulate(tb, T, xTileBase, wVecs, {e}, next);
+        return next;
+      },
+      [&](ImplicitLocOpBuilder &) {
+        return SmallVector<Value>(acc.begin(), acc.end());
+      });
+}
+
 /// The 2T dot products of weight rows wA, wB (element offsets) with the
 /// tile's tokens: the pipelined main loop, then a guarded tail loop.
 SmallVector<Value> CudaCoreKernel::emitDotProducts(ImplicitLocOpBuilder &b,
                                                    int64_t T, Value xTileBase,
                                                    Value laneOffset, Value wA,
                                                    Value wB) {
-  const int64_t chunk = 32 * kVectorWidth; // elements per warp and step
+  const int64_t chunk = kChunk;
   // Fewer chunks per step for bigger token tiles: the loads in flight stay
   // about the same and the registers bounded (2T accumulators).
   const int64_t unroll = std::max<int64_t>(1, s.unroll / T);
@@ -153,17 +182,10 @@ SmallVector<Value> CudaCoreKernel::emitDotProducts(ImplicitLocOpBuilder &b,
         b, constIndex(b, mainEnd), constIndex(b, H), constIndex(b, chunk), acc,
         [&](ImplicitLocOpBuilder &ib, Value k, ValueRange args) {
           Value e = addI(ib, k, laneOffset);
-          Value inBounds = cmpI(ib, CmpIPredicate::ult, e, constIndex(ib, H));
-          return ifThenElseValues(
-              ib, args.getTypes(), inBounds,
-              [&](ImplicitLocOpBuilder &tb) {
-                SmallVector<Value> wVecs =
-                    loadRowPairVectors(tb, p.weight, wA, wB, {e});
-                SmallVector<Value> next(args.begin(), args.end());
-                accumulate(tb, T, xTileBase, wVecs, {e}, next);
-                return next;
-              },
-              [&](ImplicitLocOpBuilder &) { return SmallVector<Value>(args); });
+          return accumulateInRow(
+              ib, T, xTileBase, e, args, [&](ImplicitLocOpBuilder &tb) {
+                return loadRowPairVectors(tb, p.weight, wA, wB, {e});
+              });
         });
   return acc;
 }
@@ -173,26 +195,20 @@ SmallVector<Value> CudaCoreKernel::emitDotProducts(ImplicitLocOpBuilder &b,
 SmallVector<Value>
 CudaCoreKernel::emitPreloadedDotProducts(ImplicitLocOpBuilder &b, int64_t T,
                                          Value xTileBase, Value laneOffset) {
-  const int64_t chunk = 32 * kVectorWidth, whole = p.hidden / chunk;
+  const int64_t whole = p.hidden / kChunk;
   SmallVector<Value> elems;
   for (int64_t c = 0; c < whole; ++c)
-    elems.push_back(addI(b, laneOffset, c * chunk));
+    elems.push_back(addI(b, laneOffset, c * kChunk));
   SmallVector<Value> acc(2 * T, constF32(b, 0.0));
   accumulate(b, T, xTileBase, ArrayRef(preloaded).take_front(2 * whole), elems,
              acc);
   if (whole == s.preloadChunks)
     return acc;
-  Value e = addI(b, laneOffset, whole * chunk);
-  Value inRow = cmpI(b, CmpIPredicate::ult, e, constIndex(b, p.hidden));
-  return ifThenElseValues(
-      b, ValueRange(acc).getTypes(), inRow,
-      [&](ImplicitLocOpBuilder &tb) {
-        SmallVector<Value> next = acc;
-        accumulate(tb, T, xTileBase, ArrayRef(preloaded).drop_front(2 * whole),
-                   {e}, next);
-        return next;
-      },
-      [&](ImplicitLocOpBuilder &) { return acc; });
+  return accumulateInRow(b, T, xTileBase, addI(b, laneOffset, whole * kChunk),
+                         acc, [&](ImplicitLocOpBuilder &) {
+                           return llvm::to_vector(
+                               ArrayRef(preloaded).drop_front(2 * whole));
+                         });
 }
 
 /// Reduces a pair's 2T dot products over the warp; lane t < T finishes
@@ -260,7 +276,6 @@ void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
 /// which never uses them; in the last, partial chunk the lanes past the row's
 /// end read its first vector again), so that after the wait only x is read.
 void CudaCoreKernel::preloadWeights(ImplicitLocOpBuilder &b) {
-  const int64_t chunk = 32 * kVectorWidth;
   emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
     Value pair = warpFirstPair(pb);
     Value has = cmpI(pb, CmpIPredicate::ult, pair, constIndex(pb, p.pairs));
@@ -269,8 +284,8 @@ void CudaCoreKernel::preloadWeights(ImplicitLocOpBuilder &b) {
     Value laneOffset = mulI(pb, laneId(pb), kVectorWidth);
     SmallVector<Value> elems;
     for (int64_t c = 0; c < s.preloadChunks; ++c) {
-      Value e = addI(pb, laneOffset, c * chunk);
-      if ((c + 1) * chunk > p.hidden)
+      Value e = addI(pb, laneOffset, c * kChunk);
+      if ((c + 1) * kChunk > p.hidden)
         e = select(pb,
                    cmpI(pb, CmpIPredicate::ult, e, constIndex(pb, p.hidden)), e,
                    constIndex(pb, 0));
@@ -297,7 +312,7 @@ void CudaCoreKernel::prefetchWeights(ImplicitLocOpBuilder &b) {
   emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
     Value lane = laneId(pb);
     Value round = divUI(pb, lane, constIndex(pb, 2));
-    Value pair = addI(pb, addI(pb, mulI(pb, blockIdX(pb), s.warps), warpId(pb)),
+    Value pair = addI(pb, warpFirstPair(pb),
                       mulI(pb, round, mulI(pb, gridDimX(pb), s.warps)));
     Value wanted =
         andI(pb, cmpI(pb, CmpIPredicate::ult, round, constIndex(pb, rounds)),
