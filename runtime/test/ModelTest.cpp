@@ -111,11 +111,12 @@ TEST(Model, ResolvesKernelsBuffersAndRoles) {
 
 TEST(Model, DefaultNumSplitsFollowsTheSchedulePolicy) {
   Model m = tinyModel();
-  // grid_y = 2: floor(264 / (B * 2)) CTAs-wise, ceil(L / 64) length-wise,
-  // at most max_splits = 64.
-  EXPECT_EQ(m.defaultNumSplits(1, 1000), 16);   // min(64, 132, 16)
+  // grid_y = 2: floor(264 / (B * 2)) CTAs-wise, ceil(L / 512) length-wise
+  // (min_chunk_tokens: head_dim 16 gives 512 tokens per CTA iteration), at
+  // most max_splits = 64.
+  EXPECT_EQ(m.defaultNumSplits(1, 1000), 2);    // min(64, 132, 2)
   EXPECT_EQ(m.defaultNumSplits(1, 100000), 64); // max_splits
-  EXPECT_EQ(m.defaultNumSplits(1, 4096), 64);   // ceil(4096 / 64) = 64
+  EXPECT_EQ(m.defaultNumSplits(1, 4096), 8);    // ceil(4096 / 512) = 8
   EXPECT_EQ(m.defaultNumSplits(3, 100000), 44); // floor(264 / 6)
   EXPECT_EQ(m.defaultNumSplits(64, 4096), 2);   // floor(264 / 128)
   EXPECT_EQ(m.defaultNumSplits(200, 4096), 1);

@@ -42,11 +42,21 @@
 // CHECK:       memref.extract_aligned_pointer_as_index %[[VC]]
 // CHECK:       nvvm.cp.async.bulk.prefetch %{{.*}}, %c256_i32_{{[0-9]+}} : <1>
 // CHECK:       llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
-// The query is loaded once as 16-byte vectors, one per head of the group.
+// The first iteration, peeled (where the split has one): its K/V loads
+// (16-byte vectors) come before the query's, so both are in flight at once;
+// the query is loaded once, one 16-byte vector per head of the group.
+// CHECK:       scf.if %{{.*}} -> (f32,
+// CHECK:         memref.load %[[BT]]
+// CHECK:         vector.load %[[KC]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK-NEXT:    vector.load %[[VC]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK-COUNT-3: vector.load %[[VC]]
+// CHECK-NOT:     vector.load %[[KC]]
 // CHECK-COUNT-4: vector.load %[[Q]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
-// The token loop: 64-bit page addressing from the block table, then all K/V
-// loads (16-byte vectors) of the iteration before the arithmetic.
-// CHECK:       scf.for
+// CHECK:         llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
+// The token loop from the second iteration: 64-bit page addressing from the
+// block table, then all K/V loads of the iteration before the arithmetic.
+// CHECK:       scf.for %{{.*}} = %c1{{.*}} to
+// CHECK-NOT:     vector.load %[[Q]]
 // CHECK:         %[[PAGE:.*]] = memref.load %[[BT]]
 // CHECK:         %[[PAGE64:.*]] = arith.index_cast %[[PAGE]] : i32 to index
 // CHECK:         arith.muli %[[PAGE64]], %{{.*}} : index
@@ -78,10 +88,14 @@
 // CHECK:         gpu.barrier
 // CHECK:         memref.load %[[FLAG]]
 // CHECK:         nvvm.memory.barrier <gpu>
-// CHECK:         scf.for
-// CHECK:           memref.load %[[PS]]
-// CHECK:         scf.for
-// CHECK:           vector.load %[[PO]]
+// The combine: one pass over rounds of 8 splits, every load of a round
+// (m, l and the 8 partial elements of each split) before the first use.
+// CHECK:         scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c8
+// CHECK-COUNT-8:   vector.load %[[PO]]
+// CHECK-NOT:       llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
+// CHECK:           llvm.intr.maxnum
+// CHECK-COUNT-9:   llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
+// CHECK:           scf.yield
 // CHECK:         arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
 // CHECK:         vector.store %{{.*}}, %[[O]]
 // CHECK:       gpu.return

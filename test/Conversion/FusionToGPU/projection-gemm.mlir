@@ -76,6 +76,7 @@
 // CHECK-SAME: workgroup(%{{.*}} : memref<3xi64, #gpu.address_space<workgroup>> {llvm.align = 8 : i64}, %{{.*}} : memref<1xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
 // CHECK-NEXT: nvvm.griddepcontrol  launch_dependents
+// CHECK-NEXT: memref.get_global @layer_k0_fused_inv_freq
 // CHECK-NEXT: %[[TID:.*]] = gpu.thread_id  x
 // CHECK: arith.remui %block_id_x, %c8
 // CHECK: arith.divui %block_id_x{{.*}}, %c8

@@ -88,16 +88,33 @@
 // loads its 2 x 2 weight vectors (elements 8 lane and 256 + 8 lane of both
 // rows of its warp's pair) into registers (schedule preloadChunks) instead
 // of an L2 prefetch; after the wait the pair's dot products start from them.
+// The pair's RoPE inverse frequency, and token 0's position and cache slot
+// (positions, then the block table: step inputs no kernel writes) are read
+// before the wait too, so the epilogue after it waits on no load.
 // MMA-NEXT: nvvm.griddepcontrol  launch_dependents
+// MMA-NEXT: %[[FREQS:.*]] = memref.get_global @layer_k0_fused_inv_freq : memref<32xf32>
 // MMA-NOT: nvvm.cp.async.bulk.prefetch
 // MMA: arith.cmpi ult, %{{.*}}, %c256 : index
 // MMA-NOT: nvvm.cp.async.bulk.prefetch
+// MMA: %[[FREQ:.*]] = memref.load %[[FREQS]][%{{.*}}] : memref<32xf32>
 // MMA: %[[W0:.*]] = vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
 // MMA-COUNT-3: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
 // MMA-NOT: vector.load
+// MMA: %[[TOKEN0:.*]]:2 = scf.if %{{.*}} -> (i32, index) {
+// MMA: %[[POS0:.*]] = memref.load %[[POSITIONS:.*]][%c0{{.*}}] : memref<1099511627776xi32>
+// MMA: memref.load %[[TABLE:.*]][%{{.*}}] : memref<1099511627776xi32>
 // MMA-NOT: nvvm.cp.async.bulk.prefetch
 // MMA: llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
+// MMA-NOT: memref.get_global
+// After it, token 0 takes the preloaded values, a later token loads its own.
+// MMA: scf.if %{{.*}} -> (i32, index) {
+// MMA-NEXT: scf.yield %[[TOKEN0]]#0, %[[TOKEN0]]#1 : i32, index
+// MMA-NEXT: } else {
+// MMA: memref.load %[[POSITIONS]]
+// MMA: memref.load %[[TABLE]]
 // MMA: arith.extf %[[W0]] : vector<8xf16> to vector<8xf32>
+// MMA: arith.sitofp %{{.*}} : i32 to f32
+// MMA-NEXT: arith.mulf %{{.*}}, %[[FREQ]] : f32
 // MMA-NOT: gpu.func @layer_k0_fused_mma(
 func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor<512xf16>,
     %qkv_w: tensor<512x512xf16>, %pos: tensor<?xi32>,

@@ -408,6 +408,25 @@ TEST(AttentionSchedule, Group6HeadDim96AndLargeGroups) {
   EXPECT_EQ(big->headBlocks, 2);
 }
 
+TEST(AttentionSchedule, NoSplitIsEmptyByTheChunkRounding) {
+  // SmolLM2 (G = 3, D = 64): 8 warps x 4 rows x 4 tokens = 128 per
+  // iteration, so a split per 64 tokens would leave every other split of a
+  // chunk rounded up to 128 empty; at 576 tokens: 5 splits, all used.
+  auto smol = choose(attention(9, 3, 64));
+  ASSERT_TRUE(smol);
+  EXPECT_EQ(smol->tokensPerIter, 128);
+  EXPECT_EQ(smol->splitPolicy.minChunkTokens, 128);
+  EXPECT_EQ(::fusion::contract::chooseNumSplits(smol->splitPolicy, 1, 3, 576),
+            5);
+  // Fewer tokens per iteration keep the contract's 64.
+  auto llama = choose(attention(32, 8, 128));
+  ASSERT_TRUE(llama);
+  EXPECT_EQ(llama->splitPolicy.minChunkTokens, 64);
+  auto qwen = choose(attention(28, 4, 128));
+  ASSERT_TRUE(qwen);
+  EXPECT_EQ(qwen->splitPolicy.minChunkTokens, 64);
+}
+
 TEST(AttentionSchedule, Overrides) {
   AttentionScheduleOverrides o;
   o.threads = 64;

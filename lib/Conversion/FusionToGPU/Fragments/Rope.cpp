@@ -89,18 +89,24 @@ Value mlir::fusion::getRopeInvFreqTable(ImplicitLocOpBuilder &b,
   return memref::GetGlobalOp::create(b, type, name);
 }
 
-std::pair<Value, Value>
-mlir::fusion::emitRopeRotation(ImplicitLocOpBuilder &b, Value a, Value c,
-                               Value position, Value invFreq, Value freqIndex,
-                               Type elementType) {
-  Value angle = mulF(b, arith::SIToFPOp::create(b, b.getF32Type(), position),
-                     loadScalar(b, invFreq, freqIndex));
+std::pair<Value, Value> mlir::fusion::emitRopeRotation(ImplicitLocOpBuilder &b,
+                                                       Value a, Value c,
+                                                       Value position,
+                                                       Value invFreq,
+                                                       Type elementType) {
+  Value angle =
+      mulF(b, arith::SIToFPOp::create(b, b.getF32Type(), position), invFreq);
   auto [sinV, cosV] = sinCosF32(b, angle);
   Value a32 = extToF32(b, a), c32 = extToF32(b, c);
   Value rotA = subF(b, mulF(b, a32, cosV), mulF(b, c32, sinV));
   Value rotC = addF(b, mulF(b, c32, cosV), mulF(b, a32, sinV));
   return {truncFromF32(b, rotA, elementType),
           truncFromF32(b, rotC, elementType)};
+}
+
+Value mlir::fusion::loadRopeInvFreq(ImplicitLocOpBuilder &b, Value table,
+                                    Value j, Value rotated) {
+  return loadScalar(b, table, select(b, rotated, j, constIndex(b, 0)));
 }
 
 std::pair<Value, Value>
@@ -117,12 +123,11 @@ mlir::fusion::getRopePairOffsets(ImplicitLocOpBuilder &b, Value j,
   return {da, db};
 }
 
-std::pair<Value, Value> mlir::fusion::emitRopePair(
-    ImplicitLocOpBuilder &b, Value a, Value c, Value position, Value invFreq,
-    Value j, Value rotated, Type elementType, bool selectSecondFirst) {
-  Value freqIndex = select(b, rotated, j, constIndex(b, 0));
-  auto [rotA, rotC] =
-      emitRopeRotation(b, a, c, position, invFreq, freqIndex, elementType);
+std::pair<Value, Value>
+mlir::fusion::emitRopePair(ImplicitLocOpBuilder &b, Value a, Value c,
+                           Value position, Value invFreq, Value rotated,
+                           Type elementType, bool selectSecondFirst) {
+  auto [rotA, rotC] = emitRopeRotation(b, a, c, position, invFreq, elementType);
   if (selectSecondFirst) {
     Value outC = select(b, rotated, rotC, c);
     return {select(b, rotated, rotA, a), outC};

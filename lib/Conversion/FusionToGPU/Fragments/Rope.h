@@ -35,12 +35,18 @@ Value getRopeInvFreqTable(ImplicitLocOpBuilder &b, gpu::GPUModuleOp module,
 std::pair<Value, Value> sinCosF32(ImplicitLocOpBuilder &b, Value angle);
 
 /// One RoPE rotation as the reference does it: angle = float(position) *
-/// invFreq[freqIndex] (one fp32 multiply; position is i32), sin/cos by
-/// sinCosF32, (a, c) -> (round(a*cos - c*sin), round(c*cos + a*sin)) in fp32
-/// from the activation-type values `a`, `c`.
+/// invFreq (one fp32 multiply; position is i32, invFreq the f32 inverse
+/// frequency of the pair, loadRopeInvFreq), sin/cos by sinCosF32, (a, c) ->
+/// (round(a*cos - c*sin), round(c*cos + a*sin)) in fp32 from the
+/// activation-type values `a`, `c`.
 std::pair<Value, Value> emitRopeRotation(ImplicitLocOpBuilder &b, Value a,
                                          Value c, Value position, Value invFreq,
-                                         Value freqIndex, Type elementType);
+                                         Type elementType);
+
+/// The inverse frequency of pair `j` (index) from the table `table`
+/// (getRopeInvFreqTable): table[j] when `rotated`, else table[0] (unused).
+Value loadRopeInvFreq(ImplicitLocOpBuilder &b, Value table, Value j,
+                      Value rotated);
 
 /// Element pair `j` of a head (index, 0 <= j < D/2) rotated if `rotated`
 /// (i1): with `rotatedPairs` (rope with neox pairing) the offsets inside the
@@ -50,13 +56,14 @@ std::pair<Value, Value> getRopePairOffsets(ImplicitLocOpBuilder &b, Value j,
                                            Value rotated, bool neoxPairs,
                                            int64_t halfRotaryDim);
 
-/// (a, c) rotated by emitRopeRotation with frequency j when `rotated`, else
-/// unchanged (pair j of a head at `position`, an i32). `selectSecondFirst`
+/// (a, c) rotated by emitRopeRotation with inverse frequency `invFreq`
+/// (loadRopeInvFreq) when `rotated`, else unchanged (a pair of a head at
+/// `position`, an i32). `selectSecondFirst`
 /// builds the select of c before that of a: the two orders give the same
 /// values but different PTX instruction orders, and the head kernel keeps the
 /// order it always had (so its PTX stays byte-identical).
 std::pair<Value, Value> emitRopePair(ImplicitLocOpBuilder &b, Value a, Value c,
-                                     Value position, Value invFreq, Value j,
+                                     Value position, Value invFreq,
                                      Value rotated, Type elementType,
                                      bool selectSecondFirst = false);
 

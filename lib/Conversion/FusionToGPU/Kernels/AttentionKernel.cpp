@@ -24,7 +24,10 @@
 // row groups; each row group walks its own tokens with its own online
 // softmax (running max m, sum l, and an fp32 accumulator of its 8 output
 // elements for each of the Gc heads), `unroll` tokens per iteration whose
-// 2 * unroll K and V loads are issued before any arithmetic. The dot
+// 2 * unroll K and V loads are issued before any arithmetic (the first
+// iteration is peeled so that its K/V loads go out before the query's: q is
+// the previous kernel's output, and both come from L2 in one round trip
+// instead of two). The dot
 // products q.k are summed over the row group with gpu.shuffle xor (all 32
 // lanes of every warp run the same iterations: no shuffle in divergent
 // code). Scores live in the log2 domain: q is pre-multiplied by
@@ -35,10 +38,13 @@
 //   chunk = roundUp(ceil(len / num_splits), tokens_per_iter)
 // where tokens_per_iter = (threads / 32) * (32 / LPR) * unroll is the number
 // of tokens the CTA consumes per iteration (16..128): every split but the
-// last of a sequence runs only full iterations. Tokens past the end of a
-// split are clamped to its last token (an L1/L2 hit) and masked to -inf, so
-// K/V at or past seq_lens[b] is never read and NaN there cannot leak. Page
-// addressing is 64-bit: page * (P * Hkv * D) in `index` (i64).
+// last of a sequence runs only full iterations. The num_splits policy's
+// min_chunk_tokens is at least tokens_per_iter (AttentionSchedule.cpp), so
+// that the policy does not ask for splits the rounding leaves empty. Tokens
+// past the end of a split are clamped to its last token (an L1/L2 hit) and
+// masked to -inf, so K/V at or past seq_lens[b] is never read and NaN there
+// cannot leak. Page addressing is 64-bit: page * (P * Hkv * D) in `index`
+// (i64).
 //
 // End of a CTA: the row groups are merged (shuffle xor across row groups of
 // a warp, then across warps through shared memory). With num_splits == 1 the
@@ -51,7 +57,9 @@
 // num_splits - 1 (the last to arrive) resets the counter to 0, fences again
 // and combines:
 //   M = max_s m_s, w_s = 2^(m_s - M) (0 for an empty split),
-//   L = sum_s l_s w_s, o = sum_s w_s o_s / L   (o = 0 when L = 0).
+//   L = sum_s l_s w_s, o = sum_s w_s o_s / L   (o = 0 when L = 0),
+// in one pass over rounds of 8 splits whose loads are all issued first (one
+// L2 round trip per round; the running M rescales L and o between rounds).
 // The counters must be zero before the first launch; the kernel leaves them
 // zero.
 //
@@ -211,9 +219,8 @@ private:
   void prefetchKV(ImplicitLocOpBuilder &b);
   void emitCta(ImplicitLocOpBuilder &b);
   SmallVector<SmallVector<Value>> loadQueries(ImplicitLocOpBuilder &b);
-  SoftmaxState emitMainLoop(ImplicitLocOpBuilder &b,
-                            ArrayRef<SmallVector<Value>> q, Value start,
-                            Value end, Value iters);
+  SoftmaxState emitMainLoop(ImplicitLocOpBuilder &b, Value start, Value end,
+                            Value iters);
   IterationLoads emitIterationLoads(ImplicitLocOpBuilder &b,
                                     const PagedKVReader &cache, Value tbase,
                                     Value end, Value laneOff, Value rowGroupI32,
@@ -450,10 +457,12 @@ void AttentionKernel::updateSoftmax(ImplicitLocOpBuilder &b, SoftmaxState &st,
   }
 }
 
-SoftmaxState AttentionKernel::emitMainLoop(ImplicitLocOpBuilder &b,
-                                           ArrayRef<SmallVector<Value>> q,
-                                           Value start, Value end,
-                                           Value iters) {
+/// The CTA's loop over its split. The first iteration is peeled so that its
+/// K/V loads are issued before the queries are loaded (q is the previous
+/// kernel's output; both come from L2 in one round trip, where the loop
+/// would wait for q, then issue the K/V loads).
+SoftmaxState AttentionKernel::emitMainLoop(ImplicitLocOpBuilder &b, Value start,
+                                           Value end, Value iters) {
   const int64_t d = shape.headDim;
   // Loop invariants.
   PagedKVReader cache(b, {shape.pageSize, shape.numKvHeads, d}, blockTable,
@@ -468,20 +477,44 @@ SoftmaxState AttentionKernel::emitMainLoop(ImplicitLocOpBuilder &b,
     init.l.push_back(constF32(b, 0.0));
     init.acc.emplace_back(W, constF32(b, 0.0));
   }
+  auto iterate = [&](ImplicitLocOpBuilder &ib, ArrayRef<SmallVector<Value>> q,
+                     SoftmaxState st, const IterationLoads &loads) {
+    SmallVector<SmallVector<Value>> scores = emitScores(ib, q, loads.k);
+    updateSoftmax(ib, st, scores, loads);
+    return st;
+  };
+  // The peeled iteration yields q (flat, [head][8]) and the state.
+  SmallVector<Value> initValues(gc() * W, constF32(b, 0.0));
+  llvm::append_range(initValues, init.flatten());
+  SmallVector<Type> types(initValues.size(), b.getF32Type());
+  SmallVector<Value> first = ifThenElseValues(
+      b, types, cmpI(b, CmpIPredicate::sgt, iters, constI32(b, 0)),
+      [&](ImplicitLocOpBuilder &ib) -> SmallVector<Value> {
+        IterationLoads loads = emitIterationLoads(
+            ib, cache, start, end, laneOff, rowGroupI32, lastToken);
+        SmallVector<SmallVector<Value>> q = loadQueries(ib);
+        SmallVector<Value> values;
+        for (const SmallVector<Value> &row : q)
+          llvm::append_range(values, row);
+        llvm::append_range(values, iterate(ib, q, init, loads).flatten());
+        return values;
+      },
+      [&](ImplicitLocOpBuilder &) { return initValues; });
+  SmallVector<SmallVector<Value>> q;
+  for (int64_t h = 0; h < gc(); ++h)
+    q.emplace_back(first.begin() + h * W, first.begin() + (h + 1) * W);
   SmallVector<Value> results = forLoopWithValues(
-      b, constIndex(b, 0), i32ToIndex(b, iters), constIndex(b, 1),
-      init.flatten(),
+      b, constIndex(b, 1), i32ToIndex(b, iters), constIndex(b, 1),
+      ArrayRef(first).drop_front(gc() * W),
       [&](ImplicitLocOpBuilder &lb, Value it,
           ValueRange args) -> SmallVector<Value> {
-        SoftmaxState st = SoftmaxState::unflatten(args, gc(), W);
         Value tbase = addI(
             lb, start,
             mulI(lb, indexToI32(lb, it), constI32(lb, sched.tokensPerIter)));
         IterationLoads loads = emitIterationLoads(
             lb, cache, tbase, end, laneOff, rowGroupI32, lastToken);
-        SmallVector<SmallVector<Value>> scores = emitScores(lb, q, loads.k);
-        updateSoftmax(lb, st, scores, loads);
-        return st.flatten();
+        return iterate(lb, q, SoftmaxState::unflatten(args, gc(), W), loads)
+            .flatten();
       });
   return SoftmaxState::unflatten(results, gc(), W);
 }
@@ -506,43 +539,55 @@ void AttentionKernel::emitStoreSlots(
 }
 
 /// The last CTA of a (sequence, KV head, head block): combines the splits'
-/// partials of slot (h, dv) and writes the output.
+/// partials of slot (h, dv) and writes the output, in one pass over rounds
+/// of kCombineSplitsPerRound splits whose loads are all issued before any is
+/// used (one L2 round trip per round; SmolLM2's step has at most 8 splits):
+///   M' = max(M, m_s...), L = L 2^(M - M') + sum l_s 2^(m_s - M'),
+///   O = O 2^(M - M') + sum o_s 2^(m_s - M')
+/// (splits past num_splits count as empty: m = -inf, so w = 0).
 void AttentionKernel::emitCombine(ImplicitLocOpBuilder &b, Value h, Value dv) {
+  constexpr int64_t kCombineSplitsPerRound = 8;
   Type f32 = b.getF32Type();
   Value head = addI(b, head0, h);
   Value row = partialRow(b, head);
   Value ns = i32ToIndex(b, numSplits);
-  Value zero = constIndex(b, 0), one = constIndex(b, 1);
-  // M = max_s m_s.
-  SmallVector<Value> maxResult = forLoopWithValues(
-      b, zero, ns, one, ValueRange{negInfF32(b)},
-      [&](ImplicitLocOpBuilder &lb, Value s,
-          ValueRange args) -> SmallVector<Value> {
-        Value m = loadScalar(lb, partialStats, mulI(lb, addI(lb, row, s), 2));
-        return {maxF32(lb, args[0], m)};
-      });
-  Value ms = safeMax(b, maxResult[0]);
-  // L = sum l_s 2^(m_s - M), O = sum o_s 2^(m_s - M).
+  Value lastSplit = subI(b, ns, constIndex(b, 1));
   auto vecF32 = VectorType::get({W}, f32);
   Value zeroVec = arith::ConstantOp::create(
       b, vecF32, DenseElementsAttr::get(vecF32, b.getF32FloatAttr(0.0f)));
-  SmallVector<Value> sums = forLoopWithValues(
-      b, zero, ns, one, ValueRange{constF32(b, 0.0), zeroVec},
-      [&](ImplicitLocOpBuilder &lb, Value s,
+  SmallVector<Value> state = forLoopWithValues(
+      b, constIndex(b, 0), ns, constIndex(b, kCombineSplitsPerRound),
+      ValueRange{negInfF32(b), constF32(b, 0.0), zeroVec},
+      [&](ImplicitLocOpBuilder &lb, Value s0,
           ValueRange args) -> SmallVector<Value> {
-        Value rs = addI(lb, row, s);
-        Value statIdx = mulI(lb, rs, 2);
-        Value m = loadScalar(lb, partialStats, statIdx);
-        Value l = loadScalar(lb, partialStats, addI(lb, statIdx, 1));
-        Value w = exp2F32(lb, subF(lb, m, ms));
-        Value o = loadVector(
-            lb, partialOut,
-            addI(lb, mulI(lb, rs, shape.headDim), mulI(lb, dv, W)), W);
-        Value newL = fma(lb, l, w, args[0]);
-        Value newO = vector::FMAOp::create(lb, splat(lb, w, W), o, args[1]);
-        return {newL, newO};
+        SmallVector<Value> m, l, o;
+        Value mx = args[0];
+        for (int64_t u = 0; u < kCombineSplitsPerRound; ++u) {
+          Value s = addI(lb, s0, u);
+          Value rs = addI(lb, row, minUI(lb, s, lastSplit));
+          Value statIdx = mulI(lb, rs, 2);
+          Value inRange = cmpI(lb, CmpIPredicate::ult, s, ns);
+          m.push_back(select(lb, inRange, loadScalar(lb, partialStats, statIdx),
+                             negInfF32(lb)));
+          l.push_back(loadScalar(lb, partialStats, addI(lb, statIdx, 1)));
+          o.push_back(loadVector(
+              lb, partialOut,
+              addI(lb, mulI(lb, rs, shape.headDim), mulI(lb, dv, W)), W));
+        }
+        for (Value ms : m)
+          mx = maxF32(lb, mx, ms);
+        Value ms = safeMax(lb, mx);
+        Value alpha = exp2F32(lb, subF(lb, args[0], ms));
+        Value sumL = mulF(lb, args[1], alpha);
+        Value sumO = mulF(lb, args[2], splat(lb, alpha, W));
+        for (int64_t u = 0; u < kCombineSplitsPerRound; ++u) {
+          Value w = exp2F32(lb, subF(lb, m[u], ms));
+          sumL = fma(lb, l[u], w, sumL);
+          sumO = vector::FMAOp::create(lb, splat(lb, w, W), o[u], sumO);
+        }
+        return {mx, sumL, sumO};
       });
-  storeNormalized(b, sums[1], sums[0], head, dv);
+  storeNormalized(b, state[2], state[1], head, dv);
 }
 
 /// This CTA's queries, pre-scaled into the log2 domain: [head][8] f32.
@@ -687,8 +732,7 @@ void AttentionKernel::emitCta(ImplicitLocOpBuilder &b) {
         start,        end,         smem,     smemMaxBase(), smemSumBase()};
     emitMmaAttentionWarps(b, module, in);
   } else {
-    SmallVector<SmallVector<Value>> q = loadQueries(b);
-    SoftmaxState st = emitMainLoop(b, q, start, end, iters);
+    SoftmaxState st = emitMainLoop(b, start, end, iters);
     mergeRowGroups(b, st);
     writeWarpState(b, st);
   }

@@ -52,7 +52,8 @@ struct HeadKernel {
     if (!rope)
       return {a, c};
     Value pos = loadScalar(b, positions, token);
-    return emitRopePair(b, a, c, pos, invFreq, j, rotated, act,
+    return emitRopePair(b, a, c, pos, loadRopeInvFreq(b, invFreq, j, rotated),
+                        rotated, act,
                         /*selectSecondFirst=*/true);
   }
   Value cacheBase(ImplicitLocOpBuilder &b, Value kvHead) {

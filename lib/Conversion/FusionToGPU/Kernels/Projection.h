@@ -61,7 +61,9 @@ struct ProjectionPlan {
   /// epilogue stores round(silu(g) * u) to `siluOut` ([B, I]).
   bool gateUp = false;
   Value siluOut;
-  Value batch;
+  /// The batch (index), and the i32 scalar argument it comes from (usable
+  /// before griddepcontrol.wait).
+  Value batch, batchArg;
 };
 
 /// Finds the front-half ops of `kernel` and checks they form the chain the
@@ -92,6 +94,8 @@ createProjectionFunc(ImplicitLocOpBuilder &b, ProjectionPlan &p,
 /// otherwise two adjacent rows.
 struct PairRows {
   Value head, j, rotated, da, db, rowA, rowB;
+  /// The pair's RoPE inverse frequency (loadRopeInvFreq), null without RoPE.
+  Value invFreq;
 };
 PairRows getPairRows(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
                      Value pair);

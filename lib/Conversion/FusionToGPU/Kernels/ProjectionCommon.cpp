@@ -194,7 +194,8 @@ static std::string getInvFreqTableName(StringRef entry) {
 static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
                               KernelOp kernel, const KernelArgs &args,
                               gpu::GPUModuleOp module, StringRef invFreqName) {
-  p.batch = i32ToIndex(b, args.param(contract::dim::kBatch));
+  p.batchArg = args.param(contract::dim::kBatch);
+  p.batch = i32ToIndex(b, p.batchArg);
   p.maxPages = args.param(contract::dim::kMaxPages);
   Operation *normOp =
       p.ops.rms ? p.ops.rms.getOperation() : p.ops.layer.getOperation();
@@ -220,6 +221,12 @@ static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
     p.kRot = args.output(rope.getKeyOut());
     p.ropePositions = args.input(rope.getPositions());
     p.invFreq = getRopeInvFreqTable(b, module, rope, invFreqName);
+    // Before griddepcontrol.wait where the kernel has one: code placed there
+    // (getPairRows) may read the table.
+    emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
+      p.invFreq.getDefiningOp()->moveBefore(pb.getInsertionBlock(),
+                                            pb.getInsertionPoint());
+    });
   }
   if (KVAppendOp append = p.ops.append) {
     p.keyCache = args.input(append.getKeyCache());
@@ -262,6 +269,7 @@ PairRows mlir::fusion::getPairRows(ImplicitLocOpBuilder &b,
     Value qk = cmpI(b, CmpIPredicate::ult, r.head, constIndex(b, p.hq + p.hkv));
     Value inRd = cmpI(b, CmpIPredicate::ult, r.j, constIndex(b, halfRd));
     r.rotated = andI(b, qk, inRd);
+    r.invFreq = loadRopeInvFreq(b, p.invFreq, r.j, r.rotated);
   }
   Value headBase = mulI(b, r.head, D);
   if (p.gateUp) // Gate row j and up row I + j: NeoX pairs over the head.
@@ -317,7 +325,7 @@ void mlir::fusion::emitPairEpilogue(ImplicitLocOpBuilder &b,
   Value outA = rawA, outB = rawB;
   if (p.ops.rope)
     std::tie(outA, outB) = emitRopePair(b, rawA, rawB, in.ropePosition,
-                                        p.invFreq, rows.j, rows.rotated, p.act);
+                                        rows.invFreq, rows.rotated, p.act);
   Value isQ = cmpI(b, CmpIPredicate::ult, head, constIndex(b, p.hq));
   Value isK =
       andI(b, notI1(b, isQ),

@@ -28,8 +28,10 @@
 //    epilogue's position and block-table loads are issued before the loop.
 //    Where every warp has one pair of short rows (s.preloadChunks: SmolLM2's
 //    layers), the lane's weight vectors of it are loaded into registers
-//    before griddepcontrol.wait, and after it only x is read; there is no
-//    loop, so such a kernel relies on the manifest's grid.
+//    before griddepcontrol.wait, with the pair's RoPE inverse frequency and
+//    token 0's position and cache slot (step inputs), and after it only x
+//    is read; there is no loop, so such a kernel relies on the manifest's
+//    grid.
 //  * Butterfly reductions (gpu.shuffle xor) give every lane the 2T dot
 //    products; lane t < T finishes token t: + bias, round (the projection's
 //    output), RoPE in fp32 with angle = float(pos) * inv_freq (an fp32 table
@@ -67,6 +69,9 @@ struct CudaCoreKernel {
   /// vectors of them ([chunk][row A, row B]), loaded before the wait.
   PairRows preloadedRows;
   SmallVector<Value> preloaded;
+  /// Where s.preloadChunks: token 0's epilogue inputs, loaded before the
+  /// wait too (positions and the block table are step inputs).
+  TokenInputs preloadedInputs;
 
   void prefetchWeights(ImplicitLocOpBuilder &b);
   void preloadWeights(ImplicitLocOpBuilder &b);
@@ -81,6 +86,8 @@ struct CudaCoreKernel {
   SmallVector<Value> emitPreloadedDotProducts(ImplicitLocOpBuilder &b,
                                               int64_t T, Value xTileBase,
                                               Value laneOffset);
+  TokenInputs preloadTokenInputs(ImplicitLocOpBuilder &b);
+  TokenInputs getTokenInputs(ImplicitLocOpBuilder &b, Value token);
   void finishPair(ImplicitLocOpBuilder &b, int64_t T, const PairRows &rows,
                   SmallVector<Value> acc, const TokenInputs &inputs,
                   Value lane);
@@ -246,7 +253,7 @@ void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
   // those loads overlap the weight stream.
   Value token = addI(b, addI(b, tileStart, tokenBase),
                      minUI(b, lane, constIndex(b, T - 1)));
-  TokenInputs inputs = loadTokenInputs(b, p, token);
+  TokenInputs inputs = getTokenInputs(b, token);
 
   if (!preloaded.empty()) {
     Value has = cmpI(b, CmpIPredicate::ult, firstPair, constIndex(b, p.pairs));
@@ -294,9 +301,73 @@ void CudaCoreKernel::preloadWeights(ImplicitLocOpBuilder &b) {
     preloaded =
         loadRowPairVectors(pb, p.weight, mulI(pb, preloadedRows.rowA, p.hidden),
                            mulI(pb, preloadedRows.rowB, p.hidden), elems);
+    preloadedInputs = preloadTokenInputs(pb);
   });
   assert(!preloaded.empty() &&
          "preloadChunks needs the griddepcontrol prologue");
+}
+
+/// The loaded values of `in` (position, then cache slot, where present).
+static SmallVector<Value> getLoadedValues(const TokenInputs &in) {
+  SmallVector<Value> values;
+  for (Value v : {in.ropePosition, in.cacheSlot})
+    if (v)
+      values.push_back(v);
+  return values;
+}
+
+/// The TokenInputs of `token` from getLoadedValues' list.
+static TokenInputs getTokenInputsFrom(const ProjectionPlan &p, Value token,
+                                      ArrayRef<Value> values) {
+  TokenInputs in{token, Value(), Value()};
+  const Value *next = values.begin();
+  if (p.ops.rope)
+    in.ropePosition = *next++;
+  if (p.ops.append)
+    in.cacheSlot = *next++;
+  return in;
+}
+
+/// Token 0's epilogue inputs (see loadTokenInputs), in a branch that reads
+/// nothing for an empty batch.
+TokenInputs CudaCoreKernel::preloadTokenInputs(ImplicitLocOpBuilder &b) {
+  Value zero = constIndex(b, 0);
+  SmallVector<Type> types;
+  if (p.ops.rope)
+    types.push_back(b.getI32Type());
+  if (p.ops.append)
+    types.push_back(b.getIndexType());
+  if (types.empty())
+    return {zero, Value(), Value()};
+  SmallVector<Value> values = ifThenElseValues(
+      b, types, cmpI(b, CmpIPredicate::sgt, p.batchArg, constI32(b, 0)),
+      [&](ImplicitLocOpBuilder &ib) {
+        return getLoadedValues(loadTokenInputs(ib, p, zero));
+      },
+      [&](ImplicitLocOpBuilder &eb) {
+        return llvm::map_to_vector(types, [&](Type t) -> Value {
+          return arith::ConstantOp::create(eb,
+                                           cast<TypedAttr>(eb.getZeroAttr(t)));
+        });
+      });
+  return getTokenInputsFrom(p, zero, values);
+}
+
+/// The epilogue inputs of `token`: a preloaded kernel's for token 0, else
+/// loaded here.
+TokenInputs CudaCoreKernel::getTokenInputs(ImplicitLocOpBuilder &b,
+                                           Value token) {
+  SmallVector<Value> pre = getLoadedValues(preloadedInputs);
+  if (preloaded.empty() || pre.empty())
+    return loadTokenInputs(b, p, token);
+  SmallVector<Value> values = ifThenElseValues(
+      b, ValueRange(pre).getTypes(),
+      cmpI(b, CmpIPredicate::eq, token, constIndex(b, 0)),
+      [&](ImplicitLocOpBuilder &) { return pre; },
+      [&](ImplicitLocOpBuilder &lb) {
+        return getLoadedValues(loadTokenInputs(lb, p, token));
+      });
+  return getTokenInputsFrom(p, token, values);
 }
 
 /// Before griddepcontrol.wait, where shouldPrefetchWeights: lane 2i + j of

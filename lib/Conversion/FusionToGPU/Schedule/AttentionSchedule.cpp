@@ -80,6 +80,11 @@ std::optional<AttentionSchedule> mlir::fusion::chooseAttentionSchedule(
   // About one wave of resident CTAs (2 per SM): more splits than that ran
   // slower in the sweep (a second, partial wave).
   s.splitPolicy.targetCtas = contract::kTargetCtasPerSM * target.getSMCount();
+  // A split's chunk is rounded up to tokensPerIter, so a split per fewer
+  // tokens would be empty (SmolLM2, head_dim 64: 128 tokens per iteration,
+  // 9 splits at 576 tokens left 4 empty and 9 partials to combine).
+  s.splitPolicy.minChunkTokens =
+      std::max(s.splitPolicy.minChunkTokens, s.tokensPerIter);
   return s;
 }
 
