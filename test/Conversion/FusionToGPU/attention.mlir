@@ -29,12 +29,17 @@
 // CHECK:       gpu.func @attn_g4(%[[Q:.*]]: memref<1099511627776xf16>, %[[KC:.*]]: memref<1099511627776xf16>, %[[VC:.*]]: memref<1099511627776xf16>, %[[BT:.*]]: memref<1099511627776xi32>, %[[SL:.*]]: memref<1099511627776xi32>, %[[O:.*]]: memref<1099511627776xf16>, %[[PO:.*]]: memref<1099511627776xf32>, %[[PS:.*]]: memref<1099511627776xf32>, %[[CNT:.*]]: memref<1099511627776xi32>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32)
 // CHECK-SAME:    workgroup(%[[SMEM:.*]] : memref<4160xf32, #gpu.address_space<workgroup>> {llvm.align = 32 : i64}, %[[FLAG:.*]] : memref<1xi32, #gpu.address_space<workgroup>>{{.*}})
 // CHECK-SAME:    kernel attributes {known_block_size = array<i32: 256, 1, 1>}
-// Before griddepcontrol.wait, where the split has at most one token per
-// thread and fits the grid's share of the 8 MiB prefetch budget, thread t
-// asks L2 for the K and V entries of token start + t (128 x 2 = 256 bytes
-// each) through the block table.
+// Before griddepcontrol.wait (step inputs no kernel writes): the split's
+// tokens from seq_lens and, where it has any, the block-table pages of the
+// first iteration's K/V entries (4 per row group); then, where the split has
+// at most one token per thread and fits the grid's share of the 8 MiB
+// prefetch budget, thread t asks L2 for the K and V entries of token start +
+// t (128 x 2 = 256 bytes each).
 // CHECK-NEXT:  nvvm.griddepcontrol  launch_dependents
-// CHECK:       memref.load %[[SL]]
+// CHECK:       %[[SETUP:.*]]:6 = scf.if %{{.*}} -> (i32, i32, index, index, index, index) {
+// CHECK:         memref.load %[[SL]]
+// CHECK:         scf.if %{{.*}} -> (index, index, index, index) {
+// CHECK-COUNT-4:   memref.load %[[BT]]
 // CHECK:       arith.cmpi ule
 // CHECK:       memref.load %[[BT]]
 // CHECK:       memref.extract_aligned_pointer_as_index %[[KC]]
@@ -42,13 +47,15 @@
 // CHECK:       memref.extract_aligned_pointer_as_index %[[VC]]
 // CHECK:       nvvm.cp.async.bulk.prefetch %{{.*}}, %c256_i32_{{[0-9]+}} : <1>
 // CHECK:       llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
+// CHECK-NOT:   memref.load %[[SL]]
 // The first iteration, peeled (where the split has one): its K/V loads
-// (16-byte vectors) come before the query's, so both are in flight at once;
-// the query is loaded once, one 16-byte vector per head of the group.
+// (16-byte vectors, at the offsets from before the wait) come before the
+// query's, so both are in flight at once; the query is loaded once, one
+// 16-byte vector per head of the group.
 // CHECK:       scf.if %{{.*}} -> (f32,
-// CHECK:         memref.load %[[BT]]
-// CHECK:         vector.load %[[KC]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
-// CHECK-NEXT:    vector.load %[[VC]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK-NOT:     memref.load %[[BT]]
+// CHECK:         vector.load %[[KC]][%[[SETUP]]#2] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK-NEXT:    vector.load %[[VC]][%[[SETUP]]#2] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
 // CHECK-COUNT-3: vector.load %[[VC]]
 // CHECK-NOT:     vector.load %[[KC]]
 // CHECK-COUNT-4: vector.load %[[Q]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>

@@ -248,6 +248,19 @@ func.func @qkv_alone(%x: tensor<?x256xf16>, %w: tensor<768x256xf16>)
 // MMA-NEXT: %[[WB:.*]] = vector.load %{{.*}}[%[[B]]] {{.*}} : memref<1099511627776xf16>, vector<8xf16>
 // MMA-NOT: vector.load
 // MMA: llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
+// x goes to shared memory in one round trip: both of the thread's chunks
+// are loaded (the second at a clamped offset) before either is stored, the
+// second only inside the row.
+// MMA: %[[X0:.*]] = vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// MMA: %[[XE:.*]] = arith.addi %{{.*}}, %c512{{.*}} : index
+// MMA: %[[XIN:.*]] = arith.cmpi ult, %[[XE]], %c576{{.*}} : index
+// MMA: arith.select %[[XIN]], %[[XE]], %c0{{.*}} : index
+// MMA: %[[X1:.*]] = vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// MMA-NOT: vector.load
+// MMA: vector.store %[[X0]], %{{.*}} : memref<576xf16, #gpu.address_space<workgroup>>, vector<8xf16>
+// MMA-NEXT: scf.if %[[XIN]] {
+// MMA: vector.store %[[X1]], %{{.*}} : memref<576xf16, #gpu.address_space<workgroup>>, vector<8xf16>
+// MMA: gpu.barrier
 // MMA: %[[E2:.*]] = arith.addi %{{.*}}, %c512{{.*}} : index
 // MMA: %[[IN2:.*]] = arith.cmpi ult, %[[E2]], %c576{{.*}} : index
 // MMA-NEXT: scf.if %[[IN2]] -> (f32, f32)

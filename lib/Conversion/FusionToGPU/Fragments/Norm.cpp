@@ -142,27 +142,53 @@ void NormRowEmitter::statistics(Value total,
   inv = rsqrtF32(b, addF(b, var, eps));
 }
 
-/// Every thread has the same few chunks: all loads (x, residual, norm
+/// Every thread has at most a few chunks: all loads (x, residual, norm
 /// weight and bias) are issued at once, one memory round trip, and h stays in
-/// registers between the passes.
+/// registers between the passes. Where the row is not a whole number of
+/// strides, the last chunk is guarded: a thread past the row's end reads the
+/// row's first chunk instead (always inside the buffers), adds zeros and
+/// stores nothing.
 void NormRowEmitter::emitInRegisters() {
   const int64_t stride = threads * kVectorWidth;
-  SmallVector<Value> at, xs, rs, ws, bs, hs;
-  for (int64_t c = 0; c < spec.hidden / stride; ++c) {
-    at.push_back(addI(b, mulI(b, thread, kVectorWidth), c * stride));
-    Value global = addI(b, xBase, at.back());
+  const int64_t chunks = llvm::divideCeil(spec.hidden, stride);
+  SmallVector<Value> at, inRow, xs, rs, ws, bs, hs;
+  Value first = mulI(b, thread, kVectorWidth);
+  for (int64_t c = 0; c < chunks; ++c) {
+    at.push_back(addI(b, first, c * stride));
+    inRow.push_back((c + 1) * stride <= spec.hidden
+                        ? Value()
+                        : cmpI(b, CmpIPredicate::ult, at.back(),
+                               constIndex(b, spec.hidden)));
+    Value read = inRow.back()
+                     ? select(b, inRow.back(), at.back(), constIndex(b, 0))
+                     : at.back();
+    Value global = addI(b, xBase, read);
     xs.push_back(loadVector(b, spec.input, global, kVectorWidth));
     rs.push_back(loadOptional(b, spec.residual, global));
     if (spec.kind != NormSpec::Kind::None) {
-      ws.push_back(loadVector(b, spec.weight, at.back(), kVectorWidth));
-      bs.push_back(loadOptional(b, spec.bias, at.back()));
+      ws.push_back(loadVector(b, spec.weight, read, kVectorWidth));
+      bs.push_back(loadOptional(b, spec.bias, read));
     }
   }
-  Value total = splat(b, constF32(b, 0.0), kVectorWidth);
+  // Stores of chunk c, only where it is inside the row.
+  auto guarded = [&](size_t c,
+                     llvm::function_ref<void(ImplicitLocOpBuilder &)> body) {
+    if (inRow[c])
+      ifThen(b, inRow[c], body);
+    else
+      body(b);
+  };
+  Value zero = splat(b, constF32(b, 0.0), kVectorWidth);
+  // A sum term of chunk c, zero past the row's end.
+  auto masked = [&](size_t c, Value term) {
+    return inRow[c] ? select(b, inRow[c], term, zero) : term;
+  };
+  Value total = zero;
   for (size_t c = 0; c < at.size(); ++c) {
     hs.push_back(makeH(b, xs[c], rs[c]));
-    storeH(b, at[c], hs[c]);
-    total = addF(b, total, sumTerm(b, hs[c]));
+    guarded(c, [&](ImplicitLocOpBuilder &gb) { storeH(gb, at[c], hs[c]); });
+    if (spec.kind != NormSpec::Kind::None)
+      total = addF(b, total, masked(c, sumTerm(b, hs[c])));
   }
   if (spec.kind == NormSpec::Kind::None)
     return;
@@ -170,15 +196,17 @@ void NormRowEmitter::emitInRegisters() {
     return vector::ReductionOp::create(b, vector::CombiningKind::ADD, v);
   };
   statistics(horizontal(total), [&](Value meanV) {
-    Value squares = splat(b, constF32(b, 0.0), kVectorWidth);
-    for (Value h : hs)
-      squares = addF(b, squares, squaredDeviation(b, h, meanV));
+    Value squares = zero;
+    for (size_t c = 0; c < hs.size(); ++c)
+      squares = addF(b, squares, masked(c, squaredDeviation(b, hs[c], meanV)));
     return horizontal(squares);
   });
   Value invV = splat(b, inv, kVectorWidth);
   Value meanV = mean ? splat(b, mean, kVectorWidth) : Value();
   for (size_t c = 0; c < at.size(); ++c)
-    storeY(b, at[c], makeY(b, hs[c], ws[c], bs[c], invV, meanV));
+    guarded(c, [&](ImplicitLocOpBuilder &gb) {
+      storeY(gb, at[c], makeY(gb, hs[c], ws[c], bs[c], invV, meanV));
+    });
 }
 
 /// The general case: loops over the chunks; h goes through `row`.
@@ -227,7 +255,7 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
   NormRowEmitter emitter(b, spec, token, row, rowBase, writeOutputs, scratch,
                          blockSize, warpOnly);
   const int64_t stride = emitter.getThreads() * kVectorWidth;
-  if (spec.hidden % stride == 0 && spec.hidden / stride <= maxRegisterChunks)
+  if (llvm::divideCeil(spec.hidden, stride) <= maxRegisterChunks)
     emitter.emitInRegisters();
   else
     emitter.emitLooped();

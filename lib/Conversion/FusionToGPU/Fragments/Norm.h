@@ -42,10 +42,11 @@ struct NormSpec {
 /// thread reads back only the elements it wrote, so `row` needs no barrier for
 /// this thread's later use; other threads need a barrier. `scratch` is a
 /// workgroup f32 buffer of blockSize/32 elements. Must be called by every
-/// thread of the CTA (of the warp if `warpOnly`). When every thread has the
-/// same number of 8-element chunks, at most `maxRegisterChunks`, they are
-/// unrolled and all loaded at once (one memory round trip; 4 chunks cost
-/// about 40 registers); otherwise a loop goes through `row`.
+/// thread of the CTA (of the warp if `warpOnly`). When a thread has at most
+/// `maxRegisterChunks` 8-element chunks (the last one may be partial: the
+/// threads past the row's end skip it), they are unrolled and all loaded at
+/// once (one memory round trip; 4 chunks cost about 40 registers); otherwise
+/// a loop goes through `row`.
 void emitNormalizeToken(ImplicitLocOpBuilder &b, const NormSpec &spec,
                         Value token, Value row, Value rowBase,
                         Value writeOutputs, Value scratch, int64_t blockSize,

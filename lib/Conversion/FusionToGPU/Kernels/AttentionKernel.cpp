@@ -46,6 +46,14 @@
 // cannot leak. Page addressing is 64-bit: page * (P * Hkv * D) in `index`
 // (i64).
 //
+// With programmatic dependent launch (sm_90), everything that depends only on
+// step inputs no kernel writes is done before griddepcontrol.wait: the
+// split's tokens (seq_lens), the block-table pages and so the cache offsets
+// of the first iteration's K/V entries (CUDA-core loop), and an L2 prefetch
+// of a short split's K/V; after the wait the first iteration reads only q and
+// K/V (later iterations, and the tensor-core loop, read their block-table
+// pages as they go).
+//
 // End of a CTA: the row groups are merged (shuffle xor across row groups of
 // a warp, then across warps through shared memory). With num_splits == 1 the
 // CTA normalises and writes o directly (no workspace traffic). Otherwise it
@@ -212,19 +220,30 @@ private:
   // Values shared by the phases of one CTA.
   Value tid, split, gridY, seq, kvHead, head0, lane, warp, laneInRow, rowInWarp,
       rowGroup, dvec, laneActive, numSplits;
+  // The split's setup (emitSplitSetup): whether the CTA has a split, its
+  // tokens [start, end) (i32) and, for the CUDA-core loop, the element
+  // offsets of the first iteration's K/V entries (0 for an empty split).
+  Value active, start, end;
+  SmallVector<Value> firstOffsets;
 
   void emitThreadIds(ImplicitLocOpBuilder &b);
   Value emitIsActive(ImplicitLocOpBuilder &b);
   std::pair<Value, Value> getSplitTokens(ImplicitLocOpBuilder &b);
+  void emitSplitSetup(ImplicitLocOpBuilder &b);
   void prefetchKV(ImplicitLocOpBuilder &b);
   void emitCta(ImplicitLocOpBuilder &b);
   SmallVector<SmallVector<Value>> loadQueries(ImplicitLocOpBuilder &b);
-  SoftmaxState emitMainLoop(ImplicitLocOpBuilder &b, Value start, Value end,
-                            Value iters);
+  SoftmaxState emitMainLoop(ImplicitLocOpBuilder &b, Value iters);
+  /// The paged-cache reader of this CTA's sequence and the lane's element
+  /// offset in a K/V row (loop invariants).
+  std::pair<PagedKVReader, Value> getCacheReader(ImplicitLocOpBuilder &b);
+  /// The element offsets of the K/V entries this row group reads in the
+  /// iteration from token `tbase` (clamped to the split's last token).
+  SmallVector<Value> getIterationOffsets(ImplicitLocOpBuilder &b,
+                                         const PagedKVReader &cache,
+                                         Value laneOff, Value tbase);
   IterationLoads emitIterationLoads(ImplicitLocOpBuilder &b,
-                                    const PagedKVReader &cache, Value tbase,
-                                    Value end, Value laneOff, Value rowGroupI32,
-                                    Value lastToken);
+                                    ArrayRef<Value> offsets, Value tbase);
   SmallVector<SmallVector<Value>> emitScores(ImplicitLocOpBuilder &b,
                                              ArrayRef<SmallVector<Value>> q,
                                              ArrayRef<Value> kRaw);
@@ -322,6 +341,50 @@ AttentionKernel::getSplitTokens(ImplicitLocOpBuilder &b) {
   return {start, minSI(b, len, addI(b, start, chunk))};
 }
 
+/// Sets `active`, `start`, `end` and `firstOffsets` (in a branch that reads
+/// nothing for a CTA without a split). Built before griddepcontrol.wait where
+/// the kernel has one: seq_lens and the block table are step inputs that no
+/// kernel writes, so that after the wait the first iteration reads only q and
+/// K/V.
+void AttentionKernel::emitSplitSetup(ImplicitLocOpBuilder &b) {
+  emitThreadIds(b);
+  active = emitIsActive(b);
+  const int64_t numOffsets = sched.tensorCores ? 0 : sched.unroll;
+  SmallVector<Type> types(2, b.getI32Type());
+  types.append(numOffsets, b.getIndexType());
+  auto zeros = [&](ImplicitLocOpBuilder &zb, TypeRange zeroTypes) {
+    return llvm::map_to_vector(zeroTypes, [&](Type t) -> Value {
+      return arith::ConstantOp::create(zb, cast<TypedAttr>(zb.getZeroAttr(t)));
+    });
+  };
+  SmallVector<Value> values = ifThenElseValues(
+      b, types, active,
+      [&](ImplicitLocOpBuilder &ib) {
+        auto [first, last] = getSplitTokens(ib);
+        SmallVector<Value> v{first, last};
+        if (!numOffsets)
+          return v;
+        start = first;
+        end = last;
+        TypeRange offsetTypes = TypeRange(types).drop_front(2);
+        llvm::append_range(
+            v, ifThenElseValues(
+                   ib, offsetTypes, cmpI(ib, CmpIPredicate::slt, first, last),
+                   [&](ImplicitLocOpBuilder &ob) {
+                     auto [cache, laneOff] = getCacheReader(ob);
+                     return getIterationOffsets(ob, cache, laneOff, first);
+                   },
+                   [&](ImplicitLocOpBuilder &zb) {
+                     return zeros(zb, offsetTypes);
+                   }));
+        return v;
+      },
+      [&](ImplicitLocOpBuilder &zb) { return zeros(zb, types); });
+  start = values[0];
+  end = values[1];
+  firstOffsets.assign(values.begin() + 2, values.end());
+}
+
 /// Before griddepcontrol.wait: where this CTA's split has at most one token
 /// per thread and the grid's splits fit TargetInfo::kL2PrefetchBytes (each
 /// CTA's cap: the budget / CTAs), thread t asks L2 for the K and V entries of
@@ -332,63 +395,86 @@ AttentionKernel::getSplitTokens(ImplicitLocOpBuilder &b) {
 /// steps (for the rows of a prefill chunk, partly by this step's front half:
 /// docs/abi.md section 1.1); an entry appended this step may be fetched
 /// before or after its write, which L2, where both meet, keeps coherent.
-/// seq_lens and the block table are step inputs that no kernel writes.
 void AttentionKernel::prefetchKV(ImplicitLocOpBuilder &b) {
   const int64_t d = shape.headDim;
   const int64_t entryBytes = d * getTypeBytes(elementType);
-  emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
-    emitThreadIds(pb);
-    ifThen(pb, emitIsActive(pb), [&](ImplicitLocOpBuilder &ib) {
-      auto [start, end] = getSplitTokens(ib);
-      // The grid: (num_splits, Hkv * head_blocks, batch).
-      Value ctas = mulI(ib, mulI(ib, gridDimX(ib), i32ToIndex(ib, batchArg)),
-                        shape.numKvHeads * sched.headBlocks);
-      Value cap = minUI(
-          ib,
-          divUI(ib,
-                constIndex(ib, TargetInfo::kL2PrefetchBytes / (2 * entryBytes)),
-                ctas),
-          constIndex(ib, sched.threads));
-      Value fits =
-          cmpI(ib, CmpIPredicate::ule,
-               i32ToIndex(ib, maxSI(ib, subI(ib, end, start), constI32(ib, 0))),
-               cap);
-      Value token = addI(ib, start, indexToI32(ib, tid));
-      Value wanted = andI(ib, fits, cmpI(ib, CmpIPredicate::slt, token, end));
-      ifThen(ib, wanted, [&](ImplicitLocOpBuilder &tb) {
-        PagedKVReader cache(tb, {shape.pageSize, shape.numKvHeads, d},
-                            blockTable, maxPagesArg, seq);
-        Value byte = mulI(
-            tb, cache.getOffset(tb, token, indexToI32(tb, mulI(tb, kvHead, d))),
-            getTypeBytes(elementType));
-        for (Value cacheBuffer : {keyCache, valueCache})
-          prefetchToL2(
-              tb, offsetPointer(tb, getGlobalPointer(tb, cacheBuffer), byte),
-              entryBytes);
-      });
+  ifThen(b, active, [&](ImplicitLocOpBuilder &ib) {
+    // The grid: (num_splits, Hkv * head_blocks, batch).
+    Value ctas = mulI(ib, mulI(ib, gridDimX(ib), i32ToIndex(ib, batchArg)),
+                      shape.numKvHeads * sched.headBlocks);
+    Value cap = minUI(
+        ib,
+        divUI(ib,
+              constIndex(ib, TargetInfo::kL2PrefetchBytes / (2 * entryBytes)),
+              ctas),
+        constIndex(ib, sched.threads));
+    Value fits = cmpI(
+        ib, CmpIPredicate::ule,
+        i32ToIndex(ib, maxSI(ib, subI(ib, end, start), constI32(ib, 0))), cap);
+    Value token = addI(ib, start, indexToI32(ib, tid));
+    Value wanted = andI(ib, fits, cmpI(ib, CmpIPredicate::slt, token, end));
+    ifThen(ib, wanted, [&](ImplicitLocOpBuilder &tb) {
+      PagedKVReader cache(tb, {shape.pageSize, shape.numKvHeads, d}, blockTable,
+                          maxPagesArg, seq);
+      Value byte = mulI(
+          tb, cache.getOffset(tb, token, indexToI32(tb, mulI(tb, kvHead, d))),
+          getTypeBytes(elementType));
+      for (Value cacheBuffer : {keyCache, valueCache})
+        prefetchToL2(tb,
+                     offsetPointer(tb, getGlobalPointer(tb, cacheBuffer), byte),
+                     entryBytes);
     });
   });
 }
 
 void AttentionKernel::emitBody(ImplicitLocOpBuilder &b) {
-  prefetchKV(b);
-  emitThreadIds(b);
-  ifThen(b, emitIsActive(b), [&](ImplicitLocOpBuilder &ib) { emitCta(ib); });
+  active = nullptr; // this function's, not an earlier variant's
+  emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
+    emitSplitSetup(pb);
+    prefetchKV(pb);
+  });
+  if (!active) // no griddepcontrol prologue (before sm_90)
+    emitSplitSetup(b);
+  ifThen(b, active, [&](ImplicitLocOpBuilder &ib) { emitCta(ib); });
 }
 
-/// Issues every K and V load of one iteration (tokens tbase + rowGroup +
-/// j * rowGroups, clamped to the split's last token).
-IterationLoads AttentionKernel::emitIterationLoads(
-    ImplicitLocOpBuilder &b, const PagedKVReader &cache, Value tbase, Value end,
-    Value laneOff, Value rowGroupI32, Value lastToken) {
+std::pair<PagedKVReader, Value>
+AttentionKernel::getCacheReader(ImplicitLocOpBuilder &b) {
+  const int64_t d = shape.headDim;
+  PagedKVReader cache(b, {shape.pageSize, shape.numKvHeads, d}, blockTable,
+                      maxPagesArg, seq);
+  return {cache, indexToI32(b, addI(b, mulI(b, kvHead, d), mulI(b, dvec, W)))};
+}
+
+SmallVector<Value>
+AttentionKernel::getIterationOffsets(ImplicitLocOpBuilder &b,
+                                     const PagedKVReader &cache, Value laneOff,
+                                     Value tbase) {
+  Value rowGroupI32 = indexToI32(b, rowGroup);
+  Value lastToken = subI(b, end, constI32(b, 1));
+  SmallVector<Value> offsets;
+  for (int64_t j = 0; j < sched.unroll; ++j) {
+    Value t =
+        addI(b, tbase, addI(b, rowGroupI32, constI32(b, j * sched.rowGroups)));
+    offsets.push_back(cache.getOffset(b, minSI(b, t, lastToken), laneOff));
+  }
+  return offsets;
+}
+
+/// Issues every K and V load of one iteration at `offsets`
+/// (getIterationOffsets of tokens tbase + rowGroup + j * rowGroups) and says
+/// which tokens are below the split's end.
+IterationLoads AttentionKernel::emitIterationLoads(ImplicitLocOpBuilder &b,
+                                                   ArrayRef<Value> offsets,
+                                                   Value tbase) {
   IterationLoads loads;
+  Value rowGroupI32 = indexToI32(b, rowGroup);
   for (int64_t j = 0; j < sched.unroll; ++j) {
     Value t =
         addI(b, tbase, addI(b, rowGroupI32, constI32(b, j * sched.rowGroups)));
     loads.valid.push_back(cmpI(b, CmpIPredicate::slt, t, end));
-    Value off = cache.getOffset(b, minSI(b, t, lastToken), laneOff);
-    loads.k.push_back(loadVector(b, keyCache, off, W));
-    loads.v.push_back(loadVector(b, valueCache, off, W));
+    loads.k.push_back(loadVector(b, keyCache, offsets[j], W));
+    loads.v.push_back(loadVector(b, valueCache, offsets[j], W));
   }
   return loads;
 }
@@ -457,20 +543,13 @@ void AttentionKernel::updateSoftmax(ImplicitLocOpBuilder &b, SoftmaxState &st,
   }
 }
 
-/// The CTA's loop over its split. The first iteration is peeled so that its
-/// K/V loads are issued before the queries are loaded (q is the previous
-/// kernel's output; both come from L2 in one round trip, where the loop
-/// would wait for q, then issue the K/V loads).
-SoftmaxState AttentionKernel::emitMainLoop(ImplicitLocOpBuilder &b, Value start,
-                                           Value end, Value iters) {
-  const int64_t d = shape.headDim;
-  // Loop invariants.
-  PagedKVReader cache(b, {shape.pageSize, shape.numKvHeads, d}, blockTable,
-                      maxPagesArg, seq);
-  Value laneOff = indexToI32(b, addI(b, mulI(b, kvHead, d), mulI(b, dvec, W)));
-  Value rowGroupI32 = indexToI32(b, rowGroup);
-  Value lastToken = subI(b, end, constI32(b, 1));
-
+/// The CTA's loop over its split. The first iteration is peeled, from the
+/// offsets emitSplitSetup computed (before the wait where there is one), so
+/// that its K/V loads are issued before the queries are loaded (q is the
+/// previous kernel's output; both come from L2 in one round trip, where the
+/// loop would wait for q, then issue the K/V loads).
+SoftmaxState AttentionKernel::emitMainLoop(ImplicitLocOpBuilder &b,
+                                           Value iters) {
   SoftmaxState init;
   for (int64_t h = 0; h < gc(); ++h) {
     init.m.push_back(negInfF32(b));
@@ -490,8 +569,7 @@ SoftmaxState AttentionKernel::emitMainLoop(ImplicitLocOpBuilder &b, Value start,
   SmallVector<Value> first = ifThenElseValues(
       b, types, cmpI(b, CmpIPredicate::sgt, iters, constI32(b, 0)),
       [&](ImplicitLocOpBuilder &ib) -> SmallVector<Value> {
-        IterationLoads loads = emitIterationLoads(
-            ib, cache, start, end, laneOff, rowGroupI32, lastToken);
+        IterationLoads loads = emitIterationLoads(ib, firstOffsets, start);
         SmallVector<SmallVector<Value>> q = loadQueries(ib);
         SmallVector<Value> values;
         for (const SmallVector<Value> &row : q)
@@ -503,6 +581,7 @@ SoftmaxState AttentionKernel::emitMainLoop(ImplicitLocOpBuilder &b, Value start,
   SmallVector<SmallVector<Value>> q;
   for (int64_t h = 0; h < gc(); ++h)
     q.emplace_back(first.begin() + h * W, first.begin() + (h + 1) * W);
+  auto [cache, laneOff] = getCacheReader(b); // loop invariants
   SmallVector<Value> results = forLoopWithValues(
       b, constIndex(b, 1), i32ToIndex(b, iters), constIndex(b, 1),
       ArrayRef(first).drop_front(gc() * W),
@@ -512,7 +591,7 @@ SoftmaxState AttentionKernel::emitMainLoop(ImplicitLocOpBuilder &b, Value start,
             lb, start,
             mulI(lb, indexToI32(lb, it), constI32(lb, sched.tokensPerIter)));
         IterationLoads loads = emitIterationLoads(
-            lb, cache, tbase, end, laneOff, rowGroupI32, lastToken);
+            lb, getIterationOffsets(lb, cache, laneOff, tbase), tbase);
         return iterate(lb, q, SoftmaxState::unflatten(args, gc(), W), loads)
             .flatten();
       });
@@ -718,7 +797,6 @@ void AttentionKernel::emitPartialAndCombine(ImplicitLocOpBuilder &ib) {
 
 void AttentionKernel::emitCta(ImplicitLocOpBuilder &b) {
   const int64_t tpi = sched.tokensPerIter;
-  auto [start, end] = getSplitTokens(b);
   Value one = constI32(b, 1);
   Value count = maxSI(b, subI(b, end, start), constI32(b, 0));
   Value iters =
@@ -732,7 +810,7 @@ void AttentionKernel::emitCta(ImplicitLocOpBuilder &b) {
         start,        end,         smem,     smemMaxBase(), smemSumBase()};
     emitMmaAttentionWarps(b, module, in);
   } else {
-    SoftmaxState st = emitMainLoop(b, start, end, iters);
+    SoftmaxState st = emitMainLoop(b, iters);
     mergeRowGroups(b, st);
     writeWarpState(b, st);
   }
