@@ -104,3 +104,36 @@ func.func @two_norms(%x: tensor<?x256xf16>, %w0: tensor<256xf16>, %w1: tensor<25
   %b = fusion.rmsnorm %a, %w1 {epsilon = 1.0e-05 : f64} : tensor<?x256xf16>, tensor<256xf16> -> tensor<?x256xf16>
   return %b : tensor<?x256xf16>
 }
+
+// -----
+
+// A row that is not a whole number of strides (576 elements, 96 threads x 8):
+// the row stays in registers with its one chunk guarded. Thread t reads
+// element 8t of x, the residual and the weight (element 0 where 8t is past
+// the row: always in the buffers) in one round trip, before the reduction;
+// the threads past the row add zeros and store nothing.
+
+// CHECK-LABEL: func.func @row576(
+// CHECK: gpu.func @row576_k0_rmsnorm(
+// CHECK: %[[E:.*]] = arith.muli %thread_id_x, %c8 : index
+// CHECK: %[[IN:.*]] = arith.cmpi ult, %[[E]], %c576{{.*}} : index
+// CHECK: %[[AT:.*]] = arith.select %[[IN]], %[[E]], %c0{{.*}} : index
+// CHECK: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK-NEXT: vector.load %{{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK-NEXT: %[[W:.*]] = vector.load %{{.*}}[%[[AT]]] {{.*}} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK: scf.if %[[IN]] {
+// CHECK: vector.store
+// CHECK: %[[SQ:.*]] = arith.mulf %{{.*}}, %{{.*}} : vector<8xf32>
+// CHECK-NEXT: arith.select %[[IN]], %[[SQ]], %{{.*}} : vector<8xf32>
+// CHECK: gpu.shuffle xor
+// CHECK-NOT: vector.load %{{.*}} : memref<1099511627776xf16>
+// CHECK: gpu.barrier
+// CHECK: scf.if %[[IN]] {
+// CHECK: arith.extf %[[W]] : vector<8xf16> to vector<8xf32>
+// CHECK: gpu.return
+func.func @row576(%x: tensor<?x576xf16>, %res: tensor<?x576xf16>, %norm_w: tensor<576xf16>)
+    -> (tensor<?x576xf16>, tensor<?x576xf16>) {
+  %y, %h = fusion.rmsnorm %x, %norm_w residual(%res : tensor<?x576xf16>) {epsilon = 1.0e-05 : f64}
+      : tensor<?x576xf16>, tensor<576xf16> -> tensor<?x576xf16>, tensor<?x576xf16>
+  return %y, %h : tensor<?x576xf16>, tensor<?x576xf16>
+}
