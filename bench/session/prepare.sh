@@ -10,7 +10,8 @@
 # Llama-3-8B shape), f16, from this checkout's compiler (fusion-import
 # --whole-model); engine-models/ the tiny models of the engine's GPU tests;
 # check/ the 8B shape's first two layers for
-# test/gpu/check_model.py; the
+# test/gpu/check_model.py; checksmol/, proj/ and attention/ for run.sh
+# kernels; the
 # config.json files, a 512-token prompt; the runtime and Python package
 # sources of each branch (git archive: the branches differ in the runtime
 # only), GoogleTest's sources, nlohmann-json, the diagnostics; and in
@@ -57,6 +58,16 @@ for tiny in tiny_model tiny_model_bias_untied; do
 done
 python3 -c "print(' '.join(str((i * 7919 + 13) % 49152) for i in range(512)))" \
   > "$out/ctx512.txt"
+# The inputs of run.sh kernels: the whole SmolLM2 model for check_model.py,
+# the snapshot modules for check_kernels.py (without the 32-layer 8B module,
+# whose float64 references alone outlast a device command) and the
+# configurations of check_attention.py.
+mkdir -p "$out/checksmol"
+cp "$out/smol.ptx" "$out/checksmol/smol.decode.ptx"
+cp "$out/smol.manifest.json" "$out/checksmol/smol.decode.manifest.json"
+scripts/snapshot.sh "$out/proj" >/dev/null
+rm "$out"/proj/llama3_8b_32layers.* "$out"/proj/*.mlir
+python3 test/gpu/check_attention.py --emit "$out/attention" >/dev/null
 
 for b in "${branches[@]}"; do
   name=${b##*/}

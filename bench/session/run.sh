@@ -21,6 +21,9 @@
 #           this one: each run.sh keeps its carried part in /tmp/ckpt, which a
 #           warm machine keeps; carried paths themselves do not stay)
 #   check   check_model.py on two 8B-shape layers (batches 1, 16, 40)
+#   kernels check_model.py on the whole SmolLM2 model, check_kernels.py on
+#           every snapshot module (one command each), check_attention.py
+#           (plain and --sanitize)
 #   ncu     ncu of the 8B shape's B=16 _gemm16 kernels (warp stalls, SASS
 #           source counters)
 #   sanitize compute-sanitizer memcheck, racecheck, synccheck of the _gemm
@@ -225,22 +228,52 @@ smollm2() {
   done
 }
 
-check() {
-  # The fusion package of main (check_model.py takes the num_splits policy
-  # from it), then every kernel of two 8B-shape layers against float64:
-  # B=1 (GEMV), 16 (_gemm16), 40 (_gemm64).
+# fusion_package: the fusion package of main in /tmp/fusionpkg (the checks
+# take the num_splits policy and the launches from it).
+fusion_package() {
   local nb
+  [ -d /tmp/fusionpkg/fusion ] && return
   nb=$(python3 -m nanobind --cmake_dir)
   python3 -m pip install -q --no-index --no-deps --no-build-isolation \
     --upgrade --target /tmp/fusionpkg -C cmake.define.nanobind_DIR="$nb" \
     -C cmake.define.nlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" \
     "$s/src/main" \
     >/tmp/fusionpkg.log 2>&1 || { say "fusion package: build failed"; tail -20 /tmp/fusionpkg.log; }
+}
+
+check() {
+  # Every kernel of two 8B-shape layers against float64: B=1 (GEMV), 16
+  # (_gemm16), 40 (_gemm64).
+  fusion_package
   say "== check_model.py, 8B shape 2 layers"
   PYTHONPATH=/tmp/fusionpkg timeout 480 python3 \
     "$s/src/main/test/gpu/check_model.py" \
     --dir "$s/check" --batches 1,16,40 2>&1 | tee "$out/check_model.txt" |
     grep -E "checks passed|RESULT|FAIL|kernel outputs" | tee -a "$log"
+}
+
+kernels() {
+  # The kernel checks against float64 on prepare.sh's compiler output:
+  # check_model.py on the whole SmolLM2 model (B=1, 16), check_kernels.py on
+  # each snapshot module (its own time limit, so that one slow module does
+  # not hide the others), check_attention.py and its sanitizer run.
+  fusion_package
+  local py="$s/src/main/test/gpu" m
+  say "== check_model.py, SmolLM2 whole model"
+  PYTHONPATH=/tmp/fusionpkg timeout 150 python3 "$py/check_model.py" --dir "$s/checksmol" \
+    --batches 1,16 >"$out/check_model_smol.txt" 2>&1
+  say "exit $?: $(grep -E 'checks passed' "$out/check_model_smol.txt")"
+  say "== check_kernels.py, by module"
+  for m in $(ls "$s/proj" | sed -n 's/\.decode\.manifest\.json$//p'); do
+    PYTHONPATH=/tmp/fusionpkg timeout 120 python3 "$py/check_kernels.py" --dir "$s/proj" \
+      --only "$m" >"$out/check_kernels_$m.txt" 2>&1
+    say "$m exit $?: $(grep -E 'checks passed' "$out/check_kernels_$m.txt")"
+  done
+  for flag in "" --sanitize; do
+    PYTHONPATH=/tmp/fusionpkg timeout 150 python3 "$py/check_attention.py" \
+      --ptx-dir "$s/attention" $flag >"$out/check_attention$flag.txt" 2>&1
+    say "check_attention.py $flag exit $?: $(tail -1 "$out/check_attention$flag.txt")"
+  done
 }
 
 ncu_gemm() {
@@ -335,9 +368,10 @@ model) model "${2:-smol}" ;;
 smollm2) smollm2 ;;
 abptx) shift; abptx "$@" ;;
 check) check ;;
+kernels) kernels ;;
 ncu) ncu_gemm ;;
 sanitize) sanitize ;;
 kerneltimes) kerneltimes ;;
 diag) shift; diag "$@" ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|ncu|sanitize|kerneltimes|diag [NAME...]" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|diag [NAME...]" >&2; exit 2 ;;
 esac
