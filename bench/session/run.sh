@@ -80,12 +80,17 @@ gen() {
     --ids-file "$s/ctx512.txt" --batch "$batch" --max-new-tokens "$tokens" "$@"
 }
 
-# first: the name of prepare.sh's first branch (main by default), with its
-# fusion-generate built.
-first() {
+# first_name: the name of prepare.sh's first branch (main by default).
+first_name() {
   local name
   name=$(head -1 "$s/src/branches.txt" | cut -d' ' -f1)
-  name=${name##*/}
+  echo "${name##*/}"
+}
+
+# first: first_name, with its fusion-generate built.
+first() {
+  local name
+  name=$(first_name)
   [ -x "/tmp/rt-$name/tools/fusion-generate" ] ||
     build_runtimes fusion-generate >&2
   echo "$name"
@@ -228,8 +233,8 @@ smollm2() {
   done
 }
 
-# fusion_package: the fusion package of main in /tmp/fusionpkg (the checks
-# take the num_splits policy and the launches from it).
+# fusion_package: the fusion package of the first branch in /tmp/fusionpkg
+# (the checks take the num_splits policy and the launches from it).
 fusion_package() {
   local nb
   [ -d /tmp/fusionpkg/fusion ] && return
@@ -237,7 +242,7 @@ fusion_package() {
   python3 -m pip install -q --no-index --no-deps --no-build-isolation \
     --upgrade --target /tmp/fusionpkg -C cmake.define.nanobind_DIR="$nb" \
     -C cmake.define.nlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" \
-    "$s/src/main" \
+    "$s/src/$(first_name)" \
     >/tmp/fusionpkg.log 2>&1 || { say "fusion package: build failed"; tail -20 /tmp/fusionpkg.log; }
 }
 
@@ -247,7 +252,7 @@ check() {
   fusion_package
   say "== check_model.py, 8B shape 2 layers"
   PYTHONPATH=/tmp/fusionpkg timeout 480 python3 \
-    "$s/src/main/test/gpu/check_model.py" \
+    "$s/src/$(first_name)/test/gpu/check_model.py" \
     --dir "$s/check" --batches 1,16,40 2>&1 | tee "$out/check_model.txt" |
     grep -E "checks passed|RESULT|FAIL|kernel outputs" | tee -a "$log"
 }
@@ -258,7 +263,8 @@ kernels() {
   # each snapshot module (its own time limit, so that one slow module does
   # not hide the others), check_attention.py and its sanitizer run.
   fusion_package
-  local py="$s/src/main/test/gpu" m
+  local py m
+  py="$s/src/$(first_name)/test/gpu"
   say "== check_model.py, SmolLM2 whole model"
   PYTHONPATH=/tmp/fusionpkg timeout 150 python3 "$py/check_model.py" --dir "$s/checksmol" \
     --batches 1,16 >"$out/check_model_smol.txt" 2>&1

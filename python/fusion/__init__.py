@@ -28,6 +28,7 @@ from ._fusion import (
     InvalidArgumentError,
     Model,
     UnsupportedError,
+    cluster_x,
     device_name,
 )
 
@@ -39,7 +40,7 @@ __version__ = _distribution_version("fusion-decode")
 __all__ = [
     "CapacityError", "CudaError", "DeviceUnavailableError", "Engine", "Error",
     "FormatError", "Function", "InvalidArgumentError", "Model", "UnsupportedError",
-    "device_name", "generate",
+    "cluster_x", "device_name", "generate",
 ]
 
 

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fusion/contract/Contract.h"
 #include "fusion/runtime/Checkpoint.h"
 #include "fusion/runtime/Cuda.h"
 #include "fusion/runtime/DType.h"
@@ -137,6 +138,7 @@ nb::dict launchOf(const Model &model, const std::string &entry, int64_t batch,
     d["block"] = nb::make_tuple(g.block[0], g.block[1], g.block[2]);
     d["dynamic_shared_bytes"] = g.dynamicSharedBytes;
     d["static_shared_bytes"] = g.staticSharedBytes;
+    d["cluster_x"] = k->clusterXFor(batch, numSplits);
     return d;
   }
   throwInvalidArgument("function \"", model.function().name,
@@ -348,7 +350,9 @@ void bindModel(nb::module_ &m) {
            "num_splits"_a = 1,
            "What the runtime launches for kernel `entry` at these sizes: "
            "{entry, variant, grid, block, dynamic_shared_bytes, "
-           "static_shared_bytes} (the batch variant, docs/abi.md 3.2).")
+           "static_shared_bytes, cluster_x} (the batch variant, docs/abi.md "
+           "3.2; cluster_x > 1: thread-block clusters of (cluster_x, 1, 1) "
+           "CTAs, section 3.4).")
       .def("front_half", &frontHalfOf,
            "{hidden, num_heads, num_kv_heads, head_dim, page_size[, norm, "
            "eps, rope_theta]} of a decode-layer front half; "
@@ -453,6 +457,12 @@ NB_MODULE(_fusion, m) {
   bindModel(m);
   bindEngine(m);
   bindFunction(m);
+  m.def("cluster_x", &fusion::contract::chooseClusterX, "cluster_splits"_a,
+        "num_splits"_a,
+        "The cluster dimension x the runtime launches `num_splits` splits of "
+        "a split-KV attention launch whose schedule has `cluster_splits` in "
+        "(docs/abi.md 3.4): num_splits when 2 <= num_splits <= "
+        "min(cluster_splits, 8), else 1 (no cluster).");
   m.def(
       "device_name",
       [](int device) { return cuda::Context::open(device).name(); },

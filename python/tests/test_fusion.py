@@ -81,6 +81,15 @@ def test_launch_follows_the_documented_variant_rule():
                                         for g in chosen["grid"])
             assert got["block"] == tuple(chosen["block"])
             assert got["dynamic_shared_bytes"] == chosen.get("dynamic_shared_bytes", 0)
+            # docs/abi.md 3.4: the 5 splits as one cluster where the launch's
+            # schedule has cluster_splits >= 5 (the attention kernel's is 8).
+            clustered = 2 <= 5 <= chosen.get("schedule", {}).get("cluster_splits", 0)
+            assert got["cluster_x"] == (5 if clustered else 1)
+    attention = raw["kernels"][1]
+    assert attention["schedule"]["cluster_splits"] == 8
+    for splits, cluster_x in ((1, 1), (8, 8), (9, 1)):
+        got = model.launch(attention["entry"], 1, num_splits=splits)
+        assert got["cluster_x"] == cluster_x
     with pytest.raises(fusion.InvalidArgumentError, match="no kernel with entry"):
         model.launch("missing", 1)
     with pytest.raises(fusion.InvalidArgumentError, match="must be >= 1, got 0"):

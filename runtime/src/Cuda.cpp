@@ -610,10 +610,17 @@ void synchronize(CUstream stream, std::string_view what) {
 void launchKernel(CUfunction function, const std::string &entry,
                   const unsigned grid[3], const unsigned block[3],
                   unsigned sharedBytes, CUstream stream, void **params,
-                  bool programmatic) {
-  CUlaunchAttribute attribute{};
-  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attribute.value.programmaticStreamSerializationAllowed = 1;
+                  bool programmatic, unsigned clusterX) {
+  CUlaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (programmatic) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[count++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (clusterX > 1) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[count++].value.clusterDim = {clusterX, 1, 1};
+  }
   CUlaunchConfig config{};
   config.gridDimX = grid[0];
   config.gridDimY = grid[1];
@@ -623,8 +630,8 @@ void launchKernel(CUfunction function, const std::string &entry,
   config.blockDimZ = block[2];
   config.sharedMemBytes = sharedBytes;
   config.hStream = stream;
-  config.attrs = programmatic ? &attribute : nullptr;
-  config.numAttrs = programmatic ? 1 : 0;
+  config.attrs = count ? attributes : nullptr;
+  config.numAttrs = count;
   CUresult r = api().cuLaunchKernelEx(&config, function, params, nullptr);
   if (r != CUDA_SUCCESS) {
     std::ostringstream op;
@@ -632,7 +639,10 @@ void launchKernel(CUfunction function, const std::string &entry,
        << grid[1] << ", " << grid[2] << "], block [" << block[0] << ", "
        << block[1] << ", " << block[2] << "], " << sharedBytes
        << " bytes dynamic shared memory"
-       << (programmatic ? ", programmatic stream serialization" : "") << ")";
+       << (programmatic ? ", programmatic stream serialization" : "");
+    if (clusterX > 1)
+      op << ", clusters of " << clusterX << " CTAs";
+    op << ")";
     check(r, op.str());
   }
 }

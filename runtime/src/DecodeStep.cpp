@@ -225,7 +225,7 @@ void DecodeStep::launchAll(const std::vector<PreparedLaunch> &launches,
     unsigned block[3] = {l.block[0], l.block[1], l.block[2]};
     cuda::launchKernel(functions_[l.kernel][l.variant + 1], l.entry, grid,
                        block, l.dynamicSharedBytes, stream, params.data(),
-                       l.programmaticDependentLaunch);
+                       l.programmaticDependentLaunch, l.clusterX);
     if (syncEach) {
       try {
         context_->synchronize("kernel " + l.entry);

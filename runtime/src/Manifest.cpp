@@ -188,6 +188,17 @@ int64_t ManifestKernel::maxSplits() const {
   return it == scheduleInts.end() ? 1 : it->second;
 }
 
+int64_t ManifestKernel::clusterXFor(int64_t batch, int64_t numSplits) const {
+  return usesNumSplits() ? contract::chooseClusterX(
+                               launchFor(batch).clusterSplits(), numSplits)
+                         : 1;
+}
+
+int64_t LaunchGeometry::clusterSplits() const {
+  auto it = scheduleInts.find(std::string(contract::schedule::kClusterSplits));
+  return it == scheduleInts.end() ? 0 : it->second;
+}
+
 int ManifestKernel::numOutputs() const {
   int n = 0;
   for (const ManifestParam &p : params)
@@ -594,6 +605,22 @@ const ManifestParam *paramWithRole(const ManifestKernel &k,
   return nullptr;
 }
 
+/// Checks the schedule's cluster_splits of a launch `g` (node `n`) of a
+/// split-KV attention kernel: 0 (or absent), or in [2,
+/// contract::kMaxClusterSplits] with grid x = num_splits (a cluster holds
+/// the splits of one sequence and head).
+void checkClusterSplits(const LaunchGeometry &g, const Node &n) {
+  const int64_t c = g.clusterSplits();
+  if (c < 0 || c == 1 || c > contract::kMaxClusterSplits)
+    n.at("schedule").fail("cluster_splits must be 0 or in [2, " +
+                          std::to_string(contract::kMaxClusterSplits) +
+                          "], got " + std::to_string(c));
+  if (c > 0 && g.grid[0].symbol != contract::dim::kNumSplits)
+    n.at("grid").fail("a launch with cluster_splits needs grid x = "
+                      "num_splits, got " +
+                      g.grid[0].str());
+}
+
 /// Checks what a split-KV attention kernel `k` (node `n`) indexes with
 /// constants the manifest must state consistently: its grid is
 /// [num_splits, num_kv_heads * head_blocks, batch], its workspaces are
@@ -643,6 +670,9 @@ void checkSplitKV(const ManifestKernel &k, const Node &n) {
     n.at("grid").fail("split-KV attention runs on a grid [num_splits, " +
                       std::to_string(gridY.value) +
                       " (num_kv_heads * head_blocks), batch]");
+  checkClusterSplits(k, n);
+  for (size_t i = 0; i < k.variants.size(); ++i)
+    checkClusterSplits(k.variants[i], n.at("variants").at(i));
 }
 
 /// The kernel's `variants` (n["variants"], if any), in strictly ascending

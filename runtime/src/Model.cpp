@@ -500,6 +500,8 @@ std::vector<PreparedLaunch> LaunchPlan::prepare(const StepShape &shape) const {
     }
     l.dynamicSharedBytes = static_cast<uint32_t>(launch.dynamicSharedBytes);
     l.programmaticDependentLaunch = k.programmaticDependentLaunch;
+    l.clusterX =
+        static_cast<uint32_t>(k.clusterXFor(shape.batch, shape.numSplits));
     for (const ParamSource &src : m.paramSources(i)) {
       KernelArg a;
       switch (src.kind) {

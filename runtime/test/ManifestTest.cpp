@@ -269,6 +269,17 @@ TEST(Manifest, VariantErrorsNameTheFileAndPath) {
          j["kernels"][0]["variants"][0]["dynamic_shared_bytes"] = -1;
        },
        "kernels[0].variants[0].dynamic_shared_bytes: value -1 is outside"},
+      {"clustered attention variant not over num_splits",
+       [](json &j) {
+         j["kernels"][1]["variants"] = json::array(
+             {{{"min_batch", 4},
+               {"entry", "decode_layer_k1_decode_attention_mma"},
+               {"grid", {4, 2, "batch"}},
+               {"block", {128, 1, 1}},
+               {"schedule", {{"cluster_splits", 8}}}}});
+       },
+       "kernels[1].variants[0].grid: a launch with cluster_splits needs grid "
+       "x = num_splits, got 4"},
       {"entry shared with another signature",
        [](json &j) {
          j["kernels"][1]["variants"] =
@@ -398,6 +409,12 @@ TEST(Manifest, ErrorsNameTheFileAndPath) {
       {"split counters not zero_init",
        [](json &j) { j["kernels"][1]["params"][8].erase("zero_init"); },
        "kernels[1].params: split_counters must be zero_init"},
+      {"cluster of one split",
+       [](json &j) { j["kernels"][1]["schedule"]["cluster_splits"] = 1; },
+       "kernels[1].schedule: cluster_splits must be 0 or in [2, 8], got 1"},
+      {"cluster past the portable size",
+       [](json &j) { j["kernels"][1]["schedule"]["cluster_splits"] = 16; },
+       "kernels[1].schedule: cluster_splits must be 0 or in [2, 8], got 16"},
       {"split-KV grid y other than num_kv_heads * head_blocks",
        [](json &j) { j["kernels"][1]["grid"][1] = 1; },
        "kernels[1].grid: split-KV attention runs on a grid [num_splits, 2 "

@@ -25,6 +25,8 @@
 namespace {
 /// Per kernel launch: 1 if it asked for programmatic stream serialization.
 std::vector<int> launchLog;
+/// Per kernel launch: its cluster dimension x (1 without a cluster).
+std::vector<int> clusterLog;
 /// Graph executables: each instantiation gets the next id (1, 2, ...);
 /// a launch of graph i logs i, its destruction -i.
 std::vector<int> graphLog;
@@ -51,6 +53,15 @@ int fusionMockLaunches(int *out, int capacity, int clear) {
     out[i] = launchLog[i];
   if (clear)
     launchLog.clear();
+  return n;
+}
+/// The cluster log (see clusterLog), as fusionMockLaunches.
+int fusionMockClusters(int *out, int capacity, int clear) {
+  const int n = static_cast<int>(clusterLog.size());
+  for (int i = 0; i < n && i < capacity; ++i)
+    out[i] = clusterLog[i];
+  if (clear)
+    clusterLog.clear();
   return n;
 }
 /// The graph log (see graphLog), as fusionMockLaunches.
@@ -266,12 +277,22 @@ CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent, CUevent) {
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction,
                                   void **, void **) {
   int programmatic = 0;
-  for (unsigned i = 0; i < config->numAttrs; ++i)
-    if (config->attrs[i].id ==
-        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
-      programmatic =
-          config->attrs[i].value.programmaticStreamSerializationAllowed;
+  unsigned clusterX = 1;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute &a = config->attrs[i];
+    if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      programmatic = a.value.programmaticStreamSerializationAllowed;
+    if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      // The driver's rules for a portable cluster.
+      const auto &c = a.value.clusterDim;
+      if (c.x < 1 || c.y != 1 || c.z != 1 || c.x > 8 ||
+          config->gridDimX % c.x != 0)
+        return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+      clusterX = c.x;
+    }
+  }
   launchLog.push_back(programmatic);
+  clusterLog.push_back(static_cast<int>(clusterX));
   return CUDA_SUCCESS;
 }
 /// Logs its arguments (a rank-2 call; any other rank is

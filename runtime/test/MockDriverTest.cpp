@@ -52,6 +52,8 @@ std::vector<int> takeLog(const char *name) {
 }
 /// Per kernel launch: 1 with programmatic stream serialization, 0 without.
 std::vector<int> takeLaunches() { return takeLog("fusionMockLaunches"); }
+/// Per kernel launch: its cluster dimension x (1 without a cluster).
+std::vector<int> takeClusters() { return takeLog("fusionMockClusters"); }
 /// Per graph launch the graph's id, per destruction minus its id (the mock
 /// numbers its graph executables 1, 2, ... in instantiation order).
 std::vector<int> takeGraphs() { return takeLog("fusionMockGraphs"); }
@@ -257,6 +259,19 @@ TEST_F(MockDriver, WorkspacesShareTwoArenasZeroedOnce) {
       EXPECT_THROW_MSG(InvalidArgumentError,
                        fresh.downloadInternal(8, counters.data(), 36)),
       "holds 32 bytes, asked for 36");
+}
+
+TEST_F(MockDriver, LaunchesTheSplitsAsOneClusterUpToClusterSplits) {
+  // The fixture's attention kernel (kernel 1) has cluster_splits 8; the
+  // mock rejects a cluster that does not divide the grid or exceeds 8.
+  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, *step, 1);
+  for (size_t i = 0; i < args.size(); ++i)
+    step->bind(static_cast<int>(i), args[i]);
+  takeClusters();
+  for (auto [splits, clusterX] : {std::pair{1, 1}, {5, 5}, {8, 8}, {9, 1}}) {
+    step->run(StepShape{1, 1, splits}, TinyInputs(1, 1).view());
+    EXPECT_EQ(takeClusters(), (std::vector<int>{1, clusterX})) << splits;
+  }
 }
 
 TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {

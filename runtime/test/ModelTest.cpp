@@ -206,6 +206,22 @@ TEST(LaunchPlan, AlignsEachWorkspaceOfAKernel) {
   EXPECT_EQ(LaunchPlan::kWorkspaceAlignment, 256);
 }
 
+TEST(LaunchPlan, ClustersTheSplitsUpToClusterSplits) {
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  j["kernels"][1]["schedule"]["cluster_splits"] = 3;
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  bindAll(plan);
+  // StepShape{batch, max_pages, num_splits}: one split has nothing to
+  // combine; 2 and 3 splits are one cluster each; 4 exceed cluster_splits.
+  const std::pair<int64_t, uint32_t> cases[] = {{1, 1}, {2, 2}, {3, 3}, {4, 1}};
+  for (auto [splits, clusterX] : cases) {
+    std::vector<PreparedLaunch> l = plan.prepare(StepShape{2, 5, splits});
+    EXPECT_EQ(l[1].grid[0], static_cast<uint32_t>(splits));
+    EXPECT_EQ(l[1].clusterX, clusterX) << splits << " splits";
+  }
+}
+
 TEST(LaunchPlan, PreparesLaunchesInOrder) {
   Model m = tinyModel();
   LaunchPlan plan(m, Capacity{8, 16, 100});
@@ -256,6 +272,10 @@ TEST(LaunchPlan, PreparesLaunchesInOrder) {
   EXPECT_EQ(l[1].args[9].scalar, 3);
   EXPECT_EQ(l[1].args[10].scalar, 5);
   EXPECT_EQ(l[1].args[11].scalar, 4); // num_splits
+  // The fixture's schedule has cluster_splits 8: the 4 splits of each
+  // (sequence, KV head) run as one cluster; kernel 0 has no splits.
+  EXPECT_EQ(l[1].clusterX, 4u);
+  EXPECT_EQ(l[0].clusterX, 1u);
 
   EXPECT_EQ(plan.resultAddress(0), kInternalStride * 6); // attention output
   EXPECT_EQ(plan.resultAddress(1), kInternalStride);     // residual_out

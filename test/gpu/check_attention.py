@@ -12,6 +12,10 @@ Emitters.h, and compares with a float64 numpy reference of design.md 2.1:
 Metrics: max |out - ref| and ||out - ref|| / ||ref|| over the batch; rows of
 length 0 must be exactly zero. Thresholds: rel < 2e-3 (f16), 1e-2 (bf16).
 Also checks that the arrival counters are zero again after every launch.
+Where the runtime would launch the splits as one thread-block cluster
+(fusion.cluster_x, docs/abi.md 3.4), each case runs both ways: in clusters
+(through cuda.bindings' cuLaunchKernelEx; the combine through distributed
+shared memory) and without (the combine through the workspaces).
 
 Usage:
   # on the build machine (no GPU): write the .mlir inputs, compile, ptxas
@@ -70,7 +74,7 @@ LENGTH_SETS = [
     [4097],
     [0],
 ]
-SPLITS = [1, 3, 16, 64]
+SPLITS = [1, 3, 8, 16, 64]
 
 
 def mlir_for(name, hq, hkv, d, dtype, p):
@@ -329,6 +333,7 @@ class Kernel:
         if self.smem:
             self.fn.max_dynamic_shared_size_bytes = self.smem
         self.max_splits = int(kernel["schedule"]["max_splits"])
+        self.cluster_splits = int(launch["schedule"].get("cluster_splits", 0))
         self.grid_y = int(kernel["grid"][1])
         self.target_ctas = int(kernel["schedule"]["target_ctas"])
         self.min_chunk = int(kernel["schedule"]["min_chunk_tokens"])
@@ -350,7 +355,11 @@ class Kernel:
             Kernel(cp, ptx_dir, cfg, name, v)
             for v in range(len(kernel.get("variants", [])))]
 
-    def run(self, prob, kc, vc, num_splits, out=None):
+    def cluster_x(self, num_splits):
+        """The cluster the runtime would launch num_splits splits in."""
+        return runtime_bindings().cluster_x(self.cluster_splits, num_splits)
+
+    def run(self, prob, kc, vc, num_splits, out=None, cluster_x=1):
         cp = self.cp
         name, hq, hkv, d, dtname, p = self.cfg
         b = len(prob["lens"])
@@ -367,14 +376,19 @@ class Kernel:
             self.counters = cp.zeros((max(b, 8), self.grid_y), dtype=cp.int32)
         args = (q, kc, vc, bt, sl, out, part_o, part_s, self.counters,
                 np.int32(b), np.int32(prob["max_pages"]), np.int32(num_splits))
-        self.fn((num_splits, self.grid_y, b), (self.threads, 1, 1), args,
-                shared_mem=self.smem)
+        grid = (num_splits, self.grid_y, b)
+        if cluster_x > 1:
+            launch_in_clusters(cp, self.fn, grid, self.threads, self.smem, args,
+                               cluster_x)
+        else:
+            self.fn(grid, (self.threads, 1, 1), args, shared_mem=self.smem)
         self.last_stats = part_s
         return out
 
-    def partials_written(self, num_splits):
-        """With several splits every CTA writes its (m, l): l is never NaN."""
-        if num_splits <= 1:
+    def partials_written(self, num_splits, cluster_x=1):
+        """With several splits combined through the workspaces every CTA
+        writes its (m, l): l is never NaN."""
+        if num_splits <= 1 or cluster_x > 1:
             return True
         ns = min(num_splits, self.max_splits)
         l = self.last_stats[:, :, :ns, 1].get()
@@ -382,6 +396,30 @@ class Kernel:
 
     def counters_zero(self):
         return int(self.cp.count_nonzero(self.counters).get()) == 0
+
+
+def launch_in_clusters(cp, fn, grid, threads, smem, args, cluster_x):
+    """Launches the CuPy function `fn` on the current stream in thread-block
+    clusters of (cluster_x, 1, 1) CTAs (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    CuPy's own launch has no cluster option)."""
+    import ctypes
+    from cuda.bindings import driver as drv
+    cfg = drv.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = threads, 1, 1
+    cfg.sharedMemBytes = smem
+    cfg.hStream = drv.CUstream(cp.cuda.get_current_stream().ptr)
+    attr = drv.CUlaunchAttribute()
+    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster_x, 1, 1
+    cfg.attrs = [attr]
+    cfg.numAttrs = 1
+    pointer = [hasattr(a, "data") for a in args]
+    values = tuple(a.data.ptr if p else int(a) for a, p in zip(args, pointer))
+    types = tuple(ctypes.c_void_p if p else ctypes.c_int32 for p in pointer)
+    (err,) = drv.cuLaunchKernelEx(cfg, drv.CUfunction(fn.ptr), (values, types), 0)
+    if err != drv.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuLaunchKernelEx in clusters of {cluster_x}: {err}")
 
 
 def compare(prob, out_dev):
@@ -441,29 +479,30 @@ def main():
     if args.sanitize:
         configs = [c for c in CONFIGS if c[0] in ("g7_d128_bf16", "g3_d80_f16_p12")]
         length_sets = [[0, 1, 17, 100, 33]]
-        splits = [1, 3, 64]
+        splits = [1, 3, 8, 64]
     for cfg, kern in [(c, k) for c in configs
                       for k in Kernel.all_of(cp, args.ptx_dir, c)]:
         for lens in length_sets:
             prob = build_problem(rng, cfg, lens)
             kc = upload_cache(cp, prob, cfg, prob["k_pages"])
             vc = upload_cache(cp, prob, cfg, prob["v_pages"])
-            for ns in splits:
+            for ns, cx in [(n, c) for n in splits
+                           for c in sorted({1, kern.cluster_x(n)})]:
                 # Twice: the second launch checks that the counters were reset.
                 for rep in range(2):
-                    out = kern.run(prob, kc, vc, ns)
+                    out = kern.run(prob, kc, vc, ns, cluster_x=cx)
                     cp.cuda.runtime.deviceSynchronize()
                 ok, max_abs, rel, finite, zr = compare(prob, out)
                 cz = kern.counters_zero()
-                pw = kern.partials_written(ns)
+                pw = kern.partials_written(ns, cx)
                 ok = ok and cz and pw
                 all_ok &= ok
-                row = dict(config=kern.label, lens=lens, splits=ns, max_abs=max_abs,
-                           rel=rel, finite=finite, zero_rows=zr, counters=cz,
-                           ok=ok)
+                row = dict(config=kern.label, lens=lens, splits=ns, cluster_x=cx,
+                           max_abs=max_abs, rel=rel, finite=finite, zero_rows=zr,
+                           counters=cz, ok=ok)
                 results.append(row)
                 print(f"{'ok  ' if ok else 'FAIL'} {kern.label:20s} lens={str(lens):24s} "
-                      f"splits={ns:2d} max_abs={max_abs:.3e} rel={rel:.3e}"
+                      f"splits={ns:2d} cluster={cx} max_abs={max_abs:.3e} rel={rel:.3e}"
                       f"{'' if finite else ' NONFINITE'}{'' if zr else ' ZERO-ROWS'}"
                       f"{'' if cz else ' COUNTERS'}{'' if pw else ' PARTIALS'}", flush=True)
             del kc, vc

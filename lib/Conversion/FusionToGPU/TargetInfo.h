@@ -41,6 +41,8 @@ public:
   bool hasGridDependencyControl() const { return computeCapability >= 90; }
   /// `cp.async.bulk` with mbarrier transaction counts (sm_90+).
   bool hasBulkCopies() const { return computeCapability >= 90; }
+  /// Thread-block clusters with distributed shared memory (sm_90+).
+  bool hasClusters() const { return computeCapability >= 90; }
 
   /// Threads per warp.
   static constexpr int64_t kWarpSize = 32;

@@ -111,7 +111,8 @@ json::Value toJSON(Attribute attr) {
 
 /// The members both split-KV attention schedules (CUDA-core and tensor-core)
 /// share: heads, workspaces, the chunk and num_splits policies (the contract
-/// header's formulas) and how the partials are left (docs/abi.md 3.4).
+/// header's formulas), how the partials are left and the most splits a
+/// cluster combines (docs/abi.md 3.4).
 template <typename SplitKVSchedule>
 void writeSplitKV(json::Object &o, SplitKVSchedule s) {
   o[StringRef(contract::schedule::kMaxSplits)] = s.getMaxSplits();
@@ -124,6 +125,7 @@ void writeSplitKV(json::Object &o, SplitKVSchedule s) {
   o[StringRef(contract::schedule::kNumSplitsPolicy)] =
       StringRef(contract::kNumSplitsPolicyFormula);
   o["partials"] = "unnormalized";
+  o[StringRef(contract::schedule::kClusterSplits)] = s.getClusterSplits();
 }
 
 /// The manifest's `schedule` object of `schedule` (empty if null): `kind`

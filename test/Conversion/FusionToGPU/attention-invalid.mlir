@@ -55,14 +55,14 @@ func.func @rope_and_attention(%q: tensor<?x4x16xf16>, %k: tensor<?x2x16xf16>, %p
 // -----
 
 // A schedule the kernel carries is kept, so it must be the one its
-// threads, max_splits, kv_unroll and heads_per_cta give (chunk_multiple is 64
-// here).
+// threads, max_splits, kv_unroll, heads_per_cta and cluster_splits give
+// (chunk_multiple is 64 here).
 func.func @inconsistent_schedule(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
-  // expected-error @+1 {{'fusion.kernel' op carries the schedule #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 32, target_ctas = 264, min_chunk_tokens = 64>, but the kernel it describes has #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64>}}
+  // expected-error @+1 {{'fusion.kernel' op carries the schedule #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 32, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>, but the kernel it describes has #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>}}
   %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
       : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
-      -> tensor<?x32x128xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 32, target_ctas = 264, min_chunk_tokens = 64>} {
+      -> tensor<?x32x128xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 32, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>} {
     %0 = fusion.decode_attention %a, %b, %c[%d, %e]
         : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
     fusion.yield %0 : tensor<?x32x128xf16>
@@ -95,7 +95,7 @@ func.func @bad_heads_per_cta(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf1
   // expected-error @+1 {{'fusion.kernel' op attention schedule: heads_per_cta (3) must divide the group size 4 and be at most 16}}
   %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
       : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
-      -> tensor<?x32x128xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 3, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64>} {
+      -> tensor<?x32x128xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 3, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>} {
     %0 = fusion.decode_attention %a, %b, %c[%d, %e]
         : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
     fusion.yield %0 : tensor<?x32x128xf16>
@@ -111,7 +111,7 @@ func.func @too_much_smem(%q: tensor<?x8x256xf16>, %kc: memref<?x16x1x256xf16>, %
   // expected-error @+1 {{'fusion.kernel' op attention schedule needs 66052 bytes of shared memory (threads 256, heads_per_cta 8, head_dim 256), more than 49152}}
   %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
       : (tensor<?x8x256xf16>, memref<?x16x1x256xf16>, memref<?x16x1x256xf16>, tensor<?x?xi32>, tensor<?xi32>)
-      -> tensor<?x8x256xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 8, head_blocks = 1, vector_width = 8, lanes_per_row = 32, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64>} {
+      -> tensor<?x8x256xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 8, head_blocks = 1, vector_width = 8, lanes_per_row = 32, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>} {
     %0 = fusion.decode_attention %a, %b, %c[%d, %e]
         : tensor<?x8x256xf16>, memref<?x16x1x256xf16>, tensor<?x?xi32>, tensor<?xi32>
     fusion.yield %0 : tensor<?x8x256xf16>
@@ -150,4 +150,23 @@ func.func @too_many_kv_heads(%q: tensor<?x65536x8xf16>, %kc: memref<?x1x65536x8x
     fusion.yield %0 : tensor<?x65536x8xf16>
   }
   return %o : tensor<?x65536x8xf16>
+}
+
+// -----
+
+// The cluster combine's exchange buffer (cluster_splits x heads_per_cta x
+// (head_dim + 2) floats) must fit beside the merge buffer (4 warps x 8 x 258
+// floats + 4 bytes) in the 48 KB of static shared memory: 2 x 8 x 258 x 4
+// bytes do not (the default there is 0).
+func.func @cluster_exchange_too_large(%q: tensor<?x8x256xf16>, %kc: memref<?x16x1x256xf16>, %vc: memref<?x16x1x256xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x8x256xf16> {
+  // expected-error @+1 {{'fusion.kernel' op attention schedule: cluster_splits 2 needs 16512 bytes of exchange buffer beside the merge buffer's 33028, more than 49152}}
+  %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
+      : (tensor<?x8x256xf16>, memref<?x16x1x256xf16>, memref<?x16x1x256xf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> tensor<?x8x256xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 64, heads_per_cta = 8, head_blocks = 1, vector_width = 8, lanes_per_row = 32, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 2>} {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x8x256xf16>, memref<?x16x1x256xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %0 : tensor<?x8x256xf16>
+  }
+  return %o : tensor<?x8x256xf16>
 }

@@ -8,7 +8,7 @@
 // counters) / scalars, and the schedule.
 // CHECK-LABEL: func.func @llama
 // CHECK:       fusion.kernel @attn_g4
-// CHECK-SAME:    launch = #fusion.launch<entry = "attn_g4", grid = [num_splits, 8, batch], block = 256, smem = 0, static_smem = 16644, params = [
+// CHECK-SAME:    launch = #fusion.launch<entry = "attn_g4", grid = [num_splits, 8, batch], block = 256, smem = 0, static_smem = 33284, params = [
 // CHECK-SAME:    #fusion.param<kind = input, role = "query", dtype = f16, shape = [batch, 32, 128]>
 // CHECK-SAME:    #fusion.param<kind = input, role = "key_cache", dtype = f16, shape = [num_pages, 16, 8, 128]>
 // CHECK-SAME:    #fusion.param<kind = input, role = "value_cache", dtype = f16, shape = [num_pages, 16, 8, 128]>
@@ -21,13 +21,14 @@
 // CHECK-SAME:    #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>, #fusion.param<kind = scalar, role = "num_splits", dtype = i32>]
 // CHECK-SAME:    schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4,
 // CHECK-SAME:    head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64,
-// CHECK-SAME:    target_ctas = 264, min_chunk_tokens = 64>, strategy = #fusion.strategy<decode>
+// CHECK-SAME:    target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>, strategy = #fusion.strategy<decode>
 
 // The kernel: bare flat buffers, then the i32 scalars; aligned shared memory
-// for the cross-warp merge.
+// for the cross-warp merge, the last-CTA flag and the cluster combine's
+// exchange buffer (8 splits x 4 heads x (128 + 2) floats).
 // CHECK:       gpu.module @fusion_kernels
 // CHECK:       gpu.func @attn_g4(%[[Q:.*]]: memref<1099511627776xf16>, %[[KC:.*]]: memref<1099511627776xf16>, %[[VC:.*]]: memref<1099511627776xf16>, %[[BT:.*]]: memref<1099511627776xi32>, %[[SL:.*]]: memref<1099511627776xi32>, %[[O:.*]]: memref<1099511627776xf16>, %[[PO:.*]]: memref<1099511627776xf32>, %[[PS:.*]]: memref<1099511627776xf32>, %[[CNT:.*]]: memref<1099511627776xi32>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32)
-// CHECK-SAME:    workgroup(%[[SMEM:.*]] : memref<4160xf32, #gpu.address_space<workgroup>> {llvm.align = 32 : i64}, %[[FLAG:.*]] : memref<1xi32, #gpu.address_space<workgroup>>{{.*}})
+// CHECK-SAME:    workgroup(%[[SMEM:.*]] : memref<4160xf32, #gpu.address_space<workgroup>> {llvm.align = 32 : i64}, %[[FLAG:.*]] : memref<1xi32, #gpu.address_space<workgroup>>{{.*}}, %[[EXCH:.*]] : memref<4160xf32, #gpu.address_space<workgroup>> {llvm.align = 32 : i64})
 // CHECK-SAME:    kernel attributes {known_block_size = array<i32: 256, 1, 1>}
 // Before griddepcontrol.wait (step inputs no kernel writes): the split's
 // tokens from seq_lens and, where it has any, the block-table pages of the
@@ -35,7 +36,9 @@
 // at most one token per thread and fits the grid's share of the 8 MiB
 // prefetch budget, thread t asks L2 for the K and V entries of token start +
 // t (128 x 2 = 256 bytes each).
+// The first phase of the cluster barrier comes first: this CTA has started.
 // CHECK-NEXT:  nvvm.griddepcontrol  launch_dependents
+// CHECK-NEXT:  nvvm.cluster.arrive.relaxed
 // CHECK:       %[[SETUP:.*]]:6 = scf.if %{{.*}} -> (i32, i32, index, index, index, index) {
 // CHECK:         memref.load %[[SL]]
 // CHECK:         scf.if %{{.*}} -> (index, index, index, index) {
@@ -83,7 +86,33 @@
 // CHECK:         arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
 // CHECK:         vector.store %{{.*}}, %[[O]]
 // CHECK:       } else {
-// Several splits: unnormalised fp32 partial and (m, l), fence, barrier, the
+// Several splits launched as one cluster of num_splits (<= 8) CTAs: wait for
+// every CTA to have started, store the unnormalised fp32 partial and (m, l)
+// into CTA 0's exchange buffer, arrive (release) after the stores; CTA 0
+// (split 0) waits (acquire) and combines from its own shared memory.
+// CHECK:         arith.cmpi sle, %{{.*}}, %c8_i32 : i32
+// CHECK:         nvvm.read.ptx.sreg.nclusterid.x : i32
+// CHECK:         nvvm.read.ptx.sreg.cluster.nctarank : i32
+// CHECK:         scf.if
+// CHECK-NEXT:      nvvm.cluster.wait
+// CHECK:           %[[REMOTE:.*]] = nvvm.mapa %{{.*}}, %c0_i32{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK:           scf.if
+// CHECK:             llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xf32>, !llvm.ptr<7>
+// CHECK:             scf.if
+// CHECK-COUNT-2:       llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : f32, !llvm.ptr<7>
+// CHECK-NEXT:        }
+// CHECK-NEXT:      }
+// CHECK-NEXT:      nvvm.cluster.arrive
+// CHECK-NEXT:      arith.constant 0 : index
+// CHECK-NEXT:      arith.cmpi eq, %block_id_x, %{{.*}} : index
+// CHECK-NEXT:      scf.if
+// CHECK-NEXT:        nvvm.cluster.wait
+// CHECK:             scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c8
+// CHECK-COUNT-8:       vector.load %[[EXCH]]
+// CHECK:             arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
+// CHECK:             vector.store %{{.*}}, %[[O]]
+// CHECK:         } else {
+// Otherwise: unnormalised fp32 partial and (m, l), fence, barrier, the
 // arrival counter, and the last CTA combines and resets the counter.
 // CHECK:         vector.store %{{.*}}, %[[PO]][%{{.*}}] {alignment = 32 : i64} : memref<1099511627776xf32>, vector<8xf32>
 // CHECK:         memref.store %{{.*}}, %[[PS]]
@@ -225,16 +254,20 @@ func.func @group16(%q: tensor<?x32x128xf16>, %kc: memref<?x16x2x128xf16>, %vc: m
 // 2 of the 4 heads of a group per CTA (head_blocks 4 / 2 = 2, grid y 8 x 2),
 // 128 threads in row groups of 16 lanes (128 / 8 vectors of D = 128), 2
 // tokens each: chunks of 128 / 16 x 2 = 16 tokens; max_splits 16 sizes the
-// workspaces.
+// workspaces; cluster_splits 0: no cluster combine (no exchange buffer, no
+// cluster barrier).
 // CHECK-LABEL: func.func @carried
 // CHECK:       grid = [num_splits, 16, batch], block = 128,
 // CHECK-SAME:    role = "partial_out", dtype = f32, shape = [batch, 32, 16, 128]
-// CHECK-SAME:    schedule = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 16, heads_per_cta = 2, head_blocks = 2, vector_width = 8, lanes_per_row = 16, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64>
+// CHECK-SAME:    schedule = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 16, heads_per_cta = 2, head_blocks = 2, vector_width = 8, lanes_per_row = 16, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 0>
+// CHECK:       gpu.func @attn_carried
+// CHECK-NOT:     nvvm.cluster
+// CHECK:         gpu.return
 func.func @carried(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
   %o = fusion.kernel @attn_carried (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
       : (tensor<?x32x128xf16>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>)
-      -> tensor<?x32x128xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 16, heads_per_cta = 2, head_blocks = 2, vector_width = 8, lanes_per_row = 16, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64>} {
+      -> tensor<?x32x128xf16> attributes {schedule = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 16, heads_per_cta = 2, head_blocks = 2, vector_width = 8, lanes_per_row = 16, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 0>} {
     %0 = fusion.decode_attention %a, %b, %c[%d, %e]
         : tensor<?x32x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
     fusion.yield %0 : tensor<?x32x128xf16>

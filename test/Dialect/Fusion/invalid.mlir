@@ -1935,17 +1935,27 @@ func.func private @schedule_gemm_stages() attributes {s = #fusion.projection_gem
 // -----
 
 // expected-error @+1 {{split_kv_attention_schedule max_splits must be positive, got 0}}
-func.func private @schedule_max_splits() attributes {s = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 0, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64>}
+func.func private @schedule_max_splits() attributes {s = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 0, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>}
 
 // -----
 
 // expected-error @+1 {{split_kv_attention_schedule lanes_per_row (12) must be a power of two up to 32}}
-func.func private @schedule_lanes() attributes {s = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 12, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64>}
+func.func private @schedule_lanes() attributes {s = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 12, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>}
 
 // -----
 
 // expected-error @+1 {{split_kv_attention_mma_schedule stages (1) must be at least 2}}
-func.func private @schedule_mma_stages() attributes {s = #fusion.split_kv_attention_mma_schedule<threads = 128, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 1, target_ctas = 264, min_chunk_tokens = 64>}
+func.func private @schedule_mma_stages() attributes {s = #fusion.split_kv_attention_mma_schedule<threads = 128, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 1, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>}
+
+// -----
+
+// expected-error @+1 {{split_kv_attention_schedule cluster_splits must be 0 or in [2, 8], got 1}}
+func.func private @schedule_cluster_one() attributes {s = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 1>}
+
+// -----
+
+// expected-error @+1 {{split_kv_attention_mma_schedule cluster_splits must be 0 or in [2, 8], got 9}}
+func.func private @schedule_cluster_nine() attributes {s = #fusion.split_kv_attention_mma_schedule<threads = 128, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 3, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 9>}
 
 // -----
 

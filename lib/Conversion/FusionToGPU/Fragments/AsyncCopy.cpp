@@ -19,6 +19,16 @@ Value mlir::fusion::getGlobalPointer(ImplicitLocOpBuilder &b, Value buffer) {
       address);
 }
 
+Value mlir::fusion::getSharedPointer(ImplicitLocOpBuilder &b, Value buffer) {
+  Value index = memref::ExtractAlignedPointerAsIndexOp::create(b, buffer);
+  Value address = arith::IndexCastOp::create(b, b.getI64Type(), index);
+  return LLVM::IntToPtrOp::create(
+      b,
+      LLVM::LLVMPointerType::get(
+          b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared)),
+      address);
+}
+
 Value mlir::fusion::offsetPointer(ImplicitLocOpBuilder &b, Value pointer,
                                   Value offset, Type elementType) {
   if (offset.getType().isIndex())
@@ -52,14 +62,8 @@ void mlir::fusion::prefetchToL2(ImplicitLocOpBuilder &b, Value global,
 Value mlir::fusion::createStageBarriers(ImplicitLocOpBuilder &b,
                                         gpu::GPUFuncOp func, Value tid,
                                         int64_t count) {
-  Value buffer = addWorkgroupBuffer(func, b.getI64Type(), count, 8);
-  Value index = memref::ExtractAlignedPointerAsIndexOp::create(b, buffer);
-  Value address = arith::IndexCastOp::create(b, b.getI64Type(), index);
-  Value first = LLVM::IntToPtrOp::create(
-      b,
-      LLVM::LLVMPointerType::get(
-          b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared)),
-      address);
+  Value first =
+      getSharedPointer(b, addWorkgroupBuffer(func, b.getI64Type(), count, 8));
   ifThen(b, cmpI(b, arith::CmpIPredicate::eq, tid, constIndex(b, 0)),
          [&](ImplicitLocOpBuilder &tb) {
            for (int64_t i = 0; i < count; ++i)

@@ -24,6 +24,10 @@ namespace mlir::fusion {
 /// (CUDA maps global memory at the same addresses in both spaces).
 Value getGlobalPointer(ImplicitLocOpBuilder &b, Value buffer);
 
+/// The address of the workgroup buffer `buffer` (addWorkgroupBuffer) as a
+/// shared-space pointer (`!llvm.ptr<3>`).
+Value getSharedPointer(ImplicitLocOpBuilder &b, Value buffer);
+
 /// `pointer + offset` elements of `elementType` (bytes when null), in
 /// pointer's address space. An `index` offset is taken as i64, an integer
 /// one as it is.

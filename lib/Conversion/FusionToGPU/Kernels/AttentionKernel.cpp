@@ -77,6 +77,7 @@
 
 #include "../Fragments/Abi.h"
 #include "../Fragments/AsyncCopy.h"
+#include "../Fragments/Cluster.h"
 #include "../Fragments/PagedKV.h"
 #include "../Fragments/Reduce.h"
 #include "../KernelEmitter.h"
@@ -85,6 +86,7 @@
 #include "llvm/Support/CheckedArithmetic.h"
 
 #include <cmath>
+#include <tuple>
 #include <limits>
 
 using namespace mlir;
@@ -149,7 +151,7 @@ AttentionScheduleOverrides getOverrides(KernelOp kernel) {
   if (!carried)
     return {};
   return {carried.getThreads(), carried.getMaxSplits(), carried.getKvUnroll(),
-          carried.getHeadsPerCta()};
+          carried.getHeadsPerCta(), carried.getClusterSplits()};
 }
 
 /// The schedule of `kernel`: chooseAttentionSchedule with the overrides of
@@ -171,7 +173,7 @@ SplitKvAttentionScheduleAttr getScheduleAttr(MLIRContext *context,
   return SplitKvAttentionScheduleAttr::get(
       context, s.threads, s.maxSplits, s.headsPerCta, s.headBlocks,
       AttentionSchedule::vectorWidth, s.lanesPerRow, s.unroll, s.tokensPerIter,
-      s.splitPolicy.targetCtas, s.splitPolicy.minChunkTokens);
+      s.splitPolicy.targetCtas, s.splitPolicy.minChunkTokens, s.clusterSplits);
 }
 
 /// The #fusion.split_kv_attention_mma_schedule of the tensor-core variant.
@@ -180,7 +182,7 @@ SplitKvAttentionMmaScheduleAttr getMmaScheduleAttr(MLIRContext *context,
   return SplitKvAttentionMmaScheduleAttr::get(
       context, s.threads, s.maxSplits, s.headsPerCta, s.headBlocks,
       s.tokensPerIter, s.stages, s.splitPolicy.targetCtas,
-      s.splitPolicy.minChunkTokens);
+      s.splitPolicy.minChunkTokens, s.clusterSplits);
 }
 
 //===----------------------------------------------------------------------===//
@@ -205,8 +207,11 @@ struct AttentionKernel {
   Value partialOut, partialStats, counters;
   Value batchArg, maxPagesArg, numSplitsArg;
   // Shared memory: the cross-warp merge ([warps][Gc][D] accumulators, then
-  // [warps][Gc] maxima, then [warps][Gc] sums) and the "last CTA" flag.
-  Value smem, smemFlag;
+  // [warps][Gc] maxima, then [warps][Gc] sums), the "last CTA" flag and,
+  // with sched.clusterSplits, the cluster combine's exchange buffer
+  // ([clusterSplits][Gc][D] accumulators, then [clusterSplits][Gc][2]
+  // statistics (m, l)).
+  Value smem, smemFlag, exchange;
 
   static constexpr int64_t W = AttentionSchedule::vectorWidth;
   int64_t gc() const { return sched.headsPerCta; }
@@ -256,11 +261,17 @@ private:
                       Value &l, Value &o);
   void emitPartialAndCombine(ImplicitLocOpBuilder &b);
   void emitArrival(ImplicitLocOpBuilder &b);
+  void emitWorkspaceCombine(ImplicitLocOpBuilder &b);
+  void emitClusterCombine(ImplicitLocOpBuilder &b);
   void emitStoreSlots(
       ImplicitLocOpBuilder &b,
       llvm::function_ref<void(ImplicitLocOpBuilder &, Value head, Value dv)>
           body);
-  void emitCombine(ImplicitLocOpBuilder &b, Value head, Value dv);
+  /// Split s's unnormalised partial of slot (h, dv): (m, l, o).
+  using SplitLoader = llvm::function_ref<std::tuple<Value, Value, Value>(
+      ImplicitLocOpBuilder &, Value h, Value dv, Value s)>;
+  void emitCombine(ImplicitLocOpBuilder &b, Value h, Value dv,
+                   SplitLoader load);
   /// Offset of element 8*dv of head `head` of sequence `seq` in a
   /// [B, Hq, D] tensor.
   Value headOffset(ImplicitLocOpBuilder &b, Value head, Value dv) {
@@ -430,6 +441,10 @@ void AttentionKernel::prefetchKV(ImplicitLocOpBuilder &b) {
 void AttentionKernel::emitBody(ImplicitLocOpBuilder &b) {
   active = nullptr; // this function's, not an earlier variant's
   emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
+    // The first phase of the cluster combine's barrier: this CTA has started
+    // (emitClusterCombine).
+    if (sched.clusterSplits)
+      arriveCluster(pb, /*relaxed=*/true);
     emitSplitSetup(pb);
     prefetchKV(pb);
   });
@@ -617,18 +632,17 @@ void AttentionKernel::emitStoreSlots(
   }
 }
 
-/// The last CTA of a (sequence, KV head, head block): combines the splits'
-/// partials of slot (h, dv) and writes the output, in one pass over rounds
+/// Combines the splits' partials of slot (h, dv) (`load`) and writes the
+/// output, in one pass over rounds
 /// of kCombineSplitsPerRound splits whose loads are all issued before any is
 /// used (one L2 round trip per round; SmolLM2's step has at most 8 splits):
 ///   M' = max(M, m_s...), L = L 2^(M - M') + sum l_s 2^(m_s - M'),
 ///   O = O 2^(M - M') + sum o_s 2^(m_s - M')
 /// (splits past num_splits count as empty: m = -inf, so w = 0).
-void AttentionKernel::emitCombine(ImplicitLocOpBuilder &b, Value h, Value dv) {
+void AttentionKernel::emitCombine(ImplicitLocOpBuilder &b, Value h, Value dv,
+                                  SplitLoader load) {
   constexpr int64_t kCombineSplitsPerRound = 8;
   Type f32 = b.getF32Type();
-  Value head = addI(b, head0, h);
-  Value row = partialRow(b, head);
   Value ns = i32ToIndex(b, numSplits);
   Value lastSplit = subI(b, ns, constIndex(b, 1));
   auto vecF32 = VectorType::get({W}, f32);
@@ -643,15 +657,11 @@ void AttentionKernel::emitCombine(ImplicitLocOpBuilder &b, Value h, Value dv) {
         Value mx = args[0];
         for (int64_t u = 0; u < kCombineSplitsPerRound; ++u) {
           Value s = addI(lb, s0, u);
-          Value rs = addI(lb, row, minUI(lb, s, lastSplit));
-          Value statIdx = mulI(lb, rs, 2);
+          auto [ms, ls, os] = load(lb, h, dv, minUI(lb, s, lastSplit));
           Value inRange = cmpI(lb, CmpIPredicate::ult, s, ns);
-          m.push_back(select(lb, inRange, loadScalar(lb, partialStats, statIdx),
-                             negInfF32(lb)));
-          l.push_back(loadScalar(lb, partialStats, addI(lb, statIdx, 1)));
-          o.push_back(loadVector(
-              lb, partialOut,
-              addI(lb, mulI(lb, rs, shape.headDim), mulI(lb, dv, W)), W));
+          m.push_back(select(lb, inRange, ms, negInfF32(lb)));
+          l.push_back(ls);
+          o.push_back(os);
         }
         for (Value ms : m)
           mx = maxF32(lb, mx, ms);
@@ -666,7 +676,7 @@ void AttentionKernel::emitCombine(ImplicitLocOpBuilder &b, Value h, Value dv) {
         }
         return {mx, sumL, sumO};
       });
-  storeNormalized(b, state[2], state[1], head, dv);
+  storeNormalized(b, state[2], state[1], addI(b, head0, h), dv);
 }
 
 /// This CTA's queries, pre-scaled into the log2 domain: [head][8] f32.
@@ -762,9 +772,10 @@ void AttentionKernel::emitArrival(ImplicitLocOpBuilder &b) {
       numSplits, smemFlag);
 }
 
-/// Several splits: writes the unnormalised partial and the statistics,
-/// publishes them, and the last CTA to arrive combines every split.
-void AttentionKernel::emitPartialAndCombine(ImplicitLocOpBuilder &ib) {
+/// Several splits, combined through the workspaces: writes the
+/// unnormalised partial and the statistics, publishes them, and the last CTA
+/// to arrive combines every split.
+void AttentionKernel::emitWorkspaceCombine(ImplicitLocOpBuilder &ib) {
   const int64_t d = shape.headDim;
   emitStoreSlots(ib, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
     Value m, l, o;
@@ -784,15 +795,98 @@ void AttentionKernel::emitPartialAndCombine(ImplicitLocOpBuilder &ib) {
   emitArrival(ib);
   barrier(ib);
   Value flag = loadScalar(ib, smemFlag, constIndex(ib, 0));
+  auto load = [&](ImplicitLocOpBuilder &lb, Value h, Value dv, Value s) {
+    Value rs = addI(lb, partialRow(lb, addI(lb, head0, h)), s);
+    Value statIdx = mulI(lb, rs, 2);
+    return std::make_tuple(
+        loadScalar(lb, partialStats, statIdx),
+        loadScalar(lb, partialStats, addI(lb, statIdx, 1)),
+        loadVector(lb, partialOut, addI(lb, mulI(lb, rs, d), mulI(lb, dv, W)),
+                   W));
+  };
   ifThen(ib, cmpI(ib, CmpIPredicate::ne, flag, constI32(ib, 0)),
          [&](ImplicitLocOpBuilder &lb) {
            // Acquire: order the reads of the other splits' partials after
            // the counter.
            fenceGPU(lb);
            emitStoreSlots(lb, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
-             emitCombine(sb, h, dv);
+             emitCombine(sb, h, dv, load);
            });
          });
+}
+
+/// Several splits in one thread-block cluster (grid x = cluster x =
+/// num_splits <= cluster_splits): every CTA stores its unnormalised partial
+/// into the exchange buffer of the cluster's CTA 0 (split 0) through
+/// distributed shared memory and arrives on the cluster barrier (release);
+/// CTA 0 waits (acquire) and combines from its own shared memory. The
+/// barrier's first phase (arrived at before griddepcontrol.wait, waited
+/// for here) guarantees that CTA 0 has started before anyone stores into
+/// it; CTA 0 cannot exit before the second phase completes, and the others
+/// exit without waiting.
+void AttentionKernel::emitClusterCombine(ImplicitLocOpBuilder &ib) {
+  const int64_t d = shape.headDim;
+  const int64_t statBase = sched.clusterSplits * gc() * d;
+  waitCluster(ib);
+  Value remote =
+      mapSharedToCta(ib, getSharedPointer(ib, exchange), constI32(ib, 0));
+  Type f32 = ib.getF32Type();
+  emitStoreSlots(ib, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
+    Value m, l, o;
+    readMergedSlot(sb, h, dv, m, l, o);
+    Value row = addI(sb, mulI(sb, split, gc()), h);
+    storeToCluster(
+        sb, o,
+        offsetPointer(sb, remote, addI(sb, mulI(sb, row, d), mulI(sb, dv, W)),
+                      f32),
+        /*alignment=*/16);
+    ifThen(sb, cmpI(sb, CmpIPredicate::eq, dv, constIndex(sb, 0)),
+           [&](ImplicitLocOpBuilder &tb) {
+             Value stat = addI(tb, mulI(tb, row, 2), statBase);
+             storeToCluster(tb, m, offsetPointer(tb, remote, stat, f32),
+                            /*alignment=*/4);
+             storeToCluster(tb, l,
+                            offsetPointer(tb, remote, addI(tb, stat, 1), f32),
+                            /*alignment=*/4);
+           });
+  });
+  arriveCluster(ib);
+  auto load = [&](ImplicitLocOpBuilder &lb, Value h, Value dv, Value s) {
+    Value row = addI(lb, mulI(lb, s, gc()), h);
+    Value stat = addI(lb, mulI(lb, row, 2), statBase);
+    return std::make_tuple(
+        loadScalar(lb, exchange, stat),
+        loadScalar(lb, exchange, addI(lb, stat, 1)),
+        loadVector(lb, exchange, addI(lb, mulI(lb, row, d), mulI(lb, dv, W)),
+                   W));
+  };
+  ifThen(ib, cmpI(ib, CmpIPredicate::eq, split, constIndex(ib, 0)),
+         [&](ImplicitLocOpBuilder &lb) {
+           waitCluster(lb);
+           emitStoreSlots(lb, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
+             emitCombine(sb, h, dv, load);
+           });
+         });
+}
+
+/// Several splits: through the cluster where the launch made the splits one
+/// cluster (cluster x = num_splits <= cluster_splits, one cluster along x),
+/// else through the workspaces.
+void AttentionKernel::emitPartialAndCombine(ImplicitLocOpBuilder &ib) {
+  if (!sched.clusterSplits) {
+    emitWorkspaceCombine(ib);
+    return;
+  }
+  Value clustered = andI(
+      ib,
+      andI(ib, cmpI(ib, CmpIPredicate::eq, getClusterCtas(ib), numSplits),
+           cmpI(ib, CmpIPredicate::eq, getClustersX(ib), constI32(ib, 1))),
+      cmpI(ib, CmpIPredicate::sle, numSplits,
+           constI32(ib, sched.clusterSplits)));
+  ifThenElse(
+      ib, clustered,
+      [&](ImplicitLocOpBuilder &cb) { emitClusterCombine(cb); },
+      [&](ImplicitLocOpBuilder &wb) { emitWorkspaceCombine(wb); });
 }
 
 void AttentionKernel::emitCta(ImplicitLocOpBuilder &b) {
@@ -981,6 +1075,10 @@ void bindArguments(AttentionKernel &k, const AttentionOperands &found,
                               k.sched.sharedFloats, /*alignment=*/32);
   k.smemFlag =
       addWorkgroupBuffer(args.getFunc(), IntegerType::get(context, 32), 1);
+  k.exchange = nullptr;
+  if (k.sched.exchangeFloats)
+    k.exchange = addWorkgroupBuffer(args.getFunc(), Float32Type::get(context),
+                                    k.sched.exchangeFloats, /*alignment=*/32);
 }
 
 /// Emits `<entry>_mma`, the tensor-core variant of the kernel `primary`

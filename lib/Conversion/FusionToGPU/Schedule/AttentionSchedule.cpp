@@ -38,6 +38,46 @@ static bool checkRanges(const AttentionSchedule &s, int64_t group,
   return false;
 }
 
+/// Sets s.clusterSplits (the override, or the most that fit) and
+/// s.exchangeFloats; false with `error` set when the override is out of
+/// range, the target has no clusters, or its buffer does not fit beside the
+/// merge buffer in the static shared memory.
+static bool chooseClusterSplits(AttentionSchedule &s,
+                                const AttentionShape &shape,
+                                std::optional<int64_t> override,
+                                const TargetInfo &target, std::string &error) {
+  const int64_t perSplit = s.headsPerCta * (shape.headDim + 2);
+  const int64_t maxStatic = target.getMaxStaticSharedBytes();
+  const int64_t fits =
+      target.hasClusters()
+          ? std::min(contract::kMaxClusterSplits,
+                     ((maxStatic - 4) / 4 - s.sharedFloats) / perSplit)
+          : 0;
+  s.clusterSplits = override.value_or(fits >= 2 ? fits : 0);
+  const int64_t n = s.clusterSplits;
+  if (n != 0 && (n < 2 || n > contract::kMaxClusterSplits))
+    error = ("attention schedule: cluster_splits must be 0 or in [2, " +
+             llvm::Twine(contract::kMaxClusterSplits) + "], got " +
+             llvm::Twine(n))
+                .str();
+  else if (n != 0 && !target.hasClusters())
+    error = ("attention schedule: cluster_splits " + llvm::Twine(n) +
+             " needs thread-block clusters (sm_90+)")
+                .str();
+  else if (n > fits)
+    error = ("attention schedule: cluster_splits " + llvm::Twine(n) +
+             " needs " + llvm::Twine(n * perSplit * 4) +
+             " bytes of exchange buffer beside the merge buffer's " +
+             llvm::Twine(s.sharedFloats * 4 + 4) + ", more than " +
+             llvm::Twine(maxStatic))
+                .str();
+  else {
+    s.exchangeFloats = n * perSplit;
+    return true;
+  }
+  return false;
+}
+
 std::optional<AttentionSchedule> mlir::fusion::chooseAttentionSchedule(
     const AttentionShape &shape, const AttentionScheduleOverrides &o,
     const TargetInfo &target, std::string &error) {
@@ -77,6 +117,8 @@ std::optional<AttentionSchedule> mlir::fusion::chooseAttentionSchedule(
                 .str();
     return std::nullopt;
   }
+  if (!chooseClusterSplits(s, shape, o.clusterSplits, target, error))
+    return std::nullopt;
   // About one wave of resident CTAs (2 per SM): more splits than that ran
   // slower in the sweep (a second, partial wave).
   s.splitPolicy.targetCtas = contract::kTargetCtasPerSM * target.getSMCount();
@@ -106,7 +148,15 @@ mlir::fusion::chooseAttentionMmaSchedule(const AttentionShape &shape,
   // K and V tiles of 16 rows per stage and warp, rows padded by 16 bytes.
   s.ringBytes =
       kWarps * kStages * 2 * kTile * (shape.headDim + kAttentionMmaRowPad) * 2;
-  if (s.ringBytes + s.sharedFloats * 4 + 4 > target.getMaxSharedBytesPerCTA())
+  auto fits = [&] {
+    return s.ringBytes + (s.sharedFloats + s.exchangeFloats) * 4 + 4 <=
+           target.getMaxSharedBytesPerCTA();
+  };
+  if (!fits()) { // without the cluster combine's exchange buffer
+    s.clusterSplits = 0;
+    s.exchangeFloats = 0;
+  }
+  if (!fits())
     return std::nullopt;
   return s;
 }

@@ -27,9 +27,11 @@ struct AttentionShape {
 };
 
 /// Members of the kernel's #fusion.split_kv_attention_schedule that override
-/// the defaults (`threads`, `max_splits`, `kv_unroll`, `heads_per_cta`).
+/// the defaults (`threads`, `max_splits`, `kv_unroll`, `heads_per_cta`,
+/// `cluster_splits`).
 struct AttentionScheduleOverrides {
-  std::optional<int64_t> threads, maxSplits, unroll, headsPerCta;
+  std::optional<int64_t> threads, maxSplits, unroll, headsPerCta,
+      clusterSplits;
 };
 
 /// Most query heads a CTA holds by default (their accumulators live in
@@ -56,6 +58,11 @@ struct AttentionSchedule {
   int64_t tokensPerIter = 0;
   /// Static shared memory: floats of the cross-warp merge.
   int64_t sharedFloats = 0;
+  /// Most splits combined through a thread-block cluster (0: never), and
+  /// the floats of the exchange buffer split 0's CTA receives them in
+  /// (clusterSplits x Gc x (D + 2)).
+  int64_t clusterSplits = 0;
+  int64_t exchangeFloats = 0;
   /// The recommended num_splits policy (contract::chooseNumSplits), with
   /// targetCtas = contract::kTargetCtasPerSM x the SM count.
   ::fusion::contract::SplitPolicy splitPolicy;
@@ -77,7 +84,10 @@ inline constexpr int64_t kAttentionMmaRowPad = 8;
 /// override is out of range or the merge buffer exceeds the static shared
 /// memory. Defaults: Gc = G when G <= 8, else the largest divisor of G not
 /// above 8; 256 threads and 4 tokens per row group for Gc <= 4, else 128
-/// and 2; max_splits from contract::SplitPolicy.
+/// and 2; max_splits from contract::SplitPolicy; cluster_splits the most
+/// (up to contract::kMaxClusterSplits) whose exchange buffer fits the
+/// static shared memory beside the merge buffer, on targets with clusters
+/// (sm_90+; else 0).
 std::optional<AttentionSchedule>
 chooseAttentionSchedule(const AttentionShape &shape,
                         const AttentionScheduleOverrides &overrides,
@@ -89,7 +99,8 @@ chooseAttentionSchedule(const AttentionShape &shape,
 /// not apply: a target without tensor cores, head_dim not a multiple of 16
 /// or above 128 (the accumulators live in registers), pages not a multiple
 /// of 16 tokens, more than 8 heads per CTA, or a ring larger than the
-/// target's shared memory. 4 warps of 16-token tiles, 3 stages: the best
+/// target's shared memory (with the primary's cluster_splits when its
+/// exchange buffer fits beside the ring, else with none). 4 warps of 16-token tiles, 3 stages: the best
 /// design of bench/diagnostics/decode_attention.cu at 2 CTAs per SM
 /// (docs/performance.md entry 16).
 std::optional<AttentionSchedule>

@@ -48,6 +48,19 @@ static LogicalResult verifyWarps(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+/// Checks an attention schedule's `cluster_splits`: 0 (no cluster combine)
+/// or 2 to contract::kMaxClusterSplits.
+static LogicalResult
+verifyClusterSplits(function_ref<InFlightDiagnostic()> emitError,
+                    StringRef kind, int64_t clusterSplits) {
+  if (clusterSplits == 1 || clusterSplits < 0 ||
+      clusterSplits > contract::kMaxClusterSplits)
+    return emitError() << kind << " cluster_splits must be 0 or in [2, "
+                       << contract::kMaxClusterSplits << "], got "
+                       << clusterSplits;
+  return success();
+}
+
 LogicalResult
 ProjectionScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t threads, int64_t warps, int64_t grid,
@@ -149,7 +162,8 @@ LogicalResult SplitKvAttentionScheduleAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t threads,
     int64_t maxSplits, int64_t headsPerCta, int64_t headBlocks,
     int64_t vectorWidth, int64_t lanesPerRow, int64_t kvUnroll,
-    int64_t chunkMultiple, int64_t targetCtas, int64_t minChunkTokens) {
+    int64_t chunkMultiple, int64_t targetCtas, int64_t minChunkTokens,
+    int64_t clusterSplits) {
   StringRef kind = getMnemonic();
   if (failed(verifySchedule(emitError, kind, threads,
                             {{"max_splits", maxSplits},
@@ -165,7 +179,7 @@ LogicalResult SplitKvAttentionScheduleAttr::verify(
   if (!llvm::isPowerOf2_64(lanesPerRow) || lanesPerRow > 32)
     return emitError() << kind << " lanes_per_row (" << lanesPerRow
                        << ") must be a power of two up to 32";
-  return success();
+  return verifyClusterSplits(emitError, kind, clusterSplits);
 }
 
 StringRef SplitKvAttentionScheduleAttr::getKindName() const {
@@ -176,7 +190,7 @@ LogicalResult SplitKvAttentionMmaScheduleAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t threads,
     int64_t maxSplits, int64_t headsPerCta, int64_t headBlocks,
     int64_t chunkMultiple, int64_t stages, int64_t targetCtas,
-    int64_t minChunkTokens) {
+    int64_t minChunkTokens, int64_t clusterSplits) {
   StringRef kind = getMnemonic();
   if (failed(verifySchedule(emitError, kind, threads,
                             {{"max_splits", maxSplits},
@@ -191,7 +205,7 @@ LogicalResult SplitKvAttentionMmaScheduleAttr::verify(
     return emitError() << kind << " stages (" << stages
                        << ") must be at least 2 (one tile in flight while "
                           "one is computed)";
-  return success();
+  return verifyClusterSplits(emitError, kind, clusterSplits);
 }
 
 StringRef SplitKvAttentionMmaScheduleAttr::getKindName() const {

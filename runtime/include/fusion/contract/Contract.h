@@ -269,7 +269,15 @@ inline constexpr std::string_view kTargetCtas = "target_ctas";
 inline constexpr std::string_view kMinChunkTokens = "min_chunk_tokens";
 /// The policy's formula, for readers of the manifest (informative only).
 inline constexpr std::string_view kNumSplitsPolicy = "num_splits_policy";
+/// Most splits the kernel combines through a thread-block cluster (0:
+/// never): a launch of 2 to cluster_splits splits may set the cluster
+/// dimension (num_splits, 1, 1) (docs/abi.md section 3.4).
+inline constexpr std::string_view kClusterSplits = "cluster_splits";
 } // namespace schedule
+
+/// Most CTAs of a portable thread-block cluster (CUDA C Programming Guide,
+/// "Thread Block Clusters"), so the most splits a cluster combines.
+inline constexpr int64_t kMaxClusterSplits = 8;
 
 /// Resident attention CTAs per SM the default target_ctas assumes (the
 /// compiler sets target_ctas = kTargetCtasPerSM x its SM count).
@@ -316,6 +324,17 @@ constexpr int64_t chooseNumSplits(const SplitPolicy &policy, int64_t batch,
       (std::max<int64_t>(1, maxSeqLen) + policy.minChunkTokens - 1) /
       policy.minChunkTokens;
   return std::max<int64_t>(1, std::min({policy.maxSplits, byCtas, byLength}));
+}
+
+/// The cluster dimension x of a launch of `numSplits` splits of a kernel
+/// whose schedule has `clusterSplits` (schedule key kClusterSplits): the
+/// splits as one cluster (grid x = cluster x = numSplits) when 2 <=
+/// numSplits <= min(clusterSplits, kMaxClusterSplits), else 1 (no cluster).
+constexpr int64_t chooseClusterX(int64_t clusterSplits, int64_t numSplits) {
+  return numSplits >= 2 && numSplits <= clusterSplits &&
+                 numSplits <= kMaxClusterSplits
+             ? numSplits
+             : 1;
 }
 
 //===----------------------------------------------------------------------===//

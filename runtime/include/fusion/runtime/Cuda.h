@@ -329,11 +329,13 @@ void synchronize(CUstream stream, std::string_view what);
 /// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, so that it may start
 /// before the previous kernel in `stream` finishes (the kernel must wait with
 /// griddepcontrol.wait before touching that kernel's data; CUDA graphs keep
-/// it as a programmatic edge). The error names `entry` and the geometry.
+/// it as a programmatic edge); with `clusterX` > 1, in thread-block clusters
+/// of (clusterX, 1, 1) CTAs (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; grid x a
+/// multiple of it, sm_90+). The error names `entry` and the geometry.
 void launchKernel(CUfunction function, const std::string &entry,
                   const unsigned grid[3], const unsigned block[3],
                   unsigned sharedBytes, CUstream stream, void **params,
-                  bool programmatic = false);
+                  bool programmatic = false, unsigned clusterX = 1);
 
 /// A 2-D row-major tensor in device memory read by TMA in boxes
 /// (contract::TensorMapSpec): what encodeTensorMap encodes.

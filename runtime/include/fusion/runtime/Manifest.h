@@ -209,6 +209,9 @@ struct LaunchGeometry {
 
   /// The grid under `symbols`.
   std::array<int64_t, 3> gridFor(const Symbols &symbols) const;
+  /// schedule.cluster_splits: the most splits this launch may combine in a
+  /// thread-block cluster (0 when absent: never).
+  int64_t clusterSplits() const;
 };
 
 /// A batch-specialised replacement of a kernel's primary launch: same
@@ -249,6 +252,10 @@ struct ManifestKernel : LaunchGeometry {
   bool usesMaxPages() const;
   /// schedule.max_splits (1 for a kernel that does not use num_splits).
   int64_t maxSplits() const;
+  /// The cluster dimension x of its launch at `batch` with `numSplits`
+  /// splits: contract::chooseClusterX of that launch's cluster_splits for a
+  /// kernel that uses num_splits, else 1 (no cluster).
+  int64_t clusterXFor(int64_t batch, int64_t numSplits) const;
   /// Number of output params (= kernel results).
   int numOutputs() const;
   /// The output param for result `r`, or null.

@@ -232,6 +232,9 @@ struct PreparedLaunch {
   /// Launch with programmatic stream serialization
   /// (ManifestKernel::programmaticDependentLaunch).
   bool programmaticDependentLaunch = false;
+  /// The thread-block cluster's x dimension (1: no cluster): the splits of
+  /// a split-KV attention kernel as one cluster (contract::chooseClusterX).
+  uint32_t clusterX = 1;
   std::vector<KernelArg> args;
 };
 

@@ -122,24 +122,29 @@ def Fusion_SplitKvAttentionScheduleAttr
     elements, `kv_unroll` tokens per iteration; split chunks are multiples of
     `chunk_multiple` tokens. `max_splits`, `target_ctas` and
     `min_chunk_tokens` parameterise the launcher's num_splits policy
-    (docs/abi.md section 3.4).
+    (docs/abi.md section 3.4). A launch of 2 to `cluster_splits` (0 to 8)
+    splits may group the splits of each (sequence, KV head, head block) into
+    one thread-block cluster of num_splits CTAs (grid x = cluster x =
+    num_splits), which then combines them through distributed shared memory
+    instead of the workspaces (docs/abi.md section 3.4); 0: never.
 
     A kernel that carries this schedule before --convert-fusion-to-gpu is
-    compiled with its `threads`, `max_splits`, `kv_unroll` and
-    `heads_per_cta`; the other members must be those these imply.
+    compiled with its `threads`, `max_splits`, `kv_unroll`, `heads_per_cta`
+    and `cluster_splits`; the other members must be those these imply.
 
     ```mlir
     #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64,
         heads_per_cta = 4, head_blocks = 1, vector_width = 8,
         lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64,
-        target_ctas = 264, min_chunk_tokens = 64>
+        target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>
     ```
   }];
   let parameters = (ins "int64_t":$threads, "int64_t":$max_splits,
                         "int64_t":$heads_per_cta, "int64_t":$head_blocks,
                         "int64_t":$vector_width, "int64_t":$lanes_per_row,
                         "int64_t":$kv_unroll, "int64_t":$chunk_multiple,
-                        "int64_t":$target_ctas, "int64_t":$min_chunk_tokens);
+                        "int64_t":$target_ctas, "int64_t":$min_chunk_tokens,
+                        "int64_t":$cluster_splits);
 }
 
 def Fusion_SplitKvAttentionMmaScheduleAttr
@@ -151,20 +156,21 @@ def Fusion_SplitKvAttentionMmaScheduleAttr
     split-KV attention kernel): `threads` / 32 warps per CTA, each streaming
     every warp-th 16-token tile of its split through its own `stages`-deep
     cp.async ring and running Q K^T and P V on mma.sync; the CTA's heads,
-    head blocks, workspaces and num_splits policy (`max_splits`,
-    `target_ctas`, `min_chunk_tokens`) are those of the kernel it varies;
-    split chunks are multiples of `chunk_multiple` tokens.
+    head blocks, workspaces, num_splits policy (`max_splits`,
+    `target_ctas`, `min_chunk_tokens`) and `cluster_splits` are those of the
+    kernel it varies; split chunks are multiples of `chunk_multiple` tokens.
 
     ```mlir
     #fusion.split_kv_attention_mma_schedule<threads = 128, max_splits = 64,
         heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 3,
-        target_ctas = 264, min_chunk_tokens = 64>
+        target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>
     ```
   }];
   let parameters = (ins "int64_t":$threads, "int64_t":$max_splits,
                         "int64_t":$heads_per_cta, "int64_t":$head_blocks,
                         "int64_t":$chunk_multiple, "int64_t":$stages,
-                        "int64_t":$target_ctas, "int64_t":$min_chunk_tokens);
+                        "int64_t":$target_ctas, "int64_t":$min_chunk_tokens,
+                        "int64_t":$cluster_splits);
 }
 
 def Fusion_NormRowScheduleAttr

@@ -1,0 +1,41 @@
+//===- Cluster.cpp - thread-block clusters (sm_90+) -----------------------===//
+
+#include "Cluster.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fusion;
+
+Value mlir::fusion::getClusterCtas(ImplicitLocOpBuilder &b) {
+  return NVVM::ClusterDim::create(b, b.getI32Type());
+}
+
+Value mlir::fusion::getClustersX(ImplicitLocOpBuilder &b) {
+  return NVVM::ClusterDimXOp::create(b, b.getI32Type());
+}
+
+void mlir::fusion::arriveCluster(ImplicitLocOpBuilder &b, bool relaxed) {
+  if (relaxed)
+    NVVM::ClusterArriveRelaxedOp::create(b, UnitAttr());
+  else
+    NVVM::ClusterArriveOp::create(b, UnitAttr());
+}
+
+void mlir::fusion::waitCluster(ImplicitLocOpBuilder &b) {
+  NVVM::ClusterWaitOp::create(b, UnitAttr());
+}
+
+Value mlir::fusion::mapSharedToCta(ImplicitLocOpBuilder &b, Value shared,
+                                   Value rank) {
+  auto type = LLVM::LLVMPointerType::get(
+      b.getContext(),
+      static_cast<unsigned>(NVVM::NVVMMemorySpace::SharedCluster));
+  return NVVM::MapaOp::create(b, type, shared, rank);
+}
+
+void mlir::fusion::storeToCluster(ImplicitLocOpBuilder &b, Value value,
+                                  Value pointer, int64_t alignment) {
+  LLVM::StoreOp::create(b, value, pointer, static_cast<unsigned>(alignment));
+}
