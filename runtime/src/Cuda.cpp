@@ -614,7 +614,8 @@ void launchKernel(CUfunction function, const std::string &entry,
   CUlaunchAttribute attributes[2]{};
   unsigned count = 0;
   if (programmatic) {
-    attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[count].id =
+        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attributes[count++].value.programmaticStreamSerializationAllowed = 1;
   }
   if (clusterX > 1) {

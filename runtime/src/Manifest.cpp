@@ -612,9 +612,10 @@ const ManifestParam *paramWithRole(const ManifestKernel &k,
 void checkClusterSplits(const LaunchGeometry &g, const Node &n) {
   const int64_t c = g.clusterSplits();
   if (c < 0 || c == 1 || c > contract::kMaxClusterSplits)
-    n.at("schedule").fail("cluster_splits must be 0 or in [2, " +
-                          std::to_string(contract::kMaxClusterSplits) +
-                          "], got " + std::to_string(c));
+    n.at("schedule")
+        .fail("cluster_splits must be 0 or in [2, " +
+              std::to_string(contract::kMaxClusterSplits) + "], got " +
+              std::to_string(c));
   if (c > 0 && g.grid[0].symbol != contract::dim::kNumSplits)
     n.at("grid").fail("a launch with cluster_splits needs grid x = "
                       "num_splits, got " +

@@ -24,7 +24,7 @@ TEST(ContractTest, ClusterXIsTheSplitsWhenTheyFitTheCluster) {
   EXPECT_EQ(chooseClusterX(8, 2), 2);
   EXPECT_EQ(chooseClusterX(8, 5), 5); // any size up to 8, not only powers of 2
   EXPECT_EQ(chooseClusterX(8, 8), 8);
-  EXPECT_EQ(chooseClusterX(8, 9), 1);  // more than the kernel's cluster_splits
+  EXPECT_EQ(chooseClusterX(8, 9), 1); // more than the kernel's cluster_splits
   EXPECT_EQ(chooseClusterX(4, 5), 1);
   EXPECT_EQ(chooseClusterX(0, 4), 1);  // the kernel has no cluster combine
   EXPECT_EQ(chooseClusterX(16, 9), 1); // never past the portable 8

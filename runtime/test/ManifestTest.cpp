@@ -271,12 +271,12 @@ TEST(Manifest, VariantErrorsNameTheFileAndPath) {
        "kernels[0].variants[0].dynamic_shared_bytes: value -1 is outside"},
       {"clustered attention variant not over num_splits",
        [](json &j) {
-         j["kernels"][1]["variants"] = json::array(
-             {{{"min_batch", 4},
-               {"entry", "decode_layer_k1_decode_attention_mma"},
-               {"grid", {4, 2, "batch"}},
-               {"block", {128, 1, 1}},
-               {"schedule", {{"cluster_splits", 8}}}}});
+         j["kernels"][1]["variants"] =
+             json::array({{{"min_batch", 4},
+                           {"entry", "decode_layer_k1_decode_attention_mma"},
+                           {"grid", {4, 2, "batch"}},
+                           {"block", {128, 1, 1}},
+                           {"schedule", {{"cluster_splits", 8}}}}});
        },
        "kernels[1].variants[0].grid: a launch with cluster_splits needs grid "
        "x = num_splits, got 4"},

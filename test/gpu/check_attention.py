@@ -414,10 +414,11 @@ def launch_in_clusters(cp, fn, grid, threads, smem, args, cluster_x):
     attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster_x, 1, 1
     cfg.attrs = [attr]
     cfg.numAttrs = 1
-    pointer = [hasattr(a, "data") for a in args]
+    pointer = [isinstance(a, cp.ndarray) for a in args]
     values = tuple(a.data.ptr if p else int(a) for a, p in zip(args, pointer))
     types = tuple(ctypes.c_void_p if p else ctypes.c_int32 for p in pointer)
-    (err,) = drv.cuLaunchKernelEx(cfg, drv.CUfunction(fn.ptr), (values, types), 0)
+    function = drv.CUfunction(fn.kernel.ptr)  # RawKernel -> cuda.Function
+    (err,) = drv.cuLaunchKernelEx(cfg, function, (values, types), 0)
     if err != drv.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuLaunchKernelEx in clusters of {cluster_x}: {err}")
 

@@ -66,7 +66,8 @@ def ConvertFusionToGPUPass
     Option<"targetSM", "target-sm", "int64_t", /*default=*/"90",
            "Compute capability x 10 the kernels may use: >= 80 adds the "
            "tensor-core (mma.sync) variants for larger batches, >= 90 "
-           "programmatic dependent launch (griddepcontrol)">,
+           "programmatic dependent launch (griddepcontrol) and the attention "
+           "combine through thread-block clusters">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

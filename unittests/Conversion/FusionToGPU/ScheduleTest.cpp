@@ -378,6 +378,37 @@ TEST(AttentionSchedule, Llama3_8B) {
   EXPECT_EQ(s->maxSplits, 64);
 }
 
+TEST(AttentionSchedule, ClusterSplitsFitTheStaticSharedMemory) {
+  // Llama-3-8B: merge 8 x 4 x 130 floats, exchange 4 x 130 per split:
+  // (12287 - 4160) / 520 = 15 splits would fit, capped at 8.
+  auto l8 = choose(attention(32, 8, 128));
+  ASSERT_TRUE(l8);
+  EXPECT_EQ(l8->clusterSplits, 8);
+  EXPECT_EQ(l8->exchangeFloats, 8 * 4 * 130);
+  // G = 8, D = 256, 128 threads: merge 4 x 8 x 258 = 8256 floats, 2064 per
+  // split: (12287 - 8256) / 2064 = 1 split, so none.
+  auto wide = choose(attention(16, 2, 256));
+  ASSERT_TRUE(wide);
+  EXPECT_EQ(wide->sharedFloats, 8256);
+  EXPECT_EQ(wide->clusterSplits, 0);
+  EXPECT_EQ(wide->exchangeFloats, 0);
+  // An override of 0 turns it off; sm_80 has no clusters.
+  AttentionScheduleOverrides off;
+  off.clusterSplits = 0;
+  EXPECT_EQ(choose(attention(32, 8, 128), off)->clusterSplits, 0);
+  std::string error;
+  auto a100 = chooseAttentionSchedule(attention(32, 8, 128), {},
+                                      TargetInfo(80, 108), error);
+  ASSERT_TRUE(a100) << error;
+  EXPECT_EQ(a100->clusterSplits, 0);
+  AttentionScheduleOverrides four;
+  four.clusterSplits = 4;
+  EXPECT_FALSE(chooseAttentionSchedule(attention(32, 8, 128), four,
+                                       TargetInfo(80, 108), error));
+  EXPECT_EQ(error, "attention schedule: cluster_splits 4 needs thread-block "
+                   "clusters (sm_90+)");
+}
+
 TEST(AttentionSchedule, Qwen2_7B) {
   auto s = choose(attention(28, 4, 128)); // G = 7 > 4
   ASSERT_TRUE(s);

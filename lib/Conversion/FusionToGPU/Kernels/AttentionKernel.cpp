@@ -71,6 +71,20 @@
 // The counters must be zero before the first launch; the kernel leaves them
 // zero.
 //
+// Where the launch makes the splits of each (sequence, KV head, head block)
+// one thread-block cluster (sm_90: cluster x = grid x = num_splits <=
+// cluster_splits, docs/abi.md 3.4), the splits skip the workspaces: each CTA
+// stores its partial and statistics into the exchange buffer of the
+// cluster's CTA 0 through distributed shared memory (st.shared::cluster)
+// and arrives on the cluster barrier; CTA 0 waits and runs the same combine
+// from its own shared memory (one round: at most 8 splits). So the combine
+// costs one cluster barrier instead of a fence, an atomic and an L2 round
+// trip of loads. The barrier's first phase, arrived at before
+// griddepcontrol.wait and waited for before the stores, guarantees that CTA 0
+// has started; the others exit after arriving. A launch without clusters
+// (another runtime, more splits than cluster_splits) takes the workspace
+// path, with the same result bit for bit.
+//
 //===----------------------------------------------------------------------===//
 
 #include "AttentionMma.h"
@@ -86,8 +100,8 @@
 #include "llvm/Support/CheckedArithmetic.h"
 
 #include <cmath>
-#include <tuple>
 #include <limits>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::fusion;
@@ -282,6 +296,20 @@ private:
   Value partialRow(ImplicitLocOpBuilder &b, Value head) {
     Value row = addI(b, mulI(b, seq, shape.numHeads), head);
     return mulI(b, row, sched.maxSplits);
+  }
+  /// (m, l, o) of partial row `row` at vector `dv`: o from the [rows][D]
+  /// accumulators `out`, (m, l) from the [rows][2] statistics at element
+  /// `statBase` of `stats`.
+  std::tuple<Value, Value, Value> loadPartial(ImplicitLocOpBuilder &b,
+                                              Value out, Value stats,
+                                              int64_t statBase, Value row,
+                                              Value dv) {
+    // o first, then l, then m: the order of the measured build (entry 30).
+    Value o = loadVector(
+        b, out, addI(b, mulI(b, row, shape.headDim), mulI(b, dv, W)), W);
+    Value stat = addI(b, mulI(b, row, 2), statBase);
+    Value l = loadScalar(b, stats, addI(b, stat, 1));
+    return {loadScalar(b, stats, stat), l, o};
   }
   /// Writes o * (1 / l) (zeros when l = 0) to the output.
   void storeNormalized(ImplicitLocOpBuilder &b, Value acc, Value l, Value head,
@@ -797,12 +825,7 @@ void AttentionKernel::emitWorkspaceCombine(ImplicitLocOpBuilder &ib) {
   Value flag = loadScalar(ib, smemFlag, constIndex(ib, 0));
   auto load = [&](ImplicitLocOpBuilder &lb, Value h, Value dv, Value s) {
     Value rs = addI(lb, partialRow(lb, addI(lb, head0, h)), s);
-    Value statIdx = mulI(lb, rs, 2);
-    return std::make_tuple(
-        loadScalar(lb, partialStats, statIdx),
-        loadScalar(lb, partialStats, addI(lb, statIdx, 1)),
-        loadVector(lb, partialOut, addI(lb, mulI(lb, rs, d), mulI(lb, dv, W)),
-                   W));
+    return loadPartial(lb, partialOut, partialStats, 0, rs, dv);
   };
   ifThen(ib, cmpI(ib, CmpIPredicate::ne, flag, constI32(ib, 0)),
          [&](ImplicitLocOpBuilder &lb) {
@@ -835,11 +858,11 @@ void AttentionKernel::emitClusterCombine(ImplicitLocOpBuilder &ib) {
     Value m, l, o;
     readMergedSlot(sb, h, dv, m, l, o);
     Value row = addI(sb, mulI(sb, split, gc()), h);
-    storeToCluster(
-        sb, o,
-        offsetPointer(sb, remote, addI(sb, mulI(sb, row, d), mulI(sb, dv, W)),
-                      f32),
-        /*alignment=*/16);
+    storeToCluster(sb, o,
+                   offsetPointer(sb, remote,
+                                 addI(sb, mulI(sb, row, d), mulI(sb, dv, W)),
+                                 f32),
+                   /*alignment=*/16);
     ifThen(sb, cmpI(sb, CmpIPredicate::eq, dv, constIndex(sb, 0)),
            [&](ImplicitLocOpBuilder &tb) {
              Value stat = addI(tb, mulI(tb, row, 2), statBase);
@@ -853,12 +876,7 @@ void AttentionKernel::emitClusterCombine(ImplicitLocOpBuilder &ib) {
   arriveCluster(ib);
   auto load = [&](ImplicitLocOpBuilder &lb, Value h, Value dv, Value s) {
     Value row = addI(lb, mulI(lb, s, gc()), h);
-    Value stat = addI(lb, mulI(lb, row, 2), statBase);
-    return std::make_tuple(
-        loadScalar(lb, exchange, stat),
-        loadScalar(lb, exchange, addI(lb, stat, 1)),
-        loadVector(lb, exchange, addI(lb, mulI(lb, row, d), mulI(lb, dv, W)),
-                   W));
+    return loadPartial(lb, exchange, exchange, statBase, row, dv);
   };
   ifThen(ib, cmpI(ib, CmpIPredicate::eq, split, constIndex(ib, 0)),
          [&](ImplicitLocOpBuilder &lb) {
@@ -877,15 +895,14 @@ void AttentionKernel::emitPartialAndCombine(ImplicitLocOpBuilder &ib) {
     emitWorkspaceCombine(ib);
     return;
   }
-  Value clustered = andI(
-      ib,
-      andI(ib, cmpI(ib, CmpIPredicate::eq, getClusterCtas(ib), numSplits),
-           cmpI(ib, CmpIPredicate::eq, getClustersX(ib), constI32(ib, 1))),
-      cmpI(ib, CmpIPredicate::sle, numSplits,
-           constI32(ib, sched.clusterSplits)));
+  Value clustered =
+      andI(ib,
+           andI(ib, cmpI(ib, CmpIPredicate::eq, getClusterCtas(ib), numSplits),
+                cmpI(ib, CmpIPredicate::eq, getClustersX(ib), constI32(ib, 1))),
+           cmpI(ib, CmpIPredicate::sle, numSplits,
+                constI32(ib, sched.clusterSplits)));
   ifThenElse(
-      ib, clustered,
-      [&](ImplicitLocOpBuilder &cb) { emitClusterCombine(cb); },
+      ib, clustered, [&](ImplicitLocOpBuilder &cb) { emitClusterCombine(cb); },
       [&](ImplicitLocOpBuilder &wb) { emitWorkspaceCombine(wb); });
 }
 

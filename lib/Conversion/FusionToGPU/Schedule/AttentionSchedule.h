@@ -30,8 +30,7 @@ struct AttentionShape {
 /// the defaults (`threads`, `max_splits`, `kv_unroll`, `heads_per_cta`,
 /// `cluster_splits`).
 struct AttentionScheduleOverrides {
-  std::optional<int64_t> threads, maxSplits, unroll, headsPerCta,
-      clusterSplits;
+  std::optional<int64_t> threads, maxSplits, unroll, headsPerCta, clusterSplits;
 };
 
 /// Most query heads a CTA holds by default (their accumulators live in
@@ -99,10 +98,10 @@ chooseAttentionSchedule(const AttentionShape &shape,
 /// not apply: a target without tensor cores, head_dim not a multiple of 16
 /// or above 128 (the accumulators live in registers), pages not a multiple
 /// of 16 tokens, more than 8 heads per CTA, or a ring larger than the
-/// target's shared memory (with the primary's cluster_splits when its
-/// exchange buffer fits beside the ring, else with none). 4 warps of 16-token tiles, 3 stages: the best
-/// design of bench/diagnostics/decode_attention.cu at 2 CTAs per SM
-/// (docs/performance.md entry 16).
+/// target's shared memory (with the primary's exchange buffer). 4 warps of
+/// 16-token tiles, 3 stages: the best design of
+/// bench/diagnostics/decode_attention.cu at 2 CTAs per SM (docs/performance.md
+/// entry 16).
 std::optional<AttentionSchedule>
 chooseAttentionMmaSchedule(const AttentionShape &shape,
                            const AttentionSchedule &primary,
