@@ -118,7 +118,8 @@ nb::list kernelsOf(const Model &model) {
 /// What the runtime launches for the kernel with entry `entry` at a step of
 /// these sizes (ManifestKernel::launchFor: the batch variant; its grid
 /// evaluated), as a dict: entry, variant (-1: the primary launch), grid,
-/// block, dynamic_shared_bytes, static_shared_bytes.
+/// block, dynamic_shared_bytes, static_shared_bytes and cluster_x
+/// (ManifestKernel::clusterXFor; 1: no cluster).
 nb::dict launchOf(const Model &model, const std::string &entry, int64_t batch,
                   int64_t maxPages, int64_t numSplits) {
   if (batch < 1 || maxPages < 1 || numSplits < 1)
@@ -461,8 +462,7 @@ NB_MODULE(_fusion, m) {
         "num_splits"_a,
         "The cluster dimension x the runtime launches `num_splits` splits of "
         "a split-KV attention launch whose schedule has `cluster_splits` in "
-        "(docs/abi.md 3.4): num_splits when 2 <= num_splits <= "
-        "min(cluster_splits, 8), else 1 (no cluster).");
+        "(1: no cluster; the rule of docs/abi.md 3.4).");
   m.def(
       "device_name",
       [](int device) { return cuda::Context::open(device).name(); },

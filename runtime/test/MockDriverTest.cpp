@@ -274,6 +274,19 @@ TEST_F(MockDriver, LaunchesTheSplitsAsOneClusterUpToClusterSplits) {
   }
 }
 
+TEST_F(MockDriver, ClusterLaunchErrorsNameTheCluster) {
+  // The mock rejects a cluster that does not divide grid x, as the driver.
+  unsigned grid[3] = {4, 1, 1}, block[3] = {32, 1, 1};
+  EXPECT_CONTAINS(EXPECT_THROW_MSG(CudaError,
+                                   cuda::launchKernel(nullptr, "k", grid, block,
+                                                      0, nullptr, nullptr,
+                                                      /*programmatic=*/true,
+                                                      /*clusterX=*/3)),
+                  "cuLaunchKernelEx(k, grid [4, 1, 1], block [32, 1, 1], 0 "
+                  "bytes dynamic shared memory, programmatic stream "
+                  "serialization, clusters of 3 CTAs)");
+}
+
 TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
   auto graphs = std::make_unique<DecodeStep>(
       *context, *model, readPtx(dataPath("tiny_decode.ptx")), "tiny_decode.ptx",

@@ -134,7 +134,8 @@ def sweep_schedule(cfg, overrides):
     _, hq, hkv, d, _, _ = cfg
     m = dict(threads=256, max_splits=64, heads_per_cta=hq // hkv, head_blocks=1,
              vector_width=8, lanes_per_row=d // 8, kv_unroll=4,
-             chunk_multiple=0, target_ctas=264, min_chunk_tokens=64)
+             chunk_multiple=0, target_ctas=264, min_chunk_tokens=64,
+             cluster_splits=0)  # launched without clusters here
     m.update(overrides)
     m["chunk_multiple"] = m["threads"] // m["lanes_per_row"] * m["kv_unroll"]
     members = ", ".join(f"{k} = {v}" for k, v in m.items())
@@ -387,11 +388,14 @@ class Kernel:
 
     def partials_written(self, num_splits, cluster_x=1):
         """With several splits combined through the workspaces every CTA
-        writes its (m, l): l is never NaN."""
-        if num_splits <= 1 or cluster_x > 1:
+        writes its (m, l): l is never NaN. Combined in a cluster, none does:
+        the statistics stay NaN (so the cluster path did run)."""
+        if num_splits <= 1:
             return True
         ns = min(num_splits, self.max_splits)
         l = self.last_stats[:, :, :ns, 1].get()
+        if cluster_x > 1:
+            return bool(np.isnan(l).all())
         return bool(np.isfinite(l).all())
 
     def counters_zero(self):
@@ -496,7 +500,11 @@ def main():
                 ok, max_abs, rel, finite, zr = compare(prob, out)
                 cz = kern.counters_zero()
                 pw = kern.partials_written(ns, cx)
-                ok = ok and cz and pw
+                # The two combines do the same arithmetic (docs/abi.md 3.4).
+                bits = out.get().view(np.uint16)
+                same = cx == 1 or np.array_equal(bits, unclustered)
+                unclustered = bits
+                ok = ok and cz and pw and same
                 all_ok &= ok
                 row = dict(config=kern.label, lens=lens, splits=ns, cluster_x=cx,
                            max_abs=max_abs, rel=rel, finite=finite, zero_rows=zr,
@@ -505,7 +513,8 @@ def main():
                 print(f"{'ok  ' if ok else 'FAIL'} {kern.label:20s} lens={str(lens):24s} "
                       f"splits={ns:2d} cluster={cx} max_abs={max_abs:.3e} rel={rel:.3e}"
                       f"{'' if finite else ' NONFINITE'}{'' if zr else ' ZERO-ROWS'}"
-                      f"{'' if cz else ' COUNTERS'}{'' if pw else ' PARTIALS'}", flush=True)
+                      f"{'' if cz else ' COUNTERS'}{'' if pw else ' PARTIALS'}"
+                      f"{'' if same else ' NOT-BIT-IDENTICAL'}", flush=True)
             del kc, vc
     if not args.sanitize:
         # 64-bit page offsets: the used pages live past 2^31 elements.

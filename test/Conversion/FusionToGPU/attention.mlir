@@ -19,6 +19,10 @@
 // CHECK-SAME:    #fusion.param<kind = workspace, role = "partial_stats", dtype = f32, shape = [batch, 32, 64, 2]>
 // CHECK-SAME:    #fusion.param<kind = workspace, role = "split_counters", dtype = i32, shape = [batch, 8], zero_init = true>
 // CHECK-SAME:    #fusion.param<kind = scalar, role = "batch", dtype = i32>, #fusion.param<kind = scalar, role = "max_pages", dtype = i32>, #fusion.param<kind = scalar, role = "num_splits", dtype = i32>]
+// The tensor-core variant has no cluster combine: its exchange buffer
+// (16640 bytes) would take the CTA (ring 104448 + 8324 static) from 2 to 1
+// per SM.
+// CHECK-SAME:    entry = "attn_g4_mma", {{.*}} smem = 104448, static_smem = 8324, schedule = #fusion.split_kv_attention_mma_schedule<{{.*}} cluster_splits = 0>
 // CHECK-SAME:    schedule = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4,
 // CHECK-SAME:    head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64,
 // CHECK-SAME:    target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>, strategy = #fusion.strategy<decode>
@@ -262,6 +266,7 @@ func.func @group16(%q: tensor<?x32x128xf16>, %kc: memref<?x16x2x128xf16>, %vc: m
 // CHECK-SAME:    schedule = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 16, heads_per_cta = 2, head_blocks = 2, vector_width = 8, lanes_per_row = 16, kv_unroll = 2, chunk_multiple = 16, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 0>
 // CHECK:       gpu.func @attn_carried
 // CHECK-NOT:     nvvm.cluster
+// CHECK-NOT:     nvvm.mapa
 // CHECK:         gpu.return
 func.func @carried(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {

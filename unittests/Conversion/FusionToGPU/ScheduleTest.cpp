@@ -379,14 +379,16 @@ TEST(AttentionSchedule, Llama3_8B) {
 }
 
 TEST(AttentionSchedule, ClusterSplitsFitTheStaticSharedMemory) {
-  // Llama-3-8B: merge 8 x 4 x 130 floats, exchange 4 x 130 per split:
-  // (12287 - 4160) / 520 = 15 splits would fit, capped at 8.
+  // Llama-3-8B: merge 8 x 4 x 130 floats + the 4-byte flag = 16644 bytes,
+  // at 32 bytes 16672; 2080 bytes per split: (49152 - 16672) / 2080 = 15
+  // splits would fit, capped at 8.
   auto l8 = choose(attention(32, 8, 128));
   ASSERT_TRUE(l8);
   EXPECT_EQ(l8->clusterSplits, 8);
   EXPECT_EQ(l8->exchangeFloats, 8 * 4 * 130);
-  // G = 8, D = 256, 128 threads: merge 4 x 8 x 258 = 8256 floats, 2064 per
-  // split: (12287 - 8256) / 2064 = 1 split, so none.
+  // G = 8, D = 256, 128 threads: merge 4 x 8 x 258 = 8256 floats (33028
+  // bytes with the flag, at 32 bytes 33056), 8256 bytes per split:
+  // (49152 - 33056) / 8256 = 1 split, so none.
   auto wide = choose(attention(16, 2, 256));
   ASSERT_TRUE(wide);
   EXPECT_EQ(wide->sharedFloats, 8256);
@@ -407,6 +409,43 @@ TEST(AttentionSchedule, ClusterSplitsFitTheStaticSharedMemory) {
                                        TargetInfo(80, 108), error));
   EXPECT_EQ(error, "attention schedule: cluster_splits 4 needs thread-block "
                    "clusters (sm_90+)");
+  // No more than max_splits: the default follows it, an override may not
+  // exceed it.
+  AttentionScheduleOverrides three;
+  three.maxSplits = 3;
+  EXPECT_EQ(choose(attention(32, 8, 128), three)->clusterSplits, 3);
+  three.maxSplits = 1;
+  EXPECT_EQ(choose(attention(32, 8, 128), three)->clusterSplits, 0);
+  four.maxSplits = 3;
+  EXPECT_FALSE(chooseAttentionSchedule(attention(32, 8, 128), four, kH100,
+                                       error));
+  EXPECT_EQ(error,
+            "attention schedule: cluster_splits 4 is more than max_splits 3");
+}
+
+TEST(AttentionSchedule, MmaVariantKeepsClustersOnlyWithoutCostingOccupancy) {
+  // Llama-3-8B: ring 4 warps x 3 stages x (K, V) x 16 x 136 x 2 = 104448
+  // bytes; merge 4 x 4 x 130 floats + flag = 8324, at 32 bytes 8352; 1024
+  // reserved: 113824 bytes, 2 CTAs per SM (232448 / 113824). The primary's
+  // exchange buffer (8 x 4 x 130 x 4 = 16640 bytes) would make it 130464,
+  // 1 per SM: dropped.
+  auto l8 = choose(attention(32, 8, 128));
+  ASSERT_EQ(l8->clusterSplits, 8);
+  auto mma = chooseAttentionMmaSchedule(attention(32, 8, 128), *l8, kH100);
+  ASSERT_TRUE(mma);
+  EXPECT_EQ(mma->ringBytes, 104448);
+  EXPECT_EQ(mma->clusterSplits, 0);
+  EXPECT_EQ(mma->exchangeFloats, 0);
+  // G = 8 (128 threads): merge 4 x 8 x 130 floats + flag -> 16672 bytes;
+  // the primary fits (49152 - 16672) / 4160 = 7 splits. 104448 + 16672 +
+  // 1024 = 122144 bytes is 1 CTA per SM with or without the 7 x 4160
+  // bytes of exchange buffer: kept.
+  auto g8 = choose(attention(64, 8, 128));
+  ASSERT_EQ(g8->clusterSplits, 7);
+  auto g8mma = chooseAttentionMmaSchedule(attention(64, 8, 128), *g8, kH100);
+  ASSERT_TRUE(g8mma);
+  EXPECT_EQ(g8mma->clusterSplits, 7);
+  EXPECT_EQ(g8mma->exchangeFloats, 7 * 8 * 130);
 }
 
 TEST(AttentionSchedule, Qwen2_7B) {

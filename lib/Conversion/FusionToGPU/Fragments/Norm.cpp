@@ -255,7 +255,8 @@ void mlir::fusion::emitNormalizeToken(ImplicitLocOpBuilder &b,
   NormRowEmitter emitter(b, spec, token, row, rowBase, writeOutputs, scratch,
                          blockSize, warpOnly);
   const int64_t stride = emitter.getThreads() * kVectorWidth;
-  if (llvm::divideCeil(spec.hidden, stride) <= maxRegisterChunks)
+  if (static_cast<int64_t>(llvm::divideCeil(spec.hidden, stride)) <=
+      maxRegisterChunks)
     emitter.emitInRegisters();
   else
     emitter.emitLooped();

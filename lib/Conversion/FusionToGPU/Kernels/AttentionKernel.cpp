@@ -476,8 +476,11 @@ void AttentionKernel::emitBody(ImplicitLocOpBuilder &b) {
     emitSplitSetup(pb);
     prefetchKV(pb);
   });
-  if (!active) // no griddepcontrol prologue (before sm_90)
+  if (!active) { // no griddepcontrol prologue (before sm_90)
+    if (sched.clusterSplits)
+      arriveCluster(b, /*relaxed=*/true);
     emitSplitSetup(b);
+  }
   ifThen(b, active, [&](ImplicitLocOpBuilder &ib) { emitCta(ib); });
 }
 

@@ -50,8 +50,8 @@ static bool chooseClusterSplits(AttentionSchedule &s,
   const int64_t maxStatic = target.getMaxStaticSharedBytes();
   const int64_t fits =
       target.hasClusters()
-          ? std::min(contract::kMaxClusterSplits,
-                     ((maxStatic - 4) / 4 - s.sharedFloats) / perSplit)
+          ? std::min({contract::kMaxClusterSplits, s.maxSplits,
+                      (maxStatic - s.mergeAndFlagBytes()) / (perSplit * 4)})
           : 0;
   s.clusterSplits = override.value_or(fits >= 2 ? fits : 0);
   const int64_t n = s.clusterSplits;
@@ -64,11 +64,15 @@ static bool chooseClusterSplits(AttentionSchedule &s,
     error = ("attention schedule: cluster_splits " + llvm::Twine(n) +
              " needs thread-block clusters (sm_90+)")
                 .str();
+  else if (n > s.maxSplits)
+    error = ("attention schedule: cluster_splits " + llvm::Twine(n) +
+             " is more than max_splits " + llvm::Twine(s.maxSplits))
+                .str();
   else if (n > fits)
     error = ("attention schedule: cluster_splits " + llvm::Twine(n) +
              " needs " + llvm::Twine(n * perSplit * 4) +
              " bytes of exchange buffer beside the merge buffer's " +
-             llvm::Twine(s.sharedFloats * 4 + 4) + ", more than " +
+             llvm::Twine(s.mergeAndFlagBytes()) + ", more than " +
              llvm::Twine(maxStatic))
                 .str();
   else {
@@ -108,8 +112,9 @@ std::optional<AttentionSchedule> mlir::fusion::chooseAttentionSchedule(
   s.rowGroups = (s.threads / TargetInfo::kWarpSize) * s.rowsPerWarp;
   s.tokensPerIter = s.rowGroups * s.unroll;
   s.sharedFloats = (s.threads / 32) * s.headsPerCta * (shape.headDim + 2);
-  if (s.sharedFloats * 4 + 4 > target.getMaxStaticSharedBytes()) {
-    error = ("attention schedule needs " + llvm::Twine(s.sharedFloats * 4 + 4) +
+  const int64_t mergeBytes = s.sharedFloats * 4 + AttentionSchedule::kFlagBytes;
+  if (mergeBytes > target.getMaxStaticSharedBytes()) {
+    error = ("attention schedule needs " + llvm::Twine(mergeBytes) +
              " bytes of shared memory (threads " + llvm::Twine(s.threads) +
              ", heads_per_cta " + llvm::Twine(s.headsPerCta) + ", head_dim " +
              llvm::Twine(shape.headDim) + "), more than " +
@@ -148,9 +153,22 @@ mlir::fusion::chooseAttentionMmaSchedule(const AttentionShape &shape,
   // K and V tiles of 16 rows per stage and warp, rows padded by 16 bytes.
   s.ringBytes =
       kWarps * kStages * 2 * kTile * (shape.headDim + kAttentionMmaRowPad) * 2;
-  // The primary's exchange buffer comes along (at most 8 x 8 x 130 floats
-  // with D <= 128: the ring and both buffers stay within sm_90's 227 KiB).
-  if (s.ringBytes + (s.sharedFloats + s.exchangeFloats) * 4 + 4 >
+  // CTAs per SM by shared memory, up to the num_splits policy's assumption.
+  auto ctasPerSM = [&](int64_t exchangeFloats) {
+    const int64_t bytes = s.ringBytes + s.mergeAndFlagBytes() +
+                          exchangeFloats * 4 +
+                          target.getReservedSharedBytesPerCTA();
+    return std::min(contract::kTargetCtasPerSM,
+                    target.getOccupancySharedBytes() / bytes);
+  };
+  // The exchange buffer is static, so it costs even a launch that does not
+  // cluster: drop it where it would cost occupancy (Llama-3-8B: 112,772 ->
+  // 129,412 bytes a CTA, 2 -> 1 CTA per SM).
+  if (ctasPerSM(s.exchangeFloats) < ctasPerSM(0)) {
+    s.clusterSplits = 0;
+    s.exchangeFloats = 0;
+  }
+  if (s.ringBytes + s.mergeAndFlagBytes() + s.exchangeFloats * 4 >
       target.getMaxSharedBytesPerCTA())
     return std::nullopt;
   return s;

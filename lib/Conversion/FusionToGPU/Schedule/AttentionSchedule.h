@@ -13,6 +13,8 @@
 #include "../TargetInfo.h"
 #include "fusion/contract/Contract.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -62,6 +64,13 @@ struct AttentionSchedule {
   /// (clusterSplits x Gc x (D + 2)).
   int64_t clusterSplits = 0;
   int64_t exchangeFloats = 0;
+  /// Bytes of the "last CTA" flag after the merge buffer.
+  static constexpr int64_t kFlagBytes = 4;
+  /// Static shared memory up to the exchange buffer: the merge buffer and
+  /// the flag, rounded up to the exchange buffer's 32-byte alignment.
+  int64_t mergeAndFlagBytes() const {
+    return llvm::alignTo(sharedFloats * 4 + kFlagBytes, 32);
+  }
   /// The recommended num_splits policy (contract::chooseNumSplits), with
   /// targetCtas = contract::kTargetCtasPerSM x the SM count.
   ::fusion::contract::SplitPolicy splitPolicy;
@@ -84,9 +93,9 @@ inline constexpr int64_t kAttentionMmaRowPad = 8;
 /// memory. Defaults: Gc = G when G <= 8, else the largest divisor of G not
 /// above 8; 256 threads and 4 tokens per row group for Gc <= 4, else 128
 /// and 2; max_splits from contract::SplitPolicy; cluster_splits the most
-/// (up to contract::kMaxClusterSplits) whose exchange buffer fits the
-/// static shared memory beside the merge buffer, on targets with clusters
-/// (sm_90+; else 0).
+/// (up to contract::kMaxClusterSplits and max_splits) whose exchange buffer
+/// fits the static shared memory beside the merge buffer, on targets with
+/// clusters (sm_90+; else 0).
 std::optional<AttentionSchedule>
 chooseAttentionSchedule(const AttentionShape &shape,
                         const AttentionScheduleOverrides &overrides,
@@ -98,7 +107,9 @@ chooseAttentionSchedule(const AttentionShape &shape,
 /// not apply: a target without tensor cores, head_dim not a multiple of 16
 /// or above 128 (the accumulators live in registers), pages not a multiple
 /// of 16 tokens, more than 8 heads per CTA, or a ring larger than the
-/// target's shared memory (with the primary's exchange buffer). 4 warps of
+/// target's shared memory. It keeps the primary's exchange buffer only
+/// where that leaves as many CTAs per SM (up to contract::kTargetCtasPerSM)
+/// as the ring and merge buffer alone allow; else its cluster_splits is 0. 4 warps of
 /// 16-token tiles, 3 stages: the best design of
 /// bench/diagnostics/decode_attention.cu at 2 CTAs per SM (docs/performance.md
 /// entry 16).

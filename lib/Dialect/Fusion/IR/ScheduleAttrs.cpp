@@ -61,11 +61,13 @@ verifyClusterSplits(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-LogicalResult ProjectionScheduleAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, int64_t threads,
-    int64_t warps, int64_t grid, int64_t rowsPerWarp, int64_t pairsPerWarp,
-    int64_t vectorWidth, int64_t kUnroll, int64_t batchTile,
-    int64_t minCtasPerSm, int64_t preloadChunks) {
+LogicalResult
+ProjectionScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t threads, int64_t warps, int64_t grid,
+                               int64_t rowsPerWarp, int64_t pairsPerWarp,
+                               int64_t vectorWidth, int64_t kUnroll,
+                               int64_t batchTile, int64_t minCtasPerSm,
+                               int64_t preloadChunks) {
   StringRef kind = getMnemonic();
   if (failed(verifySchedule(emitError, kind, threads,
                             {{"warps", warps},

@@ -270,8 +270,7 @@ inline constexpr std::string_view kMinChunkTokens = "min_chunk_tokens";
 /// The policy's formula, for readers of the manifest (informative only).
 inline constexpr std::string_view kNumSplitsPolicy = "num_splits_policy";
 /// Most splits the kernel combines through a thread-block cluster (0:
-/// never): a launch of 2 to cluster_splits splits may set the cluster
-/// dimension (num_splits, 1, 1) (docs/abi.md section 3.4).
+/// never); chooseClusterX is the launch rule (docs/abi.md section 3.4).
 inline constexpr std::string_view kClusterSplits = "cluster_splits";
 } // namespace schedule
 

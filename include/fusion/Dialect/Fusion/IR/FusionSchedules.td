@@ -122,11 +122,10 @@ def Fusion_SplitKvAttentionScheduleAttr
     elements, `kv_unroll` tokens per iteration; split chunks are multiples of
     `chunk_multiple` tokens. `max_splits`, `target_ctas` and
     `min_chunk_tokens` parameterise the launcher's num_splits policy
-    (docs/abi.md section 3.4). A launch of 2 to `cluster_splits` (0 to 8)
-    splits may group the splits of each (sequence, KV head, head block) into
-    one thread-block cluster of num_splits CTAs (grid x = cluster x =
-    num_splits), which then combines them through distributed shared memory
-    instead of the workspaces (docs/abi.md section 3.4); 0: never.
+    (docs/abi.md section 3.4). `cluster_splits` (0, or 2 to 8) is the most
+    splits the kernel combines through distributed shared memory when they
+    are launched as one thread-block cluster (the launch rule: docs/abi.md
+    section 3.4); 0: never.
 
     A kernel that carries this schedule before --convert-fusion-to-gpu is
     compiled with its `threads`, `max_splits`, `kv_unroll`, `heads_per_cta`
