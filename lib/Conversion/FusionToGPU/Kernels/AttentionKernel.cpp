@@ -257,10 +257,12 @@ private:
   /// offset in a K/V row (loop invariants).
   std::pair<PagedKVReader, Value> getCacheReader(ImplicitLocOpBuilder &b);
   /// The element offsets of the K/V entries this row group reads in the
-  /// iteration from token `tbase` (clamped to the split's last token).
+  /// iteration from token `tbase` (clamped to the split's last token,
+  /// `splitEnd` - 1).
   SmallVector<Value> getIterationOffsets(ImplicitLocOpBuilder &b,
                                          const PagedKVReader &cache,
-                                         Value laneOff, Value tbase);
+                                         Value laneOff, Value tbase,
+                                         Value splitEnd);
   IterationLoads emitIterationLoads(ImplicitLocOpBuilder &b,
                                     ArrayRef<Value> offsets, Value tbase);
   SmallVector<SmallVector<Value>> emitScores(ImplicitLocOpBuilder &b,
@@ -403,15 +405,14 @@ void AttentionKernel::emitSplitSetup(ImplicitLocOpBuilder &b) {
         SmallVector<Value> v{first, last};
         if (!numOffsets)
           return v;
-        start = first;
-        end = last;
         TypeRange offsetTypes = TypeRange(types).drop_front(2);
         llvm::append_range(
             v, ifThenElseValues(
                    ib, offsetTypes, cmpI(ib, CmpIPredicate::slt, first, last),
                    [&](ImplicitLocOpBuilder &ob) {
                      auto [cache, laneOff] = getCacheReader(ob);
-                     return getIterationOffsets(ob, cache, laneOff, first);
+                     return getIterationOffsets(ob, cache, laneOff, first,
+                                                last);
                    },
                    [&](ImplicitLocOpBuilder &zb) {
                      return zeros(zb, offsetTypes);
@@ -495,9 +496,9 @@ AttentionKernel::getCacheReader(ImplicitLocOpBuilder &b) {
 SmallVector<Value>
 AttentionKernel::getIterationOffsets(ImplicitLocOpBuilder &b,
                                      const PagedKVReader &cache, Value laneOff,
-                                     Value tbase) {
+                                     Value tbase, Value splitEnd) {
   Value rowGroupI32 = indexToI32(b, rowGroup);
-  Value lastToken = subI(b, end, constI32(b, 1));
+  Value lastToken = subI(b, splitEnd, constI32(b, 1));
   SmallVector<Value> offsets;
   for (int64_t j = 0; j < sched.unroll; ++j) {
     Value t =
@@ -637,7 +638,7 @@ SoftmaxState AttentionKernel::emitMainLoop(ImplicitLocOpBuilder &b,
             lb, start,
             mulI(lb, indexToI32(lb, it), constI32(lb, sched.tokensPerIter)));
         IterationLoads loads = emitIterationLoads(
-            lb, getIterationOffsets(lb, cache, laneOff, tbase), tbase);
+            lb, getIterationOffsets(lb, cache, laneOff, tbase, end), tbase);
         return iterate(lb, q, SoftmaxState::unflatten(args, gc(), W), loads)
             .flatten();
       });
