@@ -611,7 +611,7 @@ const ManifestParam *paramWithRole(const ManifestKernel &k,
 /// the splits of one sequence and head).
 void checkClusterSplits(const LaunchGeometry &g, const Node &n) {
   const int64_t c = g.clusterSplits();
-  if (c < 0 || c == 1 || c > contract::kMaxClusterSplits)
+  if (!contract::isValidClusterSplits(c))
     n.at("schedule")
         .fail("cluster_splits must be 0 or in [2, " +
               std::to_string(contract::kMaxClusterSplits) + "], got " +

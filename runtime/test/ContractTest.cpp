@@ -19,6 +19,15 @@ namespace {
 // The policy is constexpr: a launcher may evaluate it at compile time.
 static_assert(chooseNumSplits(SplitPolicy(), 1, 8, 1000) == 16);
 
+TEST(ContractTest, ClusterSplitsAreZeroOrTwoToEight) {
+  EXPECT_TRUE(isValidClusterSplits(0));
+  EXPECT_FALSE(isValidClusterSplits(1)); // a cluster of one combines nothing
+  EXPECT_TRUE(isValidClusterSplits(2));
+  EXPECT_TRUE(isValidClusterSplits(8));
+  EXPECT_FALSE(isValidClusterSplits(9)); // past the portable cluster size
+  EXPECT_FALSE(isValidClusterSplits(-1));
+}
+
 TEST(ContractTest, ClusterXIsTheSplitsWhenTheyFitTheCluster) {
   EXPECT_EQ(chooseClusterX(8, 1), 1); // one split: nothing to combine
   EXPECT_EQ(chooseClusterX(8, 2), 2);

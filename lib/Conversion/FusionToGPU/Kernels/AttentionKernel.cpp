@@ -283,6 +283,14 @@ private:
       ImplicitLocOpBuilder &b,
       llvm::function_ref<void(ImplicitLocOpBuilder &, Value head, Value dv)>
           body);
+  /// Stores `value` (o: vector<8xf32>, or m / l: f32) at element `at` of
+  /// the partials' destination.
+  using PartialStore =
+      llvm::function_ref<void(ImplicitLocOpBuilder &, Value value, Value at)>;
+  void emitStorePartial(
+      ImplicitLocOpBuilder &b,
+      llvm::function_ref<Value(ImplicitLocOpBuilder &, Value h)> rowOf,
+      PartialStore storeOut, PartialStore storeStat, int64_t statBase);
   /// Split s's unnormalised partial of slot (h, dv): (m, l, o).
   using SplitLoader = llvm::function_ref<std::tuple<Value, Value, Value>(
       ImplicitLocOpBuilder &, Value h, Value dv, Value s)>;
@@ -804,23 +812,44 @@ void AttentionKernel::emitArrival(ImplicitLocOpBuilder &b) {
       numSplits, smemFlag);
 }
 
+/// This CTA's merged (m, l, o) of every slot (h, dv), as partial row
+/// `rowOf(h)`: o at element row * D + 8 dv (`storeOut`), and by the dv = 0
+/// lane (m, l) at statBase + row * 2 (`storeStat`); the layout loadPartial
+/// reads.
+void AttentionKernel::emitStorePartial(
+    ImplicitLocOpBuilder &b,
+    llvm::function_ref<Value(ImplicitLocOpBuilder &, Value h)> rowOf,
+    PartialStore storeOut, PartialStore storeStat, int64_t statBase) {
+  emitStoreSlots(b, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
+    Value m, l, o;
+    readMergedSlot(sb, h, dv, m, l, o);
+    Value row = rowOf(sb, h);
+    storeOut(sb, o, addI(sb, mulI(sb, row, shape.headDim), mulI(sb, dv, W)));
+    ifThen(sb, cmpI(sb, CmpIPredicate::eq, dv, constIndex(sb, 0)),
+           [&](ImplicitLocOpBuilder &tb) {
+             Value stat = addI(tb, mulI(tb, row, 2), statBase);
+             storeStat(tb, m, stat);
+             storeStat(tb, l, addI(tb, stat, 1));
+           });
+  });
+}
+
 /// Several splits, combined through the workspaces: writes the
 /// unnormalised partial and the statistics, publishes them, and the last CTA
 /// to arrive combines every split.
 void AttentionKernel::emitWorkspaceCombine(ImplicitLocOpBuilder &ib) {
-  const int64_t d = shape.headDim;
-  emitStoreSlots(ib, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
-    Value m, l, o;
-    readMergedSlot(sb, h, dv, m, l, o);
-    Value rs = addI(sb, partialRow(sb, addI(sb, head0, h)), split);
-    storeVector(sb, o, partialOut, addI(sb, mulI(sb, rs, d), mulI(sb, dv, W)));
-    ifThen(sb, cmpI(sb, CmpIPredicate::eq, dv, constIndex(sb, 0)),
-           [&](ImplicitLocOpBuilder &tb) {
-             Value statIdx = mulI(tb, rs, 2);
-             storeScalar(tb, m, partialStats, statIdx);
-             storeScalar(tb, l, partialStats, addI(tb, statIdx, 1));
-           });
-  });
+  emitStorePartial(
+      ib,
+      [&](ImplicitLocOpBuilder &rb, Value h) {
+        return addI(rb, partialRow(rb, addI(rb, head0, h)), split);
+      },
+      [&](ImplicitLocOpBuilder &sb, Value o, Value at) {
+        storeVector(sb, o, partialOut, at);
+      },
+      [&](ImplicitLocOpBuilder &sb, Value x, Value at) {
+        storeScalar(sb, x, partialStats, at);
+      },
+      /*statBase=*/0);
   // Publish the partial, then count this split's arrival.
   fenceGPU(ib);
   barrier(ib);
@@ -852,31 +881,22 @@ void AttentionKernel::emitWorkspaceCombine(ImplicitLocOpBuilder &ib) {
 /// it; CTA 0 cannot exit before the second phase completes, and the others
 /// exit without waiting.
 void AttentionKernel::emitClusterCombine(ImplicitLocOpBuilder &ib) {
-  const int64_t d = shape.headDim;
-  const int64_t statBase = sched.clusterSplits * gc() * d;
+  const int64_t statBase = sched.clusterSplits * gc() * shape.headDim;
   waitCluster(ib);
   Value remote =
       mapSharedToCta(ib, getSharedPointer(ib, exchange), constI32(ib, 0));
   Type f32 = ib.getF32Type();
-  emitStoreSlots(ib, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
-    Value m, l, o;
-    readMergedSlot(sb, h, dv, m, l, o);
-    Value row = addI(sb, mulI(sb, split, gc()), h);
-    storeToCluster(sb, o,
-                   offsetPointer(sb, remote,
-                                 addI(sb, mulI(sb, row, d), mulI(sb, dv, W)),
-                                 f32),
-                   /*alignment=*/16);
-    ifThen(sb, cmpI(sb, CmpIPredicate::eq, dv, constIndex(sb, 0)),
-           [&](ImplicitLocOpBuilder &tb) {
-             Value stat = addI(tb, mulI(tb, row, 2), statBase);
-             storeToCluster(tb, m, offsetPointer(tb, remote, stat, f32),
-                            /*alignment=*/4);
-             storeToCluster(tb, l,
-                            offsetPointer(tb, remote, addI(tb, stat, 1), f32),
-                            /*alignment=*/4);
-           });
-  });
+  auto storeRemote = [&](int64_t alignment) {
+    return [&, alignment](ImplicitLocOpBuilder &sb, Value x, Value at) {
+      storeToCluster(sb, x, offsetPointer(sb, remote, at, f32), alignment);
+    };
+  };
+  emitStorePartial(
+      ib,
+      [&](ImplicitLocOpBuilder &rb, Value h) {
+        return addI(rb, mulI(rb, split, gc()), h);
+      },
+      storeRemote(/*alignment=*/16), storeRemote(/*alignment=*/4), statBase);
   arriveCluster(ib);
   auto load = [&](ImplicitLocOpBuilder &lb, Value h, Value dv, Value s) {
     Value row = addI(lb, mulI(lb, s, gc()), h);

@@ -55,7 +55,7 @@ static bool chooseClusterSplits(AttentionSchedule &s,
           : 0;
   s.clusterSplits = override.value_or(fits >= 2 ? fits : 0);
   const int64_t n = s.clusterSplits;
-  if (n != 0 && (n < 2 || n > contract::kMaxClusterSplits))
+  if (!contract::isValidClusterSplits(n))
     error =
         ("attention schedule: cluster_splits must be 0 or in [2, " +
          llvm::Twine(contract::kMaxClusterSplits) + "], got " + llvm::Twine(n))

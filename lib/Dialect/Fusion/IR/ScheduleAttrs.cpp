@@ -53,8 +53,7 @@ static LogicalResult verifyWarps(function_ref<InFlightDiagnostic()> emitError,
 static LogicalResult
 verifyClusterSplits(function_ref<InFlightDiagnostic()> emitError,
                     StringRef kind, int64_t clusterSplits) {
-  if (clusterSplits == 1 || clusterSplits < 0 ||
-      clusterSplits > contract::kMaxClusterSplits)
+  if (!contract::isValidClusterSplits(clusterSplits))
     return emitError() << kind << " cluster_splits must be 0 or in [2, "
                        << contract::kMaxClusterSplits << "], got "
                        << clusterSplits;

@@ -325,6 +325,13 @@ constexpr int64_t chooseNumSplits(const SplitPolicy &policy, int64_t batch,
   return std::max<int64_t>(1, std::min({policy.maxSplits, byCtas, byLength}));
 }
 
+/// Whether `clusterSplits` is a valid schedule value (key kClusterSplits):
+/// 0 (never) or 2 to kMaxClusterSplits.
+constexpr bool isValidClusterSplits(int64_t clusterSplits) {
+  return clusterSplits == 0 ||
+         (clusterSplits >= 2 && clusterSplits <= kMaxClusterSplits);
+}
+
 /// The cluster dimension x of a launch of `numSplits` splits of a kernel
 /// whose schedule has `clusterSplits` (schedule key kClusterSplits): the
 /// splits as one cluster (grid x = cluster x = numSplits) when 2 <=
