@@ -33,6 +33,9 @@
 #   kerneltimes  ncu duration of every kernel of SmolLM2's last decode step
 #           after the 512-token prompt at B=1 (PTX smol, or KERNEL_PTX), each
 #           launch alone
+#   empty   the in-graph cost of each kernel: abptx of MODEL (smol, or l8
+#           with BATCHES=1 REPS=1) against copies with one entry emptied
+#           (diagnostics/empty_kernels.py), as `run.sh empty [MODEL]`
 #   diag    kernel_chain.cu, gemm_packed_mma.cu, gemm_weight_stream.cu,
 #           persistent_decode.cu
 #
@@ -349,6 +352,16 @@ for name, v in times.items():  # a layer's kernel: its last 30 launches
 PY
 }
 
+empty() {
+  # The in-graph cost of each kernel (performance.md entry 31): abptx of
+  # model $1 (smol by default; l8 with BATCHES=1 REPS=1 fits a command)
+  # against its copies with one entry emptied and with all of them
+  # (diag/empty_kernels.py; the copies are written here, not carried).
+  local m=${1:-smol} names
+  names=$(python3 "$s/diag/empty_kernels.py" "$s/$m") || return 1
+  L8_ALL_BATCHES=1 REPS=${REPS:-2} abptx "$m" $names
+}
+
 diag() {
   cd "$s/diag" || exit 1
   local names=("$@")
@@ -378,6 +391,7 @@ kernels) kernels ;;
 ncu) ncu_gemm ;;
 sanitize) sanitize ;;
 kerneltimes) kerneltimes ;;
+empty) empty "${2:-smol}" ;;
 diag) shift; diag "$@" ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|diag [NAME...]" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|empty [smol|l8]|diag [NAME...]" >&2; exit 2 ;;
 esac

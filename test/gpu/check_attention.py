@@ -379,6 +379,8 @@ class Kernel:
                 np.int32(b), np.int32(prob["max_pages"]), np.int32(num_splits))
         grid = (num_splits, self.grid_y, b)
         if cluster_x > 1:
+            # Here, not at the top: check_kernels needs numpy, --emit does not.
+            from check_kernels import launch_in_clusters
             launch_in_clusters(cp, self.fn, grid, self.threads, self.smem, args,
                                cluster_x)
         else:
@@ -400,31 +402,6 @@ class Kernel:
 
     def counters_zero(self):
         return int(self.cp.count_nonzero(self.counters).get()) == 0
-
-
-def launch_in_clusters(cp, fn, grid, threads, smem, args, cluster_x):
-    """Launches the CuPy function `fn` on the current stream in thread-block
-    clusters of (cluster_x, 1, 1) CTAs (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    CuPy's own launch has no cluster option)."""
-    import ctypes
-    from cuda.bindings import driver as drv
-    cfg = drv.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = threads, 1, 1
-    cfg.sharedMemBytes = smem
-    cfg.hStream = drv.CUstream(cp.cuda.get_current_stream().ptr)
-    attr = drv.CUlaunchAttribute()
-    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster_x, 1, 1
-    cfg.attrs = [attr]
-    cfg.numAttrs = 1
-    pointer = [isinstance(a, cp.ndarray) for a in args]
-    values = tuple(a.data.ptr if p else int(a) for a, p in zip(args, pointer))
-    types = tuple(ctypes.c_void_p if p else ctypes.c_int32 for p in pointer)
-    function = drv.CUfunction(fn.kernel.ptr)  # RawKernel -> cuda.Function
-    (err,) = drv.cuLaunchKernelEx(cfg, function, (values, types), 0)
-    if err != drv.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuLaunchKernelEx in clusters of {cluster_x}: {err}")
 
 
 def compare(prob, out_dev):

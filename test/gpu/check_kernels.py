@@ -221,9 +221,37 @@ def runtime_launch(manifest_path, kernel, batch, env):
 
 
 def launch_label(kernel, launch):
-    """The kernel's name, with the variant's entry where one ran."""
-    return kernel["name"] if launch["variant"] < 0 else \
+    """The kernel's name, with the variant's entry where one ran and the
+    cluster size where it ran in thread-block clusters."""
+    label = kernel["name"] if launch["variant"] < 0 else \
         f"{kernel['name']}[{launch['entry']}]"
+    cluster = launch.get("cluster_x", 1)
+    return label if cluster <= 1 else f"{label} (cluster {cluster})"
+
+
+def launch_in_clusters(cp, fn, grid, threads, smem, args, cluster_x):
+    """Launches the CuPy function `fn` on the current stream in thread-block
+    clusters of (cluster_x, 1, 1) CTAs (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    CuPy's own launch has no cluster option)."""
+    import ctypes
+    from cuda.bindings import driver as drv
+    cfg = drv.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = threads, 1, 1
+    cfg.sharedMemBytes = smem
+    cfg.hStream = drv.CUstream(cp.cuda.get_current_stream().ptr)
+    attr = drv.CUlaunchAttribute()
+    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster_x, 1, 1
+    cfg.attrs = [attr]
+    cfg.numAttrs = 1
+    pointer = [isinstance(a, cp.ndarray) for a in args]
+    values = tuple(a.data.ptr if p else int(a) for a, p in zip(args, pointer))
+    types = tuple(ctypes.c_void_p if p else ctypes.c_int32 for p in pointer)
+    function = drv.CUfunction(fn.kernel.ptr)  # RawKernel -> cuda.Function
+    (err,) = drv.cuLaunchKernelEx(cfg, function, (values, types), 0)
+    if err != drv.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuLaunchKernelEx in clusters of {cluster_x}: {err}")
 
 
 SUPPORTED_KINDS = {"projection", "norm_row", "rope", "kv_append",
@@ -399,6 +427,22 @@ class Device:
             fnc.max_dynamic_shared_size_bytes = dynamic
         return fnc
 
+    def launch(self, fnc, launch, args):
+        """Launches `fnc` (self.function of `launch`, None in a dry run) as
+        the runtime would: on launch's grid and block, in thread-block
+        clusters of launch["cluster_x"] CTAs where that is above 1
+        (docs/abi.md 3.4)."""
+        if fnc is None:
+            return
+        cluster = launch.get("cluster_x", 1)
+        if cluster > 1:
+            launch_in_clusters(self.xp, fnc, tuple(launch["grid"]),
+                               launch["block"][0],
+                               launch["dynamic_shared_bytes"], args, cluster)
+        else:
+            fnc(launch["grid"], launch["block"], tuple(args),
+                shared_mem=launch["dynamic_shared_bytes"])
+
     def to_device(self, a):
         return self.xp.asarray(a)
 
@@ -482,10 +526,7 @@ def launch_kernel(dev, ptx, k, env, batch, device_args, outputs):
             launch_args.append(np.int32(env[p["role"]]))
     launch = runtime_launch(os.path.splitext(ptx)[0] + ".manifest.json", k,
                             batch, env)
-    fnc = dev.function(ptx, launch)
-    if fnc is not None:
-        fnc(launch["grid"], launch["block"], tuple(launch_args),
-            shared_mem=launch["dynamic_shared_bytes"])
+    dev.launch(dev.function(ptx, launch), launch, launch_args)
     # Name the variant that ran, so that the report shows it was tested.
     return launch_label(k, launch), kernel_outputs, zero_init
 

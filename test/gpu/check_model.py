@@ -258,10 +258,7 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model):
                     dev.tensor_map(p, launch_args[p["tensor_map"]["of"]]))
             else:
                 launch_args.append(np.int32(env[p["role"]]))
-        fnc = dev.function(ptx, launch)
-        if fnc is not None:
-            fnc(launch["grid"], launch["block"], tuple(launch_args),
-                shared_mem=launch["dynamic_shared_bytes"])
+        dev.launch(dev.function(ptx, launch), launch, launch_args)
         dev.sync()
         act = next((ck.DType(p["dtype"]) for p in k["params"]
                     if p["dtype"] in ("f16", "bf16")), ck.DType("f16"))
@@ -366,9 +363,12 @@ def main():
                     passed += sum(1 for r in report["rows"] if r[3])
                     worst = max((r[2]["rel"] for r in report["rows"]
                                  if r[2]["rel"] == r[2]["rel"]), default=0.0)
+                    clustered = sum(1 for r in report["rows"]
+                                    if "(cluster " in r[0])
                     print(f"{name}.{strategy} {fn['name']} B={batch}: "
                           f"{sum(1 for r in report['rows'] if r[3])}/"
-                          f"{len(report['rows'])} kernel outputs pass "
+                          f"{len(report['rows'])} kernel outputs pass, "
+                          f"{clustered} from launches in clusters "
                           f"(worst rel err {worst:.2e})")
                     for kname, role, err, good in report["rows"]:
                         if not good:
