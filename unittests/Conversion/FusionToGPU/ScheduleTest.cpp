@@ -81,8 +81,9 @@ TEST(ProjectionSchedule, TinyLlama) {
   EXPECT_EQ(mma->kSplit, 4);      // 160 * 8 > 1056 >= 160 * 4
   EXPECT_EQ(mma->vectors, 8);     // 512 % 256 == 0
   ProjectionSchedule s = chooseProjectionSchedule(shape, true, kH100);
-  EXPECT_EQ(s.grid, 160);
-  EXPECT_EQ(s.pairsPerWarp, 1); // ceil(1280 / (160 * 8))
+  EXPECT_EQ(s.warps, 4); // 1280 / 4 = 320 CTAs <= 3 x 132
+  EXPECT_EQ(s.grid, 320);
+  EXPECT_EQ(s.pairsPerWarp, 1); // ceil(1280 / (320 * 4))
 }
 
 TEST(ProjectionSchedule, Group5Hidden5120) {
@@ -148,7 +149,7 @@ TEST(ProjectionSchedule, WeightsInRegistersBeforeTheWait) {
             6); // down_proj
   ProjectionSchedule gateUp =
       chooseProjectionSchedule({576, 1536, 2}, true, kH100);
-  EXPECT_EQ(gateUp.pairsPerWarp, 1); // 192 CTAs of 8 warps
+  EXPECT_EQ(gateUp.pairsPerWarp, 1); // 384 CTAs of 4 warps
   EXPECT_EQ(gateUp.preloadChunks, 3);
   // Not: the LM head (24576 pairs: 24576 / 3168 warps, 8 rounds), rows of
   // more than 6 chunks (Llama-3-8B's down_proj, one pair per warp), no
@@ -172,6 +173,30 @@ TEST(ProjectionSchedule, WeightsInRegistersBeforeTheWait) {
   EXPECT_EQ(wide.pairsPerWarp, 1);
   EXPECT_EQ(wide.blockSize, 256);
   EXPECT_EQ(wide.preloadChunks, 0);
+}
+
+TEST(ProjectionSchedule, Batch1KernelsSpreadOverTheSMs) {
+  // A kernel that runs only at batch 1 takes fewer warps per CTA while the
+  // CTAs still make one round of 3 per SM: SmolLM2's gate/up, 1536 pairs,
+  // in 384 CTAs of 4 warps (every SM two or three), not 192 of 8 (72 SMs
+  // with one CTA, 60 with two).
+  ProjectionSchedule gateUp =
+      chooseProjectionSchedule({576, 1536, 2}, true, kH100);
+  EXPECT_EQ(gateUp.warps, 4);
+  EXPECT_EQ(gateUp.blockSize, 128);
+  EXPECT_EQ(gateUp.grid, 384);
+  // Not where the kernel serves every batch (its CTAs each normalise the
+  // whole batch), nor where halving would pass one round (Llama-3-8B's
+  // gate/up at batch 1: 14336 pairs).
+  ProjectionSchedule batched =
+      chooseProjectionSchedule({576, 1536, 2}, false, kH100);
+  EXPECT_EQ(batched.warps, 8);
+  EXPECT_EQ(batched.grid, 192);
+  EXPECT_EQ(chooseProjectionSchedule({4096, 14336, 2}, true, kH100).warps, 8);
+  // q/k/v: 480 pairs in 240 CTAs of 2 warps, the fewest warps a CTA takes.
+  ProjectionSchedule qkv = chooseProjectionSchedule({576, 480, 2}, true, kH100);
+  EXPECT_EQ(qkv.warps, 2);
+  EXPECT_EQ(qkv.grid, 240);
 }
 
 TEST(ProjectionSchedule, Group6Hidden1000) {
@@ -417,8 +442,8 @@ TEST(AttentionSchedule, ClusterSplitsFitTheStaticSharedMemory) {
   three.maxSplits = 1;
   EXPECT_EQ(choose(attention(32, 8, 128), three)->clusterSplits, 0);
   four.maxSplits = 3;
-  EXPECT_FALSE(chooseAttentionSchedule(attention(32, 8, 128), four, kH100,
-                                       error));
+  EXPECT_FALSE(
+      chooseAttentionSchedule(attention(32, 8, 128), four, kH100, error));
   EXPECT_EQ(error,
             "attention schedule: cluster_splits 4 is more than max_splits 3");
 }

@@ -65,9 +65,9 @@ static void holdToTwoCtasPerSM(const ProjectionShape &shape,
   const int64_t weightBytes =
       2 * shape.pairs * shape.hidden * shape.elementBytes;
   const int64_t sms = target.getSMCount();
-  if (!hasBatchVariant || s.minCtasPerSM != 3 || chunks < 4 || s.grid <= sms ||
-      s.grid > 2 * sms || !target.hasGridDependencyControl() ||
-      shouldPrefetchWeights(weightBytes))
+  if (!hasBatchVariant || s.minCtasPerSM != ProjectionSchedule::kMaxCtasPerSM ||
+      chunks < 4 || s.grid <= sms || s.grid > 2 * sms ||
+      !target.hasGridDependencyControl() || shouldPrefetchWeights(weightBytes))
     return;
   s.minCtasPerSM = 2;
   s.unroll = 4;
@@ -86,10 +86,22 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
   ProjectionSchedule s;
   const int64_t smCount = target.getSMCount();
   const int64_t budget = target.getStaticSharedBudget();
-  // 8 warps; fewer when that leaves SMs idle at batch 1.
+  // 8 warps; fewer when that leaves SMs idle at batch 1, or, in a kernel that
+  // runs only at batch 1 (every CTA normalises the whole batch, so more CTAs
+  // would cost more at larger batches), when CTAs of half as many warps still
+  // make at most one round of resident CTAs: the pairs then spread evenly
+  // over the SMs (SmolLM2's
+  // gate/up: 1536 pairs in 192 CTAs of 8 warps left 72 SMs one CTA and 60
+  // two; 384 CTAs of 4 warps give every SM two or three, and each CTA's norm
+  // reduces over 4 warps: -3.3% per step, docs/performance.md entry 32).
+  auto ctasOf = [&](int64_t warps) {
+    return static_cast<int64_t>(llvm::divideCeil(shape.pairs, warps));
+  };
   s.warps = 8;
   while (s.warps > 2 &&
-         static_cast<int64_t>(llvm::divideCeil(shape.pairs, s.warps)) < smCount)
+         (ctasOf(s.warps) < smCount ||
+          (hasBatchVariant &&
+           ctasOf(s.warps / 2) <= ProjectionSchedule::kMaxCtasPerSM * smCount)))
     s.warps /= 2;
   s.blockSize = TargetInfo::kWarpSize * s.warps;
   s.batchTile = 8;
@@ -109,7 +121,7 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
       s.batchTile * shape.hidden * shape.elementBytes + 4 * s.warps;
   s.minCtasPerSM = std::max<int64_t>(
       1, std::min<int64_t>(
-             {3,
+             {ProjectionSchedule::kMaxCtasPerSM,
               target.getOccupancySharedBytes() /
                   (ctaShared + target.getReservedSharedBytesPerCTA()),
               target.getMaxThreadsPerSM() / s.blockSize}));

@@ -47,9 +47,12 @@ struct ProjectionSchedule {
   /// 256-element chunks per warp and loop step (before dividing by the
   /// sub-tile's token count).
   int64_t unroll = 2;
-  /// `.minnctapersm` hint: at most 3, as shared memory and threads allow;
-  /// 2 where the kernel is held to two CTAs per SM (below).
+  /// `.minnctapersm` hint: at most kMaxCtasPerSM, as shared memory and
+  /// threads allow; 2 where the kernel is held to two CTAs per SM (below).
   int64_t minCtasPerSM = 1;
+  /// The hint's cap (docs/performance.md entries 5 and 14: 4 forces 64
+  /// registers and spills), and so the CTAs per SM of one round of the grid.
+  static constexpr int64_t kMaxCtasPerSM = 3;
   /// Dynamic shared memory the launch reserves and the kernel does not use,
   /// in bytes: nonzero where a batch-1 kernel is held to two CTAs per SM
   /// (chooseProjectionSchedule documents when).
