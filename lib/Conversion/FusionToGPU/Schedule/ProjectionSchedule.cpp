@@ -90,10 +90,10 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
   // runs only at batch 1 (every CTA normalises the whole batch, so more CTAs
   // would cost more at larger batches), when CTAs of half as many warps still
   // make at most one round of resident CTAs: the pairs then spread evenly
-  // over the SMs (SmolLM2's
-  // gate/up: 1536 pairs in 192 CTAs of 8 warps left 72 SMs one CTA and 60
-  // two; 384 CTAs of 4 warps give every SM two or three, and each CTA's norm
-  // reduces over 4 warps: -3.3% per step, docs/performance.md entry 32).
+  // over the SMs (SmolLM2's gate/up: 1536 pairs in 192 CTAs of 8 warps left
+  // 72 SMs one CTA and 60 two; 384 CTAs of 4 warps give every SM two or
+  // three, and each CTA's norm reduces over 4 warps: -2.8% per step,
+  // docs/performance.md entry 32).
   auto ctasOf = [&](int64_t warps) {
     return static_cast<int64_t>(llvm::divideCeil(shape.pairs, warps));
   };
