@@ -427,11 +427,12 @@ class Device:
             fnc.max_dynamic_shared_size_bytes = dynamic
         return fnc
 
-    def launch(self, fnc, launch, args):
-        """Launches `fnc` (self.function of `launch`, None in a dry run) as
-        the runtime would: on launch's grid and block, in thread-block
-        clusters of launch["cluster_x"] CTAs where that is above 1
-        (docs/abi.md 3.4)."""
+    def launch(self, ptx, launch, args):
+        """Launches `launch`'s entry of `ptx` (self.function; nothing in a
+        dry run) as the runtime would: on launch's grid and block, in
+        thread-block clusters of launch["cluster_x"] CTAs where that is above
+        1 (docs/abi.md 3.4)."""
+        fnc = self.function(ptx, launch)
         if fnc is None:
             return
         cluster = launch.get("cluster_x", 1)
@@ -526,7 +527,7 @@ def launch_kernel(dev, ptx, k, env, batch, device_args, outputs):
             launch_args.append(np.int32(env[p["role"]]))
     launch = runtime_launch(os.path.splitext(ptx)[0] + ".manifest.json", k,
                             batch, env)
-    dev.launch(dev.function(ptx, launch), launch, launch_args)
+    dev.launch(ptx, launch, launch_args)
     # Name the variant that ran, so that the report shows it was tested.
     return launch_label(k, launch), kernel_outputs, zero_init
 

@@ -258,7 +258,7 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model):
                     dev.tensor_map(p, launch_args[p["tensor_map"]["of"]]))
             else:
                 launch_args.append(np.int32(env[p["role"]]))
-        dev.launch(dev.function(ptx, launch), launch, launch_args)
+        dev.launch(ptx, launch, launch_args)
         dev.sync()
         act = next((ck.DType(p["dtype"]) for p in k["params"]
                     if p["dtype"] in ("f16", "bf16")), ck.DType("f16"))

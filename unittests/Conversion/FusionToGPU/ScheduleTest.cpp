@@ -442,8 +442,8 @@ TEST(AttentionSchedule, ClusterSplitsFitTheStaticSharedMemory) {
   three.maxSplits = 1;
   EXPECT_EQ(choose(attention(32, 8, 128), three)->clusterSplits, 0);
   four.maxSplits = 3;
-  EXPECT_FALSE(
-      chooseAttentionSchedule(attention(32, 8, 128), four, kH100, error));
+  EXPECT_FALSE(chooseAttentionSchedule(attention(32, 8, 128), four, kH100,
+                                       error));
   EXPECT_EQ(error,
             "attention schedule: cluster_splits 4 is more than max_splits 3");
 }
