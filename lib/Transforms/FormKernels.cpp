@@ -27,12 +27,14 @@ namespace {
 
 /// Position of an op in a projection chain, the front half
 /// norm -> qkv_proj -> rope -> kv_append or a linear layer
-/// norm -> linear -> silu_mul; std::nullopt for ops that never join a
-/// group (decode_attention, embedding, argmax).
+/// [sum_partials ->] norm -> linear -> silu_mul, or in the attention chain
+/// decode_attention -> linear_partials (rule 6); std::nullopt for ops that
+/// never join a group (embedding, argmax).
 static std::optional<int> frontHalfStage(Operation *op) {
   return llvm::TypeSwitch<Operation *, std::optional<int>>(op)
-      .Case<RMSNormOp, LayerNormOp>([](auto) { return 0; })
-      .Case<QKVProjOp, LinearOp>([](auto) { return 1; })
+      .Case<SumPartialsOp>([](auto) { return -1; })
+      .Case<RMSNormOp, LayerNormOp, DecodeAttentionOp>([](auto) { return 0; })
+      .Case<QKVProjOp, LinearOp, LinearPartialsOp>([](auto) { return 1; })
       .Case<RopeOp, SiluMulOp>([](auto) { return 2; })
       .Case<KVAppendOp>([](auto) { return 3; })
       .Default([](Operation *) { return std::nullopt; });
@@ -41,7 +43,59 @@ static std::optional<int> frontHalfStage(Operation *op) {
 /// The fusion operators the pass groups (not kernel/yield).
 static bool isFusionCompute(Operation *op) {
   return isa<RMSNormOp, LayerNormOp, QKVProjOp, RopeOp, KVAppendOp,
-             DecodeAttentionOp, LinearOp, SiluMulOp, EmbeddingOp, ArgmaxOp>(op);
+             DecodeAttentionOp, LinearOp, LinearPartialsOp, SumPartialsOp,
+             SiluMulOp, EmbeddingOp, ArgmaxOp>(op);
+}
+
+/// Rule 6: whether `linear` is an o_proj the attention kernel may project
+/// (its input the only use of a decode_attention result, its only user the
+/// input of an rmsnorm with a residual whose normalised result feeds one
+/// linear, at most 8 query heads per KV head, W_o of at most `maxBytes`).
+static bool isFoldableOProj(LinearOp linear, int64_t maxBytes) {
+  auto attention = linear.getInput().getDefiningOp<DecodeAttentionOp>();
+  if (!attention || !attention.getResult().hasOneUse() ||
+      !linear.getResult().hasOneUse())
+    return false;
+  auto norm = dyn_cast<RMSNormOp>(*linear.getResult().getUsers().begin());
+  if (!norm || norm.getInput() != linear.getResult() || !norm.getResidual() ||
+      !norm.getResult().hasOneUse() ||
+      !isa<LinearOp>(*norm.getResult().getUsers().begin()))
+    return false;
+  auto query = attention.getQuery().getType();
+  int64_t numKvHeads = attention.getKeyCache().getType().getDimSize(2);
+  if (query.getDimSize(1) / numKvHeads > 8)
+    return false;
+  auto weight = linear.getWeight().getType();
+  int64_t bytes = weight.getNumElements() *
+                  weight.getElementType().getIntOrFloatBitWidth() / 8;
+  return bytes <= maxBytes;
+}
+
+/// Rule 6: rewrites the foldable o_proj linears of `block` into
+/// sum_partials(linear_partials(attention, W_o)), one partial per KV head.
+static void splitOutputProjections(Block &block, int64_t maxBytes) {
+  SmallVector<LinearOp> linears;
+  for (Operation &op : block)
+    if (auto linear = dyn_cast<LinearOp>(op))
+      if (isFoldableOProj(linear, maxBytes))
+        linears.push_back(linear);
+  for (LinearOp linear : linears) {
+    auto attention = linear.getInput().getDefiningOp<DecodeAttentionOp>();
+    auto input = attention.getQuery().getType();
+    auto result = linear.getResult().getType();
+    int64_t numKvHeads = attention.getKeyCache().getType().getDimSize(2);
+    auto partialsType = RankedTensorType::get(
+        {input.getDimSize(0), numKvHeads, result.getDimSize(1)},
+        Float32Type::get(linear.getContext()));
+    OpBuilder builder(linear);
+    auto partials =
+        LinearPartialsOp::create(builder, linear.getLoc(), partialsType,
+                                 linear.getInput(), linear.getWeight());
+    auto sum = SumPartialsOp::create(builder, linear.getLoc(), result,
+                                     partials.getResult());
+    linear.getResult().replaceAllUsesWith(sum.getResult());
+    linear.erase();
+  }
 }
 
 /// Whether `value` is a normalised activation (the `result` of a norm),
@@ -115,6 +169,16 @@ private:
             })
             .Case<KVAppendOp>([&](KVAppendOp append) {
               return inGroup(append.getKey()) || inGroup(append.getValue());
+            })
+            .Case<LinearPartialsOp>([&](LinearPartialsOp partials) {
+              return isa_and_nonnull<DecodeAttentionOp>(
+                         partials.getInput().getDefiningOp()) &&
+                     inGroup(partials.getInput());
+            })
+            .Case<RMSNormOp>([&](RMSNormOp norm) {
+              return isa_and_nonnull<SumPartialsOp>(
+                         norm.getInput().getDefiningOp()) &&
+                     inGroup(norm.getInput());
             })
             .Default([](Operation *) { return false; });
     if (!chainEdge)
@@ -286,6 +350,8 @@ struct FusionFormKernelsPass
       // Continue numbering after kernels formed by an earlier run.
       unsigned existing = 0;
       named->walk([&](KernelOp) { ++existing; });
+      if (strategy == FusionStrategy::decode && oProjPartialsMaxBytes > 0)
+        splitOutputProjections(*block, oProjPartialsMaxBytes);
       KernelFormer(strategy, prefix, existing).runOnBlock(*block);
     }
   }

@@ -1,4 +1,4 @@
-// RUN: fusion-opt %s --fusion-form-kernels | FileCheck %s
+// RUN: fusion-opt %s --fusion-form-kernels=o-proj-partials-max-bytes=0 | FileCheck %s
 // RUN: fusion-opt %s --fusion-form-kernels=strategy=none | FileCheck %s --check-prefix=NONE
 
 // One decode step of a one-layer model: the embedding, the layer's front

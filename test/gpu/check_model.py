@@ -19,6 +19,9 @@ the kernel that made it, not carried along):
   decode_attention  softmax(q K^T * scale) V over the sequence's cache
                  slots (GQA: query head h reads KV head h // group), rounded
   linear         round(x @ W^T) (x [B, Hq, D] read as [B, Hq * D])
+  linear_partials  the fp32 o_proj partials of each KV group's heads,
+                 from the rounded attention output (not rounded)
+  sum_partials   round(sum of the partials), the norm's input
   silu_mul       round(silu(g) * u) from the rounded [g | u] row
   argmax         the index of the largest non-NaN logit, ties to the lowest
                  index (all NaN: 0), exact
@@ -133,6 +136,11 @@ def ref_argmax(logits):
     return idx.astype(np.int32)
 
 
+def kernel_result_shape(kernel):
+    """The shape (names or sizes) of the kernel's single output."""
+    return next(p["shape"] for p in kernel["params"] if p["kind"] == "output")
+
+
 def ref_kernel(kernel, ins, dt):
     """Expected outputs (by role) and cache writes of `kernel` from its host
     inputs `ins` (role -> decoded float64 / int array)."""
@@ -144,7 +152,8 @@ def ref_kernel(kernel, ins, dt):
             table, tok = ins["weight"], ins["tokens"]
             out["output"] = table[np.clip(tok, 0, table.shape[0] - 1)]
         elif op == "rmsnorm":
-            y, h = ck.ref_rmsnorm(dt, ins["input"], ins.get("residual"),
+            x = cur if cur is not None else ins["input"]
+            y, h = ck.ref_rmsnorm(dt, x, ins.get("residual"),
                                   ins["norm_weight"], a["epsilon"],
                                   a.get("unit_offset", False))
             out["normed"], cur = y, y
@@ -181,6 +190,18 @@ def ref_kernel(kernel, ins, dt):
             x = cur if cur is not None else ins["input"]
             cur = out["output"] = dt.round(
                 x.reshape(x.shape[0], -1) @ ins["weight"].T)
+        elif op == "linear_partials":
+            x = out.pop("output") if "output" in out else ins["input"]
+            w = ins["weight"]
+            B, Hq, D = x.shape
+            G = kernel_result_shape(kernel)[1]
+            wh = w.reshape(w.shape[0], Hq, D)
+            out["output"] = np.stack(
+                [np.einsum("bhd,nhd->bn", x[:, g * Hq // G:(g + 1) * Hq // G],
+                           wh[:, g * Hq // G:(g + 1) * Hq // G])
+                 for g in range(G)], axis=1)
+        elif op == "sum_partials":
+            cur = dt.round(ins["input"].sum(axis=1))
         elif op == "silu_mul":
             gu = cur if cur is not None else ins["input"]
             half = gu.shape[1] // 2

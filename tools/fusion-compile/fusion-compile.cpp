@@ -61,6 +61,12 @@ static cl::opt<FusionStrategy> strategy(
                           "front half + attention (default)"),
                clEnumValN(FusionStrategy::none, "none", "one kernel per op")),
     cl::init(FusionStrategy::decode), cl::cat(category));
+static cl::opt<int64_t> oProjPartialsMaxBytes(
+    "o-proj-partials-max-bytes",
+    cl::desc("--fusion-form-kernels rule 6: the largest o_proj weight, in "
+             "bytes, that the attention kernel projects itself (0: never)"),
+    cl::init(FusionFormKernelsPassOptions().oProjPartialsMaxBytes),
+    cl::cat(category));
 static cl::opt<std::string> chip("chip", cl::desc("Target SM (sm_90, sm_80)"),
                                  cl::init("sm_90"), cl::cat(category));
 static cl::opt<std::string> features("features", cl::desc("PTX feature string"),
@@ -323,6 +329,7 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   FusionFormKernelsPassOptions formOptions;
   formOptions.strategy = strategy;
+  formOptions.oProjPartialsMaxBytes = oProjPartialsMaxBytes;
   pm.addPass(createFusionFormKernelsPass(formOptions));
   buildFusionToPTXPipeline(pm, pipeline);
   if (failed(pm.run(*module)))

@@ -39,7 +39,7 @@ func.func @head_dim_512(%q: tensor<?x8x512xbf16>, %kc: memref<?x16x2x512xbf16>, 
 func.func @rope_and_attention(%q: tensor<?x4x16xf16>, %k: tensor<?x2x16xf16>, %pos: tensor<?xi32>,
     %kc: memref<?x4x2x16xf16>, %vc: memref<?x4x2x16xf16>, %bt: tensor<?x?xi32>, %sl: tensor<?xi32>)
     -> tensor<?x4x16xf16> {
-  // expected-error @+1 {{'fusion.kernel' op attention emitter: the kernel must hold exactly one fusion.decode_attention and nothing else, found 'fusion.rope'}}
+  // expected-error @+1 {{'fusion.kernel' op attention emitter: the kernel must hold exactly one fusion.decode_attention, optionally followed by one fusion.linear_partials of its result (its only use), and nothing else, found 'fusion.rope'}}
   %o = fusion.kernel @attn (%a = %q, %a2 = %k, %p = %pos, %b = %kc, %c = %vc, %d = %bt, %e = %sl)
       : (tensor<?x4x16xf16>, tensor<?x2x16xf16>, tensor<?xi32>, memref<?x4x2x16xf16>, memref<?x4x2x16xf16>, tensor<?x?xi32>, tensor<?xi32>)
       -> tensor<?x4x16xf16> {
@@ -170,4 +170,22 @@ func.func @cluster_exchange_too_large(%q: tensor<?x8x256xf16>, %kc: memref<?x16x
     fusion.yield %0 : tensor<?x8x256xf16>
   }
   return %o : tensor<?x8x256xf16>
+}
+
+// -----
+
+// The o_proj partials must come one per CTA's heads (here the 2 KV groups),
+// not one per head.
+func.func @partials_per_head(%q: tensor<?x4x16xf16>, %kc: memref<?x4x2x16xf16>, %vc: memref<?x4x2x16xf16>,
+    %bt: tensor<?x?xi32>, %sl: tensor<?xi32>, %w: tensor<64x64xf16>) -> tensor<?x4x64xf32> {
+  // expected-error @+1 {{'fusion.kernel' op attention emitter: fusion.linear_partials must have one block per CTA's heads (2 = KV heads x head blocks), got 4}}
+  %o = fusion.kernel @attn (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl, %f = %w)
+      : (tensor<?x4x16xf16>, memref<?x4x2x16xf16>, memref<?x4x2x16xf16>, tensor<?x?xi32>, tensor<?xi32>, tensor<64x64xf16>)
+      -> tensor<?x4x64xf32> {
+    %0 = fusion.decode_attention %a, %b, %c[%d, %e]
+        : tensor<?x4x16xf16>, memref<?x4x2x16xf16>, tensor<?x?xi32>, tensor<?xi32>
+    %1 = fusion.linear_partials %0, %f : tensor<?x4x16xf16>, tensor<64x64xf16> -> tensor<?x4x64xf32>
+    fusion.yield %1 : tensor<?x4x64xf32>
+  }
+  return %o : tensor<?x4x64xf32>
 }

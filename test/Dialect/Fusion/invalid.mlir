@@ -2005,3 +2005,59 @@ func.func @schedule_dictionary(%x: tensor<?x64xf16>, %w: tensor<64xf16>) -> tens
   }
   return %y : tensor<?x64xf16>
 }
+
+// -----
+
+func.func @linear_partials_rank2(%x: tensor<?x576xf16>, %w: tensor<576x576xf16>) -> tensor<?x3x576xf32> {
+  // expected-error @+1 {{'fusion.linear_partials' op input must have rank 3 ([B, heads, head_dim]), got 'tensor<?x576xf16>'}}
+  %p = fusion.linear_partials %x, %w : tensor<?x576xf16>, tensor<576x576xf16> -> tensor<?x3x576xf32>
+  return %p : tensor<?x3x576xf32>
+}
+
+// -----
+
+func.func @linear_partials_blocks(%x: tensor<?x9x64xf16>, %w: tensor<576x576xf16>) -> tensor<?x2x576xf32> {
+  // expected-error @+1 {{'fusion.linear_partials' op result dimension 1 (head blocks) must divide the 9 heads of input, got 2}}
+  %p = fusion.linear_partials %x, %w : tensor<?x9x64xf16>, tensor<576x576xf16> -> tensor<?x2x576xf32>
+  return %p : tensor<?x2x576xf32>
+}
+
+// -----
+
+func.func @linear_partials_features(%x: tensor<?x9x64xf16>, %w: tensor<576x576xf16>) -> tensor<?x3x512xf32> {
+  // expected-error @+1 {{'fusion.linear_partials' op result dimension 2 is 512 but the out features of weight is 576}}
+  %p = fusion.linear_partials %x, %w : tensor<?x9x64xf16>, tensor<576x576xf16> -> tensor<?x3x512xf32>
+  return %p : tensor<?x3x512xf32>
+}
+
+// -----
+
+func.func @linear_partials_in_features(%x: tensor<?x9x64xf16>, %w: tensor<576x512xf16>) -> tensor<?x3x576xf32> {
+  // expected-error @+1 {{'fusion.linear_partials' op weight dimension 1 is 512 but the in features of input (9 * 64) is 576}}
+  %p = fusion.linear_partials %x, %w : tensor<?x9x64xf16>, tensor<576x512xf16> -> tensor<?x3x576xf32>
+  return %p : tensor<?x3x576xf32>
+}
+
+// -----
+
+func.func @sum_partials_features(%p: tensor<?x3x576xf32>) -> tensor<?x512xf16> {
+  // expected-error @+1 {{'fusion.sum_partials' op result dimension 1 is 512 but the features of input is 576}}
+  %o = fusion.sum_partials %p : tensor<?x3x576xf32> -> tensor<?x512xf16>
+  return %o : tensor<?x512xf16>
+}
+
+// -----
+
+func.func @sum_partials_batch(%p: tensor<2x3x576xf32>) -> tensor<3x576xf16> {
+  // expected-error @+1 {{'fusion.sum_partials' op result dimension 0 is 3 but the batch size of input is 2}}
+  %o = fusion.sum_partials %p : tensor<2x3x576xf32> -> tensor<3x576xf16>
+  return %o : tensor<3x576xf16>
+}
+
+// -----
+
+func.func @sum_partials_f16_input(%p: tensor<?x3x576xf16>) -> tensor<?x576xf16> {
+  // expected-error @+1 {{'fusion.sum_partials' op operand #0 must be ranked tensor of 32-bit float values}}
+  %o = fusion.sum_partials %p : tensor<?x3x576xf16> -> tensor<?x576xf16>
+  return %o : tensor<?x576xf16>
+}

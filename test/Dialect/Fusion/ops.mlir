@@ -271,6 +271,18 @@ func.func @linear_llama3(%attn: tensor<?x32x128xf16>, %o_w: tensor<4096x4096xf16
   return %o, %gu, %d, %logits : tensor<?x4096xf16>, tensor<?x28672xf16>, tensor<?x4096xf16>, tensor<?x128256xf16>
 }
 
+// SmolLM2-135M's o_proj as fp32 partials of its 3 KV groups (3 heads each)
+// and their rounded sum (rule 6 of --fusion-form-kernels).
+// CHECK-LABEL: func.func @o_proj_partials
+// CHECK:         %[[P:.*]] = fusion.linear_partials %{{.*}}, %{{.*}} : tensor<?x9x64xf16>, tensor<576x576xf16> -> tensor<?x3x576xf32>
+// CHECK:         %[[S:.*]] = fusion.sum_partials %[[P]] : tensor<?x3x576xf32> -> tensor<?x576xf16>
+// CHECK:         return %[[S]]
+func.func @o_proj_partials(%attn: tensor<?x9x64xf16>, %o_w: tensor<576x576xf16>) -> tensor<?x576xf16> {
+  %p = fusion.linear_partials %attn, %o_w : tensor<?x9x64xf16>, tensor<576x576xf16> -> tensor<?x3x576xf32>
+  %o = fusion.sum_partials %p : tensor<?x3x576xf32> -> tensor<?x576xf16>
+  return %o : tensor<?x576xf16>
+}
+
 // SmolLM2-135M o_proj (9 heads of 64 -> 576) in bf16 at static batch 2; a
 // static batch may meet a dynamic one.
 // CHECK-LABEL: func.func @linear_bf16_static

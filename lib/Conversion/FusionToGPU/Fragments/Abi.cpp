@@ -109,10 +109,11 @@ static StringRef getUseRole(OpOperand &use) {
           return role::kSeqLens;
         }
       })
-      .Case<LinearOp>([&](LinearOp op) -> StringRef {
+      .Case<LinearOp, LinearPartialsOp>([&](auto op) -> StringRef {
         return use.get() == op.getInput() ? role::kInput : role::kWeight;
       })
-      .Case<SiluMulOp>([&](auto) -> StringRef { return role::kInput; })
+      .Case<SiluMulOp, SumPartialsOp>(
+          [&](auto) -> StringRef { return role::kInput; })
       .Case<EmbeddingOp>([&](EmbeddingOp op) -> StringRef {
         return use.get() == op.getTokens() ? role::kTokens : role::kWeight;
       })
@@ -158,8 +159,8 @@ std::string mlir::fusion::getResultRole(KernelOp kernel, unsigned resultIndex) {
       })
       .Case<RopeOp>(
           [&](auto) { return number == 0 ? role::kQuery : role::kKey; })
-      .Case<DecodeAttentionOp, LinearOp, SiluMulOp, EmbeddingOp>(
-          [&](auto) { return role::kOutput; })
+      .Case<DecodeAttentionOp, LinearOp, LinearPartialsOp, SumPartialsOp,
+            SiluMulOp, EmbeddingOp>([&](auto) { return role::kOutput; })
       .Case<ArgmaxOp>([&](auto) { return role::kTokens; })
       .Default([](Operation *) -> StringRef { return "result"; })
       .str();

@@ -100,6 +100,20 @@ private:
         storeVector(tb, v, output, addI(tb, xBase, i));
       });
   }
+  /// x of chunk `i` (element offset in the row): the input, or the rounded
+  /// in-order sum of the partials.
+  Value loadX(ImplicitLocOpBuilder &ib, Value i) {
+    if (!spec.partials)
+      return loadVector(ib, spec.input, addI(ib, xBase, i), kVectorWidth);
+    Value sum;
+    for (int64_t g = 0; g < spec.numPartials; ++g) {
+      Value at = addI(ib, mulI(ib, xBase, spec.numPartials),
+                      addI(ib, i, g * spec.hidden));
+      Value p = loadVector(ib, spec.partials, at, kVectorWidth);
+      sum = sum ? addF(ib, sum, p) : p;
+    }
+    return truncFromF32(ib, sum, spec.elementType);
+  }
   Value loadOptional(ImplicitLocOpBuilder &ib, Value buffer, Value i) {
     return buffer ? loadVector(ib, buffer, i, kVectorWidth) : Value();
   }
@@ -163,7 +177,7 @@ void NormRowEmitter::emitInRegisters() {
                      ? select(b, inRow.back(), at.back(), constIndex(b, 0))
                      : at.back();
     Value global = addI(b, xBase, read);
-    xs.push_back(loadVector(b, spec.input, global, kVectorWidth));
+    xs.push_back(loadX(b, read));
     rs.push_back(loadOptional(b, spec.residual, global));
     if (spec.kind != NormSpec::Kind::None) {
       ws.push_back(loadVector(b, spec.weight, read, kVectorWidth));
@@ -216,8 +230,8 @@ void NormRowEmitter::emitLooped() {
       b, hidden, thread, threads,
       [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
         Value global = addI(ib, xBase, i);
-        Value h = makeH(ib, loadVector(ib, spec.input, global, kVectorWidth),
-                        loadOptional(ib, spec.residual, global));
+        Value h =
+            makeH(ib, loadX(ib, i), loadOptional(ib, spec.residual, global));
         storeH(ib, i, h);
         if (spec.kind == NormSpec::Kind::None)
           return nullptr;
@@ -287,6 +301,10 @@ NormSpec mlir::fusion::getNormSpec(Operation *norm, const KernelArgs &args) {
     spec.epsilon = rms.getEpsilon().convertToDouble();
     spec.unitOffset = rms.getUnitOffset();
     spec.input = args.input(rms.getInput());
+    if (auto sum = rms.getInput().getDefiningOp<SumPartialsOp>()) {
+      spec.partials = args.input(sum.getInput());
+      spec.numPartials = sum.getInput().getType().getDimSize(1);
+    }
     spec.residual = args.input(rms.getResidual());
     spec.weight = args.input(rms.getWeight());
     spec.residualOut = args.output(rms.getResidualOut());

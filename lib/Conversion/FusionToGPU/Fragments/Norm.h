@@ -30,6 +30,11 @@ struct NormSpec {
   Type elementType;
   /// Flat buffers (gpu.func arguments); residual and bias may be null.
   Value input, residual, weight, bias;
+  /// Instead of `input` (then null): x = round(sum of the `numPartials` f32
+  /// rows partials[token, 0..numPartials), [B, numPartials, hidden], added in
+  /// order), the fusion.sum_partials the norm takes its input from.
+  Value partials;
+  int64_t numPartials = 0;
   /// Outputs written when `writeOutputs` holds (may be null).
   Value residualOut, normedOut;
 };
@@ -64,7 +69,9 @@ Value getNormWeightF32(ImplicitLocOpBuilder &b, const NormSpec &spec, Value w);
 
 /// The NormSpec of `norm` (a fusion.rmsnorm or fusion.layernorm; null: a
 /// `None` spec) with its buffers bound to `args` (null where a value is not
-/// a kernel operand or result); `hidden` and `elementType` are the caller's.
+/// a kernel operand or result; `partials` where the norm's input is a
+/// fusion.sum_partials of a kernel operand); `hidden` and `elementType` are
+/// the caller's.
 NormSpec getNormSpec(Operation *norm, const KernelArgs &args);
 
 } // namespace mlir::fusion

@@ -85,6 +85,19 @@
 // (another runtime, more splits than cluster_splits) takes the workspace
 // path, with the same result bit for bit.
 //
+// With a fused fusion.linear_partials (o_proj, rule 6 of
+// --fusion-form-kernels) the kernel yields p[b, g, n], the fp32 projection
+// of its head block g's outputs (rounded to the element type first, as the
+// attention op's result is) by W_o, instead of the outputs. The combined
+// heads go to shared memory (headOut) and every row n of W_o over the
+// block's Gc * D columns is a dot product of 8 lanes, summed by shuffles
+// (emitOutputProjection). On the cluster path every CTA receives every
+// split's partial, combines, and projects the rows of its split's share
+// (ceil(H / num_splits) rows); the single-split and workspace paths project
+// every row in the CTA that holds the heads. Before griddepcontrol.wait (no
+// kernel writes W_o) the CTAs of sequence 0 prefetch their share into L2
+// and the CUDA-core kernel loads its first round of rows into registers.
+//
 //===----------------------------------------------------------------------===//
 
 #include "AttentionMma.h"
@@ -216,8 +229,13 @@ struct AttentionKernel {
   AttentionSchedule sched;
   gpu::GPUModuleOp module;
 
-  // Kernel arguments.
+  // Kernel arguments. With a fused fusion.linear_partials (o_proj), `output`
+  // is null and the head outputs go to `headOut` (shared, [Gc][D] f32), and
+  // from there, projected by `oWeight` ([H, Hq * D]), to `projOut`
+  // ([B, Hkv * head_blocks, H] f32).
   Value query, keyCache, valueCache, blockTable, seqLens, output;
+  Value oWeight, projOut, headOut;
+  int64_t outFeatures = 0;
   Value partialOut, partialStats, counters;
   Value batchArg, maxPagesArg, numSplitsArg;
   // Shared memory: the cross-warp merge ([warps][Gc][D] accumulators, then
@@ -236,6 +254,37 @@ struct AttentionKernel {
   void emitBody(ImplicitLocOpBuilder &b);
 
 private:
+  /// Output-projection rows per CTA of the cluster path: ceil(H / splits).
+  Value projectionRowsPerSplit(ImplicitLocOpBuilder &b) {
+    Value ns = i32ToIndex(b, numSplits);
+    return divUI(
+        b, addI(b, constIndex(b, outFeatures), subI(b, ns, constIndex(b, 1))),
+        ns);
+  }
+  /// Rows [begin, end) of the output projection that split `split` takes
+  /// when the splits share it (the cluster path).
+  std::pair<Value, Value> splitProjectionRows(ImplicitLocOpBuilder &b) {
+    Value rows = projectionRowsPerSplit(b);
+    Value h = constIndex(b, outFeatures);
+    Value begin = minUI(b, mulI(b, split, rows), h);
+    return {begin, minUI(b, addI(b, begin, rows), h)};
+  }
+  void prefetchOutputWeights(ImplicitLocOpBuilder &b);
+  /// Rows of one round of the output projection per thread.
+  static constexpr int64_t kProjectionRowsInFlight = 4;
+  /// One round's rows (this thread's) and their W_o vectors [row][head].
+  struct ProjectionRound {
+    SmallVector<Value> rows;
+    SmallVector<SmallVector<Value>> weights;
+  };
+  ProjectionRound loadProjectionRound(ImplicitLocOpBuilder &b, Value rowBegin,
+                                      Value round);
+  /// The CUDA-core kernel's first round of its split's W_o share, loaded
+  /// into registers before griddepcontrol.wait (emitBody).
+  std::optional<ProjectionRound> earlyRound;
+  void emitOutputProjection(ImplicitLocOpBuilder &b, Value rowBegin,
+                            Value rowEnd,
+                            const ProjectionRound *first = nullptr);
   // Values shared by the phases of one CTA.
   Value tid, split, gridY, seq, kvHead, head0, lane, warp, laneInRow, rowInWarp,
       rowGroup, dvec, laneActive, numSplits;
@@ -321,15 +370,23 @@ private:
     Value l = loadScalar(b, stats, addI(b, stat, 1));
     return {loadScalar(b, stats, stat), l, o};
   }
-  /// Writes o * (1 / l) (zeros when l = 0) to the output.
-  void storeNormalized(ImplicitLocOpBuilder &b, Value acc, Value l, Value head,
+  /// Writes o * (1 / l) (zeros when l = 0), rounded to the element type,
+  /// as vector `dv` of the CTA's head `h` to the output (or, extended back
+  /// to f32, to `headOut` for the output projection).
+  void storeNormalized(ImplicitLocOpBuilder &b, Value acc, Value l, Value h,
                        Value dv) {
+    Value head = projOut ? Value() : addI(b, head0, h);
     Value positive = cmpF(b, CmpFPredicate::OGT, l, constF32(b, 0.0));
     Value inv =
         select(b, positive, divF(b, constF32(b, 1.0), l), constF32(b, 0.0));
     Value o = mulF(b, acc, splat(b, inv, W));
-    storeVector(b, truncFromF32(b, o, elementType), output,
-                headOffset(b, head, dv));
+    if (projOut) {
+      Value at = addI(b, mulI(b, h, shape.headDim), mulI(b, dv, W));
+      storeVector(b, extToF32(b, truncFromF32(b, o, elementType)), headOut, at);
+      return;
+    }
+    Value at = headOffset(b, head, dv);
+    storeVector(b, truncFromF32(b, o, elementType), output, at);
   }
 };
 
@@ -477,6 +534,15 @@ void AttentionKernel::prefetchKV(ImplicitLocOpBuilder &b) {
 
 void AttentionKernel::emitBody(ImplicitLocOpBuilder &b) {
   active = nullptr; // this function's, not an earlier variant's
+  earlyRound.reset();
+  // The CUDA-core kernel (batches 1 to 3, at most a few CTAs per SM) holds
+  // its first round of W_o rows in registers through the loop: the loads
+  // overlap the previous kernel instead of following the combine.
+  auto loadEarly = [&](ImplicitLocOpBuilder &eb) {
+    if (projOut && !sched.tensorCores)
+      earlyRound = loadProjectionRound(eb, splitProjectionRows(eb).first,
+                                       constIndex(eb, 0));
+  };
   emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
     // The first phase of the cluster combine's barrier: this CTA has started
     // (emitClusterCombine).
@@ -484,11 +550,15 @@ void AttentionKernel::emitBody(ImplicitLocOpBuilder &b) {
       arriveCluster(pb, /*relaxed=*/true);
     emitSplitSetup(pb);
     prefetchKV(pb);
+    if (projOut)
+      prefetchOutputWeights(pb);
+    loadEarly(pb);
   });
   if (!active) { // no griddepcontrol prologue (before sm_90)
     if (sched.clusterSplits)
       arriveCluster(b, /*relaxed=*/true);
     emitSplitSetup(b);
+    loadEarly(b);
   }
   ifThen(b, active, [&](ImplicitLocOpBuilder &ib) { emitCta(ib); });
 }
@@ -716,7 +786,7 @@ void AttentionKernel::emitCombine(ImplicitLocOpBuilder &b, Value h, Value dv,
         }
         return {mx, sumL, sumO};
       });
-  storeNormalized(b, state[2], state[1], addI(b, head0, h), dv);
+  storeNormalized(b, state[2], state[1], h, dv);
 }
 
 /// This CTA's queries, pre-scaled into the log2 domain: [head][8] f32.
@@ -868,6 +938,9 @@ void AttentionKernel::emitWorkspaceCombine(ImplicitLocOpBuilder &ib) {
            emitStoreSlots(lb, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
              emitCombine(sb, h, dv, load);
            });
+           if (projOut)
+             emitOutputProjection(lb, constIndex(lb, 0),
+                                  constIndex(lb, outFeatures));
          });
 }
 
@@ -882,13 +955,32 @@ void AttentionKernel::emitWorkspaceCombine(ImplicitLocOpBuilder &ib) {
 /// exit without waiting.
 void AttentionKernel::emitClusterCombine(ImplicitLocOpBuilder &ib) {
   const int64_t statBase = sched.clusterSplits * gc() * shape.headDim;
+  // The first round of this split's W_o rows, loaded while the splits are
+  // exchanged and combined.
+  std::optional<ProjectionRound> first = earlyRound;
+  Value rowBegin, rowEnd;
+  if (projOut) {
+    std::tie(rowBegin, rowEnd) = splitProjectionRows(ib);
+    if (!first)
+      first = loadProjectionRound(ib, rowBegin, constIndex(ib, 0));
+  }
   waitCluster(ib);
-  Value remote =
-      mapSharedToCta(ib, getSharedPointer(ib, exchange), constI32(ib, 0));
+  // Where the CTAs project their share of o_proj, every CTA needs the
+  // combined heads: each stores its partial into every CTA's buffer.
+  const int64_t receivers = projOut ? sched.clusterSplits : 1;
+  Value local = getSharedPointer(ib, exchange);
+  Value remote0 = mapSharedToCta(ib, local, constI32(ib, 0));
   Type f32 = ib.getF32Type();
   auto storeRemote = [&](int64_t alignment) {
     return [&, alignment](ImplicitLocOpBuilder &sb, Value x, Value at) {
-      storeToCluster(sb, x, offsetPointer(sb, remote, at, f32), alignment);
+      storeToCluster(sb, x, offsetPointer(sb, remote0, at, f32), alignment);
+      for (int64_t c = 1; c < receivers; ++c)
+        ifThen(sb, cmpI(sb, CmpIPredicate::slt, constI32(sb, c), numSplits),
+               [&, c](ImplicitLocOpBuilder &rb) {
+                 Value remote = mapSharedToCta(rb, local, constI32(rb, c));
+                 storeToCluster(rb, x, offsetPointer(rb, remote, at, f32),
+                                alignment);
+               });
     };
   };
   emitStorePartial(
@@ -902,13 +994,133 @@ void AttentionKernel::emitClusterCombine(ImplicitLocOpBuilder &ib) {
     Value row = addI(lb, mulI(lb, s, gc()), h);
     return loadPartial(lb, exchange, exchange, statBase, row, dv);
   };
-  ifThen(ib, cmpI(ib, CmpIPredicate::eq, split, constIndex(ib, 0)),
-         [&](ImplicitLocOpBuilder &lb) {
-           waitCluster(lb);
-           emitStoreSlots(lb, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
-             emitCombine(sb, h, dv, load);
-           });
-         });
+  auto combine = [&](ImplicitLocOpBuilder &lb) {
+    waitCluster(lb);
+    emitStoreSlots(lb, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
+      emitCombine(sb, h, dv, load);
+    });
+  };
+  if (!projOut) {
+    ifThen(ib, cmpI(ib, CmpIPredicate::eq, split, constIndex(ib, 0)), combine);
+    return;
+  }
+  combine(ib);
+  emitOutputProjection(ib, rowBegin, rowEnd, &*first);
+}
+
+/// Before griddepcontrol.wait (no kernel writes W_o): the CTAs of sequence
+/// 0 ask L2 for the W_o rows of their split's share of the output
+/// projection (splitProjectionRows), over the columns of their heads, so
+/// that whichever CTA projects finds them there.
+void AttentionKernel::prefetchOutputWeights(ImplicitLocOpBuilder &b) {
+  const int64_t bytes = gc() * shape.headDim * getTypeBytes(elementType);
+  Value first =
+      andI(b, active, cmpI(b, CmpIPredicate::eq, seq, constIndex(b, 0)));
+  ifThen(b, first, [&](ImplicitLocOpBuilder &ib) {
+    auto [rowBegin, rowEnd] = splitProjectionRows(ib);
+    Value base = getGlobalPointer(ib, oWeight);
+    forLoop(
+        ib, addI(ib, rowBegin, tid), rowEnd, constIndex(ib, sched.threads),
+        [&](ImplicitLocOpBuilder &lb, Value n) {
+          Value at = addI(lb, mulI(lb, n, shape.numHeads * shape.headDim),
+                          mulI(lb, head0, shape.headDim));
+          prefetchToL2(
+              lb,
+              offsetPointer(lb, base, mulI(lb, at, getTypeBytes(elementType))),
+              bytes);
+        });
+  });
+}
+
+/// o_proj of the CTA's heads (headOut, written by the combine) for output
+/// rows [rowBegin, rowEnd): projOut[seq, gridY, n] =
+/// sum_{h < Gc, d < D} headOut[h][d] * W_o[n, (head0 + h) * D + d] in fp32.
+/// A row is taken by LPR lanes (one 8-element vector of each head per lane,
+/// lanes past D / 8 idle), then summed over them by shuffles; in each round
+/// a thread has the loads of kProjectionRowsInFlight rows issued together.
+/// `first` is round 0's loads where the caller issued them early
+/// (loadProjectionRound). Called by every thread of the CTA (the barrier,
+/// and shuffles in a uniform loop).
+void AttentionKernel::emitOutputProjection(ImplicitLocOpBuilder &b,
+                                           Value rowBegin, Value rowEnd,
+                                           const ProjectionRound *first) {
+  const int64_t lpr = sched.lanesPerRow, d = shape.headDim;
+  const int64_t rowsPerPass = sched.threads / lpr;
+  barrier(b); // headOut is complete
+  Value laneInRow = remUI(b, tid, constIndex(b, lpr));
+  Value lanesUsed =
+      cmpI(b, CmpIPredicate::ult, laneInRow, constIndex(b, sched.numVecs));
+  Value dv = minUI(b, laneInRow, constIndex(b, sched.numVecs - 1));
+  Value zero = splat(b, constF32(b, 0.0), W);
+  SmallVector<Value> heads;
+  for (int64_t h = 0; h < gc(); ++h)
+    heads.push_back(select(
+        b, lanesUsed, loadVector(b, headOut, addI(b, mulI(b, dv, W), h * d), W),
+        zero));
+  // Row (seq, gridY) of the [B, Hkv * head_blocks, H] partials.
+  Value out =
+      mulI(b, addI(b, mulI(b, seq, shape.numKvHeads * sched.headBlocks), gridY),
+           outFeatures);
+  auto finish = [&](ImplicitLocOpBuilder &lb, const ProjectionRound &round) {
+    SmallVector<Value> sums;
+    for (const auto &weights : round.weights) {
+      Value acc = zero;
+      for (int64_t h = 0; h < gc(); ++h)
+        acc =
+            vector::FMAOp::create(lb, extToF32(lb, weights[h]), heads[h], acc);
+      sums.push_back(
+          vector::ReductionOp::create(lb, vector::CombiningKind::ADD, acc));
+    }
+    warpReduceEach(lb, sums, ReduceKind::Sum, lpr);
+    for (auto [n, sum] : llvm::zip(round.rows, sums)) {
+      Value store =
+          andI(lb, cmpI(lb, CmpIPredicate::eq, laneInRow, constIndex(lb, 0)),
+               cmpI(lb, CmpIPredicate::ult, n, rowEnd));
+      ifThen(lb, store, [&, n = n, sum = sum](ImplicitLocOpBuilder &sb) {
+        storeScalar(sb, sum, projOut, addI(sb, out, n));
+      });
+    }
+  };
+  Value count = subI(b, rowEnd, rowBegin);
+  Value perRound = constIndex(b, rowsPerPass * kProjectionRowsInFlight);
+  Value rounds =
+      divUI(b, addI(b, count, subI(b, perRound, constIndex(b, 1))), perRound);
+  Value next = constIndex(b, 0);
+  if (first) {
+    finish(b, *first);
+    next = constIndex(b, 1);
+  }
+  forLoop(b, next, rounds, constIndex(b, 1),
+          [&](ImplicitLocOpBuilder &lb, Value round) {
+            finish(lb, loadProjectionRound(lb, rowBegin, round));
+          });
+}
+
+/// The W_o loads of round `round` of the output projection from row
+/// `rowBegin` (see emitOutputProjection): rows past the end are clamped to
+/// the last row of W_o, and not stored.
+AttentionKernel::ProjectionRound
+AttentionKernel::loadProjectionRound(ImplicitLocOpBuilder &b, Value rowBegin,
+                                     Value round) {
+  const int64_t lpr = sched.lanesPerRow, d = shape.headDim;
+  const int64_t rowsPerPass = sched.threads / lpr;
+  Value laneInRow = remUI(b, tid, constIndex(b, lpr));
+  Value rowInPass = divUI(b, tid, constIndex(b, lpr));
+  Value dv = minUI(b, laneInRow, constIndex(b, sched.numVecs - 1));
+  ProjectionRound loads;
+  for (int64_t u = 0; u < kProjectionRowsInFlight; ++u) {
+    Value pass = addI(b, mulI(b, round, kProjectionRowsInFlight), u);
+    Value n = addI(b, rowBegin, addI(b, mulI(b, pass, rowsPerPass), rowInPass));
+    loads.rows.push_back(n);
+    Value row = minUI(b, n, constIndex(b, outFeatures - 1));
+    loads.weights.emplace_back();
+    for (int64_t h = 0; h < gc(); ++h) {
+      Value at = addI(b, mulI(b, row, shape.numHeads * d),
+                      addI(b, mulI(b, addI(b, head0, h), d), mulI(b, dv, W)));
+      loads.weights.back().push_back(loadVector(b, oWeight, at, W));
+    }
+  }
+  return loads;
 }
 
 /// Several splits: through the cluster where the launch made the splits one
@@ -958,8 +1170,13 @@ void AttentionKernel::emitCta(ImplicitLocOpBuilder &b) {
         emitStoreSlots(ib, [&](ImplicitLocOpBuilder &sb, Value h, Value dv) {
           Value m, l, o;
           readMergedSlot(sb, h, dv, m, l, o);
-          storeNormalized(sb, o, l, addI(sb, head0, h), dv);
+          storeNormalized(sb, o, l, h, dv);
         });
+        // The only split is split 0, whose share is every row.
+        if (projOut)
+          emitOutputProjection(ib, constIndex(ib, 0),
+                               constIndex(ib, outFeatures),
+                               earlyRound ? &*earlyRound : nullptr);
       },
       [&](ImplicitLocOpBuilder &ib) { emitPartialAndCombine(ib); });
 }
@@ -972,6 +1189,9 @@ void AttentionKernel::emitCta(ImplicitLocOpBuilder &b) {
 /// and the index of the result yielding it.
 struct AttentionOperands {
   DecodeAttentionOp op;
+  /// The o_proj the kernel also computes (rule 6 of --fusion-form-kernels),
+  /// or null.
+  LinearPartialsOp projection;
   SmallVector<unsigned> operandArgs;
   int resultIndex = -1;
 };
@@ -980,10 +1200,19 @@ FailureOr<AttentionOperands> findAttention(KernelOp kernel) {
   AttentionOperands found;
   for (Operation &nested : kernel.getBody().front().without_terminator()) {
     auto attention = dyn_cast<DecodeAttentionOp>(nested);
+    auto projection = dyn_cast<LinearPartialsOp>(nested);
+    if (projection && found.op && !found.projection &&
+        projection.getInput() == found.op.getResult() &&
+        found.op.getResult().hasOneUse()) {
+      found.projection = projection;
+      continue;
+    }
     if (!attention || found.op)
       return kernel.emitOpError()
              << "attention emitter: the kernel must hold exactly one "
-                "fusion.decode_attention and nothing else, found '"
+                "fusion.decode_attention, optionally followed by one "
+                "fusion.linear_partials of its result (its only use), and "
+                "nothing else, found '"
              << nested.getName() << "'";
     found.op = attention;
   }
@@ -1003,9 +1232,15 @@ FailureOr<AttentionOperands> findAttention(KernelOp kernel) {
     return kernel.emitOpError()
            << "attention emitter: key_cache and value_cache must be distinct "
               "kernel operands";
+  if (found.projection && !isa<BlockArgument>(found.projection.getWeight()))
+    return kernel.emitOpError()
+           << "attention emitter: the weight of fusion.linear_partials must "
+              "be a kernel operand";
+  Value result =
+      found.projection ? found.projection.getResult() : found.op.getResult();
   YieldOp yield = kernel.getYield();
   for (auto [index, value] : llvm::enumerate(yield.getValues()))
-    if (value == found.op.getResult()) {
+    if (value == result) {
       if (found.resultIndex >= 0)
         return kernel.emitOpError()
                << "attention emitter: the attention result is yielded twice";
@@ -1014,7 +1249,7 @@ FailureOr<AttentionOperands> findAttention(KernelOp kernel) {
   if (found.resultIndex < 0 || yield.getValues().size() != 1)
     return kernel.emitOpError()
            << "attention emitter: the kernel must yield exactly the "
-              "attention output";
+              "attention output (or its fusion.linear_partials)";
   return found;
 }
 
@@ -1104,6 +1339,12 @@ void bindArguments(AttentionKernel &k, const AttentionOperands &found,
   k.blockTable = args.input(op.getBlockTable());
   k.seqLens = args.input(op.getSeqLens());
   k.output = args.output(op.getResult());
+  k.oWeight = k.projOut = k.headOut = nullptr;
+  if (LinearPartialsOp projection = found.projection) {
+    k.oWeight = args.input(projection.getWeight());
+    k.projOut = args.output(projection.getResult());
+    k.outFeatures = projection.getResult().getType().getDimSize(2);
+  }
   k.partialOut = args.param(contract::role::kPartialOut);
   k.partialStats = args.param(contract::role::kPartialStats);
   k.counters = args.param(contract::role::kSplitCounters);
@@ -1116,6 +1357,10 @@ void bindArguments(AttentionKernel &k, const AttentionOperands &found,
                               k.sched.sharedFloats, /*alignment=*/32);
   k.smemFlag =
       addWorkgroupBuffer(args.getFunc(), IntegerType::get(context, 32), 1);
+  if (k.projOut)
+    k.headOut = addWorkgroupBuffer(args.getFunc(), Float32Type::get(context),
+                                   k.sched.headsPerCta * k.shape.headDim,
+                                   /*alignment=*/32);
   k.exchange = nullptr;
   if (k.sched.exchangeFloats)
     k.exchange = addWorkgroupBuffer(args.getFunc(), Float32Type::get(context),
@@ -1164,6 +1409,15 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, const TargetInfo &target,
   if (failed(sched))
     return failure();
   k.sched = *sched;
+  if (LinearPartialsOp projection = found->projection) {
+    int64_t blocks = projection.getResult().getType().getDimSize(1);
+    if (blocks != k.shape.numKvHeads * k.sched.headBlocks)
+      return kernel.emitOpError()
+             << "attention emitter: fusion.linear_partials must have one "
+                "block per CTA's heads ("
+             << k.shape.numKvHeads * k.sched.headBlocks
+             << " = KV heads x head blocks), got " << blocks;
+  }
 
   KernelLaunch launch;
   launch.entry = kernel.getSymName().str();

@@ -33,6 +33,7 @@ namespace mlir::fusion {
 /// The ops of a projection kernel body: a norm, then qkv_proj (with rope,
 /// kv_append) or linear (with silu_mul).
 struct FrontHalf {
+  SumPartialsOp sum;
   RMSNormOp rms;
   LayerNormOp layer;
   QKVProjOp qkv;

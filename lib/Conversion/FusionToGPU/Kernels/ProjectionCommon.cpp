@@ -26,6 +26,7 @@ static FailureOr<FrontHalf> collectFrontHalf(KernelOp kernel) {
   for (Operation &op : kernel.getBody().front().without_terminator()) {
     bool duplicate =
         llvm::TypeSwitch<Operation *, bool>(&op)
+            .Case([&](SumPartialsOp o) { return set(ops.sum, o); })
             .Case([&](RMSNormOp o) { return set(ops.rms, o) || ops.layer; })
             .Case([&](LayerNormOp o) { return set(ops.layer, o) || ops.rms; })
             .Case([&](QKVProjOp o) { return set(ops.qkv, o) || ops.linear; })
@@ -73,6 +74,11 @@ static LogicalResult checkChain(KernelOp kernel, FrontHalf ops) {
     return chainError("the norm's result must be the ") << proj << " input";
   if (!normOut && !isa<BlockArgument>(input))
     return chainError("the ") << proj << " input must be a kernel operand";
+  if (ops.sum && (!ops.rms || ops.rms.getInput() != ops.sum.getResult() ||
+                  !ops.sum.getResult().hasOneUse() ||
+                  !isa<BlockArgument>(ops.sum.getInput())))
+    return chainError("sum_partials must take a kernel operand and feed the "
+                      "input of rmsnorm alone");
   if (ops.siluMul) {
     if (ops.siluMul.getInput() != ops.linear.getResult())
       return chainError("silu_mul must take the result of linear");
@@ -234,7 +240,8 @@ static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
     p.blockTable = args.input(append.getBlockTable());
     p.appendPositions = args.input(append.getPositions());
   }
-  if (!p.weight || !p.norm.input || (p.ops.rope && !p.ropePositions) ||
+  if (!p.weight || !(p.norm.input || p.norm.partials) ||
+      (p.ops.rope && !p.ropePositions) ||
       (p.ops.append && (!p.keyCache || !p.valueCache || !p.blockTable ||
                         !p.appendPositions || !p.maxPages)))
     return kernel.emitOpError(

@@ -141,6 +141,8 @@ struct GemmKernel {
                 llvm::function_ref<Value(ImplicitLocOpBuilder &, Value)> rowAt);
   void issueStage(ImplicitLocOpBuilder &b, Value tileStart, Value lastToken,
                   Value step, Value weightsIssued = Value());
+  Value sumPartials(ImplicitLocOpBuilder &b, Value tileStart, Value count,
+                    Value t, Value k);
   SmallVector<Value> foldActivations(ImplicitLocOpBuilder &b, Value slot,
                                      Value step, Value tileStart, Value count,
                                      ArrayRef<Value> sums);
@@ -338,7 +340,8 @@ void GemmKernel::issueStage(ImplicitLocOpBuilder &b, Value tileStart,
   auto tokenAt = [&](ImplicitLocOpBuilder &ib, Value r) {
     return mulI(ib, minUI(ib, addI(ib, tileStart, r), lastToken), H);
   };
-  copyRows(b, inputPtr, s.tileTokens, tokenRow(), slot, k, tokenAt);
+  if (inputPtr)
+    copyRows(b, inputPtr, s.tileTokens, tokenRow(), slot, k, tokenAt);
   if (residual)
     copyRows(b, residualPtr, s.tileTokens, residualRow(), slot, k, tokenAt);
   if (rms)
@@ -367,13 +370,16 @@ SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
           mulI(fb, remUI(fb, c, constIndex(fb, chunksPerRow())), kVectorWidth);
       Value inRow = addI(fb, mulI(fb, t, pitch()), col);
       Value xAt = smemAt(fb, slot, tokenRow(), inRow);
-      Value h = loadVector(fb, smem, xAt, kVectorWidth);
+      Value h = p.norm.partials
+                    ? sumPartials(fb, tileStart, count, t, addI(fb, k, col))
+                    : loadVector(fb, smem, xAt, kVectorWidth);
       if (residual) {
         Value r = loadVector(fb, smem, smemAt(fb, slot, residualRow(), inRow),
                              kVectorWidth);
         h = truncFromF32(fb, addF(fb, extToF32(fb, h), extToF32(fb, r)), p.act);
-        storeVector(fb, h, smem, xAt);
       }
+      if (residual || p.norm.partials)
+        storeVector(fb, h, smem, xAt);
       if (p.norm.residualOut) {
         Value writes =
             andI(fb, isRowTile0, cmpI(fb, CmpIPredicate::ult, t, count));
@@ -401,9 +407,26 @@ SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
                            .front());
   }
   // The mma reads the rows other threads rewrote.
-  if (residual)
+  if (residual || p.norm.partials)
     barrier(b);
   return result;
+}
+
+/// x = round(sum_g partials[token, g, k..k+8)) (fusion.sum_partials, in
+/// order of g) of tile row `t`, rows past the batch repeating its last token.
+Value GemmKernel::sumPartials(ImplicitLocOpBuilder &b, Value tileStart,
+                              Value count, Value t, Value k) {
+  const NormSpec &norm = p.norm;
+  Value token =
+      addI(b, tileStart, minUI(b, t, subI(b, count, constIndex(b, 1))));
+  Value sum;
+  for (int64_t g = 0; g < norm.numPartials; ++g) {
+    Value at = addI(
+        b, mulI(b, addI(b, mulI(b, token, norm.numPartials), g), p.hidden), k);
+    Value v = loadVector(b, norm.partials, at, kVectorWidth);
+    sum = sum ? addF(b, sum, v) : v;
+  }
+  return truncFromF32(b, sum, p.act);
 }
 
 /// This warp's A fragment `a` (columns 2q, 2q + 1 in registers 0, 1 and
@@ -736,7 +759,8 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
   k.lastFlag = addWorkgroupBuffer(*func, b.getI32Type(), 1);
   (*func)->setAttr("nvvm.minctasm", b.getI32IntegerAttr(s.minCtasPerSM));
   k.weightPtr = getGlobalPointer(b, p.weight);
-  k.inputPtr = getGlobalPointer(b, p.norm.input);
+  if (p.norm.input)
+    k.inputPtr = getGlobalPointer(b, p.norm.input);
   if (k.residual)
     k.residualPtr = getGlobalPointer(b, p.norm.residual);
   if (k.rms)

@@ -474,6 +474,51 @@ LogicalResult LinearOp::verify() {
   return check.batch({{"input", input}, {"result", result}});
 }
 
+LogicalResult LinearPartialsOp::verify() {
+  ShapeChecker check(*this);
+  auto input = getInput().getType();
+  auto weight = getWeight().getType();
+  auto result = getResult().getType();
+  int64_t features = 0;
+  std::string featuresWhat;
+  if (input.getRank() != 3)
+    return emitOpError()
+           << "input must have rank 3 ([B, heads, head_dim]), got " << input;
+  if (failed(verifyLinearInput(*this, check, input, features, featuresWhat)) ||
+      failed(check.rank("weight", weight, 2)) ||
+      failed(check.modelDim("weight", weight, 0, "out features")) ||
+      failed(check.elementType("weight", weight, input.getElementType(),
+                               "input")) ||
+      failed(check.dimEquals("weight", weight, 1, features, featuresWhat)) ||
+      failed(check.rank("result", result, 3)) ||
+      failed(check.runtimeDim("result", result, 0, "batch")) ||
+      failed(check.modelDim("result", result, 1, "head blocks")) ||
+      failed(check.modelDim("result", result, 2, "out features")) ||
+      failed(check.dimEquals("result", result, 2, weight.getDimSize(0),
+                             "the out features of weight")))
+    return failure();
+  int64_t heads = input.getDimSize(1), blocks = result.getDimSize(1);
+  if (heads % blocks != 0)
+    return emitOpError() << "result dimension 1 (head blocks) must divide the "
+                         << heads << " heads of input, got " << blocks;
+  return check.batch({{"input", input}, {"result", result}});
+}
+
+LogicalResult SumPartialsOp::verify() {
+  ShapeChecker check(*this);
+  auto input = getInput().getType();
+  auto result = getResult().getType();
+  if (failed(check.rank("input", input, 3)) ||
+      failed(check.runtimeDim("input", input, 0, "batch")) ||
+      failed(check.modelDim("input", input, 1, "partials")) ||
+      failed(check.modelDim("input", input, 2, "features")) ||
+      failed(verifyRows(check, "result", result, "features")) ||
+      failed(check.dimEquals("result", result, 1, input.getDimSize(2),
+                             "the features of input")))
+    return failure();
+  return check.batch({{"input", input}, {"result", result}});
+}
+
 LogicalResult SiluMulOp::verify() {
   ShapeChecker check(*this);
   auto input = getInput().getType();

@@ -308,6 +308,57 @@ def Fusion_LinearOp : Fusion_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Fusion_LinearPartialsOp : Fusion_Op<"linear_partials", [Pure]> {
+  let summary = "Per-head-block fp32 partial sums of the attention's output projection";
+  let description = [{
+    The output projection (`o_proj`) of `[B, Hq, D]` attention heads split
+    into `P` blocks of `Hq / P` consecutive heads, each block's sum left
+    unrounded in fp32:
+
+    `p[b, g, n] = sum_{h in block g} sum_{d < D} x32[b, h, d] * W32[n, h*D + d]`
+
+    with block `g` holding heads `[g*Hq/P, (g+1)*Hq/P)`. `weight` is
+    `[H, Hq*D]` (Hugging Face's `o_proj.weight`), `result` is
+    `[B, P, H]` f32. `fusion.sum_partials` of the result is
+    `fusion.linear(x, W)` up to the fp32 order of the sum, which `linear`
+    leaves to the kernel. `--fusion-form-kernels` (strategy `decode`)
+    rewrites `o_proj` into this pair where its weight is small, so that the
+    attention kernel, whose CTAs each hold the heads of one KV group, also
+    projects them (one block per KV group, `P = Hkv`) and the next kernel
+    sums the blocks; see Passes.td rule 6. Not meant to be written by hand.
+
+    ```mlir
+    %p = fusion.linear_partials %attn, %o_w
+        : tensor<?x9x64xf16>, tensor<576x576xf16> -> tensor<?x3x576xf32>
+    ```
+  }];
+  let arguments = (ins Fusion_HalfTensor:$input, Fusion_HalfTensor:$weight);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Fusion_SumPartialsOp : Fusion_Op<"sum_partials", [Pure]> {
+  let summary = "Fixed-order sum of fp32 partials, rounded once";
+  let description = [{
+    `y[b, n] = round(((p[b, 0, n] + p[b, 1, n]) + ...) + p[b, P-1, n])`:
+    the `P` fp32 partials of `fusion.linear_partials` (`[B, P, H]`) added
+    in fp32 in order of the block, then rounded once to the result's
+    element type (`f16` or `bf16`, `[B, H]`).
+
+    ```mlir
+    %o = fusion.sum_partials %p : tensor<?x3x576xf32> -> tensor<?x576xf16>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$input);
+  let results = (outs Fusion_HalfTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Fusion_SiluMulOp : Fusion_Op<"silu_mul", [Pure]> {
   let summary = "SwiGLU activation of a packed [gate | up] row";
   let description = [{
