@@ -952,7 +952,10 @@ void AttentionKernel::emitWorkspaceCombine(ImplicitLocOpBuilder &ib) {
 /// barrier's first phase (arrived at before griddepcontrol.wait, waited
 /// for here) guarantees that CTA 0 has started before anyone stores into
 /// it; CTA 0 cannot exit before the second phase completes, and the others
-/// exit without waiting.
+/// exit without waiting. With the output projection (projOut) every CTA
+/// stores its partial into every CTA of the cluster, every CTA waits,
+/// combines and projects its split's share of W_o's rows (its first round
+/// loaded before the exchange, or before griddepcontrol.wait).
 void AttentionKernel::emitClusterCombine(ImplicitLocOpBuilder &ib) {
   const int64_t statBase = sched.clusterSplits * gc() * shape.headDim;
   // The first round of this split's W_o rows, loaded while the splits are
