@@ -21,7 +21,8 @@
 #           this one: each run.sh keeps its carried part in /tmp/ckpt, which a
 #           warm machine keeps; carried paths themselves do not stay)
 #   check   check_model.py on two 8B-shape layers (batches 1, 16, 40)
-#   kernels check_model.py on the whole SmolLM2 model, check_kernels.py on
+#   kernels check_model.py on the whole SmolLM2 model (also with contexts
+#           of 1,100-2,000 tokens: the workspace combine), check_kernels.py on
 #           every snapshot module (one command each), check_attention.py
 #           (plain and --sanitize)
 #   ncu     ncu of the 8B shape's B=16 _gemm16 kernels (warp stalls, SASS
@@ -272,6 +273,11 @@ kernels() {
   PYTHONPATH=/tmp/fusionpkg timeout 150 python3 "$py/check_model.py" --dir "$s/checksmol" \
     --batches 1,16 >"$out/check_model_smol.txt" 2>&1
   say "exit $?: $(grep -E 'checks passed' "$out/check_model_smol.txt")"
+  # Sequences of 1,100 to 2,000 tokens: more than 8 splits at batch 1, so
+  # the attention (and its o_proj, rule 6) combines through the workspaces.
+  PYTHONPATH=/tmp/fusionpkg timeout 150 python3 "$py/check_model.py" --dir "$s/checksmol" \
+    --batches 1,3 --lengths 1100,2000 >"$out/check_model_smol_long.txt" 2>&1
+  say "long contexts: exit $?: $(grep -E 'checks passed' "$out/check_model_smol_long.txt")"
   say "== check_kernels.py, by module"
   for m in $(ls "$s/proj" | sed -n 's/\.decode\.manifest\.json$//p'); do
     PYTHONPATH=/tmp/fusionpkg timeout 120 python3 "$py/check_kernels.py" --dir "$s/proj" \

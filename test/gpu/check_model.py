@@ -4,7 +4,7 @@
 For every <name>.<strategy>.ptx / .manifest.json pair in --dir (fusion-compile
 output; a whole model from `fusion-import --whole-model`, or any module), this
 script runs one decode step of each function at several batch sizes on
-random inputs (a random KV history of a few hundred tokens per sequence),
+random inputs (a random KV history of 1-400 tokens per sequence, --lengths),
 launching the kernels in manifest order as the batch selects (docs/abi.md
 3.2), exactly as the manifest binds them. Before each launch it copies the
 kernel's inputs to the host; after it, it compares every output with a
@@ -36,6 +36,7 @@ the maximum difference.
 
 Usage (on the GPU machine; CuPy, numpy and the fusion package, `pip install .`):
   python3 test/gpu/check_model.py --dir out/ [--only NAME] [--batches 1,4,16]
+      [--lengths 1,400]
 Exit status 0 iff every kernel check passes (the fused vs unfused rule is
 reported, not enforced).
 """
@@ -58,13 +59,14 @@ except ImportError:
              "(or pip install .)")
 
 
-def make_arguments(manifest, fn, batch, rng):
-    """Random arguments of one decode step: lengths 1..400 per sequence,
-    distinct pages, random KV history."""
+def make_arguments(manifest, fn, batch, rng, lengths):
+    """Random arguments of one decode step: lengths in lengths = (lo, hi)
+    per sequence, distinct pages, random KV history."""
     roles = ck.argument_roles(manifest, fn)
     page = next((a["shape"][1] for a in fn["arguments"]
                  if roles.get(a["index"]) == "key_cache"), 16)
-    positions = rng.integers(0, 400, size=batch).astype(np.int32)
+    positions = rng.integers(lengths[0] - 1, lengths[1],
+                             size=batch).astype(np.int32)
     per_seq = [int(p) // page + 1 for p in positions]
     max_pages = max(per_seq)
     num_pages = sum(per_seq) + 4
@@ -237,12 +239,12 @@ def check_output(kname, role, got, want, exact, report):
     return passed
 
 
-def run_step(dev, ptx, manifest, fn, batch, seed, report, model):
+def run_step(dev, ptx, manifest, fn, batch, seed, report, model, lengths):
     """Runs one decode step kernel by kernel; returns (ok, outputs), outputs
     mapping (kernel index, result) -> host decoded array. `model` is the
     runtime's view of `fn` (fusion.Model): its num_splits policy."""
     rng = np.random.default_rng(seed)
-    args, env = make_arguments(manifest, fn, batch, rng)
+    args, env = make_arguments(manifest, fn, batch, rng, lengths)
     dev_args = {i: dev.to_device(np.ascontiguousarray(v))
                 for i, v in args.items()}
     names = {a["index"]: a["name"] for a in fn["arguments"]}
@@ -354,10 +356,18 @@ def main():
     parser.add_argument("--dir", required=True)
     parser.add_argument("--only", default=None, help="module name prefix")
     parser.add_argument("--batches", default="1,4,16")
+    parser.add_argument("--lengths", default="1,400",
+                        help="LO,HI: sequence lengths are random in LO..HI "
+                             "(above 1024 at batch 1 SmolLM2's attention "
+                             "takes more than 8 splits: the workspace "
+                             "combine instead of the cluster's)")
     parser.add_argument("--dry-run", action="store_true",
                         help="no GPU: numpy only, launches nothing (every "
                              "output check fails); exercises the plumbing")
     args = parser.parse_args()
+    lengths = tuple(int(n) for n in args.lengths.split(","))
+    if len(lengths) != 2 or not 1 <= lengths[0] <= lengths[1]:
+        parser.error("--lengths takes LO,HI with 1 <= LO <= HI")
     dev = ck.Device(args.dry_run)
     names = sorted({os.path.basename(p).rsplit(".", 3)[0]
                     for p in glob.glob(os.path.join(args.dir, "*.manifest.json"))})
@@ -378,7 +388,7 @@ def main():
                                               fn["name"])
                     ok, out, arg_names = run_step(dev, path + ".ptx", manifest,
                                                   fn, batch, 7 + batch, report,
-                                                  model)
+                                                  model, lengths)
                     all_ok &= ok
                     total += len(report["rows"])
                     passed += sum(1 for r in report["rows"] if r[3])
