@@ -47,10 +47,21 @@ static bool isFusionCompute(Operation *op) {
              SiluMulOp, EmbeddingOp, ArgmaxOp>(op);
 }
 
-/// Rule 6: whether `linear` is an o_proj the attention kernel may project
-/// (its input the only use of a decode_attention result, its only user the
+/// Whether `value` is available before `op` (a block argument, defined in
+/// another block, or earlier in `op`'s block).
+static bool isDefinedBefore(Value value, Operation *op) {
+  Operation *def = value.getDefiningOp();
+  return !def || def->getBlock() != op->getBlock() || def->isBeforeInBlock(op);
+}
+
+/// Rule 6: whether `linear` is an o_proj the attention kernel may project:
+/// its input the only use of a decode_attention result, its only user the
 /// input of an rmsnorm with a residual whose normalised result feeds one
-/// linear, at most 8 query heads per KV head, W_o of at most `maxBytes`).
+/// linear, at most 8 query heads per KV head, W_o of at most `maxBytes`.
+/// The four ops must follow each other, with W_o defined before the
+/// attention and the norm's and the next linear's other operands before
+/// o_proj, so that rules 1, 4 and 5 put linear_partials in the attention's
+/// kernel and sum_partials in the norm's (no emitter takes either alone).
 static bool isFoldableOProj(LinearOp linear, int64_t maxBytes) {
   auto attention = linear.getInput().getDefiningOp<DecodeAttentionOp>();
   if (!attention || !attention.getResult().hasOneUse() ||
@@ -58,8 +69,15 @@ static bool isFoldableOProj(LinearOp linear, int64_t maxBytes) {
     return false;
   auto norm = dyn_cast<RMSNormOp>(*linear.getResult().getUsers().begin());
   if (!norm || norm.getInput() != linear.getResult() || !norm.getResidual() ||
-      !norm.getResult().hasOneUse() ||
-      !isa<LinearOp>(*norm.getResult().getUsers().begin()))
+      !norm.getResult().hasOneUse())
+    return false;
+  auto next = dyn_cast<LinearOp>(*norm.getResult().getUsers().begin());
+  if (!next || attention->getNextNode() != linear ||
+      linear->getNextNode() != norm || norm->getNextNode() != next ||
+      !isDefinedBefore(linear.getWeight(), attention) ||
+      !isDefinedBefore(norm.getWeight(), linear) ||
+      !isDefinedBefore(norm.getResidual(), linear) ||
+      !isDefinedBefore(next.getWeight(), linear))
     return false;
   auto query = attention.getQuery().getType();
   int64_t numKvHeads = attention.getKeyCache().getType().getDimSize(2);

@@ -110,3 +110,25 @@ func.func @group16(%qr: tensor<?x16x16xf16>, %kc: memref<?x4x1x16xf16>, %vc: mem
   %gu = fusion.linear %y, %gate_up_w : tensor<?x64xf16>, tensor<256x64xf16> -> tensor<?x256xf16>
   return %h, %gu : tensor<?x64xf16>, tensor<?x256xf16>
 }
+
+// -----
+
+// Another op between o_proj and the norm (here the embedding that makes the
+// residual): no fold, since sum_partials could not join the norm's kernel
+// and no emitter takes it alone.
+// CHECK-LABEL: func.func @op_between(
+//   CHECK-NOT:   linear_partials
+//       CHECK:   fusion.kernel @op_between_k1_linear
+func.func @op_between(%qr: tensor<?x4x16xf16>, %kc: memref<?x4x2x16xf16>, %vc: memref<?x4x2x16xf16>,
+    %block_table: tensor<?x?xi32>, %seq_lens: tensor<?xi32>,
+    %o_w: tensor<64x64xf16>, %post_w: tensor<64xf16>, %gate_up_w: tensor<256x64xf16>,
+    %tok: tensor<?xi32>, %tab: tensor<100x64xf16>) -> (tensor<?x64xf16>, tensor<?x256xf16>) {
+  %a = fusion.decode_attention %qr, %kc, %vc[%block_table, %seq_lens]
+      : tensor<?x4x16xf16>, memref<?x4x2x16xf16>, tensor<?x?xi32>, tensor<?xi32>
+  %o = fusion.linear %a, %o_w : tensor<?x4x16xf16>, tensor<64x64xf16> -> tensor<?x64xf16>
+  %e = fusion.embedding %tok, %tab : tensor<?xi32>, tensor<100x64xf16> -> tensor<?x64xf16>
+  %y, %h = fusion.rmsnorm %o, %post_w residual(%e : tensor<?x64xf16>) {epsilon = 1.0e-05 : f64}
+      : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>, tensor<?x64xf16>
+  %gu = fusion.linear %y, %gate_up_w : tensor<?x64xf16>, tensor<256x64xf16> -> tensor<?x256xf16>
+  return %h, %gu : tensor<?x64xf16>, tensor<?x256xf16>
+}

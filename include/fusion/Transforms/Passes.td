@@ -48,7 +48,9 @@ def FusionFormKernelsPass : Pass<"fusion-form-kernels", "::mlir::ModuleOp"> {
     6. Under `decode`, before grouping, an output projection
        `linear(decode_attention(...), W_o)` whose only user is the `input`
        of an `rmsnorm` with a `residual` (whose normalised result feeds
-       one `linear`) becomes
+       one `linear`), the four ops one after the other with their other
+       operands defined before them (so that rules 1, 4 and 5 group both
+       halves), becomes
        `sum_partials(linear_partials(attention, W_o))` with one block of
        heads per KV group, when the query heads per KV head are at most 8
        and W_o has at most `o-proj-partials-max-bytes` bytes (default 1

@@ -448,6 +448,27 @@ TEST(AttentionSchedule, ClusterSplitsFitTheStaticSharedMemory) {
             "attention schedule: cluster_splits 4 is more than max_splits 3");
 }
 
+TEST(AttentionSchedule, HeadOutputsOfTheOutputProjectionCountInSharedMemory) {
+  // G = 8, D = 128, one KV head (128 threads): merge 4 x 8 x 130 floats +
+  // the flag = 16644 bytes, at 32 bytes 16672; 4160 bytes per split:
+  // (49152 - 16672) / 4160 = 7 splits. With the output projection (rule 6)
+  // the 8 x 128 head outputs (4096 bytes) come first: (49152 - 20768) /
+  // 4160 = 6, and the whole static shared memory stays within 48 KiB.
+  AttentionShape shape = attention(8, 1, 128);
+  auto plain = choose(shape);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->headOutFloats, 0);
+  EXPECT_EQ(plain->clusterSplits, 7);
+  shape.outputProjection = true;
+  auto projecting = choose(shape);
+  ASSERT_TRUE(projecting);
+  EXPECT_EQ(projecting->headOutFloats, 8 * 128);
+  EXPECT_EQ(projecting->mergeAndFlagBytes(), 16672 + 4096);
+  EXPECT_EQ(projecting->clusterSplits, 6);
+  EXPECT_LE(projecting->mergeAndFlagBytes() + projecting->exchangeFloats * 4,
+            kH100.getMaxStaticSharedBytes());
+}
+
 TEST(AttentionSchedule, MmaVariantKeepsClustersOnlyWithoutCostingOccupancy) {
   // Llama-3-8B: ring 4 warps x 3 stages x (K, V) x 16 x 136 x 2 = 104448
   // bytes; merge 4 x 4 x 130 floats + flag = 8324, at 32 bytes 8352; 1024

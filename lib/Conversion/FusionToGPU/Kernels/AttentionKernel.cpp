@@ -1362,8 +1362,7 @@ void bindArguments(AttentionKernel &k, const AttentionOperands &found,
       addWorkgroupBuffer(args.getFunc(), IntegerType::get(context, 32), 1);
   if (k.projOut)
     k.headOut = addWorkgroupBuffer(args.getFunc(), Float32Type::get(context),
-                                   k.sched.headsPerCta * k.shape.headDim,
-                                   /*alignment=*/32);
+                                   k.sched.headOutFloats, /*alignment=*/32);
   k.exchange = nullptr;
   if (k.sched.exchangeFloats)
     k.exchange = addWorkgroupBuffer(args.getFunc(), Float32Type::get(context),
@@ -1407,6 +1406,7 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, const TargetInfo &target,
   k.module = module;
   if (failed(getShape(kernel, found->op, k.shape, k.elementType)))
     return failure();
+  k.shape.outputProjection = static_cast<bool>(found->projection);
   k.scale = found->op.getEffectiveScale();
   FailureOr<AttentionSchedule> sched = getSchedule(kernel, k.shape, target);
   if (failed(sched))

@@ -112,7 +112,9 @@ std::optional<AttentionSchedule> mlir::fusion::chooseAttentionSchedule(
   s.rowGroups = (s.threads / TargetInfo::kWarpSize) * s.rowsPerWarp;
   s.tokensPerIter = s.rowGroups * s.unroll;
   s.sharedFloats = (s.threads / 32) * s.headsPerCta * (shape.headDim + 2);
-  const int64_t mergeBytes = s.sharedFloats * 4 + AttentionSchedule::kFlagBytes;
+  s.headOutFloats = shape.outputProjection ? s.headsPerCta * shape.headDim : 0;
+  const int64_t mergeBytes = (s.sharedFloats + s.headOutFloats) * 4 +
+                             AttentionSchedule::kFlagBytes;
   if (mergeBytes > target.getMaxStaticSharedBytes()) {
     error = ("attention schedule needs " + llvm::Twine(mergeBytes) +
              " bytes of shared memory (threads " + llvm::Twine(s.threads) +

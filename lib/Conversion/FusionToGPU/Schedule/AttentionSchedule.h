@@ -26,6 +26,9 @@ struct AttentionShape {
   /// Query heads Hq, KV heads Hkv, head_dim D, page size P and the group
   /// size G = Hq / Hkv.
   int64_t numHeads = 0, numKvHeads = 0, headDim = 0, pageSize = 0, group = 0;
+  /// Whether the kernel also projects its heads by W_o (a fused
+  /// fusion.linear_partials): it then keeps them in shared memory.
+  bool outputProjection = false;
 };
 
 /// Members of the kernel's #fusion.split_kv_attention_schedule that override
@@ -66,10 +69,14 @@ struct AttentionSchedule {
   int64_t exchangeFloats = 0;
   /// Bytes of the "last CTA" flag after the merge buffer.
   static constexpr int64_t kFlagBytes = 4;
-  /// Static shared memory up to the exchange buffer: the merge buffer and
-  /// the flag, rounded up to the exchange buffer's 32-byte alignment.
+  /// Floats of the combined head outputs (Gc x D) a kernel with an output
+  /// projection keeps after the flag; 0 without one.
+  int64_t headOutFloats = 0;
+  /// Static shared memory up to the exchange buffer: the merge buffer, the
+  /// flag and the head outputs, each rounded up to 32-byte alignment.
   int64_t mergeAndFlagBytes() const {
-    return llvm::alignTo(sharedFloats * 4 + kFlagBytes, 32);
+    return llvm::alignTo(sharedFloats * 4 + kFlagBytes, 32) +
+           llvm::alignTo(headOutFloats * 4, 32);
   }
   /// The recommended num_splits policy (contract::chooseNumSplits), with
   /// targetCtas = contract::kTargetCtasPerSM x the SM count.
