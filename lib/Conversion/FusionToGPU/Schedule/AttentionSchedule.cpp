@@ -113,8 +113,8 @@ std::optional<AttentionSchedule> mlir::fusion::chooseAttentionSchedule(
   s.tokensPerIter = s.rowGroups * s.unroll;
   s.sharedFloats = (s.threads / 32) * s.headsPerCta * (shape.headDim + 2);
   s.headOutFloats = shape.outputProjection ? s.headsPerCta * shape.headDim : 0;
-  const int64_t mergeBytes = (s.sharedFloats + s.headOutFloats) * 4 +
-                             AttentionSchedule::kFlagBytes;
+  const int64_t mergeBytes =
+      (s.sharedFloats + s.headOutFloats) * 4 + AttentionSchedule::kFlagBytes;
   if (mergeBytes > target.getMaxStaticSharedBytes()) {
     error = ("attention schedule needs " + llvm::Twine(mergeBytes) +
              " bytes of shared memory (threads " + llvm::Twine(s.threads) +
