@@ -205,13 +205,7 @@ private:
     // the kernel can sit at the group's first op without forming a cycle.
     Operation *front = group.front();
     return llvm::all_of(op->getOperands(), [&](Value v) {
-      if (inGroup(v))
-        return true;
-      Operation *def = v.getDefiningOp();
-      if (!def) // A block argument dominates its whole block.
-        return true;
-      return def->getBlock() != front->getBlock() ||
-             def->isBeforeInBlock(front);
+      return inGroup(v) || isDefinedBefore(v, front);
     });
   }
 

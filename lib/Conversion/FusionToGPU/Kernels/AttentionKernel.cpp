@@ -254,18 +254,13 @@ struct AttentionKernel {
   void emitBody(ImplicitLocOpBuilder &b);
 
 private:
-  /// Output-projection rows per CTA of the cluster path: ceil(H / splits).
-  Value projectionRowsPerSplit(ImplicitLocOpBuilder &b) {
-    Value ns = i32ToIndex(b, numSplits);
-    return divUI(
-        b, addI(b, constIndex(b, outFeatures), subI(b, ns, constIndex(b, 1))),
-        ns);
-  }
   /// Rows [begin, end) of the output projection that split `split` takes
   /// when the splits share it (the cluster path).
   std::pair<Value, Value> splitProjectionRows(ImplicitLocOpBuilder &b) {
-    Value rows = projectionRowsPerSplit(b);
+    // ceil(H / num_splits) rows per split.
+    Value ns = i32ToIndex(b, numSplits);
     Value h = constIndex(b, outFeatures);
+    Value rows = divUI(b, addI(b, h, subI(b, ns, constIndex(b, 1))), ns);
     Value begin = minUI(b, mulI(b, split, rows), h);
     return {begin, minUI(b, addI(b, begin, rows), h)};
   }
