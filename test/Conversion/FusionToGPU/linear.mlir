@@ -100,3 +100,38 @@ func.func @gate_up(%x: tensor<?x64xbf16>, %w: tensor<64xbf16>, %gu_w: tensor<512
   %m = fusion.silu_mul %gu : tensor<?x512xbf16> -> tensor<?x256xbf16>
   return %m : tensor<?x256xbf16>
 }
+
+// -----
+
+// An LM head at batch 1 with several row pairs per warp: 24576 pairs of
+// 64-element rows over 396 CTAs x 8 warps, 8 pairs per warp. Each lane loads
+// its vectors of the warp's first pair (pair 8 block + warp) before
+// griddepcontrol.wait; the loop over the warp's pairs carries the vectors of
+// the pair it reduces and loads those of the next one (pair + 3168, pair 0
+// past the last) before that pair's dot products and shuffles.
+// CHECK-LABEL: func.func @lm_head(
+// CHECK: schedule = #fusion.projection_schedule<threads = 256, warps = 8, grid = 396, rows_per_warp = 2,
+// CHECK-SAME: pairs_per_warp = 8, vector_width = 8, k_unroll = 1, batch_tile = 1, min_ctas_per_sm = 3,
+// CHECK-SAME: preload_chunks = 1>
+// CHECK: gpu.func @lm_head_k0_fused(
+// CHECK: %[[A0:.*]] = vector.load %[[W:.*]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK: %[[B0:.*]] = vector.load %[[W]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK: "griddepcontrol.wait;"
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %c8{{.*}} step %{{.*}} iter_args(%[[A:.*]] = %[[A0]], %[[B:.*]] = %[[B0]]) -> (vector<8xf16>, vector<8xf16>) {
+// CHECK: %[[STEP:.*]] = arith.muli %[[I]], %c3168 : index
+// CHECK: %[[PAIR:.*]] = arith.addi %{{.*}}, %[[STEP]] : index
+// CHECK: %[[NEXT:.*]] = arith.addi %[[PAIR]], %c3168 : index
+// CHECK: %[[HAS:.*]] = arith.cmpi ult, %[[NEXT]], %c24576{{.*}} : index
+// CHECK: arith.select %[[HAS]], %[[NEXT]], %c0{{.*}} : index
+// CHECK: %[[NA:.*]] = vector.load %[[W]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK: %[[NB:.*]] = vector.load %[[W]][%{{.*}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
+// CHECK: arith.cmpi ult, %[[PAIR]], %c24576{{.*}} : index
+// CHECK: arith.extf %[[A]] : vector<8xf16> to vector<8xf32>
+// CHECK: arith.extf %[[B]] : vector<8xf16> to vector<8xf32>
+// CHECK: gpu.shuffle xor
+// CHECK: scf.yield %[[NA]], %[[NB]] : vector<8xf16>, vector<8xf16>
+func.func @lm_head(%x: tensor<?x64xf16>, %w: tensor<64xf16>, %head_w: tensor<49152x64xf16>) -> tensor<?x49152xf16> {
+  %y = fusion.rmsnorm %x, %w {epsilon = 1.0e-05 : f64} : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>
+  %logits = fusion.linear %y, %head_w : tensor<?x64xf16>, tensor<49152x64xf16> -> tensor<?x49152xf16>
+  return %logits : tensor<?x49152xf16>
+}

@@ -151,11 +151,8 @@ TEST(ProjectionSchedule, WeightsInRegistersBeforeTheWait) {
       chooseProjectionSchedule({576, 1536, 2}, true, kH100);
   EXPECT_EQ(gateUp.pairsPerWarp, 1); // 384 CTAs of 4 warps
   EXPECT_EQ(gateUp.preloadChunks, 3);
-  // Not: the LM head (24576 pairs: 24576 / 3168 warps, 8 rounds), rows of
-  // more than 6 chunks (Llama-3-8B's down_proj, one pair per warp), no
-  // programmatic dependent launch (sm_80).
-  EXPECT_EQ(
-      chooseProjectionSchedule({576, 24576, 2}, true, kH100).preloadChunks, 0);
+  // Not: rows of more than 6 chunks (Llama-3-8B's down_proj, one pair per
+  // warp), no programmatic dependent launch (sm_80).
   EXPECT_EQ(
       chooseProjectionSchedule({14336, 2048, 2}, true, kH100).preloadChunks, 0);
   EXPECT_EQ(chooseProjectionSchedule({1792, 288, 2}, true, kH100).preloadChunks,
@@ -173,6 +170,30 @@ TEST(ProjectionSchedule, WeightsInRegistersBeforeTheWait) {
   EXPECT_EQ(wide.pairsPerWarp, 1);
   EXPECT_EQ(wide.blockSize, 256);
   EXPECT_EQ(wide.preloadChunks, 0);
+}
+
+TEST(ProjectionSchedule, SeveralPairsPerWarpKeepTheNextOneInFlight) {
+  // SmolLM2's LM head: 24576 pairs of rows of 3 chunks in 8-warp CTAs. Two
+  // pairs' vectors (2 x 2 rows x 3 chunks x 4 = 48 registers) exceed half
+  // the 85 that 3 CTAs of 256 threads leave, not half of 2 CTAs' 128: 2
+  // CTAs per SM, 264 CTAs, ceil(24576 / 2112) = 12 pairs per warp.
+  ProjectionSchedule head =
+      chooseProjectionSchedule({576, 24576, 2}, true, kH100);
+  EXPECT_EQ(head.warps, 8);
+  EXPECT_EQ(head.minCtasPerSM, 2);
+  EXPECT_EQ(head.grid, 264);
+  EXPECT_EQ(head.pairsPerWarp, 12);
+  EXPECT_EQ(head.preloadChunks, 3);
+  // Rows of 6 chunks: 96 registers exceed half of 2 CTAs' 128 too; the
+  // kernel keeps 3 CTAs per SM and its pipelined loop.
+  ProjectionSchedule wideHead =
+      chooseProjectionSchedule({1536, 75968, 2}, true, kH100);
+  EXPECT_EQ(wideHead.minCtasPerSM, 3);
+  EXPECT_EQ(wideHead.grid, 396);
+  EXPECT_EQ(wideHead.preloadChunks, 0);
+  // Not without a batch variant (tiles of up to 4 tokens).
+  EXPECT_EQ(
+      chooseProjectionSchedule({576, 24576, 2}, false, kH100).preloadChunks, 0);
 }
 
 TEST(ProjectionSchedule, Batch1KernelsSpreadOverTheSMs) {

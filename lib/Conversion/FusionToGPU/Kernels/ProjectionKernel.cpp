@@ -26,12 +26,14 @@
 //    loop is software-pipelined: step k+1's loads are issued before step k's
 //    FMAs (the last step re-issues its own loads instead of branching). The
 //    epilogue's position and block-table loads are issued before the loop.
-//    Where every warp has one pair of short rows (s.preloadChunks: SmolLM2's
-//    layers), the lane's weight vectors of it are loaded into registers
-//    before griddepcontrol.wait, with the pair's RoPE inverse frequency and
-//    token 0's position and cache slot (step inputs), and after it only x
-//    is read; there is no loop, so such a kernel relies on the manifest's
-//    grid.
+//    Where a batch-1 kernel's rows are short (s.preloadChunks: SmolLM2's
+//    layers and LM head), the lane's weight vectors of its warp's first pair
+//    are loaded into registers before griddepcontrol.wait, with the pair's
+//    RoPE inverse frequency and token 0's position and cache slot (step
+//    inputs), and after it only x is read; a warp with more pairs loads each
+//    next pair's vectors before it reduces the current one. The loop runs
+//    s.pairsPerWarp steps with no guard for pairs past them, so such a kernel
+//    relies on the manifest's grid.
 //  * Butterfly reductions (gpu.shuffle xor) give every lane the 2T dot
 //    products; lane t < T finishes token t: + bias, round (the projection's
 //    output), RoPE in fp32 with angle = float(pos) * inv_freq (an fp32 table
@@ -85,7 +87,14 @@ struct CudaCoreKernel {
                                      Value wA, Value wB);
   SmallVector<Value> emitPreloadedDotProducts(ImplicitLocOpBuilder &b,
                                               int64_t T, Value xTileBase,
-                                              Value laneOffset);
+                                              Value laneOffset,
+                                              ArrayRef<Value> vectors);
+  void emitPreloadedPairs(ImplicitLocOpBuilder &b, int64_t T, Value xTileBase,
+                          Value laneOffset, const TokenInputs &inputs,
+                          Value lane);
+  Value validPairOrZero(ImplicitLocOpBuilder &b, Value pair);
+  SmallVector<Value> loadPairVectors(ImplicitLocOpBuilder &b,
+                                     const PairRows &rows);
   TokenInputs preloadTokenInputs(ImplicitLocOpBuilder &b);
   TokenInputs getTokenInputs(ImplicitLocOpBuilder &b, Value token);
   void finishPair(ImplicitLocOpBuilder &b, int64_t T, const PairRows &rows,
@@ -201,20 +210,20 @@ SmallVector<Value> CudaCoreKernel::emitDotProducts(ImplicitLocOpBuilder &b,
 /// the last, partial one in the lanes whose elements are inside the row.
 SmallVector<Value>
 CudaCoreKernel::emitPreloadedDotProducts(ImplicitLocOpBuilder &b, int64_t T,
-                                         Value xTileBase, Value laneOffset) {
+                                         Value xTileBase, Value laneOffset,
+                                         ArrayRef<Value> vectors) {
   const int64_t whole = p.hidden / kChunk;
   SmallVector<Value> elems;
   for (int64_t c = 0; c < whole; ++c)
     elems.push_back(addI(b, laneOffset, c * kChunk));
   SmallVector<Value> acc(2 * T, constF32(b, 0.0));
-  accumulate(b, T, xTileBase, ArrayRef(preloaded).take_front(2 * whole), elems,
-             acc);
+  accumulate(b, T, xTileBase, vectors.take_front(2 * whole), elems, acc);
   if (whole == s.preloadChunks)
     return acc;
   return accumulateInRow(b, T, xTileBase, addI(b, laneOffset, whole * kChunk),
                          acc, [&](ImplicitLocOpBuilder &) {
                            return llvm::to_vector(
-                               ArrayRef(preloaded).drop_front(2 * whole));
+                               vectors.drop_front(2 * whole));
                          });
 }
 
@@ -237,6 +246,42 @@ void CudaCoreKernel::finishPair(ImplicitLocOpBuilder &b, int64_t T,
   });
 }
 
+/// The preloaded kernel's pairs: the warp's first pair from the vectors
+/// loaded before the wait; where the warp has more (s.pairsPerWarp), each
+/// step issues the loads of the next pair before it reduces this one, so
+/// that a pair's loads are in flight while the previous one is finished.
+/// No guard on the pairs past the manifest's grid (docs/abi.md: a launch
+/// must use it): there every pair has its warp and step.
+void CudaCoreKernel::emitPreloadedPairs(ImplicitLocOpBuilder &b, int64_t T,
+                                        Value xTileBase, Value laneOffset,
+                                        const TokenInputs &inputs, Value lane) {
+  Value firstPair = warpFirstPair(b);
+  auto finish = [&](ImplicitLocOpBuilder &ib, Value pair, const PairRows &rows,
+                    ArrayRef<Value> vectors) {
+    Value has = cmpI(ib, CmpIPredicate::ult, pair, constIndex(ib, p.pairs));
+    ifThen(ib, has, [&](ImplicitLocOpBuilder &hb) {
+      finishPair(
+          hb, T, rows,
+          emitPreloadedDotProducts(hb, T, xTileBase, laneOffset, vectors),
+          inputs, lane);
+    });
+  };
+  if (s.pairsPerWarp == 1)
+    return finish(b, firstPair, preloadedRows, preloaded);
+  Value pairStride = constIndex(b, s.grid * s.warps);
+  forLoopWithValues(
+      b, constIndex(b, 0), constIndex(b, s.pairsPerWarp), constIndex(b, 1),
+      preloaded, [&](ImplicitLocOpBuilder &lb, Value i, ValueRange current) {
+        Value pair = addI(lb, firstPair, mulI(lb, i, pairStride));
+        SmallVector<Value> next = loadPairVectors(
+            lb, getPairRows(lb, p,
+                            validPairOrZero(lb, addI(lb, pair, pairStride))));
+        finish(lb, pair, getPairRows(lb, p, validPairOrZero(lb, pair)),
+               llvm::to_vector(current));
+        return next;
+      });
+}
+
 /// The warp-level work for tiles of `numTokens` tokens starting at
 /// `tokenBase`: every warp loops over its pairs of output rows, or finishes
 /// its one preloaded pair.
@@ -255,18 +300,8 @@ void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
                      minUI(b, lane, constIndex(b, T - 1)));
   TokenInputs inputs = getTokenInputs(b, token);
 
-  if (!preloaded.empty()) {
-    Value has = cmpI(b, CmpIPredicate::ult, firstPair, constIndex(b, p.pairs));
-    ifThen(b, has, [&](ImplicitLocOpBuilder &ib) {
-      finishPair(ib, T, preloadedRows,
-                 emitPreloadedDotProducts(ib, T, xTileBase, laneOffset), inputs,
-                 lane);
-    });
-    // No loop: at the manifest's grid (docs/abi.md: a launch must use it)
-    // every pair has its warp. (A loop over the rest for a smaller grid
-    // kept the preloaded registers live beside its own and spilled.)
-    return;
-  }
+  if (!preloaded.empty())
+    return emitPreloadedPairs(b, T, xTileBase, laneOffset, inputs, lane);
   forLoop(b, firstPair, constIndex(b, p.pairs), pairStride,
           [&](ImplicitLocOpBuilder &lb, Value pair) {
             PairRows rows = getPairRows(lb, p, pair);
@@ -279,32 +314,42 @@ void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
 }
 
 /// Before griddepcontrol.wait, where s.preloadChunks: every weight vector
-/// the lane reads of its warp's one pair (pair 0's for a warp without one,
-/// which never uses them; in the last, partial chunk the lanes past the row's
-/// end read its first vector again), so that after the wait only x is read.
+/// the lane reads of its warp's first pair (pair 0's for a warp without one,
+/// which never uses them), so that after the wait only x is read.
 void CudaCoreKernel::preloadWeights(ImplicitLocOpBuilder &b) {
   emitBeforeGridDependencyWait(b, [&](ImplicitLocOpBuilder &pb) {
     Value pair = warpFirstPair(pb);
-    Value has = cmpI(pb, CmpIPredicate::ult, pair, constIndex(pb, p.pairs));
-    preloadedRows =
-        getPairRows(pb, p, select(pb, has, pair, constIndex(pb, 0)));
-    Value laneOffset = mulI(pb, laneId(pb), kVectorWidth);
-    SmallVector<Value> elems;
-    for (int64_t c = 0; c < s.preloadChunks; ++c) {
-      Value e = addI(pb, laneOffset, c * kChunk);
-      if ((c + 1) * kChunk > p.hidden)
-        e = select(pb,
-                   cmpI(pb, CmpIPredicate::ult, e, constIndex(pb, p.hidden)), e,
-                   constIndex(pb, 0));
-      elems.push_back(e);
-    }
-    preloaded =
-        loadRowPairVectors(pb, p.weight, mulI(pb, preloadedRows.rowA, p.hidden),
-                           mulI(pb, preloadedRows.rowB, p.hidden), elems);
+    preloadedRows = getPairRows(pb, p, validPairOrZero(pb, pair));
+    preloaded = loadPairVectors(pb, preloadedRows);
     preloadedInputs = preloadTokenInputs(pb);
   });
   assert(!preloaded.empty() &&
          "preloadChunks needs the griddepcontrol prologue");
+}
+
+/// `pair` where it is one of the weight's pairs, else pair 0 (whose loads
+/// are harmless and never used).
+Value CudaCoreKernel::validPairOrZero(ImplicitLocOpBuilder &b, Value pair) {
+  Value has = cmpI(b, CmpIPredicate::ult, pair, constIndex(b, p.pairs));
+  return select(b, has, pair, constIndex(b, 0));
+}
+
+/// Every weight vector the lane reads of `rows` ([chunk][row A, row B]); in
+/// the last, partial chunk the lanes past the row's end read its first
+/// vector again.
+SmallVector<Value> CudaCoreKernel::loadPairVectors(ImplicitLocOpBuilder &b,
+                                                   const PairRows &rows) {
+  Value laneOffset = mulI(b, laneId(b), kVectorWidth);
+  SmallVector<Value> elems;
+  for (int64_t c = 0; c < s.preloadChunks; ++c) {
+    Value e = addI(b, laneOffset, c * kChunk);
+    if ((c + 1) * kChunk > p.hidden)
+      e = select(b, cmpI(b, CmpIPredicate::ult, e, constIndex(b, p.hidden)), e,
+                 constIndex(b, 0));
+    elems.push_back(e);
+  }
+  return loadRowPairVectors(b, p.weight, mulI(b, rows.rowA, p.hidden),
+                            mulI(b, rows.rowB, p.hidden), elems);
 }
 
 /// The loaded values of `in` (position, then cache slot, where present).

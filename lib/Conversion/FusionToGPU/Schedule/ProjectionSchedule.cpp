@@ -79,6 +79,46 @@ static void holdToTwoCtasPerSM(const ProjectionShape &shape,
       (target.getOccupancySharedBytes() * 2 / 5 - ctaShared) / 16 * 16;
 }
 
+/// On a target with programmatic dependent launch, in a batch-1 kernel
+/// (one-token tiles) whose rows have at most kMaxPreloadChunks chunks, the
+/// lane's vectors of its warp's first pair are loaded into registers before
+/// the wait: under programmatic dependent launch they then arrive while the
+/// previous kernel runs, and after the wait only x is read. With one pair per
+/// warp (SmolLM2's layers) the vectors (4 registers each) may take a third of
+/// the registers `.minnctapersm` leaves a thread, so that they do not spill
+/// (docs/performance.md entry 27). With more pairs per warp (SmolLM2's LM
+/// head: 8) the loads of the next pair are issued before this one is
+/// reduced, so two pairs' vectors may take half the registers, at 2 CTAs
+/// per SM (each with more pairs) where 3 leave too few (the LM head: 2 CTAs
+/// of 128 registers, where 3 of 80 spilled; docs/performance.md entry 34;
+/// fewer than 2 was not measured).
+static void preloadShortRows(const ProjectionShape &shape,
+                             const TargetInfo &target, ProjectionSchedule &s) {
+  const int64_t rowChunks = llvm::divideCeil(shape.hidden, 256);
+  if (!target.hasGridDependencyControl() || s.batchTile != 1 ||
+      rowChunks > ProjectionSchedule::kMaxPreloadChunks)
+    return;
+  auto registers = [&](int64_t ctasPerSM) {
+    return std::min(TargetInfo::kMaxRegistersPerThread,
+                    target.getRegistersPerSM() / (ctasPerSM * s.blockSize));
+  };
+  const int64_t pairRegisters = 2 * rowChunks * 4;
+  if (s.pairsPerWarp == 1) {
+    if (pairRegisters <= registers(s.minCtasPerSM) / 3)
+      s.preloadChunks = rowChunks;
+    return;
+  }
+  const int64_t ctasPerSM = std::min<int64_t>(s.minCtasPerSM, 2);
+  if (2 * pairRegisters > registers(ctasPerSM) / 2)
+    return;
+  if (2 * pairRegisters > registers(s.minCtasPerSM) / 2)
+    s.minCtasPerSM = ctasPerSM;
+  s.grid = std::min<int64_t>(llvm::divideCeil(shape.pairs, s.warps),
+                             target.getSMCount() * s.minCtasPerSM);
+  s.pairsPerWarp = llvm::divideCeil(shape.pairs, s.grid * s.warps);
+  s.preloadChunks = rowChunks;
+}
+
 ProjectionSchedule
 mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
                                        bool hasBatchVariant,
@@ -133,20 +173,7 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
   s.grid = std::min(warpsOfPairs, smCount * s.minCtasPerSM);
   holdToTwoCtasPerSM(shape, hasBatchVariant, target, chunks, s);
   s.pairsPerWarp = llvm::divideCeil(shape.pairs, s.grid * s.warps);
-  // With one pair per warp, its rows can be in registers before the wait:
-  // under programmatic dependent launch their loads then run while the
-  // previous kernel does, and after the wait only x is read. Only in a
-  // batch-1 kernel (one-token tiles), and where the vectors (4 registers
-  // each) take at most a third of the registers `.minnctapersm` leaves a
-  // thread, so that they do not spill.
-  const int64_t rowChunks = llvm::divideCeil(shape.hidden, 256);
-  const int64_t registers =
-      std::min(TargetInfo::kMaxRegistersPerThread,
-               target.getRegistersPerSM() / (s.minCtasPerSM * s.blockSize));
-  if (target.hasGridDependencyControl() && s.pairsPerWarp == 1 &&
-      s.batchTile == 1 && rowChunks <= ProjectionSchedule::kMaxPreloadChunks &&
-      2 * rowChunks * 4 <= registers / 3)
-    s.preloadChunks = rowChunks;
+  preloadShortRows(shape, target, s);
   return s;
 }
 

@@ -57,14 +57,14 @@ struct ProjectionSchedule {
   /// in bytes: nonzero where a batch-1 kernel is held to two CTAs per SM
   /// (chooseProjectionSchedule documents when).
   int64_t reservedSharedBytes = 0;
-  /// 256-element chunks of its pair's two weight rows that every lane loads
-  /// into registers before griddepcontrol.wait (all of them), or 0: the
-  /// weights are loaded after the wait, in the pipelined loop. Nonzero only
-  /// on a target with programmatic dependent launch, in a batch-1 kernel
-  /// (batchTile 1), when every warp has at most one pair, the rows have at
-  /// most kMaxPreloadChunks chunks and their vectors a third of the thread's
-  /// registers (SmolLM2's layers: hidden 576 and 1536; docs/performance.md
-  /// entry 27).
+  /// 256-element chunks of a pair's two weight rows that every lane holds in
+  /// registers (all of them; the warp's first pair loaded before
+  /// griddepcontrol.wait, each next pair's while the previous one is
+  /// reduced), or 0: the weights are loaded after the wait, in the pipelined
+  /// loop. Nonzero only on a target with programmatic dependent launch, in a
+  /// batch-1 kernel (batchTile 1) whose rows have at most kMaxPreloadChunks
+  /// chunks, where the vectors fit the registers (chooseProjectionSchedule:
+  /// SmolLM2's layers, hidden 576 and 1536, and its LM head).
   int64_t preloadChunks = 0;
   static constexpr int64_t kMaxPreloadChunks = 6;
 };
