@@ -1,4 +1,6 @@
 // RUN: fusion-opt %s -split-input-file --fusion-form-kernels --convert-fusion-to-gpu | FileCheck %s
+// The emitted IR parses and verifies again (the schedules' own verifiers):
+// RUN: fusion-opt %s -split-input-file --fusion-form-kernels --convert-fusion-to-gpu | fusion-opt -split-input-file > /dev/null
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: fusion-compile %s -o %t/linear
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t/linear.ptx

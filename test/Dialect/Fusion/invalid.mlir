@@ -1869,12 +1869,12 @@ func.func private @schedule_threads_max() attributes {s = #fusion.norm_row_sched
 
 // -----
 
-// expected-error @+1 {{projection_schedule preload_chunks (3) must be 0, or positive with one pair per warp and a batch tile of one token}}
-func.func private @schedule_preload_pairs() attributes {s = #fusion.projection_schedule<threads = 64, warps = 2, grid = 8, rows_per_warp = 2, pairs_per_warp = 2, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 3, preload_chunks = 3>}
+// expected-error @+1 {{projection_schedule preload_chunks (3) must be 0, or positive with a batch tile of one token}}
+func.func private @schedule_preload_tile() attributes {s = #fusion.projection_schedule<threads = 64, warps = 2, grid = 8, rows_per_warp = 2, pairs_per_warp = 2, vector_width = 8, k_unroll = 2, batch_tile = 4, min_ctas_per_sm = 3, preload_chunks = 3>}
 
 // -----
 
-// expected-error @+1 {{projection_schedule preload_chunks (-1) must be 0, or positive with one pair per warp and a batch tile of one token}}
+// expected-error @+1 {{projection_schedule preload_chunks (-1) must be 0, or positive with a batch tile of one token}}
 func.func private @schedule_preload_negative() attributes {s = #fusion.projection_schedule<threads = 64, warps = 2, grid = 8, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 3, preload_chunks = -1>}
 
 // -----

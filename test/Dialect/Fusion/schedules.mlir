@@ -8,6 +8,11 @@
 // CHECK-SAME:    #fusion.projection_schedule<threads = 256, warps = 8, grid = 384, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 3, preload_chunks = 2>
 func.func private @projection() attributes {s = #fusion.projection_schedule<threads = 256, warps = 8, grid = 384, rows_per_warp = 2, pairs_per_warp = 1, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 3, preload_chunks = 2>}
 
+// Preloaded rows with several pairs per warp (SmolLM2's LM head).
+// CHECK-LABEL: func.func private @projection_preload_pairs()
+// CHECK-SAME:    #fusion.projection_schedule<threads = 256, warps = 8, grid = 264, rows_per_warp = 2, pairs_per_warp = 12, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 2, preload_chunks = 3>
+func.func private @projection_preload_pairs() attributes {s = #fusion.projection_schedule<threads = 256, warps = 8, grid = 264, rows_per_warp = 2, pairs_per_warp = 12, vector_width = 8, k_unroll = 2, batch_tile = 1, min_ctas_per_sm = 2, preload_chunks = 3>}
+
 // CHECK-LABEL: func.func private @projection_mma()
 // CHECK-SAME:    #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 132, rows_per_warp = 16, tile_tokens = 24, k_vectors = 8, k_split = 2>
 func.func private @projection_mma() attributes {s = #fusion.projection_mma_schedule<threads = 256, warps = 8, grid = 132, rows_per_warp = 16, tile_tokens = 24, k_vectors = 8, k_split = 2>}

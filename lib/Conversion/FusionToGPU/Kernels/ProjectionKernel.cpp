@@ -28,10 +28,11 @@
 //    epilogue's position and block-table loads are issued before the loop.
 //    Where a batch-1 kernel's rows are short (s.preloadChunks: SmolLM2's
 //    layers and LM head), the lane's weight vectors of its warp's first pair
-//    are loaded into registers before griddepcontrol.wait, with the pair's
-//    RoPE inverse frequency and token 0's position and cache slot (step
-//    inputs), and after it only x is read; a warp with more pairs loads each
-//    next pair's vectors before it reduces the current one. The loop runs
+//    are loaded into registers before griddepcontrol.wait, with token 0's
+//    position and cache slot (step inputs) and, with one pair per warp, the
+//    pair's RoPE inverse frequency, and after it only x is read; a warp with
+//    more pairs loads each next pair's vectors before it reduces the current
+//    one (its later pairs' inverse frequencies come with them). The loop runs
 //    s.pairsPerWarp steps with no guard for pairs past them, so such a kernel
 //    relies on the manifest's grid.
 //  * Butterfly reductions (gpu.shuffle xor) give every lane the 2T dot
@@ -67,8 +68,8 @@ struct CudaCoreKernel {
   const ProjectionPlan &p;
   const ProjectionSchedule &s;
   Value xs, scratch;
-  /// Where s.preloadChunks: the warp's pair's rows and the lane's weight
-  /// vectors of them ([chunk][row A, row B]), loaded before the wait.
+  /// Where s.preloadChunks: the warp's first pair's rows and the lane's
+  /// weight vectors of them ([chunk][row A, row B]), loaded before the wait.
   PairRows preloadedRows;
   SmallVector<Value> preloaded;
   /// Where s.preloadChunks: token 0's epilogue inputs, loaded before the
@@ -283,8 +284,8 @@ void CudaCoreKernel::emitPreloadedPairs(ImplicitLocOpBuilder &b, int64_t T,
 }
 
 /// The warp-level work for tiles of `numTokens` tokens starting at
-/// `tokenBase`: every warp loops over its pairs of output rows, or finishes
-/// its one preloaded pair.
+/// `tokenBase`: every warp loops over its pairs of output rows, or over its
+/// preloaded ones (emitPreloadedPairs).
 void CudaCoreKernel::emitPairs(ImplicitLocOpBuilder &b, int64_t numTokens,
                                Value tileStart, Value tokenBase) {
   const int64_t T = numTokens;

@@ -87,11 +87,11 @@ static void holdToTwoCtasPerSM(const ProjectionShape &shape,
 /// warp (SmolLM2's layers) the vectors (4 registers each) may take a third of
 /// the registers `.minnctapersm` leaves a thread, so that they do not spill
 /// (docs/performance.md entry 27). With more pairs per warp (SmolLM2's LM
-/// head: 8) the loads of the next pair are issued before this one is
-/// reduced, so two pairs' vectors may take half the registers, at 2 CTAs
-/// per SM (each with more pairs) where 3 leave too few (the LM head: 2 CTAs
-/// of 128 registers, where 3 of 80 spilled; docs/performance.md entry 34;
-/// fewer than 2 was not measured).
+/// head: 8 at 3 CTAs per SM, 12 at 2) the loads of the next pair are issued
+/// before this one is reduced, so two pairs' vectors may take half the
+/// registers, at 2 CTAs per SM (each with more pairs) where 3 leave too few
+/// (the LM head: 2 CTAs of 128 registers, where 3 of 80 spilled;
+/// docs/performance.md entry 34; fewer than 2 was not measured).
 static void preloadShortRows(const ProjectionShape &shape,
                              const TargetInfo &target, ProjectionSchedule &s) {
   const int64_t rowChunks = llvm::divideCeil(shape.hidden, 256);

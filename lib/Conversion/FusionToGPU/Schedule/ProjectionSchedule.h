@@ -48,7 +48,9 @@ struct ProjectionSchedule {
   /// sub-tile's token count).
   int64_t unroll = 2;
   /// `.minnctapersm` hint: at most kMaxCtasPerSM, as shared memory and
-  /// threads allow; 2 where the kernel is held to two CTAs per SM (below).
+  /// threads allow; 2 where the kernel is held to two CTAs per SM (below),
+  /// or where two pairs of preloaded rows need the registers of 2
+  /// (preloadChunks).
   int64_t minCtasPerSM = 1;
   /// The hint's cap (docs/performance.md entries 5 and 14: 4 forces 64
   /// registers and spills), and so the CTAs per SM of one round of the grid.
@@ -214,7 +216,9 @@ chooseProjectionMmaSchedule(const ProjectionShape &shape,
 /// grid is one CTA per resident slot (fewer when the pairs give less work);
 /// a batch-1 kernel streaming more than the L2 prefetch budget from a grid
 /// of at most two CTAs per SM is held to two per SM on sm_90+
-/// (`reservedSharedBytes`, unroll 4).
+/// (`reservedSharedBytes`, unroll 4); a batch-1 kernel of short rows holds
+/// them in registers (`preloadChunks`), at two CTAs per SM where its warps
+/// have several pairs and three would leave too few registers.
 ProjectionSchedule chooseProjectionSchedule(const ProjectionShape &shape,
                                             bool hasBatchVariant,
                                             const TargetInfo &target);

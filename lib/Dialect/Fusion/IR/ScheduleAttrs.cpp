@@ -78,11 +78,10 @@ ProjectionScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                              {"batch_tile", batchTile},
                              {"min_ctas_per_sm", minCtasPerSm}})))
     return failure();
-  if (preloadChunks < 0 ||
-      (preloadChunks > 0 && (pairsPerWarp != 1 || batchTile != 1)))
+  if (preloadChunks < 0 || (preloadChunks > 0 && batchTile != 1))
     return emitError() << kind << " preload_chunks (" << preloadChunks
-                       << ") must be 0, or positive with one pair per warp "
-                          "and a batch tile of one token";
+                       << ") must be 0, or positive with a batch tile of one "
+                          "token";
   return verifyWarps(emitError, kind, threads, warps);
 }
 

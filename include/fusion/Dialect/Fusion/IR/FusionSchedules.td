@@ -45,9 +45,10 @@ def Fusion_ProjectionScheduleAttr
     step over `grid` CTAs; activations read in vectors of `vector_width`
     elements, `k_unroll` chunks per loop step, `batch_tile` tokens normalised
     into shared memory per tile; `min_ctas_per_sm` is the `.minnctapersm`
-    hint; `preload_chunks` (0 or more) 256-element chunks of the warp's one
-    pair of rows that each lane loads into registers before
-    `griddepcontrol.wait` (only with one pair per warp and one-token tiles).
+    hint; `preload_chunks` (0 or more) 256-element chunks of a pair of rows
+    that each lane holds in registers (only with one-token tiles): the warp's
+    first pair loaded before `griddepcontrol.wait`, each next one while the
+    previous one is reduced.
 
     ```mlir
     #fusion.projection_schedule<threads = 256, warps = 8, grid = 384,
