@@ -30,7 +30,10 @@
 #   sanitize compute-sanitizer memcheck, racecheck, synccheck of the _gemm
 #           kernels in SmolLM2's step (first branch's runtime; another set of
 #           kernels with SANITIZE_KERNELS, e.g. "regex=_(fused|linear)$" for
-#           the batch-1 projections)
+#           the batch-1 projections). racecheck fails ("failed to handle a
+#           hardware exception") when a kernel launched in thread-block
+#           clusters runs outside its filter (the attention past 128 tokens):
+#           keep k2_fused in the filter, or prompts of at most 128 tokens
 #   kerneltimes  ncu duration of every kernel of SmolLM2's last decode step
 #           after the 512-token prompt at B=1 (PTX smol, or KERNEL_PTX), each
 #           launch alone
