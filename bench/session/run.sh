@@ -41,7 +41,8 @@
 #           with BATCHES=1 REPS=1) against copies with one entry emptied
 #           (diagnostics/empty_kernels.py), as `run.sh empty [MODEL]`
 #   diag    kernel_chain.cu, gemm_packed_mma.cu, gemm_weight_stream.cu,
-#           persistent_decode.cu
+#           persistent_decode.cu (the default set; others by name, e.g.
+#           `run.sh diag front_half_preload`)
 #
 # Partial results come back too when a part is stopped at its time limit.
 # Each part fits one device command (10 minutes; each run of the 8B shape
