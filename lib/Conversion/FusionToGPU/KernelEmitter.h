@@ -30,6 +30,21 @@ struct KernelEmitter {
 /// kernel.
 ArrayRef<KernelEmitter> getKernelEmitters();
 
+/// `AttrT(params...)`, the schedule an emitter chose for `kernel`, through the
+/// attribute's own verifier (FusionSchedules.td): a schedule the verifier
+/// rejects (a shape past what the kernel supports, or an emitter bug) is an
+/// error on the kernel, not an attribute that the manifest carries and
+/// fusion-opt cannot parse back.
+template <typename AttrT, typename... Params>
+FailureOr<AttrT> getCheckedSchedule(KernelOp kernel, Params... params) {
+  AttrT attr = AttrT::getChecked(
+      [&] { return kernel.emitOpError("has no valid schedule: "); },
+      kernel.getContext(), params...);
+  if (!attr)
+    return failure();
+  return attr;
+}
+
 /// Kernels/ProjectionKernel.cpp: a kernel containing fusion.qkv_proj or
 /// fusion.linear: the front half `[rmsnorm|layernorm] -> qkv_proj -> [rope]
 /// -> [kv_append]` or a linear layer `[rmsnorm|layernorm] -> linear ->

@@ -73,10 +73,10 @@ func.func @rope_grid_too_large(%q: tensor<?x2147483648x64xf16>, %k: tensor<?x1x6
 // -----
 
 // ... and one thread per element pair (head_dim 2050: 1025 threads, 1056
-// rounded to warps).
+// rounded to warps): the kernel's schedule fails its own verifier.
 func.func @rope_block_too_large(%q: tensor<?x2x2050xf16>, %k: tensor<?x1x2050xf16>, %pos: tensor<?xi32>)
     -> (tensor<?x2x2050xf16>, tensor<?x1x2050xf16>) {
-  // expected-error @+1 {{'fusion.kernel' op entry rope_block_too_large_k0_rope needs blocks of 1056 threads; a CTA has 1 to 1024}}
+  // expected-error @+1 {{'fusion.kernel' op has no valid schedule: head_schedule threads must be a multiple of 32 in [32, 1024], got 1056}}
   %qr, %kr = fusion.rope %q, %k, %pos {pairing = #fusion.rope_pairing<neox>, theta = 1.0e+04 : f64}
       : tensor<?x2x2050xf16>, tensor<?x1x2050xf16>, tensor<?xi32>
   return %qr, %kr : tensor<?x2x2050xf16>, tensor<?x1x2050xf16>

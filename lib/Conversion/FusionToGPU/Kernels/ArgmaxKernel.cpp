@@ -173,8 +173,11 @@ mlir::fusion::emitArgmaxKernel(KernelOp kernel, const TargetInfo &target,
                     .second;
   ifThen(b, cmpI(b, CmpIPredicate::eq, tid, 0),
          [&](ImplicitLocOpBuilder &tb) { storeScalar(tb, index, out, token); });
-  launch.schedule =
-      RowScheduleAttr::get(kernel.getContext(), RowKind::argmax, row.threads,
-                           /*chunks=*/1, row.width, kArgmaxUnroll);
+  FailureOr<RowScheduleAttr> schedule = getCheckedSchedule<RowScheduleAttr>(
+      kernel, RowKind::argmax, row.threads, /*chunks=*/int64_t(1), row.width,
+      kArgmaxUnroll);
+  if (failed(schedule))
+    return failure();
+  launch.schedule = *schedule;
   return launch;
 }

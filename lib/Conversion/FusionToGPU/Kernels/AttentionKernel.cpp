@@ -195,19 +195,19 @@ FailureOr<AttentionSchedule> getSchedule(KernelOp kernel,
 }
 
 /// The #fusion.split_kv_attention_schedule of `s`.
-SplitKvAttentionScheduleAttr getScheduleAttr(MLIRContext *context,
-                                             const AttentionSchedule &s) {
-  return SplitKvAttentionScheduleAttr::get(
-      context, s.threads, s.maxSplits, s.headsPerCta, s.headBlocks,
+FailureOr<SplitKvAttentionScheduleAttr>
+getScheduleAttr(KernelOp kernel, const AttentionSchedule &s) {
+  return getCheckedSchedule<SplitKvAttentionScheduleAttr>(
+      kernel, s.threads, s.maxSplits, s.headsPerCta, s.headBlocks,
       AttentionSchedule::vectorWidth, s.lanesPerRow, s.unroll, s.tokensPerIter,
       s.splitPolicy.targetCtas, s.splitPolicy.minChunkTokens, s.clusterSplits);
 }
 
 /// The #fusion.split_kv_attention_mma_schedule of the tensor-core variant.
-SplitKvAttentionMmaScheduleAttr getMmaScheduleAttr(MLIRContext *context,
-                                                   const AttentionSchedule &s) {
-  return SplitKvAttentionMmaScheduleAttr::get(
-      context, s.threads, s.maxSplits, s.headsPerCta, s.headBlocks,
+FailureOr<SplitKvAttentionMmaScheduleAttr>
+getMmaScheduleAttr(KernelOp kernel, const AttentionSchedule &s) {
+  return getCheckedSchedule<SplitKvAttentionMmaScheduleAttr>(
+      kernel, s.threads, s.maxSplits, s.headsPerCta, s.headBlocks,
       s.tokensPerIter, s.stages, s.splitPolicy.targetCtas,
       s.splitPolicy.minChunkTokens, s.clusterSplits);
 }
@@ -1366,11 +1366,11 @@ void bindArguments(AttentionKernel &k, const AttentionOperands &found,
 
 /// Emits `<entry>_mma`, the tensor-core variant of the kernel `primary`
 /// was emitted for, and records it in `launch` (same parameters and grid).
-void emitMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
-                    const AttentionOperands &found,
-                    const AttentionKernel &primary,
-                    const AttentionSchedule &sched, KernelLaunch &launch,
-                    const TargetInfo &target) {
+LogicalResult emitMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
+                             const AttentionOperands &found,
+                             const AttentionKernel &primary,
+                             const AttentionSchedule &sched,
+                             KernelLaunch &launch, const TargetInfo &target) {
   AttentionKernel k = primary;
   k.sched = sched;
   KernelVariant variant;
@@ -1385,8 +1385,13 @@ void emitMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
                        sched.threads, target);
   bindArguments(k, found, KernelArgs(kernel, func, launch.params));
   k.emitBody(b);
-  variant.schedule = getMmaScheduleAttr(kernel.getContext(), sched);
+  FailureOr<SplitKvAttentionMmaScheduleAttr> schedule =
+      getMmaScheduleAttr(kernel, sched);
+  if (failed(schedule))
+    return failure();
+  variant.schedule = *schedule;
   launch.variants.push_back(std::move(variant));
+  return success();
 }
 
 } // namespace
@@ -1432,9 +1437,14 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, const TargetInfo &target,
                  std::string(contract::dim::kBatch)};
   launch.blockSize = k.sched.threads;
   launch.dynamicSharedBytes = 0;
-  launch.schedule = getScheduleAttr(kernel.getContext(), k.sched);
+  FailureOr<SplitKvAttentionScheduleAttr> schedule =
+      getScheduleAttr(kernel, k.sched);
+  if (failed(schedule))
+    return failure();
+  launch.schedule = *schedule;
   if (std::optional<AttentionSchedule> mma =
           chooseAttentionMmaSchedule(k.shape, k.sched, target))
-    emitMmaVariant(kernel, module, *found, k, *mma, launch, target);
+    if (failed(emitMmaVariant(kernel, module, *found, k, *mma, launch, target)))
+      return failure();
   return launch;
 }

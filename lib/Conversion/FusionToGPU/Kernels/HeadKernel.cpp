@@ -238,8 +238,10 @@ FailureOr<KernelLaunch> mlir::fusion::emitHeadKernel(KernelOp kernel,
   HeadKind kind = k.rope && k.append ? HeadKind::rope_kv_append
                   : k.rope           ? HeadKind::rope
                                      : HeadKind::kv_append;
-  launch.schedule =
-      HeadScheduleAttr::get(kernel.getContext(), kind, blockSize, slots,
-                            /*elementsPerThread=*/2);
+  FailureOr<HeadScheduleAttr> schedule = getCheckedSchedule<HeadScheduleAttr>(
+      kernel, kind, blockSize, slots, /*elementsPerThread=*/int64_t(2));
+  if (failed(schedule))
+    return failure();
+  launch.schedule = *schedule;
   return launch;
 }

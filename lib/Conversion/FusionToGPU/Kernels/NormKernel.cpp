@@ -60,7 +60,11 @@ FailureOr<KernelLaunch> mlir::fusion::emitNormKernel(KernelOp kernel,
   Value token = blockIdX(b);
   emitNormalizeToken(b, spec, token, row, constIndex(b, 0), constBool(b, true),
                      scratch, blockSize);
-  launch.schedule = NormRowScheduleAttr::get(kernel.getContext(), blockSize,
-                                             kVectorWidth, /*tokensPerCta=*/1);
+  FailureOr<NormRowScheduleAttr> schedule =
+      getCheckedSchedule<NormRowScheduleAttr>(kernel, blockSize, kVectorWidth,
+                                              /*tokensPerCta=*/int64_t(1));
+  if (failed(schedule))
+    return failure();
+  launch.schedule = *schedule;
   return launch;
 }

@@ -45,6 +45,7 @@
 #include "../Fragments/AsyncCopy.h"
 #include "../Fragments/Mma.h"
 #include "../Fragments/Reduce.h"
+#include "../KernelEmitter.h"
 #include "Projection.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -716,10 +717,10 @@ void mlir::fusion::appendProjectionWeightMap(SmallVector<KernelParam> &params,
 }
 
 /// The #fusion.projection_gemm_schedule of `s`.
-static ProjectionGemmScheduleAttr
-getScheduleAttr(MLIRContext *context, const ProjectionGemmSchedule &s) {
-  return ProjectionGemmScheduleAttr::get(
-      context, s.blockSize(), s.warps(), s.grid(), s.tileRows, s.tileTokens,
+static FailureOr<ProjectionGemmScheduleAttr>
+getScheduleAttr(KernelOp kernel, const ProjectionGemmSchedule &s) {
+  return getCheckedSchedule<ProjectionGemmScheduleAttr>(
+      kernel, s.blockSize(), s.warps(), s.grid(), s.tileRows, s.tileTokens,
       s.kSplit, s.stageK, s.stages, s.minCtasPerSM);
 }
 
@@ -771,7 +772,10 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
   k.counters = arg(contract::role::kSplitCounters);
   k.emitBody(b);
 
-  variant.schedule = getScheduleAttr(kernel.getContext(), s);
+  FailureOr<ProjectionGemmScheduleAttr> schedule = getScheduleAttr(kernel, s);
+  if (failed(schedule))
+    return failure();
+  variant.schedule = *schedule;
   launch.variants.push_back(std::move(variant));
   return success();
 }

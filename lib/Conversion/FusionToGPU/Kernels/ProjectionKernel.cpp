@@ -498,11 +498,12 @@ void CudaCoreKernel::emitBody(ImplicitLocOpBuilder &b) {
 }
 
 /// The #fusion.projection_schedule of `s` (each warp computes row pairs).
-static ProjectionScheduleAttr getScheduleAttr(MLIRContext *context,
-                                              const ProjectionSchedule &s) {
-  return ProjectionScheduleAttr::get(
-      context, s.blockSize, s.warps, s.grid, /*rowsPerWarp=*/2, s.pairsPerWarp,
-      kVectorWidth, s.unroll, s.batchTile, s.minCtasPerSM, s.preloadChunks);
+static FailureOr<ProjectionScheduleAttr>
+getScheduleAttr(KernelOp kernel, const ProjectionSchedule &s) {
+  return getCheckedSchedule<ProjectionScheduleAttr>(
+      kernel, s.blockSize, s.warps, s.grid, /*rowsPerWarp=*/int64_t(2),
+      s.pairsPerWarp, kVectorWidth, s.unroll, s.batchTile, s.minCtasPerSM,
+      s.preloadChunks);
 }
 
 FailureOr<KernelLaunch>
@@ -550,7 +551,10 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
     k.prefetchWeights(b);
   k.emitBody(b);
 
-  launch.schedule = getScheduleAttr(kernel.getContext(), s);
+  FailureOr<ProjectionScheduleAttr> schedule = getScheduleAttr(kernel, s);
+  if (failed(schedule))
+    return failure();
+  launch.schedule = *schedule;
   if (mma &&
       failed(emitProjectionMmaVariant(kernel, module, p, *mma, launch, target)))
     return failure();

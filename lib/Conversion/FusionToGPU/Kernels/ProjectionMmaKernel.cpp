@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../Fragments/Mma.h"
+#include "../KernelEmitter.h"
 #include "Projection.h"
 
 using namespace mlir;
@@ -233,11 +234,11 @@ void MmaKernel::emitRowBlock(ImplicitLocOpBuilder &b, Value roundBase,
 
 /// The #fusion.projection_mma_schedule of `s` (each warp computes blocks of
 /// 16 rows: the mma m-tile).
-static ProjectionMmaScheduleAttr
-getScheduleAttr(MLIRContext *context, const ProjectionMmaSchedule &s) {
-  return ProjectionMmaScheduleAttr::get(context, s.blockSize(), s.warps, s.grid,
-                                        /*rowsPerWarp=*/16, s.tileTokens,
-                                        s.vectors, s.kSplit);
+static FailureOr<ProjectionMmaScheduleAttr>
+getScheduleAttr(KernelOp kernel, const ProjectionMmaSchedule &s) {
+  return getCheckedSchedule<ProjectionMmaScheduleAttr>(
+      kernel, s.blockSize(), s.warps, s.grid, /*rowsPerWarp=*/int64_t(16),
+      s.tileTokens, s.vectors, s.kSplit);
 }
 
 LogicalResult mlir::fusion::emitProjectionMmaVariant(
@@ -262,7 +263,10 @@ LogicalResult mlir::fusion::emitProjectionMmaVariant(
         *func, b.getF32Type(), s.partialFloats(s.kSplit, s.tileTokens / 8));
   k.emitBody(b);
 
-  variant.schedule = getScheduleAttr(kernel.getContext(), s);
+  FailureOr<ProjectionMmaScheduleAttr> schedule = getScheduleAttr(kernel, s);
+  if (failed(schedule))
+    return failure();
+  variant.schedule = *schedule;
   launch.variants.push_back(std::move(variant));
   return success();
 }

@@ -33,8 +33,10 @@ FailureOr<KernelLaunch> mlir::fusion::emitRowKernel(
   Value vec = addI(b, chunkStart, threadIdX(b));
   ifThen(b, cmpI(b, CmpIPredicate::ult, vec, vectors),
          [&](ImplicitLocOpBuilder &tb) { body(tb, token, vec); });
-  launch.schedule = RowScheduleAttr::get(kernel.getContext(), kind,
-                                         rows.threads, rows.chunks, width,
-                                         /*unroll=*/1);
+  FailureOr<RowScheduleAttr> schedule = getCheckedSchedule<RowScheduleAttr>(
+      kernel, kind, rows.threads, rows.chunks, width, /*unroll=*/int64_t(1));
+  if (failed(schedule))
+    return failure();
+  launch.schedule = *schedule;
   return launch;
 }
