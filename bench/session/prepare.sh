@@ -31,21 +31,31 @@ ninja -C build -j2 fusion-import fusion-compile fusion-opt
   scripts/get-smollm2.sh build/models/smollm2
 cp build/models/smollm2/config.json "$out/cfg/smol/"
 cp runtime/test/data/configs/llama3_8b.json "$out/cfg/l8/config.json"
-python3 - "$out/cfg/l8/config.json" "$out/cfg/l8x2/config.json" <<'PY'
+# Two-layer copies: the 8B shape's for check/, the Qwen2-0.5B shape's for
+# checkq05/ (hidden 896: its gate/up and LM head keep the next row pair in
+# flight at batch 1, performance.md entry 34).
+two_layers() {
+  python3 - "$1" "$2" <<'PY'
 import json, os, sys
 c = json.load(open(sys.argv[1]))
 c["num_hidden_layers"] = 2
 os.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)
 json.dump(c, open(sys.argv[2], "w"), indent=1)
 PY
-mkdir -p "$out/check"
-for m in smol l8 l8x2; do
-  build/bin/fusion-import "$out/cfg/$m/config.json" --whole-model --dtype=f16 \
+}
+two_layers "$out/cfg/l8/config.json" "$out/cfg/l8x2/config.json"
+two_layers runtime/test/data/configs/qwen2_0_5b.json "$out/cfg/q05x2/config.json"
+mkdir -p "$out/check" "$out/checkq05"
+for m in smol l8 l8x2 q05x2; do
+  dtype=f16
+  [ "$m" = q05x2 ] && dtype=bf16
+  build/bin/fusion-import "$out/cfg/$m/config.json" --whole-model --dtype=$dtype \
     -o "$out/$m.mlir"
 done
 build/bin/fusion-compile "$out/smol.mlir" -o "$out/smol"
 build/bin/fusion-compile "$out/l8.mlir" -o "$out/l8"
 build/bin/fusion-compile "$out/l8x2.mlir" -o "$out/check/l8x2.decode"
+build/bin/fusion-compile "$out/q05x2.mlir" -o "$out/checkq05/q05x2.decode"
 rm "$out"/*.mlir
 # The tiny whole models the engine's GPU tests (EngineTest.cpp, ctest's
 # runtime.gpu.engine.compile.* fixtures) run, compiled here because the GPU

@@ -22,7 +22,8 @@
 #           warm machine keeps; carried paths themselves do not stay)
 #   check   check_model.py on two 8B-shape layers (batches 1, 16, 40)
 #   kernels check_model.py on the whole SmolLM2 model (also with contexts
-#           of 1,100-2,000 tokens: the workspace combine), check_kernels.py on
+#           of 1,100-2,000 tokens: the workspace combine) and on two layers of
+#           the Qwen2-0.5B shape, check_kernels.py on
 #           every snapshot module (one command each), check_attention.py
 #           (plain and --sanitize)
 #   ncu     ncu of the 8B shape's B=16 _gemm16 kernels (warp stalls, SASS
@@ -282,6 +283,11 @@ kernels() {
   PYTHONPATH=/tmp/fusionpkg timeout 150 python3 "$py/check_model.py" --dir "$s/checksmol" \
     --batches 1,3 --lengths 1100,2000 >"$out/check_model_smol_long.txt" 2>&1
   say "long contexts: exit $?: $(grep -E 'checks passed' "$out/check_model_smol_long.txt")"
+  # Two layers of the Qwen2-0.5B shape (bf16, q/k/v bias, hidden 896): its
+  # gate/up and LM head loop over several row pairs per warp at batch 1.
+  PYTHONPATH=/tmp/fusionpkg timeout 150 python3 "$py/check_model.py" --dir "$s/checkq05" \
+    --batches 1,16 >"$out/check_model_q05.txt" 2>&1
+  say "Qwen2-0.5B shape, 2 layers: exit $?: $(grep -E 'checks passed' "$out/check_model_q05.txt")"
   say "== check_kernels.py, by module"
   for m in $(ls "$s/proj" | sed -n 's/\.decode\.manifest\.json$//p'); do
     PYTHONPATH=/tmp/fusionpkg timeout 120 python3 "$py/check_kernels.py" --dir "$s/proj" \
