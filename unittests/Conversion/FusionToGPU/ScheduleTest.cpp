@@ -174,9 +174,9 @@ TEST(ProjectionSchedule, WeightsInRegistersBeforeTheWait) {
 
 TEST(ProjectionSchedule, SeveralPairsPerWarpKeepTheNextOneInFlight) {
   // SmolLM2's LM head: 24576 pairs of rows of 3 chunks in 8-warp CTAs. Two
-  // pairs' vectors (2 x 2 rows x 3 chunks x 4 = 48 registers) exceed half
-  // the 85 that 3 CTAs of 256 threads leave, not half of 2 CTAs' 128: 2
-  // CTAs per SM, 264 CTAs, ceil(24576 / 2112) = 12 pairs per warp.
+  // pairs' vectors (2 x 2 rows x 3 chunks x 4 = 48 registers) exceed 2/5 of
+  // the 85 that 3 CTAs of 256 threads leave (34), not 2/5 of 2 CTAs' 128
+  // (51): 2 CTAs per SM, 264 CTAs, ceil(24576 / 2112) = 12 pairs per warp.
   ProjectionSchedule head =
       chooseProjectionSchedule({576, 24576, 2}, true, kH100);
   EXPECT_EQ(head.warps, 8);
@@ -184,13 +184,19 @@ TEST(ProjectionSchedule, SeveralPairsPerWarpKeepTheNextOneInFlight) {
   EXPECT_EQ(head.grid, 264);
   EXPECT_EQ(head.pairsPerWarp, 12);
   EXPECT_EQ(head.preloadChunks, 3);
-  // Rows of 6 chunks: 96 registers exceed half of 2 CTAs' 128 too; the
-  // kernel keeps 3 CTAs per SM and its pipelined loop.
+  // Rows of 4 chunks (the Qwen2-0.5B shape's LM head, hidden 896: 75968
+  // pairs): 64 registers exceed 2/5 of 2 CTAs' 128 too (they spilled); the
+  // kernel keeps 3 CTAs per SM and its pipelined loop. So does its gate/up
+  // (4864 pairs: 396 CTAs of 8 warps, 2 pairs per warp).
   ProjectionSchedule wideHead =
-      chooseProjectionSchedule({1536, 75968, 2}, true, kH100);
+      chooseProjectionSchedule({896, 75968, 2}, true, kH100);
   EXPECT_EQ(wideHead.minCtasPerSM, 3);
   EXPECT_EQ(wideHead.grid, 396);
   EXPECT_EQ(wideHead.preloadChunks, 0);
+  ProjectionSchedule qwenGateUp =
+      chooseProjectionSchedule({896, 4864, 2}, true, kH100);
+  EXPECT_EQ(qwenGateUp.pairsPerWarp, 2);
+  EXPECT_EQ(qwenGateUp.preloadChunks, 0);
   // Not without a batch variant (tiles of up to 4 tokens).
   EXPECT_EQ(
       chooseProjectionSchedule({576, 24576, 2}, false, kH100).preloadChunks, 0);

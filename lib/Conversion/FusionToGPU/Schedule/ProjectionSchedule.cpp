@@ -88,10 +88,13 @@ static void holdToTwoCtasPerSM(const ProjectionShape &shape,
 /// the registers `.minnctapersm` leaves a thread, so that they do not spill
 /// (docs/performance.md entry 27). With more pairs per warp (SmolLM2's LM
 /// head: 8 at 3 CTAs per SM, 12 at 2) the loads of the next pair are issued
-/// before this one is reduced, so two pairs' vectors may take half the
-/// registers, at 2 CTAs per SM (each with more pairs) where 3 leave too few
-/// (the LM head: 2 CTAs of 128 registers, where 3 of 80 spilled;
-/// docs/performance.md entry 34; fewer than 2 was not measured).
+/// before this one is reduced, so two pairs' vectors may take 2/5 of the
+/// registers, at 2 CTAs per SM (each with more pairs) where 3 leave too few:
+/// SmolLM2's LM head (3 chunks: 48 of 2 CTAs' 128 registers; at 3 CTAs, 80
+/// registers, it spilled; docs/performance.md entry 34). Rows of 4 chunks
+/// (64 registers, half of 128: the Qwen2-0.5B shape's gate/up and LM head)
+/// spilled 8-24 bytes and are left to the pipelined loop; fewer than 2 CTAs
+/// per SM was not measured.
 static void preloadShortRows(const ProjectionShape &shape,
                              const TargetInfo &target, ProjectionSchedule &s) {
   const int64_t rowChunks = llvm::divideCeil(shape.hidden, 256);
@@ -108,10 +111,13 @@ static void preloadShortRows(const ProjectionShape &shape,
       s.preloadChunks = rowChunks;
     return;
   }
+  auto twoPairsFit = [&](int64_t ctasPerSM) {
+    return 5 * 2 * pairRegisters <= 2 * registers(ctasPerSM);
+  };
   const int64_t ctasPerSM = std::min<int64_t>(s.minCtasPerSM, 2);
-  if (2 * pairRegisters > registers(ctasPerSM) / 2)
+  if (!twoPairsFit(ctasPerSM))
     return;
-  if (2 * pairRegisters > registers(s.minCtasPerSM) / 2)
+  if (!twoPairsFit(s.minCtasPerSM))
     s.minCtasPerSM = ctasPerSM;
   s.grid = std::min<int64_t>(llvm::divideCeil(shape.pairs, s.warps),
                              target.getSMCount() * s.minCtasPerSM);
