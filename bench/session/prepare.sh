@@ -32,8 +32,8 @@ ninja -C build -j2 fusion-import fusion-compile fusion-opt
 cp build/models/smollm2/config.json "$out/cfg/smol/"
 cp runtime/test/data/configs/llama3_8b.json "$out/cfg/l8/config.json"
 # Two-layer copies: the 8B shape's for check/, the Qwen2-0.5B shape's for
-# checkq05/ (hidden 896: its gate/up and LM head keep the next row pair in
-# flight at batch 1, performance.md entry 34).
+# checkq05/ (bf16, q/k/v bias, hidden 896: rows of 4 chunks, a tied head of
+# 151,936 rows; no other whole-model check has that shape).
 two_layers() {
   python3 - "$1" "$2" <<'PY'
 import json, os, sys

@@ -283,8 +283,8 @@ kernels() {
   PYTHONPATH=/tmp/fusionpkg timeout 150 python3 "$py/check_model.py" --dir "$s/checksmol" \
     --batches 1,3 --lengths 1100,2000 >"$out/check_model_smol_long.txt" 2>&1
   say "long contexts: exit $?: $(grep -E 'checks passed' "$out/check_model_smol_long.txt")"
-  # Two layers of the Qwen2-0.5B shape (bf16, q/k/v bias, hidden 896): its
-  # gate/up and LM head loop over several row pairs per warp at batch 1.
+  # Two layers of the Qwen2-0.5B shape (bf16, q/k/v bias, hidden 896, tied
+  # head of 151,936 rows).
   PYTHONPATH=/tmp/fusionpkg timeout 150 python3 "$py/check_model.py" --dir "$s/checkq05" \
     --batches 1,16 >"$out/check_model_q05.txt" 2>&1
   say "Qwen2-0.5B shape, 2 layers: exit $?: $(grep -E 'checks passed' "$out/check_model_q05.txt")"
