@@ -195,6 +195,9 @@ TEST(ProjectionSchedule, SeveralPairsPerWarpKeepTheNextOneInFlight) {
   EXPECT_EQ(wideHead.preloadChunks, 0);
   ProjectionSchedule qwenGateUp =
       chooseProjectionSchedule({896, 4864, 2}, true, kH100);
+  EXPECT_EQ(qwenGateUp.warps, 8);
+  EXPECT_EQ(qwenGateUp.minCtasPerSM, 3);
+  EXPECT_EQ(qwenGateUp.grid, 396);
   EXPECT_EQ(qwenGateUp.pairsPerWarp, 2);
   EXPECT_EQ(qwenGateUp.preloadChunks, 0);
   // Not without a batch variant (tiles of up to 4 tokens).

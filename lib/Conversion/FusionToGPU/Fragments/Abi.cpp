@@ -378,6 +378,9 @@ static LogicalResult verifyEntryLimits(KernelOp kernel, StringRef entry,
     return kernel.emitOpError() << "entry name \"" << entry
                                 << "\" is not a valid PTX entry name: expected "
                                 << describeKernelNameRule();
+  // A safety net: the emitters' schedules (getCheckedSchedule) already
+  // reject threads outside [32, 1024], so this fires only for an emitter
+  // whose block differs from its schedule's threads.
   if (blockSize < 1 || blockSize > contract::kMaxThreadsPerBlock)
     return kernel.emitOpError()
            << "entry " << entry << " needs blocks of " << blockSize

@@ -90,8 +90,9 @@ static void holdToTwoCtasPerSM(const ProjectionShape &shape,
 /// head: 8 at 3 CTAs per SM, 12 at 2) the loads of the next pair are issued
 /// before this one is reduced, so two pairs' vectors may take 2/5 of the
 /// registers, at 2 CTAs per SM (each with more pairs) where 3 leave too few:
-/// SmolLM2's LM head (3 chunks: 48 of 2 CTAs' 128 registers; at 3 CTAs, 80
-/// registers, it spilled; docs/performance.md entry 34). Rows of 4 chunks
+/// SmolLM2's LM head (3 chunks: 48 of 2 CTAs' 128 registers; at 3 CTAs, 85
+/// registers by this rule and 80 as ptxas allocated them, it spilled;
+/// docs/performance.md entry 34). Rows of 4 chunks
 /// (64 registers, half of 128: the Qwen2-0.5B shape's gate/up and LM head)
 /// spilled 8-24 bytes and are left to the pipelined loop; fewer than 2 CTAs
 /// per SM was not measured.
