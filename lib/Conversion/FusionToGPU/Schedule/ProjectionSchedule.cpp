@@ -79,6 +79,15 @@ static void holdToTwoCtasPerSM(const ProjectionShape &shape,
       (target.getOccupancySharedBytes() * 2 / 5 - ctaShared) / 16 * 16;
 }
 
+/// One CTA per resident slot (`minCtasPerSM` per SM), fewer where the pairs
+/// give fewer warps' work, and the pairs per warp that grid leaves.
+static void fillResidentSlots(const ProjectionShape &shape,
+                              const TargetInfo &target, ProjectionSchedule &s) {
+  s.grid = std::min<int64_t>(llvm::divideCeil(shape.pairs, s.warps),
+                             target.getSMCount() * s.minCtasPerSM);
+  s.pairsPerWarp = llvm::divideCeil(shape.pairs, s.grid * s.warps);
+}
+
 /// On a target with programmatic dependent launch, in a batch-1 kernel
 /// (one-token tiles) whose rows have at most kMaxPreloadChunks chunks, the
 /// lane's vectors of its warp's first pair are loaded into registers before
@@ -118,11 +127,10 @@ static void preloadShortRows(const ProjectionShape &shape,
   const int64_t ctasPerSM = std::min<int64_t>(s.minCtasPerSM, 2);
   if (!twoPairsFit(ctasPerSM))
     return;
-  if (!twoPairsFit(s.minCtasPerSM))
+  if (!twoPairsFit(s.minCtasPerSM)) {
     s.minCtasPerSM = ctasPerSM;
-  s.grid = std::min<int64_t>(llvm::divideCeil(shape.pairs, s.warps),
-                             target.getSMCount() * s.minCtasPerSM);
-  s.pairsPerWarp = llvm::divideCeil(shape.pairs, s.grid * s.warps);
+    fillResidentSlots(shape, target, s);
+  }
   s.preloadChunks = rowChunks;
 }
 
@@ -176,10 +184,8 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
   // work: every SM then streams the same share. (A grid between one and two
   // rounds of slots, like Llama-3-8B gate/up's 299 CTAs on 396 slots, left
   // a third of the SMs with one CTA more; docs/performance.md entry 22.)
-  const int64_t warpsOfPairs = llvm::divideCeil(shape.pairs, s.warps);
-  s.grid = std::min(warpsOfPairs, smCount * s.minCtasPerSM);
+  fillResidentSlots(shape, target, s);
   holdToTwoCtasPerSM(shape, hasBatchVariant, target, chunks, s);
-  s.pairsPerWarp = llvm::divideCeil(shape.pairs, s.grid * s.warps);
   preloadShortRows(shape, target, s);
   return s;
 }
