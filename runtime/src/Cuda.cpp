@@ -58,6 +58,7 @@ namespace fusion::runtime::cuda {
   X(cuStreamCreate)                                                            \
   X(cuStreamDestroy)                                                           \
   X(cuStreamSynchronize)                                                       \
+  X(cuStreamWaitEvent)                                                         \
   X(cuStreamBeginCapture)                                                      \
   X(cuStreamEndCapture)                                                        \
   X(cuGraphInstantiate)                                                        \
@@ -478,6 +479,10 @@ Event::~Event() {
 
 void Event::record(CUstream stream) {
   check(api().cuEventRecord(event_, stream), "cuEventRecord");
+}
+
+void Event::enqueueWait(CUstream stream) const {
+  check(api().cuStreamWaitEvent(stream, event_, 0), "cuStreamWaitEvent");
 }
 
 void Event::synchronize() const {

@@ -257,20 +257,14 @@ void DecodeStep::runGraph(const StepShape &shape, const StepInputs &inputs,
   plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
   std::vector<PreparedLaunch> launches = plan_.prepare(shape);
-  const uint64_t generation = plan_.generation();
-  // Graphs of older bindings hold stale addresses: never replayed again.
-  graphs_.erase(std::remove_if(graphs_.begin(), graphs_.end(),
-                               [&](const CachedGraph &g) {
-                                 return g.generation != generation;
-                               }),
-                graphs_.end());
+  std::vector<uint64_t> key = plan_.bindingKey();
   auto hit =
       std::find_if(graphs_.begin(), graphs_.end(), [&](const CachedGraph &g) {
-        return g.shape == shape && g.stream == stream;
+        return g.shape == shape && g.stream == stream && g.bindingKey == key;
       });
   if (hit == graphs_.end()) {
     CachedGraph g{
-        shape, stream, generation,
+        shape, stream, std::move(key),
         cuda::GraphExec::capture(stream, stepLabel(), [&](CUstream s) {
           launchAll(launches, s, /*syncEach=*/false);
         })};

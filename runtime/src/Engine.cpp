@@ -15,7 +15,7 @@ namespace fusion::runtime {
 
 namespace {
 
-/// The int32 inputs a step uploads, in their order in Engine::stepInputs_.
+/// The int32 inputs a step uploads, in their order in a slot's buffers.
 constexpr std::array<ModelArgumentKind, 4> kStepInputs = {
     ModelArgumentKind::Tokens, ModelArgumentKind::Positions,
     ModelArgumentKind::SeqLens, ModelArgumentKind::BlockTable};
@@ -55,37 +55,35 @@ Engine::Engine(const cuda::Context &context, Model model,
       step_(context, model_, ptx, ptxName,
             Capacity{pool_.capacity().maxStepRows, pool_.maxPagesPerSeq(),
                      pool_.numPages()},
-            DecodeStep::Options{options.syncEachKernel}) {
+            DecodeStep::Options{options.syncEachKernel}),
+      uploadStream_(cuda::Stream::create()) {
   bindArguments();
-  for (int i = 0; i < 2; ++i)
-    staging_.push_back(
-        {cuda::PinnedHostBuffer(stepInputs_.bytes(), "step inputs (staging)"),
-         cuda::Event::create()});
 }
 
 void Engine::bindArguments() {
-  // The step inputs: one buffer, so that a step uploads them at once, in
-  // the order of kStepInputs (the block table last: only its used rows are
-  // uploaded), each at capacity at a 16-byte aligned offset.
-  uint64_t inputBytes = 0;
+  // A slot's step inputs: one buffer, so that a step uploads them at once,
+  // in the order of kStepInputs (the block table last: only its used rows
+  // are uploaded), each at capacity at a 16-byte aligned offset.
   for (ModelArgumentKind kind : kStepInputs)
     for (const ModelArgumentBinding &a : map_.arguments)
       if (a.kind == kind) {
-        inputOffsets_[stepInputIndex(kind)] = inputBytes;
-        inputBytes += alignTo16(
+        inputOffsets_[stepInputIndex(kind)] = inputBytes_;
+        inputBytes_ += alignTo16(
             static_cast<uint64_t>(step_.plan().argumentBytes(a.argument)));
       }
-  stepInputs_ = cuda::DeviceBuffer(inputBytes, "step inputs");
-  stepInputs_.fill(0);
+  for (int k = 0; k < 2; ++k) {
+    slots_.push_back(
+        {cuda::PinnedHostBuffer(inputBytes_, "step inputs (staging)"),
+         cuda::DeviceBuffer(inputBytes_, "step inputs"), cuda::Event::create(),
+         cuda::Event::create()});
+    slots_.back().device.fill(0);
+  }
+  bindStepInputs(0);
   for (ModelArgumentBinding &a : map_.arguments) {
     const uint64_t bytes =
         static_cast<uint64_t>(step_.plan().argumentBytes(a.argument));
-    if (stepInputIndex(a.kind) < kStepInputs.size()) {
-      step_.bind(a.argument,
-                 stepInputs_.get() + inputOffsets_[stepInputIndex(a.kind)],
-                 bytes);
+    if (stepInputIndex(a.kind) < kStepInputs.size())
       continue;
-    }
     cuda::DeviceBuffer buffer(bytes, a.name);
     if (a.kind == ModelArgumentKind::Weight) {
       buffer.upload(a.weight->data(), bytes);
@@ -102,10 +100,20 @@ void Engine::bindArguments() {
   }
 }
 
+void Engine::bindStepInputs(size_t k) {
+  for (const ModelArgumentBinding &a : map_.arguments) {
+    const size_t i = stepInputIndex(a.kind);
+    if (i < kStepInputs.size())
+      step_.bind(a.argument, slots_[k].device.get() + inputOffsets_[i],
+                 static_cast<uint64_t>(step_.plan().argumentBytes(a.argument)));
+  }
+}
+
 Engine::~Engine() { drainQuietly(); }
 
 void Engine::drainQuietly() const noexcept {
   try {
+    uploadStream_.synchronize("the step inputs' uploads");
     step_.synchronize();
   } catch (...) { // the fault was (or will be) reported by the failing call
   }
@@ -131,8 +139,9 @@ void Engine::launch(HostStep s, bool tokensOnDevice) {
   last_.shape.numSplits = model_.defaultNumSplits(
       last_.shape.batch, pool_.attentionLength(last_.maxSeqLen));
   CUstream stream = step_.stream();
-  StagingSlot &slot = staging_[nextSlot_];
-  nextSlot_ = (nextSlot_ + 1) % staging_.size();
+  const size_t k = nextSlot_;
+  InputSlot &slot = slots_[k];
+  nextSlot_ = (nextSlot_ + 1) % slots_.size();
   slot.uploaded.synchronize();
   auto *host = static_cast<uint8_t *>(slot.host.data());
   const std::vector<int32_t> *values[] = {&last_.tokens, &last_.positions,
@@ -141,21 +150,26 @@ void Engine::launch(HostStep s, bool tokensOnDevice) {
     std::memcpy(host + inputOffsets_[i], values[i]->data(),
                 values[i]->size() * sizeof(int32_t));
   try {
-    // Up to the block table's last used row.
-    stepInputs_.uploadAsync(
+    // Into the buffer the step before last read, up to the block table's
+    // last used row, while the last step runs.
+    slot.consumed.enqueueWait(uploadStream_.get());
+    slot.device.uploadAsync(
         host, inputOffsets_.back() + last_.blockTable.size() * sizeof(int32_t),
-        stream);
+        uploadStream_.get());
+    slot.uploaded.record(uploadStream_.get());
+    slot.uploaded.enqueueWait(stream);
     if (tokensOnDevice)
-      copyNextTokens(stepInputs_, inputOffsets_[0], last_.tokens.size());
-    slot.uploaded.record(stream);
+      copyNextTokens(slot.device, inputOffsets_[0], last_.tokens.size());
+    bindStepInputs(k);
   } catch (...) {
-    drainQuietly(); // the slot's event may predate uploads still queued
+    drainQuietly(); // the slot's events may predate uploads still queued
     throw;
   }
   if (options_.graph)
     step_.runGraph(last_.shape, last_.inputs());
   else
     step_.run(last_.shape, last_.inputs());
+  slot.consumed.record(stream);
 }
 
 void Engine::downloadLogits(std::vector<uint16_t> &logits) const {

@@ -301,7 +301,13 @@ void LaunchPlan::setTensorMapTable(uint64_t address) {
                          std::hex, address, std::dec, " is null or not ",
                          contract::kTensorMapAlignment, "-byte aligned");
   tensorMapTable_ = address;
-  ++generation_;
+}
+
+std::vector<uint64_t> LaunchPlan::bindingKey() const {
+  std::vector<uint64_t> key(argAddress_);
+  key.insert(key.end(), internalAddress_.begin(), internalAddress_.end());
+  key.push_back(tensorMapTable_);
+  return key;
 }
 
 uint64_t LaunchPlan::tensorMapAddress(int i) const {
@@ -363,7 +369,6 @@ void LaunchPlan::bindArgument(int i, uint64_t address, uint64_t bytes) {
   checkNoOverlap(i, address, bytes);
   argAddress_[i] = address;
   argBytes_[i] = bytes;
-  ++generation_;
 }
 
 void LaunchPlan::checkNoOverlap(int i, uint64_t address, uint64_t bytes) const {
@@ -411,7 +416,6 @@ void LaunchPlan::setInternal(int i, uint64_t address) {
         "LaunchPlan::setInternal: ", model_->internalBuffers()[i].label,
         ": null device address");
   internalAddress_[i] = address;
-  ++generation_;
 }
 
 uint64_t LaunchPlan::resultAddress(int r) const {

@@ -180,7 +180,14 @@ TEST_F(Gpu, DecodeStepLaunchesAndReplaysGraphs) {
   EXPECT_EQ(step.graphCaptures(), 2);
   step.runGraph(StepShape{2, 3, 4}, TinyInputs(2, 3).view()); // kept
   EXPECT_EQ(step.graphCaptures(), 2);
-  step.bind("x", args[0]); // a binding changed: re-capture
+  // x bound to other memory: a graph of those addresses is captured; bound
+  // back, the first one is replayed.
+  cuda::DeviceBuffer otherX(args[0].bytes(), "other x");
+  otherX.copyFrom(args[0], step.stream());
+  step.bind("x", otherX);
+  step.runGraph(StepShape{3, 3, 4}, TinyInputs(3, 3).view());
+  EXPECT_EQ(step.graphCaptures(), 3);
+  step.bind("x", args[0]);
   step.runGraph(StepShape{3, 3, 4}, TinyInputs(3, 3).view());
   EXPECT_EQ(step.graphCaptures(), 3);
   step.synchronize();

@@ -148,8 +148,10 @@ TEST_F(EngineMock, StepsThroughTheGraph) {
   EXPECT_EQ(engine->cacheBytes(), uint64_t{2 * kLayers * 18 * 4 * 2 * 16 * 2});
   HostMock host;
   runSteps(*engine, host);
-  // Batches 3, 2, then 3 again: its graph is replayed, not captured again.
-  EXPECT_EQ(engine->graphCaptures(), 2);
+  // A graph per batch and input slot (the steps alternate between two):
+  // batch 3 in both slots, batch 2 in one, then batch 3 again in both,
+  // replayed, not captured again.
+  EXPECT_EQ(engine->graphCaptures(), 3);
 }
 
 TEST_F(EngineMock, StepsWithDirectLaunches) {
@@ -283,8 +285,9 @@ TEST_F(EngineMock, ChunksLongerThanTheBatch) {
     EXPECT_EQ(chunked->prefill({1}, {prompt}, &logits), want);
     EXPECT_EQ(logits, wantLogits);
     expectOneHot(logits, want);
-    // One capture a step shape: batch 10; batch 4 and batch 2.
-    EXPECT_EQ(chunked->graphCaptures(), rows == 0 ? 1 : 2);
+    // One capture a step shape and input slot: batch 10 in slot 0; batch 4
+    // in slots 0 and 1, batch 2 in slot 0.
+    EXPECT_EQ(chunked->graphCaptures(), rows == 0 ? 1 : 3);
     EXPECT_EQ(chunked->length(1), 10);
     // The caches agree: a decode step after the prefill continues alike.
     EXPECT_EQ(chunked->step({1}, want), stepped->step({1}, want));

@@ -32,9 +32,10 @@ std::vector<int> clusterLog;
 std::vector<int> graphLog;
 int graphsMade = 0;
 /// In call order: 'p' cuMemHostAlloc (the pointer), 'h' cuMemcpyHtoDAsync
-/// (the source), 'r' cuEventRecord and 'w' cuEventSynchronize (the event's
-/// id; events are numbered 1, 2, ... as created), 's' cuStreamSynchronize,
-/// 'm' cuMemsetD8 and cuMemsetD8Async (the destination).
+/// (the source), 'r' cuEventRecord, 'w' cuEventSynchronize and 'e'
+/// cuStreamWaitEvent (the event's id; events are numbered 1, 2, ... as
+/// created), 's' cuStreamSynchronize, 'm' cuMemsetD8 and cuMemsetD8Async
+/// (the destination).
 std::vector<std::pair<char, uintptr_t>> opLog;
 int eventsMade = 0;
 /// Per cuTensorMapEncodeTiled call, its arguments: data type, rank,
@@ -232,6 +233,10 @@ CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int) {
 CUresult CUDAAPI cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuStreamSynchronize(CUstream) {
   opLog.push_back({'s', 0});
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamWaitEvent(CUstream, CUevent e, unsigned int) {
+  opLog.push_back({'e', (uintptr_t)e});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {

@@ -311,28 +311,36 @@ TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
   EXPECT_EQ(run(2, 1), first);
   EXPECT_EQ(graphs->graphCaptures(), 2);
   EXPECT_EQ(takeLaunches().size(), 4u);
-  // kMaxGraphs (8) are kept, the least recently used dropped (destroyed)
+  // kMaxGraphs (16) are kept, the least recently used dropped (destroyed)
   // first.
-  ASSERT_EQ(DecodeStep::kMaxGraphs, 8u);
-  for (int64_t splits = 2; splits <= 7; ++splits)
+  ASSERT_EQ(DecodeStep::kMaxGraphs, 16u);
+  for (int64_t splits = 2; splits <= 15; ++splits)
     EXPECT_EQ(run(3, splits), second + splits - 1);
   EXPECT_EQ(run(2, 1), first); // kept, now the most recently used
-  graphs->runGraph(StepShape{3, 1, 8}, TinyInputs(3, 1).view());
-  EXPECT_EQ(takeGraphs(), (std::vector<int>{-second, second + 7}));
+  graphs->runGraph(StepShape{3, 1, 16}, TinyInputs(3, 1).view());
+  EXPECT_EQ(takeGraphs(), (std::vector<int>{-second, second + 15}));
   EXPECT_EQ(run(2, 1), first);
   EXPECT_EQ(run(3, 1), -1); // dropped: one destroyed, a new one launched
-  EXPECT_EQ(graphs->graphCaptures(), 10);
-  // New bindings make every kept graph stale: all 8 are destroyed.
+  EXPECT_EQ(graphs->graphCaptures(), 18);
+  const int third = second + 16;
+  // Graphs are kept by the addresses they hold: binding argument 0 to other
+  // memory captures anew (the least recently used dropped), binding it back
+  // replays the graph of those addresses, and binding the same memory again
+  // changes nothing.
+  cuda::DeviceBuffer other(args[0].bytes(), "other x");
+  graphs->bind(0, other);
+  EXPECT_EQ(run(3, 1), -1);
+  EXPECT_EQ(graphs->graphCaptures(), 19);
   graphs->bind(0, args[0]);
-  graphs->runGraph(StepShape{3, 1, 1}, TinyInputs(3, 1).view());
-  std::vector<int> log = takeGraphs();
-  EXPECT_EQ(std::count_if(log.begin(), log.end(), [](int g) { return g < 0; }),
-            8);
-  EXPECT_EQ(log.back(), second + 9);
-  EXPECT_EQ(graphs->graphCaptures(), 11);
-  // The step destroys the one it keeps.
+  EXPECT_EQ(run(3, 1), third);
+  graphs->bind(0, args[0]);
+  EXPECT_EQ(run(3, 1), third);
+  EXPECT_EQ(graphs->graphCaptures(), 19);
+  // The step destroys the 16 it keeps.
   graphs.reset();
-  EXPECT_EQ(takeGraphs(), (std::vector<int>{-(second + 9)}));
+  std::vector<int> log = takeGraphs();
+  EXPECT_EQ(log.size(), 16u);
+  EXPECT_TRUE(std::all_of(log.begin(), log.end(), [](int g) { return g < 0; }));
 }
 
 TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
@@ -347,38 +355,52 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
   ASSERT_EQ(slots.size(), 2u);
   engine->addSequence(1);
   engine->addSequence(2);
+  takeGraphs();
   engine->generate({1, 2}, {5, 7}, 5);
-  // Each step waits for its slot's event, uploads all its inputs from that
-  // slot in one copy (the tokens copied on the device after it from step
-  // 1 on), and records the event after; the slots and their events
-  // alternate, so a slot is rewritten only after the upload of two steps
-  // back is done.
+  // Step t uses slot t % 2 (performance.md entry 36). The host waits for
+  // the slot's `uploaded` event (the upload of step t - 2) before it writes
+  // the slot; the upload stream waits for its `consumed` event (step t - 2,
+  // which read the slot's device buffer), uploads all the inputs from the
+  // slot in one copy and records `uploaded`; the step's stream waits for
+  // `uploaded` (the tokens are copied on the device after it from step 1
+  // on), runs the graph and records `consumed`.
   std::vector<std::pair<char, uintptr_t>> ops = takeOps();
   // One synchronization, before the download at the end.
   ASSERT_EQ(std::count(ops.begin(), ops.end(), std::make_pair('s', 0ul)), 1);
   EXPECT_EQ(ops.back().first, 's');
   ops.pop_back();
-  std::vector<uintptr_t> events;
+  std::vector<uintptr_t> uploaded, consumed;
   size_t i = 0;
+  auto next = [&](char kind) {
+    EXPECT_LT(i, ops.size());
+    EXPECT_EQ(ops[i].first, kind) << "op " << i;
+    return i < ops.size() ? ops[i++].second : 0;
+  };
   for (size_t t = 0; t < 5; ++t) {
     SCOPED_TRACE("step " + std::to_string(t));
-    ASSERT_LT(i, ops.size());
-    ASSERT_EQ(ops[i].first, 'w');
-    const uintptr_t event = ops[i++].second;
+    uploaded.push_back(next('w'));
+    consumed.push_back(next('e'));
+    EXPECT_EQ(next('h'), slots[t % 2]);
+    EXPECT_EQ(next('r'), uploaded[t]);
+    EXPECT_EQ(next('e'), uploaded[t]);
+    EXPECT_EQ(next('r'), consumed[t]);
+    EXPECT_NE(uploaded[t], consumed[t]);
     if (t >= 2) {
-      EXPECT_EQ(event, events[t - 2]);
+      EXPECT_EQ(uploaded[t], uploaded[t - 2]);
+      EXPECT_EQ(consumed[t], consumed[t - 2]);
     } else if (t == 1) {
-      EXPECT_NE(event, events[0]);
+      EXPECT_NE(uploaded[1], uploaded[0]);
+      EXPECT_NE(consumed[1], consumed[0]);
     }
-    events.push_back(event);
-    ASSERT_LT(i, ops.size());
-    EXPECT_EQ(ops[i].first, 'h');
-    EXPECT_EQ(ops[i++].second, slots[t % 2]);
-    ASSERT_LT(i, ops.size());
-    EXPECT_EQ(ops[i].first, 'r');
-    EXPECT_EQ(ops[i++].second, event);
   }
   EXPECT_EQ(i, ops.size());
+  // One graph per slot (each binds its own device buffer), replayed in turn.
+  std::vector<int> graphs = takeGraphs();
+  ASSERT_EQ(graphs.size(), 5u);
+  EXPECT_NE(graphs[0], graphs[1]);
+  for (size_t t = 2; t < 5; ++t)
+    EXPECT_EQ(graphs[t], graphs[t - 2]);
+  EXPECT_EQ(engine->graphCaptures(), 2);
 }
 
 TEST_F(MockDriver, PrefillWaitsOnlyWhereLogitsAreAsked) {
@@ -415,18 +437,20 @@ TEST_F(MockDriver, PrefillRunsChunksOfAtMostMaxStepRows) {
   takeGraphs();
   // A prompt of 10 tokens: ceil(10 / 3) = 4 steps of 3, 3, 3 and 1 rows
   // (10 decode steps before), one upload and one graph launch each, enqueued
-  // back to back: one wait, the final download.
+  // back to back: one wait, the final download; two events recorded a step
+  // (after its upload, after its graph).
   std::vector<int32_t> prompt = {5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
   engine->prefill({1}, {prompt});
   std::vector<std::pair<char, uintptr_t>> ops = takeOps();
   EXPECT_EQ(count(ops, 'h'), 4);
-  EXPECT_EQ(count(ops, 'r'), 4);
+  EXPECT_EQ(count(ops, 'r'), 8);
   EXPECT_EQ(count(ops, 's'), 1);
   EXPECT_EQ(ops.back().first, 's');
   EXPECT_EQ(takeGraphs().size(), 4u);
-  // Two step shapes, batch 3 and batch 1 (one num_splits: the mock has no
-  // split attention): two captures.
-  EXPECT_EQ(engine->graphCaptures(), 2);
+  // A graph per step shape (one num_splits: the mock has no split
+  // attention) and input slot: batch 3 in slots 0, 1 and 0, batch 1 in
+  // slot 1: three captures.
+  EXPECT_EQ(engine->graphCaptures(), 3);
   EXPECT_EQ(engine->length(1), 10);
   // Score: tokens 0-6 of 8 as rows, ceil(7 / 3) = 3 steps, each waited for
   // (its logits are downloaded); the sequence is removed afterwards.
@@ -454,8 +478,8 @@ TEST_F(MockDriver, PrefillChunksExceedTheBatch) {
   EXPECT_EQ(count(ops, 'h'), 3);
   EXPECT_EQ(count(ops, 's'), 1);
   EXPECT_EQ(takeGraphs().size(), 3u);
-  // Two step shapes, batch 4 and batch 2: two captures.
-  EXPECT_EQ(engine->graphCaptures(), 2);
+  // Batch 4 in slots 0 and 1, batch 2 in slot 0: three captures.
+  EXPECT_EQ(engine->graphCaptures(), 3);
   EXPECT_EQ(engine->length(1), 10);
   // A decode step is still one sequence: two are refused before anything
   // is uploaded.

@@ -232,6 +232,10 @@ public:
   ~Event();
   CUevent get() const { return event_; }
   void record(CUstream stream);
+  /// Makes later work on `stream` wait, on the device, for the work before
+  /// the event's last record (cuStreamWaitEvent; nothing to wait for if it
+  /// was never recorded).
+  void enqueueWait(CUstream stream) const;
   void synchronize() const;
   /// Milliseconds between `start` and `end` (both recorded and complete).
   static float elapsedMs(const Event &start, const Event &end);

@@ -39,10 +39,11 @@
 //
 // Graphs capture the kernel arguments (device addresses and the batch,
 // max_pages, num_splits scalars), not the contents of the buffers: write
-// the new token's inputs, positions, seq_lens and block table into the same
-// buffers before each replay. runGraph keeps the graphs of the last
-// kMaxGraphs step shapes (on one stream, with the current bindings) and
-// captures only a shape it does not hold.
+// the new token's inputs, positions, seq_lens and block table into the
+// bound buffers before each replay. runGraph keeps the graphs of the last
+// kMaxGraphs (step shape, stream, bound addresses) and captures only one it
+// does not hold, so a caller that alternates between two sets of input
+// buffers (Engine: one uploads while the other is read) replays both.
 //
 //===----------------------------------------------------------------------===//
 
@@ -137,9 +138,9 @@ public:
   void run(const StepShape &shape, const StepInputs &inputs,
            CUstream stream = nullptr);
   /// As run(), through a CUDA graph: the one captured for this shape and
-  /// stream with the current bindings, else a new capture (kept with the
-  /// kMaxGraphs most recently used ones), then launched. `inputs` are
-  /// checked on every call.
+  /// stream with the current bound addresses (LaunchPlan::bindingKey), else
+  /// a new capture (kept with the kMaxGraphs most recently used ones), then
+  /// launched. `inputs` are checked on every call.
   void runGraph(const StepShape &shape, const StepInputs &inputs,
                 CUstream stream = nullptr);
   /// Launches one step on tensors its caller owns (a framework's custom
@@ -175,9 +176,10 @@ public:
   /// Number of graph captures so far.
   int graphCaptures() const { return captures_; }
   /// Graphs runGraph keeps (least recently used dropped first): a batch
-  /// that shrinks and grows, or a split count that changes, replays instead
-  /// of capturing again.
-  static constexpr size_t kMaxGraphs = 8;
+  /// that shrinks and grows, a split count that changes, or bindings that
+  /// alternate replay instead of capturing again (8 shapes with the
+  /// Engine's two sets of step inputs).
+  static constexpr size_t kMaxGraphs = 16;
   /// Waits for `stream` (null: stream()); a kernel fault is reported here
   /// with the kernels of the step.
   void synchronize(CUstream stream = nullptr) const;
@@ -214,11 +216,11 @@ private:
   /// buffers they describe: one per set of weights bound or called with.
   std::map<std::vector<uint64_t>, cuda::DeviceBuffer> tensorMapTables_;
   cuda::Stream stream_;
-  /// A captured step: valid for its shape, stream and binding generation.
+  /// A captured step: valid for its shape, stream and bound addresses.
   struct CachedGraph {
     StepShape shape;
     CUstream stream = nullptr;
-    uint64_t generation = 0;
+    std::vector<uint64_t> bindingKey;
     cuda::GraphExec exec;
   };
   /// Most recently used first.

@@ -182,11 +182,14 @@ public:
 
 private:
   /// Uploads the weights (map_'s host pointers, cleared afterwards: the
-  /// caller's ModelWeights may go away), allocates and zeroes the caches,
-  /// allocates the step inputs at capacity, and binds them all.
+  /// caller's ModelWeights may go away), allocates and zeroes the caches
+  /// and binds them, and lays out and allocates each slot's step inputs at
+  /// capacity.
   void bindArguments();
-  /// Uploads the inputs of `s` through the next staging slot and launches
-  /// it (num_splits chosen here by the schedule's policy at
+  /// Binds the step-input arguments to slot `k`'s device buffer.
+  void bindStepInputs(size_t k);
+  /// Uploads the inputs of `s` through the next slot (on uploadStream_) and
+  /// launches it (num_splits chosen here by the schedule's policy at
   /// SequencePool::attentionLength); `s` is kept in last_. With
   /// `tokensOnDevice`, the token ids are the previous step's next tokens,
   /// copied on the device (s.tokens is not uploaded).
@@ -202,7 +205,7 @@ private:
   /// The next tokens of the last step, and its logits when asked.
   std::vector<int32_t> download(std::vector<uint16_t> *logits) const;
 
-  /// Waits for the stream, ignoring a fault it reports: for error paths,
+  /// Waits for both streams, ignoring a fault they report: for error paths,
   /// before memory the enqueued work may read is reused or freed.
   void drainQuietly() const noexcept;
 
@@ -214,22 +217,29 @@ private:
   EngineOptions options_;
   DecodeStep step_;
   std::vector<cuda::DeviceBuffer> weights_, caches_;
-  /// The step inputs (tokens, positions, seq_lens, block table at capacity)
-  /// in one buffer, at inputOffsets_ (bytes).
-  cuda::DeviceBuffer stepInputs_;
+  /// Where each step input (tokens, positions, seq_lens, block table at
+  /// capacity) lies in a slot's buffers (bytes), and their total.
   std::array<uint64_t, 4> inputOffsets_{};
+  uint64_t inputBytes_ = 0;
   uint64_t weightBytes_ = 0, cacheBytes_ = 0;
   /// The last step's host inputs.
   HostStep last_;
-  /// Page-locked images of stepInputs_ for two steps, used in turn: a
-  /// step's upload reads its slot on the stream, and `uploaded` (recorded
-  /// after it) is waited for before the slot is written again.
-  struct StagingSlot {
+  /// The step inputs of two steps, used in turn, so that a step's upload
+  /// overlaps the step before it (performance.md entry 36): the inputs in
+  /// page-locked host memory and on the device (the buffer the step's
+  /// arguments are bound to); `uploaded`, recorded on uploadStream_ after
+  /// the upload, is waited for by the step on the step's stream and by the
+  /// host before it writes `host` again; `consumed`, recorded on the step's
+  /// stream after the step, by the upload into `device` two steps later.
+  struct InputSlot {
     cuda::PinnedHostBuffer host;
-    cuda::Event uploaded;
+    cuda::DeviceBuffer device;
+    cuda::Event uploaded, consumed;
   };
-  std::vector<StagingSlot> staging_;
+  std::vector<InputSlot> slots_;
   size_t nextSlot_ = 0;
+  /// The uploads' stream.
+  cuda::Stream uploadStream_;
 };
 
 } // namespace fusion::runtime

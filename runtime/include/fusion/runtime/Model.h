@@ -314,9 +314,12 @@ public:
   /// The device address of function result `r` (an internal buffer, or a
   /// bound argument).
   uint64_t resultAddress(int r) const;
-  /// Incremented by every bind/setInternal/setTensorMapTable (a captured
-  /// CUDA graph is stale when it changes).
-  uint64_t generation() const { return generation_; }
+  /// The device addresses a captured CUDA graph holds: every argument's,
+  /// every internal buffer's and the tensor-map table's, in that order. A
+  /// graph captured under another key is stale for this plan; one captured
+  /// under the same key may be replayed (the buffers' contents are not part
+  /// of it).
+  std::vector<uint64_t> bindingKey() const;
 
   /// Throws unless a step of `shape` can run: CapacityError for a batch
   /// above maxBatch or a block-table width above maxPages,
@@ -375,7 +378,6 @@ private:
   /// Indexed by WorkspaceArena.
   std::array<int64_t, 2> arenaBytes_{};
   uint64_t tensorMapTable_ = 0;
-  uint64_t generation_ = 0;
 };
 
 /// The front half of a decoder layer as a compiled function exposes it:
