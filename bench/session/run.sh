@@ -42,6 +42,8 @@
 #   empty   the in-graph cost of each kernel: abptx of MODEL (smol, or l8
 #           with BATCHES=1 REPS=1) against copies with one entry emptied
 #           (diagnostics/empty_kernels.py), as `run.sh empty [MODEL]`
+#   timeline  step_timeline.py with each branch's Python package: the GPU
+#           timeline between SmolLM2's decode steps at B=1 and 16 (BATCHES)
 #   diag    kernel_chain.cu, gemm_packed_mma.cu, gemm_weight_stream.cu,
 #           persistent_decode.cu (the default set; others by name, e.g.
 #           `run.sh diag front_half_preload`)
@@ -345,6 +347,30 @@ sanitize() {
   done
 }
 
+timeline() {
+  # Each branch's Python package (as fusion_package builds the first's),
+  # then diagnostics/step_timeline.py on SmolLM2 per batch and branch.
+  local nb name b
+  nb=$(python3 -m nanobind --cmake_dir)
+  for src in "$s"/src/*/; do
+    name=$(basename "$src")
+    [ -d "/tmp/pkg-$name/fusion" ] && continue
+    python3 -m pip install -q --no-index --no-deps --no-build-isolation \
+      --upgrade --target "/tmp/pkg-$name" -C cmake.define.nanobind_DIR="$nb" \
+      -C cmake.define.nlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" \
+      "$src" >"/tmp/pkg-$name.log" 2>&1 || { say "$name: package build failed"; tail -20 "/tmp/pkg-$name.log"; }
+  done
+  for b in ${BATCHES:-1 16}; do
+    for src in "$s"/src/*/; do
+      name=$(basename "$src")
+      say "== step_timeline $name B=$b"
+      PYTHONPATH=/tmp/pkg-$name timeout 120 python3 "$s/diag/step_timeline.py" \
+        "$s/smol" "$s/cfg/smol" "$s/ctx512.txt" "$b" 48 "/tmp/trace-$name-$b.json" 2>&1 |
+        grep -v "warn" | tee -a "$log" | tail -20
+    done
+  done
+}
+
 kerneltimes() {
   # ncu's gpu__time_duration of each kernel (caches flushed between
   # launches), the mean over the last decode step's launches of each entry.
@@ -408,7 +434,8 @@ kernels) kernels ;;
 ncu) ncu_gemm ;;
 sanitize) sanitize ;;
 kerneltimes) kerneltimes ;;
+timeline) timeline ;;
 empty) empty "${2:-smol}" ;;
 diag) shift; diag "$@" ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|empty [smol|l8]|diag [NAME...]" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|timeline|empty [smol|l8]|diag [NAME...]" >&2; exit 2 ;;
 esac

@@ -99,8 +99,8 @@ public:
          const EngineOptions &options = {});
   Engine(const Engine &) = delete;
   Engine &operator=(const Engine &) = delete;
-  /// Waits for the engine's stream (work it enqueued may still read the
-  /// staging slots) before freeing anything.
+  /// Waits for the engine's streams (work they enqueued may still read the
+  /// input slots) before freeing anything.
   ~Engine();
 
   const Model &model() const { return model_; }
