@@ -466,9 +466,11 @@ void Stream::synchronize(std::string_view what) const {
         "cuStreamSynchronize (waiting for " + std::string(what) + ")");
 }
 
-Event Event::create() {
+Event Event::create(bool timing) {
   Event e;
-  check(api().cuEventCreate(&e.event_, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(api().cuEventCreate(&e.event_, timing ? CU_EVENT_DEFAULT
+                                              : CU_EVENT_DISABLE_TIMING),
+        "cuEventCreate");
   return e;
 }
 

@@ -56,7 +56,8 @@ Engine::Engine(const cuda::Context &context, Model model,
             Capacity{pool_.capacity().maxStepRows, pool_.maxPagesPerSeq(),
                      pool_.numPages()},
             DecodeStep::Options{options.syncEachKernel}),
-      uploadStream_(cuda::Stream::create()) {
+      uploadStream_(cuda::Stream::create()),
+      stepStarted_(cuda::Event::create(/*timing=*/false)) {
   bindArguments();
 }
 
@@ -74,8 +75,8 @@ void Engine::bindArguments() {
   for (int k = 0; k < 2; ++k) {
     slots_.push_back(
         {cuda::PinnedHostBuffer(inputBytes_, "step inputs (staging)"),
-         cuda::DeviceBuffer(inputBytes_, "step inputs"), cuda::Event::create(),
-         cuda::Event::create()});
+         cuda::DeviceBuffer(inputBytes_, "step inputs"),
+         cuda::Event::create(/*timing=*/false)});
     slots_.back().device.fill(0);
   }
   bindStepInputs(0);
@@ -112,10 +113,15 @@ void Engine::bindStepInputs(size_t k) {
 Engine::~Engine() { drainQuietly(); }
 
 void Engine::drainQuietly() const noexcept {
+  // Each stream on its own: a fault reported by one must not leave the
+  // other running. The fault was (or will be) reported by the failing call.
   try {
     uploadStream_.synchronize("the step inputs' uploads");
+  } catch (...) {
+  }
+  try {
     step_.synchronize();
-  } catch (...) { // the fault was (or will be) reported by the failing call
+  } catch (...) {
   }
 }
 
@@ -152,7 +158,7 @@ void Engine::launch(HostStep s, bool tokensOnDevice) {
   try {
     // Into the buffer the step before last read, up to the block table's
     // last used row, while the last step runs.
-    slot.consumed.enqueueWait(uploadStream_.get());
+    stepStarted_.enqueueWait(uploadStream_.get());
     slot.device.uploadAsync(
         host, inputOffsets_.back() + last_.blockTable.size() * sizeof(int32_t),
         uploadStream_.get());
@@ -160,6 +166,7 @@ void Engine::launch(HostStep s, bool tokensOnDevice) {
     slot.uploaded.enqueueWait(stream);
     if (tokensOnDevice)
       copyNextTokens(slot.device, inputOffsets_[0], last_.tokens.size());
+    stepStarted_.record(stream);
     bindStepInputs(k);
   } catch (...) {
     drainQuietly(); // the slot's events may predate uploads still queued
@@ -169,7 +176,6 @@ void Engine::launch(HostStep s, bool tokensOnDevice) {
     step_.runGraph(last_.shape, last_.inputs());
   else
     step_.run(last_.shape, last_.inputs());
-  slot.consumed.record(stream);
 }
 
 void Engine::downloadLogits(std::vector<uint16_t> &logits) const {

@@ -10,8 +10,9 @@
 // do that). Defined after <cuda.h>, each function gets the versioned symbol
 // name and the prototype the header declares. Tests read the log of kernel
 // launches through fusionMockLaunches, that of graph launches and
-// destructions through fusionMockGraphs, and that of the calls that order
-// host staging memory through fusionMockOps (below).
+// destructions through fusionMockGraphs, and that of the copies, events,
+// graph launches and synchronizations, with their streams, through
+// fusionMockOps (below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,13 +32,20 @@ std::vector<int> clusterLog;
 /// a launch of graph i logs i, its destruction -i.
 std::vector<int> graphLog;
 int graphsMade = 0;
+/// One call of the op log: its kind, argument and stream (0 for none).
+struct Op {
+  char kind;
+  uintptr_t arg, stream;
+};
 /// In call order: 'p' cuMemHostAlloc (the pointer), 'h' cuMemcpyHtoDAsync
-/// (the source), 'r' cuEventRecord, 'w' cuEventSynchronize and 'e'
-/// cuStreamWaitEvent (the event's id; events are numbered 1, 2, ... as
-/// created), 's' cuStreamSynchronize, 'm' cuMemsetD8 and cuMemsetD8Async
-/// (the destination).
-std::vector<std::pair<char, uintptr_t>> opLog;
-int eventsMade = 0;
+/// (the source), 'd' cuMemcpyDtoDAsync (the destination), 'r'
+/// cuEventRecord, 'w' cuEventSynchronize and 'e' cuStreamWaitEvent (the
+/// event's id; events are numbered 1, 2, ... as created), 'g' cuGraphLaunch
+/// (the graph's id), 's' cuStreamSynchronize, 'm' cuMemsetD8 and
+/// cuMemsetD8Async (the destination); with the stream of the stream-ordered
+/// ones (streams are numbered 1, 2, ... as created).
+std::vector<Op> opLog;
+int eventsMade = 0, streamsMade = 0;
 /// Per cuTensorMapEncodeTiled call, its arguments: data type, rank,
 /// address, dims, strides, box, element strides, interleave, swizzle, L2
 /// promotion, OOB fill (the layout of fusionMockTensorMaps).
@@ -74,13 +82,15 @@ int fusionMockGraphs(int *out, int capacity, int clear) {
     graphLog.clear();
   return n;
 }
-/// The op log (see opLog): up to `capacity` kinds and arguments, as
-/// fusionMockLaunches.
-int fusionMockOps(char *kinds, uintptr_t *args, int capacity, int clear) {
+/// The op log (see opLog): up to `capacity` kinds, arguments and streams,
+/// as fusionMockLaunches.
+int fusionMockOps(char *kinds, uintptr_t *args, uintptr_t *streams,
+                  int capacity, int clear) {
   const int n = static_cast<int>(opLog.size());
   for (int i = 0; i < n && i < capacity; ++i) {
-    kinds[i] = opLog[i].first;
-    args[i] = opLog[i].second;
+    kinds[i] = opLog[i].kind;
+    args[i] = opLog[i].arg;
+    streams[i] = opLog[i].stream;
   }
   if (clear)
     opLog.clear();
@@ -152,7 +162,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice) {
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxSynchronize(void) { return CUDA_SUCCESS; }
-static int modDummy, funcDummy, streamDummy, graphDummy;
+static int modDummy, funcDummy, graphDummy;
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *, unsigned int,
                                     CUjit_option *, void **) {
   *m = (CUmodule)&modDummy;
@@ -181,7 +191,7 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
 }
 CUresult CUDAAPI cuMemHostAlloc(void **p, size_t b, unsigned int) {
   *p = std::calloc(1, b ? b : 1);
-  opLog.push_back({'p', (uintptr_t)*p});
+  opLog.push_back({'p', (uintptr_t)*p, 0});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemFreeHost(void *p) {
@@ -201,9 +211,9 @@ CUresult CUDAAPI cuMemcpyDtoH(void *d, CUdeviceptr s, size_t b) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t b,
-                                   CUstream) {
+                                   CUstream st) {
   std::memcpy((void *)d, s, b);
-  opLog.push_back({'h', (uintptr_t)s});
+  opLog.push_back({'h', (uintptr_t)s, (uintptr_t)st});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t b, CUstream) {
@@ -211,32 +221,34 @@ CUresult CUDAAPI cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t b, CUstream) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t b,
-                                   CUstream) {
+                                   CUstream st) {
   std::memcpy((void *)d, (void *)s, b);
+  opLog.push_back({'d', (uintptr_t)d, (uintptr_t)st});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
   std::memset((void *)d, v, n);
-  opLog.push_back({'m', (uintptr_t)d});
+  opLog.push_back({'m', (uintptr_t)d, 0});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n,
-                                 CUstream) {
+                                 CUstream st) {
   std::memset((void *)d, v, n);
-  opLog.push_back({'m', (uintptr_t)d});
+  opLog.push_back({'m', (uintptr_t)d, (uintptr_t)st});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int) {
-  *s = (CUstream)&streamDummy;
+  // A distinct handle per stream: its id, never dereferenced.
+  *s = (CUstream)(uintptr_t)(++streamsMade);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuStreamSynchronize(CUstream) {
-  opLog.push_back({'s', 0});
+CUresult CUDAAPI cuStreamSynchronize(CUstream st) {
+  opLog.push_back({'s', 0, (uintptr_t)st});
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuStreamWaitEvent(CUstream, CUevent e, unsigned int) {
-  opLog.push_back({'e', (uintptr_t)e});
+CUresult CUDAAPI cuStreamWaitEvent(CUstream st, CUevent e, unsigned int) {
+  opLog.push_back({'e', (uintptr_t)e, (uintptr_t)st});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {
@@ -252,8 +264,9 @@ CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *e, CUgraph,
   *e = (CUgraphExec)(uintptr_t)(++graphsMade);
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream) {
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream st) {
   graphLog.push_back(static_cast<int>((uintptr_t)e));
+  opLog.push_back({'g', (uintptr_t)e, (uintptr_t)st});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec e) {
@@ -267,12 +280,12 @@ CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int) {
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventDestroy(CUevent) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuEventRecord(CUevent e, CUstream) {
-  opLog.push_back({'r', (uintptr_t)e});
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream st) {
+  opLog.push_back({'r', (uintptr_t)e, (uintptr_t)st});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventSynchronize(CUevent e) {
-  opLog.push_back({'w', (uintptr_t)e});
+  opLog.push_back({'w', (uintptr_t)e, 0});
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent, CUevent) {

@@ -58,20 +58,29 @@ std::vector<int> takeClusters() { return takeLog("fusionMockClusters"); }
 /// numbers its graph executables 1, 2, ... in instantiation order).
 std::vector<int> takeGraphs() { return takeLog("fusionMockGraphs"); }
 
+/// One call of the mock's op log: its kind, argument and stream (the mock
+/// numbers streams 1, 2, ... as created; 0 for a call without one).
+struct Op {
+  char kind;
+  uintptr_t arg, stream;
+};
+
 /// The mock's op log (fusionMockOps: host staging allocations 'p', uploads
-/// 'h', event records 'r' and waits 'w', stream synchronizations 's'),
-/// emptied.
-std::vector<std::pair<char, uintptr_t>> takeOps() {
-  using OpLogFn = int (*)(char *, uintptr_t *, int, int);
+/// 'h', device copies 'd', event records 'r', host waits 'w' and stream
+/// waits 'e', graph launches 'g', stream synchronizations 's', memsets
+/// 'm'), emptied.
+std::vector<Op> takeOps() {
+  using OpLogFn = int (*)(char *, uintptr_t *, uintptr_t *, int, int);
   auto log = reinterpret_cast<OpLogFn>(mockSymbol("fusionMockOps"));
   if (!log)
-    return {{'?', 0}};
+    return {{'?', 0, 0}};
   std::vector<char> kinds(4096);
-  std::vector<uintptr_t> args(4096);
-  const int n = log(kinds.data(), args.data(), 4096, /*clear=*/1);
-  std::vector<std::pair<char, uintptr_t>> out;
+  std::vector<uintptr_t> args(4096), streams(4096);
+  const int n =
+      log(kinds.data(), args.data(), streams.data(), 4096, /*clear=*/1);
+  std::vector<Op> out;
   for (int i = 0; i < n && i < 4096; ++i)
-    out.push_back({kinds[i], args[i]});
+    out.push_back({kinds[i], args[i], streams[i]});
   return out;
 }
 
@@ -125,10 +134,9 @@ std::vector<uint64_t> descriptorAt(uint64_t address) {
 }
 
 /// How many of `ops` are of `kind`.
-int count(const std::vector<std::pair<char, uintptr_t>> &ops, char kind) {
-  return static_cast<int>(
-      std::count_if(ops.begin(), ops.end(),
-                    [&](const auto &op) { return op.first == kind; }));
+int count(const std::vector<Op> &ops, char kind) {
+  return static_cast<int>(std::count_if(
+      ops.begin(), ops.end(), [&](const Op &op) { return op.kind == kind; }));
 }
 
 /// Device buffers for every argument and result of the tiny front half at
@@ -213,9 +221,9 @@ TEST_F(MockDriver, WorkspacesShareTwoArenasZeroedOnce) {
   DecodeStep fresh(*context, *model, readPtx(dataPath("tiny_decode.ptx")),
                    "tiny_decode.ptx", Capacity{4, 1, 1});
   std::vector<uintptr_t> memsets;
-  for (auto [kind, arg] : takeOps())
-    if (kind == 'm')
-      memsets.push_back(arg);
+  for (const Op &op : takeOps())
+    if (op.kind == 'm')
+      memsets.push_back(op.arg);
   // Internal buffers (ModelTest): 0, 1 and 5 the outputs; kernel 0's
   // workspaces 2, 3 (scratch) and 4 (zero-init), kernel 1's 6, 7 and 8.
   const uint64_t scratch = fresh.internal(2).address;
@@ -250,8 +258,8 @@ TEST_F(MockDriver, WorkspacesShareTwoArenasZeroedOnce) {
   cuda::Stream stream = cuda::Stream::create();
   Tensors t(3);
   fresh.runOnTensors(t.arguments, t.results, 2, stream.get());
-  for (auto [kind, arg] : takeOps())
-    EXPECT_NE(kind, 'm');
+  for (const Op &op : takeOps())
+    EXPECT_NE(op.kind, 'm');
   std::vector<int32_t> counters(8, -1);
   fresh.downloadInternal(8, counters.data(), 32);
   EXPECT_EQ(counters, std::vector<int32_t>(8, 0));
@@ -349,9 +357,9 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
   // The engine's only page-locked allocations: two images of its step
   // inputs.
   std::vector<uintptr_t> slots;
-  for (auto [kind, arg] : takeOps())
-    if (kind == 'p')
-      slots.push_back(arg);
+  for (const Op &op : takeOps())
+    if (op.kind == 'p')
+      slots.push_back(op.arg);
   ASSERT_EQ(slots.size(), 2u);
   engine->addSequence(1);
   engine->addSequence(2);
@@ -359,39 +367,53 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
   engine->generate({1, 2}, {5, 7}, 5);
   // Step t uses slot t % 2 (performance.md entry 36). The host waits for
   // the slot's `uploaded` event (the upload of step t - 2) before it writes
-  // the slot; the upload stream waits for its `consumed` event (step t - 2,
+  // the slot. The upload stream waits for the `started` event (recorded on
+  // the step's stream just before step t - 1's graph, so after step t - 2,
   // which read the slot's device buffer), uploads all the inputs from the
-  // slot in one copy and records `uploaded`; the step's stream waits for
-  // `uploaded` (the tokens are copied on the device after it from step 1
-  // on), runs the graph and records `consumed`.
-  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
-  // One synchronization, before the download at the end.
-  ASSERT_EQ(std::count(ops.begin(), ops.end(), std::make_pair('s', 0ul)), 1);
-  EXPECT_EQ(ops.back().first, 's');
+  // slot in one copy and records `uploaded`. The step's stream waits for
+  // `uploaded`, copies the tokens from step 1 on, records `started`,
+  // launches the graph, and copies the step's tokens into the result.
+  std::vector<Op> ops = takeOps();
+  // One synchronization, of the step's stream, before the download.
+  ASSERT_EQ(count(ops, 's'), 1);
+  ASSERT_EQ(ops.back().kind, 's');
+  const uintptr_t step = ops.back().stream;
   ops.pop_back();
-  std::vector<uintptr_t> uploaded, consumed;
+  std::vector<uintptr_t> uploaded;
+  uintptr_t started = 0, upload = 0;
   size_t i = 0;
-  auto next = [&](char kind) {
+  // The next op: its kind and stream checked, its argument returned.
+  auto next = [&](char kind, uintptr_t stream) {
     EXPECT_LT(i, ops.size());
-    EXPECT_EQ(ops[i].first, kind) << "op " << i;
-    return i < ops.size() ? ops[i++].second : 0;
+    if (i >= ops.size())
+      return uintptr_t{0};
+    EXPECT_EQ(ops[i].kind, kind) << "op " << i;
+    EXPECT_EQ(ops[i].stream, stream) << "op " << i;
+    return ops[i++].arg;
   };
   for (size_t t = 0; t < 5; ++t) {
     SCOPED_TRACE("step " + std::to_string(t));
-    uploaded.push_back(next('w'));
-    consumed.push_back(next('e'));
-    EXPECT_EQ(next('h'), slots[t % 2]);
-    EXPECT_EQ(next('r'), uploaded[t]);
-    EXPECT_EQ(next('e'), uploaded[t]);
-    EXPECT_EQ(next('r'), consumed[t]);
-    EXPECT_NE(uploaded[t], consumed[t]);
-    if (t >= 2) {
-      EXPECT_EQ(uploaded[t], uploaded[t - 2]);
-      EXPECT_EQ(consumed[t], consumed[t - 2]);
-    } else if (t == 1) {
-      EXPECT_NE(uploaded[1], uploaded[0]);
-      EXPECT_NE(consumed[1], consumed[0]);
+    uploaded.push_back(next('w', 0));
+    if (t == 0) {
+      ASSERT_LT(i, ops.size());
+      upload = ops[i].stream;
+      started = ops[i].arg;
+      EXPECT_NE(upload, step);
     }
+    EXPECT_EQ(next('e', upload), started);
+    EXPECT_EQ(next('h', upload), slots[t % 2]);
+    EXPECT_EQ(next('r', upload), uploaded[t]);
+    EXPECT_EQ(next('e', step), uploaded[t]);
+    if (t > 0)
+      next('d', step); // the last step's tokens into this step's inputs
+    EXPECT_EQ(next('r', step), started);
+    next('g', step);
+    next('d', step); // this step's tokens into the result
+    EXPECT_NE(uploaded[t], started);
+    if (t >= 2)
+      EXPECT_EQ(uploaded[t], uploaded[t - 2]);
+    else if (t == 1)
+      EXPECT_NE(uploaded[1], uploaded[0]);
   }
   EXPECT_EQ(i, ops.size());
   // One graph per slot (each binds its own device buffer), replayed in turn.
@@ -413,7 +435,7 @@ TEST_F(MockDriver, PrefillWaitsOnlyWhereLogitsAreAsked) {
   // 1's token 0; prompt 1's token 1), one upload each, and one wait (the
   // final download).
   engine->prefill({1, 2}, {{3, 1, 4, 1, 5}, {9, 2}});
-  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  std::vector<Op> ops = takeOps();
   EXPECT_EQ(count(ops, 'h'), 3);
   EXPECT_EQ(count(ops, 's'), 1);
   EXPECT_EQ(engine->length(1), 5);
@@ -441,11 +463,11 @@ TEST_F(MockDriver, PrefillRunsChunksOfAtMostMaxStepRows) {
   // (after its upload, after its graph).
   std::vector<int32_t> prompt = {5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
   engine->prefill({1}, {prompt});
-  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  std::vector<Op> ops = takeOps();
   EXPECT_EQ(count(ops, 'h'), 4);
   EXPECT_EQ(count(ops, 'r'), 8);
   EXPECT_EQ(count(ops, 's'), 1);
-  EXPECT_EQ(ops.back().first, 's');
+  EXPECT_EQ(ops.back().kind, 's');
   EXPECT_EQ(takeGraphs().size(), 4u);
   // A graph per step shape (one num_splits: the mock has no split
   // attention) and input slot: batch 3 in slots 0, 1 and 0, batch 1 in
@@ -474,7 +496,7 @@ TEST_F(MockDriver, PrefillChunksExceedTheBatch) {
   takeGraphs();
   const std::vector<int32_t> prompt = {5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
   engine->prefill({1}, {prompt});
-  std::vector<std::pair<char, uintptr_t>> ops = takeOps();
+  std::vector<Op> ops = takeOps();
   EXPECT_EQ(count(ops, 'h'), 3);
   EXPECT_EQ(count(ops, 's'), 1);
   EXPECT_EQ(takeGraphs().size(), 3u);

@@ -217,11 +217,12 @@ private:
   CUstream stream_ = nullptr;
 };
 
-/// An event (default flags): a point in a stream to time or to wait for.
-/// Move-only.
+/// An event: a point in a stream to time or to wait for. Move-only.
 class Event {
 public:
-  static Event create();
+  /// With `timing` false (CU_EVENT_DISABLE_TIMING) it cannot be timed but
+  /// costs less to record and to wait for.
+  static Event create(bool timing = true);
   Event(Event &&o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
   Event &operator=(Event &&o) noexcept {
     std::swap(event_, o.event_);

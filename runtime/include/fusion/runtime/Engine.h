@@ -229,17 +229,21 @@ private:
   /// page-locked host memory and on the device (the buffer the step's
   /// arguments are bound to); `uploaded`, recorded on uploadStream_ after
   /// the upload, is waited for by the step on the step's stream and by the
-  /// host before it writes `host` again; `consumed`, recorded on the step's
-  /// stream after the step, by the upload into `device` two steps later.
+  /// host before it writes `host` again.
   struct InputSlot {
     cuda::PinnedHostBuffer host;
     cuda::DeviceBuffer device;
-    cuda::Event uploaded, consumed;
+    cuda::Event uploaded;
   };
   std::vector<InputSlot> slots_;
   size_t nextSlot_ = 0;
   /// The uploads' stream.
   cuda::Stream uploadStream_;
+  /// Recorded on the step's stream just before each step's kernels, after
+  /// its copies: the next upload waits for it, so that it writes a slot only
+  /// after the step before last (which read it) has finished, and starts
+  /// while a step runs, not among the copies between two steps.
+  cuda::Event stepStarted_;
 };
 
 } // namespace fusion::runtime
