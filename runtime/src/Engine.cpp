@@ -65,17 +65,18 @@ void Engine::bindArguments() {
   // A slot's step inputs: one buffer, so that a step uploads them at once,
   // in the order of kStepInputs (the block table last: only its used rows
   // are uploaded), each at capacity at a 16-byte aligned offset.
+  uint64_t inputBytes = 0;
   for (ModelArgumentKind kind : kStepInputs)
     for (const ModelArgumentBinding &a : map_.arguments)
       if (a.kind == kind) {
-        inputOffsets_[stepInputIndex(kind)] = inputBytes_;
-        inputBytes_ += alignTo16(
+        inputOffsets_[stepInputIndex(kind)] = inputBytes;
+        inputBytes += alignTo16(
             static_cast<uint64_t>(step_.plan().argumentBytes(a.argument)));
       }
   for (int k = 0; k < 2; ++k) {
     slots_.push_back(
-        {cuda::PinnedHostBuffer(inputBytes_, "step inputs (staging)"),
-         cuda::DeviceBuffer(inputBytes_, "step inputs"),
+        {cuda::PinnedHostBuffer(inputBytes, "step inputs (staging)"),
+         cuda::DeviceBuffer(inputBytes, "step inputs"),
          cuda::Event::create(/*timing=*/false)});
     slots_.back().device.fill(0);
   }

@@ -218,9 +218,8 @@ private:
   DecodeStep step_;
   std::vector<cuda::DeviceBuffer> weights_, caches_;
   /// Where each step input (tokens, positions, seq_lens, block table at
-  /// capacity) lies in a slot's buffers (bytes), and their total.
+  /// capacity) lies in a slot's buffers (bytes).
   std::array<uint64_t, 4> inputOffsets_{};
-  uint64_t inputBytes_ = 0;
   uint64_t weightBytes_ = 0, cacheBytes_ = 0;
   /// The last step's host inputs.
   HostStep last_;
