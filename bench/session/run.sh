@@ -245,17 +245,18 @@ smollm2() {
   done
 }
 
-# fusion_package: the fusion package of the first branch in /tmp/fusionpkg
-# (the checks take the num_splits policy and the launches from it).
+# fusion_package [NAME DIR]: the fusion package of branch NAME in DIR
+# (default: the first branch in /tmp/fusionpkg; the checks take the
+# num_splits policy and the launches from it), built once per machine.
 fusion_package() {
-  local nb
-  [ -d /tmp/fusionpkg/fusion ] && return
+  local name=${1:-$(first_name)} dir=${2:-/tmp/fusionpkg} nb
+  [ -d "$dir/fusion" ] && return
   nb=$(python3 -m nanobind --cmake_dir)
   python3 -m pip install -q --no-index --no-deps --no-build-isolation \
-    --upgrade --target /tmp/fusionpkg -C cmake.define.nanobind_DIR="$nb" \
+    --upgrade --target "$dir" -C cmake.define.nanobind_DIR="$nb" \
     -C cmake.define.nlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" \
-    "$s/src/$(first_name)" \
-    >/tmp/fusionpkg.log 2>&1 || { say "fusion package: build failed"; tail -20 /tmp/fusionpkg.log; }
+    "$s/src/$name" \
+    >"$dir.log" 2>&1 || { say "$name: fusion package build failed"; tail -20 "$dir.log"; }
 }
 
 check() {
@@ -348,17 +349,12 @@ sanitize() {
 }
 
 timeline() {
-  # Each branch's Python package (as fusion_package builds the first's),
-  # then diagnostics/step_timeline.py on SmolLM2 per batch and branch.
-  local nb name b
-  nb=$(python3 -m nanobind --cmake_dir)
+  # Each branch's Python package, then diagnostics/step_timeline.py on
+  # SmolLM2 per batch and branch.
+  local name b
   for src in "$s"/src/*/; do
     name=$(basename "$src")
-    [ -d "/tmp/pkg-$name/fusion" ] && continue
-    python3 -m pip install -q --no-index --no-deps --no-build-isolation \
-      --upgrade --target "/tmp/pkg-$name" -C cmake.define.nanobind_DIR="$nb" \
-      -C cmake.define.nlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" \
-      "$src" >"/tmp/pkg-$name.log" 2>&1 || { say "$name: package build failed"; tail -20 "/tmp/pkg-$name.log"; }
+    fusion_package "$name" "/tmp/pkg-$name"
   done
   for b in ${BATCHES:-1 16}; do
     for src in "$s"/src/*/; do
