@@ -2,6 +2,7 @@
 
 #include "fusion/runtime/DecodeStep.h"
 
+#include "fusion/contract/Contract.h"
 #include "fusion/runtime/Error.h"
 
 #include <algorithm>
@@ -108,6 +109,34 @@ void DecodeStep::allocateRuntimeBuffers() {
     outputs_.back().fill(0);
     plan_.setInternal(bi, outputs_.back().get());
   }
+  for (size_t i = 0; i < buffers.size(); ++i)
+    ownInternal_.push_back(plan_.internalAddress(static_cast<int>(i)));
+}
+
+void DecodeStep::redirectResult(int r, CUdeviceptr address, uint64_t bytes) {
+  const auto &results = model_->results();
+  if (r < 0 || r >= static_cast<int>(results.size()))
+    throwInvalidArgument("DecodeStep::redirectResult: no result ", r, " (",
+                         results.size(), ")");
+  const Binding &source = results[r].source;
+  const int i = source.kind == Binding::Kind::Argument
+                    ? -1
+                    : model_->internalForResult(source.index, source.result);
+  if (i < 0)
+    throwInvalidArgument("DecodeStep::redirectResult: result ", r,
+                         " is not written by a kernel into its own buffer");
+  if (address == 0) {
+    plan_.setInternal(i, ownInternal_[i]);
+    return;
+  }
+  const uint64_t need = static_cast<uint64_t>(plan_.internalBytes(i));
+  if (bytes < need || address % contract::kBufferAlignment != 0)
+    throwInvalidArgument("DecodeStep::redirectResult: result ", r, " (",
+                         model_->internalBuffers()[i].label, ") needs ", need,
+                         " bytes at a ", contract::kBufferAlignment,
+                         "-byte aligned address, got ", bytes, " at 0x",
+                         std::hex, address);
+  plan_.setInternal(i, address);
 }
 
 void DecodeStep::prepareTensorMaps() {

@@ -140,7 +140,7 @@ Engine::downloadTokens(const cuda::DeviceBuffer &tokens) const {
   return host;
 }
 
-void Engine::launch(HostStep s, bool tokensOnDevice) {
+size_t Engine::launch(HostStep s, const LaunchOptions &options) {
   context_->makeCurrent();
   last_ = std::move(s);
   last_.shape.numSplits = model_.defaultNumSplits(
@@ -158,25 +158,38 @@ void Engine::launch(HostStep s, bool tokensOnDevice) {
                 values[i]->size() * sizeof(int32_t));
   try {
     // Into the buffer the step before last read, up to the block table's
-    // last used row, while the last step runs.
-    stepStarted_.enqueueWait(uploadStream_.get());
-    slot.device.uploadAsync(
-        host, inputOffsets_.back() + last_.blockTable.size() * sizeof(int32_t),
-        uploadStream_.get());
-    slot.uploaded.record(uploadStream_.get());
+    // last used row (from the positions on where the tokens are on the
+    // device), while the last step runs.
+    CUstream upload = uploadStream_.get();
+    stepStarted_.enqueueWait(upload);
+    if (options.onUploadStream)
+      options.onUploadStream(upload);
+    const uint64_t from = options.tokensOnDevice ? inputOffsets_[1] : 0;
+    slot.device.uploadAsync(host + from,
+                            inputOffsets_.back() - from +
+                                last_.blockTable.size() * sizeof(int32_t),
+                            upload, from);
+    slot.uploaded.record(upload);
     slot.uploaded.enqueueWait(stream);
-    if (tokensOnDevice)
+    if (options.tokensOnDevice && !tokensInNextSlot_)
       copyNextTokens(slot.device, inputOffsets_[0], last_.tokens.size());
     stepStarted_.record(stream);
     bindStepInputs(k);
+    step_.redirectResult(map_.nextTokens,
+                         options.nextTokensToNextSlot
+                             ? slots_[nextSlot_].device.get() + inputOffsets_[0]
+                             : 0,
+                         inputOffsets_[1] - inputOffsets_[0]);
   } catch (...) {
     drainQuietly(); // the slot's events may predate uploads still queued
     throw;
   }
+  tokensInNextSlot_ = options.nextTokensToNextSlot;
   if (options_.graph)
     step_.runGraph(last_.shape, last_.inputs());
   else
     step_.run(last_.shape, last_.inputs());
+  return k;
 }
 
 void Engine::downloadLogits(std::vector<uint16_t> &logits) const {
@@ -278,13 +291,34 @@ Engine::generate(const std::vector<SeqId> &seqs,
   cuda::DeviceBuffer generated(static_cast<uint64_t>(steps) * rowBytes,
                                "generated tokens");
   const std::vector<int32_t> onDevice(batch, 0); // placeholders, not uploaded
+  // Step t's next tokens go straight into step t + 1's slot (no copy
+  // between the steps), from where the upload stream copies them into
+  // `generated` at step t + 2 (the step that overwrites them has not
+  // started); the last step's go to the result buffer as usual.
+  std::vector<size_t> slotOf;
+  auto copyOut = [&](int64_t t, CUstream stream) {
+    generated.copyFrom(slots_[slotOf[t + 1]].device.get() + inputOffsets_[0],
+                       rowBytes, "the next tokens", stream,
+                       static_cast<uint64_t>(t) * rowBytes);
+  };
   try {
     for (int64_t t = 0; t < steps; ++t) {
-      launch(pool_.prepareStep(seqs, t == 0 ? tokens : onDevice), t > 0);
-      copyNextTokens(generated, static_cast<uint64_t>(t) * rowBytes, batch);
+      LaunchOptions options;
+      options.tokensOnDevice = t > 0;
+      options.nextTokensToNextSlot = t + 1 < steps;
+      if (t >= 2)
+        options.onUploadStream = [&, t](CUstream s) { copyOut(t - 2, s); };
+      slotOf.push_back(
+          launch(pool_.prepareStep(seqs, t == 0 ? tokens : onDevice), options));
     }
+    if (steps >= 2)
+      copyOut(steps - 2, step_.stream());
+    copyNextTokens(generated, static_cast<uint64_t>(steps - 1) * rowBytes,
+                   batch);
   } catch (...) {
     drainQuietly(); // before `generated` is freed under queued copies
+    tokensInNextSlot_ = false;
+    step_.redirectResult(map_.nextTokens, 0, 0);
     throw;
   }
   const std::vector<int32_t> host = downloadTokens(generated);

@@ -365,14 +365,16 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
   engine->addSequence(2);
   takeGraphs();
   engine->generate({1, 2}, {5, 7}, 5);
-  // Step t uses slot t % 2 (performance.md entry 36). The host waits for
-  // the slot's `uploaded` event (the upload of step t - 2) before it writes
-  // the slot. The upload stream waits for the `started` event (recorded on
-  // the step's stream just before step t - 1's graph, so after step t - 2,
-  // which read the slot's device buffer), uploads all the inputs from the
-  // slot in one copy and records `uploaded`. The step's stream waits for
-  // `uploaded`, copies the tokens from step 1 on, records `started`,
-  // launches the graph, and copies the step's tokens into the result.
+  // Step t uses slot t % 2 (performance.md entries 36-37). The host waits
+  // for the slot's `uploaded` event (the upload of step t - 2) before it
+  // writes the slot. The upload stream waits for the `started` event
+  // (recorded on the step's stream just before step t - 1's graph, so after
+  // step t - 2), copies step t - 2's next tokens out of the slot step t - 1
+  // read (from step 2 on), uploads the inputs (from step 1 on without the
+  // tokens: step t - 1 wrote them into this slot) and records `uploaded`.
+  // The step's stream waits for `uploaded`, records `started` and launches
+  // the graph: no copy between two steps. After the last step, the step's
+  // stream copies out the last two steps' tokens.
   std::vector<Op> ops = takeOps();
   // One synchronization, of the step's stream, before the download.
   ASSERT_EQ(count(ops, 's'), 1);
@@ -391,6 +393,7 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
     EXPECT_EQ(ops[i].stream, stream) << "op " << i;
     return ops[i++].arg;
   };
+  std::vector<uintptr_t> copiedTo;
   for (size_t t = 0; t < 5; ++t) {
     SCOPED_TRACE("step " + std::to_string(t));
     uploaded.push_back(next('w', 0));
@@ -401,28 +404,49 @@ TEST_F(MockDriver, GenerateStagesThroughAlternatingSlots) {
       EXPECT_NE(upload, step);
     }
     EXPECT_EQ(next('e', upload), started);
-    EXPECT_EQ(next('h', upload), slots[t % 2]);
+    if (t >= 2)
+      copiedTo.push_back(next('d', upload));
+    const uintptr_t source = next('h', upload);
+    if (t == 0)
+      EXPECT_EQ(source, slots[0]); // with the tokens
+    else
+      EXPECT_GT(source, slots[t % 2]); // from the positions on
     EXPECT_EQ(next('r', upload), uploaded[t]);
     EXPECT_EQ(next('e', step), uploaded[t]);
-    if (t > 0)
-      next('d', step); // the last step's tokens into this step's inputs
     EXPECT_EQ(next('r', step), started);
     next('g', step);
-    next('d', step); // this step's tokens into the result
     EXPECT_NE(uploaded[t], started);
     if (t >= 2)
       EXPECT_EQ(uploaded[t], uploaded[t - 2]);
     else if (t == 1)
       EXPECT_NE(uploaded[1], uploaded[0]);
   }
+  copiedTo.push_back(next('d', step));
+  copiedTo.push_back(next('d', step));
   EXPECT_EQ(i, ops.size());
-  // One graph per slot (each binds its own device buffer), replayed in turn.
+  // Into the rows of steps 0..4 of the result, in order: 4 bytes a token.
+  ASSERT_EQ(copiedTo.size(), 5u);
+  for (size_t t = 1; t < 5; ++t)
+    EXPECT_EQ(copiedTo[t], copiedTo[0] + t * 2 * sizeof(int32_t));
+  // One graph per slot (each binds its own device buffers and writes its
+  // next tokens into the other slot), replayed in turn, and one for the
+  // last step (slot 0, its next tokens into the result buffer).
   std::vector<int> graphs = takeGraphs();
   ASSERT_EQ(graphs.size(), 5u);
   EXPECT_NE(graphs[0], graphs[1]);
-  for (size_t t = 2; t < 5; ++t)
-    EXPECT_EQ(graphs[t], graphs[t - 2]);
-  EXPECT_EQ(engine->graphCaptures(), 2);
+  EXPECT_EQ(graphs[2], graphs[0]);
+  EXPECT_EQ(graphs[3], graphs[1]);
+  EXPECT_NE(graphs[4], graphs[0]);
+  EXPECT_NE(graphs[4], graphs[1]);
+  EXPECT_EQ(engine->graphCaptures(), 3);
+  // After generate the next tokens are the result buffer's again, so a step
+  // uploads its own tokens without waiting for the last one (one
+  // synchronization: its download), in slot 1 with its next tokens in the
+  // result buffer: a fourth graph.
+  takeOps();
+  engine->step({1, 2}, {3, 4});
+  EXPECT_EQ(count(takeOps(), 's'), 1);
+  EXPECT_EQ(engine->graphCaptures(), 4);
 }
 
 TEST_F(MockDriver, PrefillWaitsOnlyWhereLogitsAreAsked) {

@@ -116,6 +116,14 @@ public:
   void downloadInternal(int i, void *dst, uint64_t bytes) const;
   /// Device address of function result `r`.
   CUdeviceptr resultAddress(int r) const { return plan_.resultAddress(r); }
+  /// Makes the kernel that writes function result `r` write it to
+  /// `address` (at least `bytes`, which must cover the result at capacity)
+  /// in later launches and graphs instead of its own buffer; `address` 0
+  /// goes back to the own buffer. Graphs are kept per address (runGraph).
+  /// The caller keeps the memory valid and orders its other uses. Throws
+  /// InvalidArgumentError for an unknown `r`, a result that is a function
+  /// argument, too few bytes or an address not 16-byte aligned.
+  void redirectResult(int r, CUdeviceptr address, uint64_t bytes);
   /// Waits for stream() and copies result `r` of a step of `shape` (its
   /// first LaunchPlan::resultBytes bytes) to `dst`, which holds `capacity`
   /// bytes. (Synchronize any other stream the step ran on first.)
@@ -209,6 +217,8 @@ private:
   std::vector<std::vector<CUfunction>> functions_;
   /// The kernel outputs, in Model::internalBuffers() order.
   std::vector<cuda::DeviceBuffer> outputs_;
+  /// Per internal buffer, the address allocateRuntimeBuffers gave it.
+  std::vector<uint64_t> ownInternal_;
   /// Indexed by WorkspaceArena; unallocated when its arenaBytes is 0.
   std::array<cuda::DeviceBuffer, 2> arenas_;
   /// Tables of the descriptors of Model::tensorMaps()

@@ -65,6 +65,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -188,12 +189,29 @@ private:
   void bindArguments();
   /// Binds the step-input arguments to slot `k`'s device buffer.
   void bindStepInputs(size_t k);
+  /// How launch() gets a step's token ids and where its next tokens go.
+  struct LaunchOptions {
+    /// The token ids are the previous step's next tokens, on the device
+    /// (s.tokens is not uploaded): copied into the step's slot, unless the
+    /// previous step wrote them there (nextTokensToNextSlot).
+    bool tokensOnDevice = false;
+    /// The step's next tokens are written into the tokens of the next
+    /// slot instead of the result buffer (performance.md entry 37): no copy
+    /// between the two steps. The next launch must have tokensOnDevice (its
+    /// upload skips the tokens, which this step may still be writing), or
+    /// come after both streams are drained.
+    bool nextTokensToNextSlot = false;
+    /// Enqueued on uploadStream_ before this step's upload, where every
+    /// step before the last one has finished (e.g. to copy out the next
+    /// tokens the step before last wrote into a slot).
+    std::function<void(CUstream)> onUploadStream;
+  };
   /// Uploads the inputs of `s` through the next slot (on uploadStream_) and
   /// launches it (num_splits chosen here by the schedule's policy at
-  /// SequencePool::attentionLength); `s` is kept in last_. With
-  /// `tokensOnDevice`, the token ids are the previous step's next tokens,
-  /// copied on the device (s.tokens is not uploaded).
-  void launch(HostStep s, bool tokensOnDevice = false);
+  /// SequencePool::attentionLength); `s` is kept in last_. Returns the
+  /// slot's index.
+  size_t launch(HostStep s, const LaunchOptions &options);
+  size_t launch(HostStep s) { return launch(std::move(s), LaunchOptions()); }
   /// Copies the last step's first `rows` next tokens (int32) to byte
   /// `offset` of `to`, ordered on the step's stream.
   void copyNextTokens(cuda::DeviceBuffer &to, uint64_t offset, size_t rows);
@@ -243,6 +261,9 @@ private:
   /// after the step before last (which read it) has finished, and starts
   /// while a step runs, not among the copies between two steps.
   cuda::Event stepStarted_;
+  /// Whether the last step wrote its next tokens into slot nextSlot_'s
+  /// tokens (LaunchOptions::nextTokensToNextSlot).
+  bool tokensInNextSlot_ = false;
 };
 
 } // namespace fusion::runtime
