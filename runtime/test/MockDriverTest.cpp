@@ -295,6 +295,34 @@ TEST_F(MockDriver, ClusterLaunchErrorsNameTheCluster) {
                   "serialization, clusters of 3 CTAs)");
 }
 
+TEST_F(MockDriver, RedirectResultChecksItsTarget) {
+  DecodeStep step(*context, *model, readPtx(dataPath("tiny_decode.ptx")),
+                  "tiny_decode.ptx", Capacity{4, 1, 4});
+  const CUdeviceptr own = step.resultAddress(0);
+  ASSERT_NE(own, 0u);
+  const int internal = step.plan().model().internalForResult(
+      step.plan().model().results()[0].source.index,
+      step.plan().model().results()[0].source.result);
+  ASSERT_GE(internal, 0);
+  const uint64_t bytes =
+      static_cast<uint64_t>(step.plan().internalBytes(internal));
+  cuda::DeviceBuffer other(bytes + 16, "other result");
+  step.redirectResult(0, other.get() + 16, bytes);
+  EXPECT_EQ(step.resultAddress(0), other.get() + 16);
+  step.redirectResult(0, 0, 0); // back to its own buffer
+  EXPECT_EQ(step.resultAddress(0), own);
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError,
+                       step.redirectResult(0, other.get(), bytes - 1)),
+      "needs " + std::to_string(bytes) + " bytes");
+  EXPECT_THROW(step.redirectResult(0, other.get() + 4, bytes),
+               InvalidArgumentError); // not 16-byte aligned
+  EXPECT_CONTAINS(EXPECT_THROW_MSG(InvalidArgumentError,
+                                   step.redirectResult(99, other.get(), bytes)),
+                  "no result 99");
+  EXPECT_EQ(step.resultAddress(0), own); // the refused calls changed nothing
+}
+
 TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
   auto graphs = std::make_unique<DecodeStep>(
       *context, *model, readPtx(dataPath("tiny_decode.ptx")), "tiny_decode.ptx",
