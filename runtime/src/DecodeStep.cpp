@@ -122,13 +122,14 @@ void DecodeStep::redirectResult(int r, CUdeviceptr address, uint64_t bytes) {
   const int i = source.kind == Binding::Kind::Argument
                     ? -1
                     : model_->internalForResult(source.index, source.result);
+  if (address == 0) { // back to the own buffer (nothing to do for none)
+    if (i >= 0)
+      plan_.setInternal(i, ownInternal_[i]);
+    return;
+  }
   if (i < 0)
     throwInvalidArgument("DecodeStep::redirectResult: result ", r,
                          " is not written by a kernel into its own buffer");
-  if (address == 0) {
-    plan_.setInternal(i, ownInternal_[i]);
-    return;
-  }
   const uint64_t need = static_cast<uint64_t>(plan_.internalBytes(i));
   if (bytes < need || address % contract::kBufferAlignment != 0)
     throwInvalidArgument("DecodeStep::redirectResult: result ", r, " (",

@@ -141,6 +141,12 @@ Engine::downloadTokens(const cuda::DeviceBuffer &tokens) const {
 }
 
 size_t Engine::launch(HostStep s, const LaunchOptions &options) {
+  if (options.tokensOnDevice != tokensInNextSlot_)
+    throwInvalidArgument("Engine::launch: the step's tokens are ",
+                         options.tokensOnDevice ? "not " : "",
+                         "in its slot (the last step ",
+                         tokensInNextSlot_ ? "wrote" : "did not write",
+                         " its next tokens there)");
   context_->makeCurrent();
   last_ = std::move(s);
   last_.shape.numSplits = model_.defaultNumSplits(
@@ -171,8 +177,6 @@ size_t Engine::launch(HostStep s, const LaunchOptions &options) {
                             upload, from);
     slot.uploaded.record(upload);
     slot.uploaded.enqueueWait(stream);
-    if (options.tokensOnDevice && !tokensInNextSlot_)
-      copyNextTokens(slot.device, inputOffsets_[0], last_.tokens.size());
     stepStarted_.record(stream);
     bindStepInputs(k);
     step_.redirectResult(map_.nextTokens,
@@ -184,11 +188,11 @@ size_t Engine::launch(HostStep s, const LaunchOptions &options) {
     drainQuietly(); // the slot's events may predate uploads still queued
     throw;
   }
-  tokensInNextSlot_ = options.nextTokensToNextSlot;
   if (options_.graph)
     step_.runGraph(last_.shape, last_.inputs());
   else
     step_.run(last_.shape, last_.inputs());
+  tokensInNextSlot_ = options.nextTokensToNextSlot;
   return k;
 }
 

@@ -347,18 +347,19 @@ TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
   EXPECT_EQ(run(2, 1), first);
   EXPECT_EQ(graphs->graphCaptures(), 2);
   EXPECT_EQ(takeLaunches().size(), 4u);
-  // kMaxGraphs (16) are kept, the least recently used dropped (destroyed)
+  // kMaxGraphs (32) are kept, the least recently used dropped (destroyed)
   // first.
-  ASSERT_EQ(DecodeStep::kMaxGraphs, 16u);
-  for (int64_t splits = 2; splits <= 15; ++splits)
+  constexpr int K = 32;
+  ASSERT_EQ(DecodeStep::kMaxGraphs, size_t{K});
+  for (int64_t splits = 2; splits <= K - 1; ++splits)
     EXPECT_EQ(run(3, splits), second + splits - 1);
   EXPECT_EQ(run(2, 1), first); // kept, now the most recently used
-  graphs->runGraph(StepShape{3, 1, 16}, TinyInputs(3, 1).view());
-  EXPECT_EQ(takeGraphs(), (std::vector<int>{-second, second + 15}));
+  graphs->runGraph(StepShape{3, 1, K}, TinyInputs(3, 1).view());
+  EXPECT_EQ(takeGraphs(), (std::vector<int>{-second, second + K - 1}));
   EXPECT_EQ(run(2, 1), first);
   EXPECT_EQ(run(3, 1), -1); // dropped: one destroyed, a new one launched
-  EXPECT_EQ(graphs->graphCaptures(), 18);
-  const int third = second + 16;
+  EXPECT_EQ(graphs->graphCaptures(), K + 2);
+  const int third = second + K;
   // Graphs are kept by the addresses they hold: binding argument 0 to other
   // memory captures anew (the least recently used dropped), binding it back
   // replays the graph of those addresses, and binding the same memory again
@@ -366,16 +367,16 @@ TEST_F(MockDriver, RunGraphKeepsTheGraphsOfRecentShapes) {
   cuda::DeviceBuffer other(args[0].bytes(), "other x");
   graphs->bind(0, other);
   EXPECT_EQ(run(3, 1), -1);
-  EXPECT_EQ(graphs->graphCaptures(), 19);
+  EXPECT_EQ(graphs->graphCaptures(), K + 3);
   graphs->bind(0, args[0]);
   EXPECT_EQ(run(3, 1), third);
   graphs->bind(0, args[0]);
   EXPECT_EQ(run(3, 1), third);
-  EXPECT_EQ(graphs->graphCaptures(), 19);
-  // The step destroys the 16 it keeps.
+  EXPECT_EQ(graphs->graphCaptures(), K + 3);
+  // The step destroys the K it keeps.
   graphs.reset();
   std::vector<int> log = takeGraphs();
-  EXPECT_EQ(log.size(), 16u);
+  EXPECT_EQ(log.size(), size_t{K});
   EXPECT_TRUE(std::all_of(log.begin(), log.end(), [](int g) { return g < 0; }));
 }
 

@@ -119,7 +119,8 @@ public:
   /// Makes the kernel that writes function result `r` write it to
   /// `address` (at least `bytes`, which must cover the result at capacity)
   /// in later launches and graphs instead of its own buffer; `address` 0
-  /// goes back to the own buffer. Graphs are kept per address (runGraph).
+  /// goes back to the own buffer (and does nothing for a result that has
+  /// none: a function argument). Graphs are kept per address (runGraph).
   /// The caller keeps the memory valid and orders its other uses. Throws
   /// InvalidArgumentError for an unknown `r`, a result that is a function
   /// argument, too few bytes or an address not 16-byte aligned.
@@ -186,8 +187,9 @@ public:
   /// Graphs runGraph keeps (least recently used dropped first): a batch
   /// that shrinks and grows, a split count that changes, or bindings that
   /// alternate replay instead of capturing again (8 shapes with the
-  /// Engine's two sets of step inputs).
-  static constexpr size_t kMaxGraphs = 16;
+  /// Engine's four bindings a shape: two input slots, each with its next
+  /// tokens in the other slot or in the result buffer).
+  static constexpr size_t kMaxGraphs = 32;
   /// Waits for `stream` (null: stream()); a kernel fault is reported here
   /// with the kernels of the step.
   void synchronize(CUstream stream = nullptr) const;

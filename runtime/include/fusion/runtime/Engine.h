@@ -153,13 +153,13 @@ public:
 
   /// Greedy decoding of `steps` tokens without a host round trip per step:
   /// as `steps` calls of step(), each fed the previous call's next tokens
-  /// (tokens[b] first), but step t + 1's input tokens are copied from step
-  /// t's argmax on the device and the host enqueues the steps back to back
-  /// (its staging waits only for the uploads two steps back), so the GPU
-  /// does not idle between steps. Returns [batch][steps]: row b the greedy
-  /// tokens sequence seqs[b] gets (downloaded once, at the end). Throws as
-  /// SequencePool::checkSteps before anything changes or launches; after a
-  /// CudaError the sequences are undefined (as after step()).
+  /// (tokens[b] first), but step t's argmax writes step t + 1's input
+  /// tokens into its input slot on the device and the host enqueues the
+  /// steps back to back (its staging waits only for the uploads two steps
+  /// back), so the GPU does not idle between steps. Returns [batch][steps]: row
+  /// b the greedy tokens sequence seqs[b] gets (downloaded once, at the end).
+  /// Throws as SequencePool::checkSteps before anything changes or launches;
+  /// after a CudaError the sequences are undefined (as after step()).
   std::vector<std::vector<int32_t>> generate(const std::vector<SeqId> &seqs,
                                              const std::vector<int32_t> &tokens,
                                              int64_t steps);
@@ -191,15 +191,15 @@ private:
   void bindStepInputs(size_t k);
   /// How launch() gets a step's token ids and where its next tokens go.
   struct LaunchOptions {
-    /// The token ids are the previous step's next tokens, on the device
-    /// (s.tokens is not uploaded): copied into the step's slot, unless the
-    /// previous step wrote them there (nextTokensToNextSlot).
+    /// The token ids are the previous step's next tokens, which it wrote
+    /// into this step's slot (nextTokensToNextSlot); s.tokens is not
+    /// uploaded. Exactly when the previous launch had nextTokensToNextSlot
+    /// (launch() throws otherwise: an upload of the tokens would race with
+    /// the previous step writing them).
     bool tokensOnDevice = false;
     /// The step's next tokens are written into the tokens of the next
     /// slot instead of the result buffer (performance.md entry 37): no copy
-    /// between the two steps. The next launch must have tokensOnDevice (its
-    /// upload skips the tokens, which this step may still be writing), or
-    /// come after both streams are drained.
+    /// between the two steps.
     bool nextTokensToNextSlot = false;
     /// Enqueued on uploadStream_ before this step's upload, where every
     /// step before the last one has finished (e.g. to copy out the next
