@@ -27,15 +27,15 @@ namespace {
 
 /// Position of an op in a projection chain, the front half
 /// norm -> qkv_proj -> rope -> kv_append or a linear layer
-/// [sum_partials ->] norm -> linear -> silu_mul, or in the attention chain
-/// decode_attention -> linear_partials (rule 6); std::nullopt for ops that
-/// never join a group (embedding, argmax).
+/// [sum_partials ->] norm -> linear -> silu_mul | argmax, or in the attention
+/// chain decode_attention -> linear_partials (rule 6); std::nullopt for ops
+/// that never join a group (embedding).
 static std::optional<int> frontHalfStage(Operation *op) {
   return llvm::TypeSwitch<Operation *, std::optional<int>>(op)
       .Case<SumPartialsOp>([](auto) { return -1; })
       .Case<RMSNormOp, LayerNormOp, DecodeAttentionOp>([](auto) { return 0; })
       .Case<QKVProjOp, LinearOp, LinearPartialsOp>([](auto) { return 1; })
-      .Case<RopeOp, SiluMulOp>([](auto) { return 2; })
+      .Case<RopeOp, SiluMulOp, ArgmaxOp>([](auto) { return 2; })
       .Case<KVAppendOp>([](auto) { return 3; })
       .Default([](Operation *) { return std::nullopt; });
 }
@@ -127,6 +127,18 @@ static bool isRecomputableNormResult(Value value) {
   return false;
 }
 
+/// Whether `value` is logits (a linear's result) that the group's argmax
+/// reads: the kernel writes them anyway, so other users outside the group
+/// read them as a kernel result and the group is not cut.
+static bool
+isLogitsOfArgmax(Value value,
+                 const llvm::SmallPtrSetImpl<Operation *> &members) {
+  return isa_and_nonnull<LinearOp>(value.getDefiningOp()) &&
+         llvm::all_of(value.getUsers(), [&](Operation *u) {
+           return !members.contains(u) || isa<ArgmaxOp>(u);
+         });
+}
+
 /// Forms the kernels of one block.
 class KernelFormer {
 public:
@@ -180,6 +192,11 @@ private:
                          silu.getInput().getDefiningOp()) &&
                      inGroup(silu.getInput());
             })
+            .Case<ArgmaxOp>([&](ArgmaxOp argmax) {
+              return isa_and_nonnull<LinearOp>(
+                         argmax.getLogits().getDefiningOp()) &&
+                     inGroup(argmax.getLogits());
+            })
             .Case<RopeOp>([&](RopeOp rope) {
               return isa_and_nonnull<QKVProjOp>(
                          rope.getQuery().getDefiningOp()) &&
@@ -212,7 +229,8 @@ private:
   /// Rule 2, then kernel creation. A value produced and consumed inside the
   /// group but also used outside it is recomputed when it is a normalised
   /// activation (the norm stays outside as its own kernel for those users
-  /// and a copy joins the group); otherwise the group is cut before the
+  /// and a copy joins the group), and is a kernel result when it is the
+  /// logits of the group's argmax; otherwise the group is cut before the
   /// first member that consumes it and the rest is grouped again.
   void flush(SmallVectorImpl<Operation *> &group) {
     if (group.empty())
@@ -230,7 +248,8 @@ private:
         });
         bool usedOutside = llvm::any_of(
             users, [&](Operation *u) { return !memberSet.contains(u); });
-        if (inside == members.end() || !usedOutside)
+        if (inside == members.end() || !usedOutside ||
+            isLogitsOfArgmax(result, memberSet))
           continue;
         if (isRecomputableNormResult(result)) {
           recomputed.push_back(member);

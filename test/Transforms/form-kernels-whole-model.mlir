@@ -4,8 +4,8 @@
 //
 // `decode` with rule 6 off: the embedding; per layer the fused front half,
 // attention, o_proj, the post-attention norm fused with gate/up and SwiGLU,
-// down_proj (rule 1); then the final norm fused with the LM head, and
-// argmax: 18 kernels. Layer 0's front half has no residual; from layer 1 on every
+// down_proj (rule 1); then the final norm fused with the LM head and
+// argmax: 17 kernels. Layer 0's front half has no residual; from layer 1 on every
 // layer's kernels have the same operand and result types, so FusionToGPU
 // emits them once (identical kernels share an entry).
 // RUN: fusion-import %fusion_src_root/runtime/test/data/configs/tiny_model_bias_untied.json --whole-model | fusion-opt --fusion-form-kernels=o-proj-partials-max-bytes=0 | FileCheck %s
@@ -42,20 +42,21 @@
 //       CHECK:   fusion.kernel @decode_step_k13_linear {{.*}} : ([[OPROJ]])
 //       CHECK:   fusion.kernel @decode_step_k14_fused {{.*}} : ([[MLP]])
 //       CHECK:   %[[D:.+]] = fusion.kernel @decode_step_k15_linear {{.*}} : ([[DOWN]])
-// The final norm (its residual_out is not used) with the LM head, argmax.
-//       CHECK:   %[[L:.+]] = fusion.kernel @decode_step_k16_fused ({{.*}} = %[[D]],
-//  CHECK-SAME:     tensor<200x64xbf16>) -> tensor<?x200xbf16>
+// The final norm (its residual_out is not used) with the LM head and
+// argmax; the logits are a result too (the function returns them).
+//       CHECK:   %[[L:.+]]:2 = fusion.kernel @decode_step_k16_fused ({{.*}} = %[[D]],
+//  CHECK-SAME:     tensor<200x64xbf16>) -> (tensor<?x200xbf16>, tensor<?xi32>)
 //  CHECK-NEXT:     fusion.rmsnorm
 //  CHECK-NEXT:     fusion.linear
+//  CHECK-NEXT:     fusion.argmax
 //  CHECK-NEXT:     fusion.yield
-//       CHECK:   %[[T:.+]] = fusion.kernel @decode_step_k17_argmax ({{.*}} = %[[L]])
-//       CHECK:   return %[[T]], %[[L]] : tensor<?xi32>, tensor<?x200xbf16>
+//       CHECK:   return %[[L]]#1, %[[L]]#0 : tensor<?xi32>, tensor<?x200xbf16>
 //   CHECK-NOT:   fusion.kernel
 
 // `decode` as it is by default, with rule 6: per layer the fused front half,
 // attention with the o_proj partials of its KV group (one: the config has
 // one KV head), the partials' sum fused with the post-attention norm,
-// gate/up and SwiGLU, then down_proj: 15 kernels. The kernels of layers 1
+// gate/up and SwiGLU, then down_proj: 14 kernels. The kernels of layers 1
 // and 2 again have the same types.
 // RUN: fusion-import %fusion_src_root/runtime/test/data/configs/tiny_model_bias_untied.json --whole-model | fusion-opt --fusion-form-kernels | FileCheck %s --check-prefix=FOLD
 
@@ -92,14 +93,15 @@
 //       FOLD:   fusion.kernel @decode_step_k10_fused {{.*}} : ([[ATTN]])
 //       FOLD:   fusion.kernel @decode_step_k11_fused {{.*}} : ([[MLP]])
 //       FOLD:   %[[D:.+]] = fusion.kernel @decode_step_k12_linear {{.*}} : ([[DOWN]])
-// The final norm (its residual_out is not used) with the LM head, argmax.
-//       FOLD:   %[[L:.+]] = fusion.kernel @decode_step_k13_fused ({{.*}} = %[[D]],
-//  FOLD-SAME:     tensor<200x64xbf16>) -> tensor<?x200xbf16>
+// The final norm (its residual_out is not used) with the LM head and
+// argmax; the logits are a result too (the function returns them).
+//       FOLD:   %[[L:.+]]:2 = fusion.kernel @decode_step_k13_fused ({{.*}} = %[[D]],
+//  FOLD-SAME:     tensor<200x64xbf16>) -> (tensor<?x200xbf16>, tensor<?xi32>)
 //  FOLD-NEXT:     fusion.rmsnorm
 //  FOLD-NEXT:     fusion.linear
+//  FOLD-NEXT:     fusion.argmax
 //  FOLD-NEXT:     fusion.yield
-//       FOLD:   %[[T:.+]] = fusion.kernel @decode_step_k14_argmax ({{.*}} = %[[L]])
-//       FOLD:   return %[[T]], %[[L]] : tensor<?xi32>, tensor<?x200xbf16>
+//       FOLD:   return %[[L]]#1, %[[L]]#0 : tensor<?xi32>, tensor<?x200xbf16>
 //  FOLD-NOT:   fusion.kernel
 
 // `none`: one op per kernel, 1 + 10 per layer + 3 = 34 kernels of 34 ops.

@@ -24,7 +24,8 @@ the kernel that made it, not carried along):
   sum_partials   round(sum of the partials), the norm's input
   silu_mul       round(silu(g) * u) from the rounded [g | u] row
   argmax         the index of the largest non-NaN logit, ties to the lowest
-                 index (all NaN: 0), exact
+                 index (all NaN: 0), exact; folded into the LM head's
+                 kernel, exactly that of the logits the kernel wrote
 
 Pass: relative L2 error < 2e-3 (f16) / 1e-2 (bf16), no NaN, exact where
 stated. Where both strategies are present it also compares the fused
@@ -210,7 +211,8 @@ def ref_kernel(kernel, ins, dt):
             g, u = gu[:, :half], gu[:, half:]
             cur = out["output"] = dt.round(g / (1.0 + np.exp(-g)) * u)
         elif op == "argmax":
-            out["tokens"] = ref_argmax(ins["logits"])
+            out["tokens"] = ref_argmax(cur if cur is not None
+                                       else ins["logits"])
         else:
             raise ValueError(f"no reference for op {op}")
     return out, cache
@@ -288,8 +290,15 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model, lengths):
         report["tol"] = act.tol
         want, want_cache = ref_kernel(k, ins, act)
         kname = ck.launch_label(k, launch)
-        for p, buf in mine:
-            got = decode_param(dev, buf, p, env)
+        got_all = [(p, decode_param(dev, buf, p, env)) for p, buf in mine]
+        logits = next((g for p, g in got_all if p["role"] == "output"), None)
+        if "tokens" in want and logits is not None and len(k["ops"]) > 1:
+            # The LM head with argmax (FormKernels rule 1): its ids must be
+            # exactly the argmax of the logits it wrote, which are checked
+            # against the reference like any output (comparing ids with the
+            # reference's would fail on near-ties within rounding).
+            want["tokens"] = ref_argmax(logits)
+        for p, got in got_all:
             host_out[(k["index"], p["binding"]["result"])] = got
             if p["role"] not in want:
                 report["rows"].append((kname, p["role"] + " (no reference)",

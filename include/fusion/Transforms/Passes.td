@@ -21,23 +21,29 @@ def FusionFormKernelsPass : Pass<"fusion-form-kernels", "::mlir::ModuleOp"> {
       so a layer's attention is two launches. A linear layer with the norm
       before it and the SwiGLU activation after it, `rmsnorm`/`layernorm`
       -> `linear` -> `silu_mul`, becomes one kernel too (the post-attention
-      norm with gate/up, the final norm with the LM head). Partial chains
-      form the longest legal prefix group (e.g. `layernorm -> qkv_proj`); a
-      lone op is its own kernel (o_proj, down_proj, `embedding`, `argmax`).
+      norm with gate/up), and so does `rmsnorm`/`layernorm` -> `linear` ->
+      `argmax` (the final norm, the LM head and greedy sampling: each CTA
+      reduces its logits, the last one to finish writes the ids). Partial
+      chains form the longest legal prefix group (e.g. `layernorm ->
+      qkv_proj`); a lone op is its own kernel (o_proj, down_proj,
+      `embedding`, an `argmax` of logits no linear of its block computes).
 
     Legality rules (checked in this order when an op would join a group):
     1. Only producer -> consumer edges of the two chains are fused:
        norm -> qkv_proj or linear (the normalised activations), qkv_proj ->
        rope (query and key), rope/qkv_proj -> kv_append (key and value),
-       linear -> silu_mul (the packed [gate | up] rows). `decode_attention`,
-       `embedding` and `argmax` always are kernels of their own (but see
-      rule 6).
+       linear -> silu_mul (the packed [gate | up] rows), linear -> argmax
+       (the logits). `decode_attention` and `embedding` always are kernels
+       of their own (but see rule 6).
     2. A fused intermediate that is also used outside the group: a
        normalised activation (the `result` of a norm) is recomputed, i.e. the
        group gets its own copy of the norm and the original stays, as its own
        kernel, for the outside users; any other such value cuts the group
        before its first consumer inside it (that value is then a real kernel
-       output), and the rest is grouped again.
+       output), and the rest is grouped again. The exception: logits that
+       the group's `argmax` reads and others use too (a function result)
+       stay in the group as a kernel result, since the kernel writes them
+       anyway.
     3. The KV-cache write is never moved: ops keep their order, and the
        kernel is placed at its last op, so a read of the cache that follows
        the write stays after it.

@@ -180,7 +180,7 @@ func.func @argmax_not_yielded(%l: tensor<?x256xf16>) {
 // A projection kernel holds one projection: qkv_proj or linear.
 func.func @projection_with_linear(%x: tensor<?x64xf16>, %w: tensor<128x64xf16>, %o_w: tensor<64x64xf16>)
     -> tensor<?x64xf16> {
-  // expected-error @+1 {{'fusion.kernel' op projection kernel must hold at most one norm, one qkv_proj or linear, and one rope, kv_append and silu_mul (in this order)}}
+  // expected-error @+1 {{'fusion.kernel' op projection kernel must hold at most one norm, one qkv_proj or linear, and one rope, kv_append, silu_mul and argmax (in this order)}}
   %0 = fusion.kernel @mixed (%a = %x, %b = %w, %c = %o_w)
       : (tensor<?x64xf16>, tensor<128x64xf16>, tensor<64x64xf16>) -> tensor<?x64xf16> {
     %q, %k, %v = fusion.qkv_proj %a, %b {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 16 : i64}

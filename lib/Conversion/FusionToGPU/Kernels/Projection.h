@@ -41,6 +41,7 @@ struct FrontHalf {
   KVAppendOp append;
   LinearOp linear;
   SiluMulOp siluMul;
+  ArgmaxOp argmax;
 };
 
 /// Everything the body builders need, resolved to gpu.func values.
@@ -65,6 +66,12 @@ struct ProjectionPlan {
   /// The batch (index), and the i32 scalar argument it comes from (usable
   /// before griddepcontrol.wait).
   Value batch, batchArg;
+  /// A linear + argmax kernel (ProjectionArgmax.cpp): the ids ([B] i32), the
+  /// argmax_keys workspace (`!llvm.ptr<1>`), the arrival counter, and this
+  /// function's shared slots (i64 [argmaxTile], one per token of a tile) and
+  /// last-CTA flag; argmaxThreads is the block size.
+  Value tokensOut, argmaxGlobalKeys, argmaxArrivals, argmaxKeys, argmaxLast;
+  int64_t argmaxTile = 0, argmaxThreads = 0;
 };
 
 /// Finds the front-half ops of `kernel` and checks they form the chain the
@@ -83,12 +90,12 @@ ProjectionGemmShape getProjectionGemmShape(const ProjectionPlan &p);
 
 /// Creates the gpu.func `entry` with `launch`'s parameters and `blockSize`
 /// threads and binds `p` to its arguments (RoPE table: that of the primary
-/// entry, shared by its variants); `b` is left in its body.
-FailureOr<gpu::GPUFuncOp>
-createProjectionFunc(ImplicitLocOpBuilder &b, ProjectionPlan &p,
-                     KernelOp kernel, gpu::GPUModuleOp module,
-                     const KernelLaunch &launch, StringRef entry,
-                     int64_t blockSize, const TargetInfo &target);
+/// entry, shared by its variants); `b` is left in its body. `tileTokens` is
+/// the token tile of the function's forEachTokenTile (the argmax slots).
+FailureOr<gpu::GPUFuncOp> createProjectionFunc(
+    ImplicitLocOpBuilder &b, ProjectionPlan &p, KernelOp kernel,
+    gpu::GPUModuleOp module, const KernelLaunch &launch, StringRef entry,
+    int64_t blockSize, int64_t tileTokens, const TargetInfo &target);
 
 /// The two weight rows of output pair `pair` and their offsets `da`, `db`
 /// inside the head: a RoPE pair (j, j + rd/2) (neox) or (2j, 2j+1) (gptj),
@@ -118,13 +125,44 @@ void emitPairEpilogue(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
                       const PairRows &rows, const TokenInputs &in, Value sumA,
                       Value sumB);
 
-/// `for tileStart in [0, batch) step tile`: calls `body` with the tile's
+/// `for tileStart in [0, p.batch) step tile`: calls `body` with the tile's
 /// first token and its token count (min(tile, batch - tileStart)) after a
 /// barrier, so that the previous tile's readers are done with the shared
-/// rows the body overwrites.
+/// rows the body overwrites. With an argmax (p.tokensOut) each tile's slots
+/// are then published and, after the last tile, the last CTA writes the
+/// ids. Every thread of the CTA calls it.
 void forEachTokenTile(
-    ImplicitLocOpBuilder &b, Value batch, int64_t tile,
+    ImplicitLocOpBuilder &b, const ProjectionPlan &p, int64_t tile,
     llvm::function_ref<void(ImplicitLocOpBuilder &, Value, Value)> body);
+
+/// Adds the argmax workspaces (argmax_keys [batch, 2] i32 and
+/// argmax_arrivals [batch] i32, of which element 0 counts; both zero_init)
+/// after the other workspaces.
+void appendArgmaxWorkspaces(SmallVectorImpl<KernelParam> &params,
+                            MLIRContext *context);
+
+/// Binds the argmax workspaces of `args` to `p` and gives the function its
+/// shared slots (zeroed here, by `blockSize` threads) for tiles of
+/// `tileTokens` tokens (at most blockSize).
+void bindProjectionArgmax(ImplicitLocOpBuilder &b, ProjectionPlan &p,
+                          gpu::GPUFuncOp func, const KernelArgs &args,
+                          int64_t tileTokens, int64_t blockSize);
+
+/// Offers output columns rows.rowA / rows.rowB of `token` with the rounded
+/// logits `rawA` / `rawB` to the token's argmax slot (atomic max of their
+/// packed keys).
+void emitArgmaxCandidates(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
+                          const PairRows &rows, Value token, Value rawA,
+                          Value rawB);
+
+/// After a token tile: publishes the slots of tokens [tileStart, +count)
+/// (red.global.max.u64) and zeroes them.
+void publishArgmaxTile(ImplicitLocOpBuilder &b, const ProjectionPlan &p,
+                       Value tileStart, Value count);
+
+/// After the last tile: fence, arrival; the last CTA decodes every token's
+/// key into its id and zeroes the keys.
+void finishArgmax(ImplicitLocOpBuilder &b, const ProjectionPlan &p);
 
 /// The 16-byte vectors of weight rows `wA` and `wB` (element offsets of this
 /// lane's first elements) at `offsets` past them, row A then row B for each:

@@ -34,6 +34,7 @@ static FailureOr<FrontHalf> collectFrontHalf(KernelOp kernel) {
             .Case([&](RopeOp o) { return set(ops.rope, o); })
             .Case([&](KVAppendOp o) { return set(ops.append, o); })
             .Case([&](SiluMulOp o) { return set(ops.siluMul, o); })
+            .Case([&](ArgmaxOp o) { return set(ops.argmax, o); })
             .Default([&](Operation *other) {
               kernel.emitOpError("projection kernel cannot contain '")
                   << other->getName() << "'";
@@ -42,16 +43,17 @@ static FailureOr<FrontHalf> collectFrontHalf(KernelOp kernel) {
     if (duplicate)
       return kernel.emitOpError(
           "projection kernel must hold at most one norm, one qkv_proj or "
-          "linear, and one rope, kv_append and silu_mul (in this order)");
+          "linear, and one rope, kv_append, silu_mul and argmax (in this "
+          "order)");
   }
   if (ops.linear && (ops.rope || ops.append))
     return kernel.emitOpError(
         "unsupported projection kernel: rope and kv_append follow qkv_proj, "
         "not linear");
-  if (ops.qkv && ops.siluMul)
+  if (ops.qkv && (ops.siluMul || ops.argmax))
     return kernel.emitOpError(
-        "unsupported projection kernel: silu_mul follows linear, not "
-        "qkv_proj");
+        "unsupported projection kernel: silu_mul and argmax follow linear, "
+        "not qkv_proj");
   return ops;
 }
 
@@ -85,6 +87,10 @@ static LogicalResult checkChain(KernelOp kernel, FrontHalf ops) {
     if (!ops.linear.getResult().hasOneUse())
       return chainError("the result of linear must be used by silu_mul alone");
   }
+  if (ops.argmax &&
+      (ops.siluMul || ops.argmax.getLogits() != ops.linear.getResult()))
+    return chainError("argmax must take the result of linear (without "
+                      "silu_mul)");
   if (ops.rope && (ops.rope.getQuery() != ops.qkv.getQuery() ||
                    ops.rope.getKey() != ops.qkv.getKey()))
     return chainError("rope must rotate the query and key of qkv_proj");
@@ -250,18 +256,24 @@ static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
   if (p.gateUp && !p.siluOut)
     return kernel.emitOpError(
         "unsupported projection kernel: it must yield the result of silu_mul");
+  if (p.ops.argmax && !(p.tokensOut = args.output(p.ops.argmax.getResult())))
+    return kernel.emitOpError(
+        "unsupported projection kernel: it must yield the result of argmax");
   return success();
 }
 
 FailureOr<gpu::GPUFuncOp> mlir::fusion::createProjectionFunc(
     ImplicitLocOpBuilder &b, ProjectionPlan &p, KernelOp kernel,
     gpu::GPUModuleOp module, const KernelLaunch &launch, StringRef entry,
-    int64_t blockSize, const TargetInfo &target) {
+    int64_t blockSize, int64_t tileTokens, const TargetInfo &target) {
   gpu::GPUFuncOp func = createKernelFunc(b, kernel.getLoc(), module, entry,
                                          launch.params, blockSize, target);
-  if (failed(bindPlan(b, p, kernel, KernelArgs(kernel, func, launch.params),
-                      module, getInvFreqTableName(launch.entry))))
+  KernelArgs args(kernel, func, launch.params);
+  if (failed(bindPlan(b, p, kernel, args, module,
+                      getInvFreqTableName(launch.entry))))
     return failure();
+  if (p.ops.argmax)
+    bindProjectionArgmax(b, p, func, args, tileTokens, blockSize);
   return func;
 }
 
@@ -329,6 +341,8 @@ void mlir::fusion::emitPairEpilogue(ImplicitLocOpBuilder &b,
                 addI(b, mulI(b, token, D / 2), rows.j));
     return;
   }
+  if (p.tokensOut)
+    emitArgmaxCandidates(b, p, rows, token, rawA, rawB);
   Value outA = rawA, outB = rawB;
   if (p.ops.rope)
     std::tie(outA, outB) = emitRopePair(b, rawA, rawB, in.ropePosition,
@@ -377,15 +391,21 @@ void mlir::fusion::emitPairEpilogue(ImplicitLocOpBuilder &b,
 }
 
 void mlir::fusion::forEachTokenTile(
-    ImplicitLocOpBuilder &b, Value batch, int64_t tile,
+    ImplicitLocOpBuilder &b, const ProjectionPlan &p, int64_t tile,
     llvm::function_ref<void(ImplicitLocOpBuilder &, Value, Value)> body) {
-  forLoop(b, constIndex(b, 0), batch, constIndex(b, tile),
+  assert((!p.tokensOut || tile == p.argmaxTile) &&
+         "the argmax slots are those of this tile");
+  forLoop(b, constIndex(b, 0), p.batch, constIndex(b, tile),
           [&](ImplicitLocOpBuilder &lb, Value tileStart) {
             Value count =
-                minSI(lb, constIndex(lb, tile), subI(lb, batch, tileStart));
+                minSI(lb, constIndex(lb, tile), subI(lb, p.batch, tileStart));
             barrier(lb);
             body(lb, tileStart, count);
+            if (p.tokensOut)
+              publishArgmaxTile(lb, p, tileStart, count);
           });
+  if (p.tokensOut)
+    finishArgmax(b, p);
 }
 
 SmallVector<Value> mlir::fusion::loadRowPairVectors(ImplicitLocOpBuilder &b,

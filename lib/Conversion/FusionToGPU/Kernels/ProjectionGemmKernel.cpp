@@ -198,7 +198,7 @@ void GemmKernel::emitPrologue(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
 }
 
 void GemmKernel::emitBody(ImplicitLocOpBuilder &b) {
-  forEachTokenTile(b, p.batch, s.tileTokens,
+  forEachTokenTile(b, p, s.tileTokens,
                    [&](ImplicitLocOpBuilder &tb, Value tileStart, Value count) {
                      emitTokenTile(tb, tileStart, count);
                    });
@@ -735,8 +735,9 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
   variant.blockSize = s.blockSize();
   variant.dynamicSharedBytes = s.dynamicSharedBytes;
   ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
-  FailureOr<gpu::GPUFuncOp> func = createProjectionFunc(
-      b, p, kernel, module, launch, variant.entry, s.blockSize(), target);
+  FailureOr<gpu::GPUFuncOp> func =
+      createProjectionFunc(b, p, kernel, module, launch, variant.entry,
+                           s.blockSize(), s.tileTokens, target);
   if (failed(func))
     return failure();
   auto arg = [&](StringRef role) {

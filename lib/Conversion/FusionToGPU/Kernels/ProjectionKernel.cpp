@@ -476,7 +476,7 @@ void CudaCoreKernel::normalizeTile(ImplicitLocOpBuilder &b, Value tileStart,
 
 void CudaCoreKernel::emitBody(ImplicitLocOpBuilder &b) {
   Value isCta0 = cmpI(b, CmpIPredicate::eq, blockIdX(b), constIndex(b, 0));
-  forEachTokenTile(b, p.batch, s.batchTile,
+  forEachTokenTile(b, p, s.batchTile,
                    [&](ImplicitLocOpBuilder &tb, Value tileStart, Value count) {
                      normalizeTile(tb, tileStart, count, isCta0);
                      barrier(tb);
@@ -533,12 +533,15 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
         gemmShape.norm == ProjectionNorm::FoldableRMS, kernel.getContext());
   if (!gemm.empty() && gemm.front().tmaWeights)
     appendProjectionWeightMap(launch.params, gemm.front(), p.gateUp);
+  if (p.ops.argmax)
+    appendArgmaxWorkspaces(launch.params, kernel.getContext());
   launch.blockSize = s.blockSize;
   launch.grid = {std::to_string(s.grid), "1", "1"};
   launch.dynamicSharedBytes = s.reservedSharedBytes;
   ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
-  FailureOr<gpu::GPUFuncOp> func = createProjectionFunc(
-      b, p, kernel, module, launch, launch.entry, s.blockSize, target);
+  FailureOr<gpu::GPUFuncOp> func =
+      createProjectionFunc(b, p, kernel, module, launch, launch.entry,
+                           s.blockSize, s.batchTile, target);
   if (failed(func))
     return failure();
   CudaCoreKernel k{p, s, Value(), Value()};

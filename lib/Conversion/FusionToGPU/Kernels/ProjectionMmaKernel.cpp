@@ -60,7 +60,7 @@ void MmaKernel::emitBody(ImplicitLocOpBuilder &b) {
   t4 = remUI(b, lane, constIndex(b, 4));
   laneK = mulI(b, t4, kVectorWidth);
   isCta0 = cmpI(b, CmpIPredicate::eq, blockIdX(b), constIndex(b, 0));
-  forEachTokenTile(b, p.batch, s.tileTokens,
+  forEachTokenTile(b, p, s.tileTokens,
                    [&](ImplicitLocOpBuilder &tb, Value tileStart, Value count) {
                      emitTile(tb, tileStart, count);
                    });
@@ -252,8 +252,9 @@ LogicalResult mlir::fusion::emitProjectionMmaVariant(
   variant.blockSize = s.blockSize();
   variant.dynamicSharedBytes = s.dynamicSharedBytes;
   ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
-  FailureOr<gpu::GPUFuncOp> func = createProjectionFunc(
-      b, p, kernel, module, launch, variant.entry, s.blockSize(), target);
+  FailureOr<gpu::GPUFuncOp> func =
+      createProjectionFunc(b, p, kernel, module, launch, variant.entry,
+                           s.blockSize(), s.tileTokens, target);
   if (failed(func))
     return failure();
   MmaKernel k{p, s, Value(), Value()};

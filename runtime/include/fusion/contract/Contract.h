@@ -139,6 +139,13 @@ inline constexpr std::string_view kOutput = "output";
 inline constexpr std::string_view kPartialOut = "partial_out";
 inline constexpr std::string_view kPartialStats = "partial_stats";
 inline constexpr std::string_view kSplitCounters = "split_counters";
+// Workspaces of an argmax folded into the projection that computes the
+// logits (docs/abi.md 3.3), both zero-initialised and left zero: one packed
+// 64-bit key per token ([batch, 2] i32 words, little-endian), and the
+// kernel's CTA arrival counter (element 0 of a [batch] i32 workspace: every
+// workspace is sized by the batch).
+inline constexpr std::string_view kArgmaxKeys = "argmax_keys";
+inline constexpr std::string_view kArgmaxArrivals = "argmax_arrivals";
 // Tensor maps: the TMA descriptor of a weight (`weight` or `qkv_weight`).
 inline constexpr std::string_view kWeightMap = "weight_map";
 // Function arguments that no kernel parameter reads.
@@ -158,8 +165,9 @@ inline constexpr std::array<std::string_view, 7> kOutputRoles = {
     role::kNormed, role::kResidualOut, role::kQuery, role::kKey,
     role::kValue,  role::kOutput,      role::kTokens};
 /// The roles a workspace parameter may have.
-inline constexpr std::array<std::string_view, 3> kWorkspaceRoles = {
-    role::kPartialOut, role::kPartialStats, role::kSplitCounters};
+inline constexpr std::array<std::string_view, 5> kWorkspaceRoles = {
+    role::kPartialOut, role::kPartialStats, role::kSplitCounters,
+    role::kArgmaxKeys, role::kArgmaxArrivals};
 /// The roles a tensor-map parameter may have.
 inline constexpr std::array<std::string_view, 1> kTensorMapRoles = {
     role::kWeightMap};
