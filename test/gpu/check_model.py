@@ -25,7 +25,8 @@ the kernel that made it, not carried along):
   silu_mul       round(silu(g) * u) from the rounded [g | u] row
   argmax         the index of the largest non-NaN logit, ties to the lowest
                  index (all NaN: 0), exact; folded into the LM head's
-                 kernel, exactly that of the logits the kernel wrote
+                 kernel, exactly that of the logits the kernel wrote, also
+                 on crafted logits (check_argmax_ties: ties, NaN)
 
 Pass: relative L2 error < 2e-3 (f16) / 1e-2 (bf16), no NaN, exact where
 stated. Where both strategies are present it also compares the fused
@@ -298,6 +299,8 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model, lengths):
             # against the reference like any output (comparing ids with the
             # reference's would fail on near-ties within rounding).
             want["tokens"] = ref_argmax(logits)
+            ok &= check_argmax_ties(dev, ptx, k, launch, launch_args, env,
+                                    report)
         for p, got in got_all:
             host_out[(k["index"], p["binding"]["result"])] = got
             if p["role"] not in want:
@@ -325,6 +328,50 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model, lengths):
                                     "max_abs": 0.0, "nan": False}, same))
             ok &= same
     return ok, host_out, names
+
+
+def check_argmax_ties(dev, ptx, k, launch, launch_args, env, report):
+    """Relaunches an LM head with argmax (FormKernels rule 1) on crafted
+    logits: the weight's second half a copy of its first (every logit comes
+    twice, so each token's maximum is a tie the lower column must win),
+    column 3 NaN (never chosen) and, from batch 2, token 0's input NaN (all
+    its logits NaN: id 0). The ids must be exactly the argmax of the logits
+    the kernel wrote, and some token's maximum must be a tie."""
+    args, outs = list(launch_args), {}
+    for i, p in enumerate(k["params"]):
+        shape = ck.resolve_shape(p.get("shape", []), env)
+        if p["kind"] == "input" and p["role"] in ("weight", "input"):
+            dt = ck.DType(p["dtype"])
+            host = dev.to_host(launch_args[i]).reshape(shape).copy()
+            if p["role"] == "weight":
+                half = host.shape[0] // 2
+                host[half:2 * half] = host[:half]
+                host[3] = dt.encode(np.full(host.shape[1], np.nan))
+            elif env["batch"] > 1:
+                host[0] = dt.encode(np.full(host.shape[1], np.nan))
+            args[i] = dev.to_device(np.ascontiguousarray(host))
+        elif p["kind"] == "output":
+            dt = ck.DType(p["dtype"])
+            args[i] = dev.full(shape, dt.poison(), dt.storage)
+            outs[p["role"]] = (p, args[i])
+        elif p["kind"] == "workspace":
+            args[i] = dev.xp.zeros(shape, dtype=ck.DType(p["dtype"]).storage)
+        elif p["kind"] == "tensor_map":  # of the new weight
+            args[i] = dev.tensor_map(p, args[p["tensor_map"]["of"]])
+    dev.launch(ptx, launch, args)
+    dev.sync()
+    logits, ids = (decode_param(dev, buf, p, env)
+                   for p, buf in (outs["output"], outs["tokens"]))
+    half = logits.shape[1] // 2
+    rows = np.arange(len(ids))
+    twin = np.where(ids < half, ids + half, ids - half)
+    ties = int(np.count_nonzero(logits[rows, ids] == logits[rows, twin]))
+    bad = int(np.count_nonzero(ids != ref_argmax(logits)))
+    report["rows"].append((ck.launch_label(k, launch),
+                           f"tokens, crafted ties ({ties} tied maxima)",
+                           {"rel": float(bad), "max_abs": float(bad),
+                            "nan": False}, bad == 0 and ties > 0))
+    return bad == 0 and ties > 0
 
 
 def layer_outputs(manifest, fn, host_out, names):
