@@ -532,7 +532,7 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
         launch.params, gemm.front(), p.rows,
         gemmShape.norm == ProjectionNorm::FoldableRMS, kernel.getContext());
   if (!gemm.empty() && gemm.front().tmaWeights)
-    appendProjectionWeightMap(launch.params, gemm.front(), p.gateUp);
+    appendProjectionWeightMap(launch.params, gemm.front(), p);
   launch.blockSize = s.blockSize;
   launch.grid = {std::to_string(s.grid), "1", "1"};
   launch.dynamicSharedBytes = s.reservedSharedBytes;
