@@ -11,7 +11,10 @@ kernel's inputs to the host; after it, it compares every output with a
 float64 numpy reference computed from those inputs (so an error is charged to
 the kernel that made it, not carried along):
 
-  embedding      table[tokens], bit exact
+  embedding      table[clip(tokens, 0, V - 1)], bit exact; as the first op
+                 of layer 0's front half (--fusion-form-kernels rule 7) the
+                 norm's x, and the kernel's first "output" where it yields
+                 the rows
   rmsnorm        check_kernels.ref_rmsnorm (+ residual_out); layernorm
   qkv_proj       round(y @ W^T + b), split into q, k, v
   rope           check_kernels.ref_rope
@@ -144,15 +147,17 @@ def kernel_result_shape(kernel):
 
 
 def ref_kernel(kernel, ins, dt):
-    """Expected outputs (by role) and cache writes of `kernel` from its host
-    inputs `ins` (role -> decoded float64 / int array)."""
+    """Expected outputs (by role; the embedded rows as "embedding") and cache
+    writes of `kernel` from its host inputs `ins` (role -> decoded float64 /
+    int array; "weight" the last input of that role, "table" the first:
+    inputs follow the order of the ops, and an embedding is the first op)."""
     out, cache = {}, {}
     cur = None
     for o in kernel["ops"]:
         op, a = o["op"], o["attributes"]
         if op == "embedding":
-            table, tok = ins["weight"], ins["tokens"]
-            out["output"] = table[np.clip(tok, 0, table.shape[0] - 1)]
+            table, tok = ins["table"], ins["tokens"]
+            cur = out["embedding"] = table[np.clip(tok, 0, table.shape[0] - 1)]
         elif op == "rmsnorm":
             x = cur if cur is not None else ins["input"]
             y, h = ck.ref_rmsnorm(dt, x, ins.get("residual"),
@@ -162,9 +167,9 @@ def ref_kernel(kernel, ins, dt):
             if "residual" in ins:
                 out["residual_out"] = h
         elif op == "layernorm":
+            x = cur if cur is not None else ins["input"]
             cur = out["normed"] = ck.ref_layernorm(
-                dt, ins["input"], ins["norm_weight"], ins["norm_bias"],
-                a["epsilon"])
+                dt, x, ins["norm_weight"], ins["norm_bias"], a["epsilon"])
         elif op == "qkv_proj":
             x = cur if cur is not None else ins["input"]
             y = x @ ins["qkv_weight"].T
@@ -216,7 +221,26 @@ def ref_kernel(kernel, ins, dt):
     return out, cache
 
 
-EXACT = {"tokens"}
+EXACT = {"tokens", "embedding"}
+
+
+def output_keys(kernel, want):
+    """The reference key (in ref_kernel's `want`) of each output of
+    `kernel`, in order: its role, except for the embedded rows, which are
+    "output" too: the kernel's first "output" when it has more of them than
+    the ops after the embedding yield (outputs follow the order of the ops,
+    and the embedding is the first)."""
+    outs = [p for p in kernel["params"] if p["kind"] == "output"]
+    n = sum(p["role"] == "output" for p in outs)
+    rows = "embedding" in want and n > ("output" in want)
+    keys = []
+    for p in outs:
+        if rows and p["role"] == "output":
+            keys.append("embedding")
+            rows = False
+        else:
+            keys.append(p["role"])
+    return keys
 
 
 def decode_param(dev, buf, p, env):
@@ -261,7 +285,11 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model, lengths):
                 b = p["binding"]
                 buf = dev_args[b["argument"]] if "argument" in b else \
                     outputs[(b["kernel"], b["result"])]
-                ins.setdefault(p["role"], decode_param(dev, buf, p, env))
+                host = decode_param(dev, buf, p, env)
+                if p["role"] == "weight":  # the embedding's first, the
+                    ins.setdefault("table", host)  # projection's last
+                    ins["weight"] = host
+                ins.setdefault(p["role"], host)
                 if p["role"] in ("key_cache", "value_cache"):
                     caches[p["role"]] = (buf, ins[p["role"]].copy())
                 launch_args.append(buf)
@@ -288,17 +316,17 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model, lengths):
         report["tol"] = act.tol
         want, want_cache = ref_kernel(k, ins, act)
         kname = ck.launch_label(k, launch)
-        for p, buf in mine:
+        for (p, buf), key in zip(mine, output_keys(k, want)):
             got = decode_param(dev, buf, p, env)
             host_out[(k["index"], p["binding"]["result"])] = got
-            if p["role"] not in want:
+            if key not in want:
                 report["rows"].append((kname, p["role"] + " (no reference)",
                                        {"rel": 0, "max_abs": 0, "nan": False},
                                        False))
                 ok = False
                 continue
-            ok &= check_output(kname, p["role"], got, want[p["role"]],
-                               p["role"] in EXACT, report)
+            ok &= check_output(kname, p["role"], got, want[key],
+                               key in EXACT, report)
         for role, new in want_cache.items():
             buf, before = caches[role]
             after = decode_param(dev, buf, next(
