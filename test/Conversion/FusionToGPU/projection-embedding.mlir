@@ -242,3 +242,49 @@ func.func @layer0_ln(%tokens: tensor<?xi32>, %embed: tensor<1000x512xf16>, %norm
   }
   return %k#1, %k#0 : tensor<?x4x64xf16>, tensor<?x512xf16>
 }
+
+// -----
+
+// A wide LayerNorm front half (hidden 4096, V = 32000): the tensor-core
+// variant's warps normalise a token in a loop over its 16 chunks (more than
+// the 8 a LayerNorm keeps in registers): the first pass reads x from the
+// token's table row at each chunk and CTA 0 writes it to the embedded rows
+// (%arg9) there.
+// CHECK-LABEL: func.func @layer0_wide(
+// CHECK: gpu.func @layer0_wide_k0_fused_mma(%arg0: memref<1099511627776xi32>, %arg1: memref<1099511627776xf16>,
+// CHECK: llvm.inline_asm has_side_effects "griddepcontrol.wait;", "~{memory}"
+// CHECK: %[[CTA0:.+]] = arith.cmpi eq, %block_id_x{{.*}}, %c0{{.*}} : index
+// CHECK: %[[TOK:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+// CHECK: %[[OUTROW:.+]] = arith.muli %[[TOK]], %c4096{{.*}} : index
+// CHECK-NEXT: %[[ID:.+]] = memref.load %arg0[%[[TOK]]] : memref<1099511627776xi32>
+// CHECK: %[[CL:.+]] = arith.minsi %{{.+}}, %c31999 : index
+// CHECK: %[[ROW:.+]] = arith.muli %[[CL]], %{{.+}} : index
+// CHECK: scf.for %[[E:[^ ]+]] = %{{.+}} to %{{.+}} step %c256
+// CHECK: %[[AT:.+]] = arith.addi %[[ROW]], %[[E]] : index
+// CHECK-NEXT: %[[X:.+]] = vector.load %arg1[%[[AT]]]
+// CHECK-NEXT: scf.if %[[CTA0]] {
+// CHECK-NEXT: %[[OAT:.+]] = arith.addi %[[OUTROW]], %[[E]] : index
+// CHECK-NEXT: vector.store %[[X]], %arg9[%[[OAT]]] {alignment = 16 : i64}
+// CHECK: gpu.return
+func.func @layer0_wide(%tokens: tensor<?xi32>, %embed: tensor<32000x4096xf16>, %norm_w: tensor<4096xf16>,
+    %norm_b: tensor<4096xf16>, %qkv_w: tensor<6144x4096xf16>, %pos: tensor<?xi32>,
+    %block_table: tensor<?x?xi32>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>)
+    -> (tensor<?x32x128xf16>, tensor<?x4096xf16>) {
+  %k:2 = fusion.kernel @layer0_wide_k0_fused (%t = %tokens, %e = %embed, %w = %norm_w, %b = %norm_b,
+      %qw = %qkv_w, %p = %pos, %c0 = %kc, %c1 = %vc, %bt = %block_table)
+      : (tensor<?xi32>, tensor<32000x4096xf16>, tensor<4096xf16>, tensor<4096xf16>, tensor<6144x4096xf16>,
+         tensor<?xi32>, memref<?x16x8x128xf16>, memref<?x16x8x128xf16>, tensor<?x?xi32>)
+      -> (tensor<?x4096xf16>, tensor<?x32x128xf16>) attributes {strategy = #fusion.strategy<decode>} {
+    %x = fusion.embedding %t, %e : tensor<?xi32>, tensor<32000x4096xf16> -> tensor<?x4096xf16>
+    %y = fusion.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64}
+        : tensor<?x4096xf16>, tensor<4096xf16>, tensor<4096xf16> -> tensor<?x4096xf16>
+    %q, %kk, %v = fusion.qkv_proj %y, %qw {num_heads = 32 : i64, num_kv_heads = 8 : i64, head_dim = 128 : i64}
+        : tensor<?x4096xf16>, tensor<6144x4096xf16> -> tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>
+    %qr, %kr = fusion.rope %q, %kk, %p {pairing = #fusion.rope_pairing<neox>, theta = 5.0e+05 : f64}
+        : tensor<?x32x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>
+    fusion.kv_append %kr, %v into %c0, %c1[%bt, %p]
+        : tensor<?x8x128xf16> into memref<?x16x8x128xf16>, tensor<?x?xi32>, tensor<?xi32>
+    fusion.yield %x, %qr : tensor<?x4096xf16>, tensor<?x32x128xf16>
+  }
+  return %k#1, %k#0 : tensor<?x32x128xf16>, tensor<?x4096xf16>
+}
