@@ -17,7 +17,7 @@ rm -rf "$out"
 mkdir -p "$out"
 inputs=("$src"/examples/*.mlir)
 for f in gptj_partial_layernorm gemma_unit_offset_bf16 group5_hidden5120 \
-         group6_hidden1000_bf16 embed_argmax_swiglu; do
+         group6_hidden1000_bf16 embed_argmax_swiglu embedding_front_half; do
   inputs+=("$src/test/Conversion/FusionToGPU/Inputs/$f.mlir")
 done
 for config in "$src"/test/golden/*/config.json; do

@@ -52,8 +52,13 @@ def main():
     events = json.load(open(trace))["traceEvents"]
     gpu = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
                  key=lambda e: e["ts"])
+    # A step starts with the manifest's first kernel (layer 0's front half,
+    # which gathers the embedding under `decode`), as whichever entry (its
+    # own or a batch variant's) the batch launches.
+    first = json.load(open(prefix + ".manifest.json"))["kernels"][0]
+    first_entries = {first["entry"]} | {v["entry"] for v in first.get("variants", [])}
     starts = [i for i, e in enumerate(gpu)
-              if e["cat"] == "kernel" and e["name"].endswith("_k0_embedding")]
+              if e["cat"] == "kernel" and e["name"] in first_entries]
     periods, gaps, copies = [], [], []
     for n in range(1, len(starts)):
         first, prev_first = gpu[starts[n]], gpu[starts[n - 1]]

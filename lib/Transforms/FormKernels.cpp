@@ -25,13 +25,62 @@ using namespace mlir::fusion;
 
 namespace {
 
+/// Whether `value` is available before `op` (a block argument, defined in
+/// another block, or earlier in `op`'s block).
+static bool isDefinedBefore(Value value, Operation *op) {
+  Operation *def = value.getDefiningOp();
+  return !def || def->getBlock() != op->getBlock() || def->isBeforeInBlock(op);
+}
+
+/// Rule 7: whether `embedding` may join the kernel of the norm it feeds: its
+/// result the `input` (and not the residual) of the rmsnorm or layernorm
+/// right after it, whose normalised result is the input of the qkv_proj or
+/// linear right after the norm, with the other operands of both defined
+/// before the embedding, so that rules 1, 4 and 5 put the three in one
+/// group (no emitter takes an embedding with a norm alone).
+static bool isFoldableEmbedding(EmbeddingOp embedding) {
+  Value rows = embedding.getResult();
+  Operation *norm = embedding->getNextNode();
+  Value normInput, normed;
+  if (auto rms = dyn_cast_or_null<RMSNormOp>(norm)) {
+    if (rms.getResidual() == rows)
+      return false;
+    normInput = rms.getInput();
+    normed = rms.getResult();
+  } else if (auto layer = dyn_cast_or_null<LayerNormOp>(norm)) {
+    normInput = layer.getInput();
+    normed = layer.getResult();
+  } else {
+    return false;
+  }
+  Operation *projection = norm->getNextNode();
+  Value projectionInput =
+      llvm::TypeSwitch<Operation *, Value>(projection)
+          .Case<QKVProjOp, LinearOp>([](auto op) { return op.getInput(); })
+          .Default([](Operation *) { return Value(); });
+  if (normInput != rows || !projectionInput || projectionInput != normed)
+    return false;
+  auto operandsBefore = [&](Operation *op, Value fromChain) {
+    return llvm::all_of(op->getOperands(), [&](Value v) {
+      return v == fromChain || isDefinedBefore(v, embedding);
+    });
+  };
+  return operandsBefore(norm, rows) && operandsBefore(projection, normed);
+}
+
 /// Position of an op in a projection chain, the front half
-/// norm -> qkv_proj -> rope -> kv_append or a linear layer
-/// [sum_partials ->] norm -> linear -> silu_mul | argmax, or in the attention
-/// chain decode_attention -> linear_partials (rule 6); std::nullopt for ops
-/// that never join a group (embedding).
+/// [embedding ->] norm -> qkv_proj -> rope -> kv_append or a linear layer
+/// [embedding | sum_partials ->] norm -> linear -> silu_mul | argmax, or in
+/// the attention chain decode_attention -> linear_partials (rule 6);
+/// std::nullopt for ops that never join a group (an embedding that rule 7
+/// does not fold).
 static std::optional<int> frontHalfStage(Operation *op) {
   return llvm::TypeSwitch<Operation *, std::optional<int>>(op)
+      .Case<EmbeddingOp>([](EmbeddingOp embedding) -> std::optional<int> {
+        if (!isFoldableEmbedding(embedding))
+          return std::nullopt;
+        return -2;
+      })
       .Case<SumPartialsOp>([](auto) { return -1; })
       .Case<RMSNormOp, LayerNormOp, DecodeAttentionOp>([](auto) { return 0; })
       .Case<QKVProjOp, LinearOp, LinearPartialsOp>([](auto) { return 1; })
@@ -45,13 +94,6 @@ static bool isFusionCompute(Operation *op) {
   return isa<RMSNormOp, LayerNormOp, QKVProjOp, RopeOp, KVAppendOp,
              DecodeAttentionOp, LinearOp, LinearPartialsOp, SumPartialsOp,
              SiluMulOp, EmbeddingOp, ArgmaxOp>(op);
-}
-
-/// Whether `value` is available before `op` (a block argument, defined in
-/// another block, or earlier in `op`'s block).
-static bool isDefinedBefore(Value value, Operation *op) {
-  Operation *def = value.getDefiningOp();
-  return !def || def->getBlock() != op->getBlock() || def->isBeforeInBlock(op);
 }
 
 /// Rule 6: whether `linear` is an o_proj the attention kernel may project:
@@ -210,10 +252,13 @@ private:
                          partials.getInput().getDefiningOp()) &&
                      inGroup(partials.getInput());
             })
-            .Case<RMSNormOp>([&](RMSNormOp norm) {
-              return isa_and_nonnull<SumPartialsOp>(
-                         norm.getInput().getDefiningOp()) &&
-                     inGroup(norm.getInput());
+            .Case<RMSNormOp, LayerNormOp>([&](auto norm) {
+              // Rule 6 (sum_partials, rmsnorm only) and rule 7 (embedding).
+              Operation *def = norm.getInput().getDefiningOp();
+              bool producer = isa_and_nonnull<EmbeddingOp>(def) ||
+                              (isa<RMSNormOp>(norm.getOperation()) &&
+                               isa_and_nonnull<SumPartialsOp>(def));
+              return producer && inGroup(norm.getInput());
             })
             .Default([](Operation *) { return false; });
     if (!chainEdge)
@@ -231,7 +276,8 @@ private:
   /// activation (the norm stays outside as its own kernel for those users
   /// and a copy joins the group), and is a kernel result when it is the
   /// logits of the group's argmax; otherwise the group is cut before the
-  /// first member that consumes it and the rest is grouped again.
+  /// first member that consumes it and the rest is grouped again. A folded
+  /// embedding's rows (rule 7) are neither: they become a kernel result.
   void flush(SmallVectorImpl<Operation *> &group) {
     if (group.empty())
       return;
@@ -240,7 +286,9 @@ private:
 
     llvm::SmallPtrSet<Operation *, 8> memberSet(members.begin(), members.end());
     SmallVector<Operation *> recomputed;
-    for (auto [index, member] : llvm::enumerate(members)) {
+    for (Operation *member : members) {
+      if (isa<EmbeddingOp>(member))
+        continue;
       for (Value result : member->getResults()) {
         auto users = result.getUsers();
         auto inside = llvm::find_if(members, [&](Operation *m) {
@@ -286,10 +334,14 @@ private:
 
   /// Replaces `members` with one fusion.kernel at the first member's place.
   /// Members listed in `recomputed` are copied into the kernel and kept
-  /// outside for their other users.
+  /// outside for their other users (which makes them users outside the
+  /// kernel of what they take from it, e.g. a folded embedding's rows).
   void createKernel(ArrayRef<Operation *> members,
                     ArrayRef<Operation *> recomputed) {
     llvm::SmallPtrSet<Operation *, 8> memberSet(members.begin(), members.end());
+    auto outside = [&](Operation *user) {
+      return !memberSet.contains(user) || llvm::is_contained(recomputed, user);
+    };
     llvm::SetVector<Value> inputs;
     for (Operation *member : members)
       for (Value operand : member->getOperands())
@@ -300,8 +352,7 @@ private:
       if (llvm::is_contained(recomputed, member))
         continue;
       for (Value result : member->getResults())
-        if (llvm::any_of(result.getUsers(),
-                         [&](Operation *u) { return !memberSet.contains(u); }))
+        if (llvm::any_of(result.getUsers(), outside))
           outputs.push_back(result);
     }
 
@@ -328,9 +379,8 @@ private:
                         outputs, [&](Value v) { return mapping.lookup(v); }));
 
     for (auto [output, result] : llvm::zip(outputs, kernel.getResults()))
-      output.replaceUsesWithIf(result, [&](OpOperand &use) {
-        return !memberSet.contains(use.getOwner());
-      });
+      output.replaceUsesWithIf(
+          result, [&](OpOperand &use) { return outside(use.getOwner()); });
     for (Operation *member : llvm::reverse(members)) {
       if (llvm::is_contained(recomputed, member))
         continue;

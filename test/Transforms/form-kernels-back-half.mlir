@@ -8,37 +8,37 @@
 // Under `decode` the front half fuses, and so do the two linear chains of
 // the back half (rule 1): the post-attention norm (with the residual add)
 // with gate/up and SwiGLU, and the final norm with the LM head and argmax.
-// o_proj and down_proj take their input from another kernel and are kernels
-// of their own, as is the embedding.
+// The embedding joins the front half (rule 7), whose kernel also yields the
+// embedded rows for the post-attention norm's residual. o_proj and
+// down_proj take their input from another kernel and are kernels of their
+// own.
 
 // CHECK-LABEL: func.func @model_step(
-//       CHECK:   %[[E:.+]] = fusion.kernel @model_step_k0_embedding
-//  CHECK-SAME:     attributes {strategy = #fusion.strategy<decode>}
-//  CHECK-NEXT:     fusion.embedding
-//  CHECK-NEXT:     fusion.yield
-//       CHECK:   %[[F:.+]] = fusion.kernel @model_step_k1_fused ({{.*}} = %[[E]],
-//  CHECK-NEXT:     fusion.rmsnorm
+//       CHECK:   %[[F:.+]]:2 = fusion.kernel @model_step_k0_fused (%[[TOK:.+]] = %arg0, %[[TAB:.+]] = %arg1,
+//  CHECK-SAME:     -> (tensor<?x64xf16>, tensor<?x4x16xf16>) attributes {strategy = #fusion.strategy<decode>}
+//  CHECK-NEXT:     %[[X:.+]] = fusion.embedding %[[TOK]], %[[TAB]]
+//  CHECK-NEXT:     fusion.rmsnorm %[[X]],
 //  CHECK-NEXT:     fusion.qkv_proj
-//  CHECK-NEXT:     fusion.rope
+//  CHECK-NEXT:     %[[QR:.+]], %{{.+}} = fusion.rope
 //  CHECK-NEXT:     fusion.kv_append
-//  CHECK-NEXT:     fusion.yield
-//       CHECK:   %[[A:.+]] = fusion.kernel @model_step_k2_decode_attention ({{.*}} = %[[F]],
+//  CHECK-NEXT:     fusion.yield %[[X]], %[[QR]]
+//       CHECK:   %[[A:.+]] = fusion.kernel @model_step_k1_decode_attention ({{.*}} = %[[F]]#1,
 //  CHECK-NEXT:     fusion.decode_attention
 //  CHECK-NEXT:     fusion.yield
-//       CHECK:   %[[O:.+]] = fusion.kernel @model_step_k3_linear ({{.*}} = %[[A]], {{.*}} = %arg9)
+//       CHECK:   %[[O:.+]] = fusion.kernel @model_step_k2_linear ({{.*}} = %[[A]], {{.*}} = %arg9)
 //  CHECK-SAME:     : (tensor<?x4x16xf16>, tensor<64x64xf16>) -> tensor<?x64xf16> attributes {strategy = #fusion.strategy<decode>}
 //  CHECK-NEXT:     fusion.linear
 //  CHECK-NEXT:     fusion.yield
-//       CHECK:   %[[M:.+]]:2 = fusion.kernel @model_step_k4_fused ({{.*}} = %[[O]], {{.*}} = %arg10, {{.*}} = %[[E]], {{.*}} = %arg11)
+//       CHECK:   %[[M:.+]]:2 = fusion.kernel @model_step_k3_fused ({{.*}} = %[[O]], {{.*}} = %arg10, {{.*}} = %[[F]]#0, {{.*}} = %arg11)
 //  CHECK-SAME:     -> (tensor<?x64xf16>, tensor<?x128xf16>)
 //  CHECK-NEXT:     %{{.*}}, %[[RES:.+]] = fusion.rmsnorm
 //  CHECK-NEXT:     fusion.linear
 //  CHECK-NEXT:     %[[ACT:.+]] = fusion.silu_mul
 //  CHECK-NEXT:     fusion.yield %[[RES]], %[[ACT]]
-//       CHECK:   %[[D:.+]] = fusion.kernel @model_step_k5_linear ({{.*}} = %[[M]]#1, {{.*}} = %arg12)
+//       CHECK:   %[[D:.+]] = fusion.kernel @model_step_k4_linear ({{.*}} = %[[M]]#1, {{.*}} = %arg12)
 //  CHECK-NEXT:     fusion.linear
 //  CHECK-NEXT:     fusion.yield
-//       CHECK:   %[[T:.+]] = fusion.kernel @model_step_k6_fused ({{.*}} = %[[D]], {{.*}} = %arg13, {{.*}} = %[[M]]#0, {{.*}} = %arg1)
+//       CHECK:   %[[T:.+]] = fusion.kernel @model_step_k5_fused ({{.*}} = %[[D]], {{.*}} = %arg13, {{.*}} = %[[M]]#0, {{.*}} = %arg1)
 //  CHECK-SAME:     -> tensor<?xi32>
 //  CHECK-NEXT:     fusion.rmsnorm
 //  CHECK-NEXT:     fusion.linear

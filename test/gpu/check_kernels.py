@@ -21,6 +21,12 @@ runtime/src/Reference.cpp):
              (a, b) -> round(a cos - b sin), round(b cos + a sin)
   kv_append  cache[block_table[b, pos // P], pos % P, h, :] = k / v
 
+A front half that starts with the token embedding (layer 0 of a whole
+model: --fusion-form-kernels rule 7; Inputs/embedding_front_half.mlir)
+takes x = table[clip(tokens, 0, V - 1)] (ids 0, V - 1 and four outside
+[0, V) from batch 6) and checks the embedded rows it yields bit for bit;
+unfused, the lone embedding kernel makes them.
+
 Pass: ||out - ref|| / ||ref|| < 2e-3 (f16) or 1e-2 (bf16) for every output,
 no NaN left in any output, every written cache slot right and every other
 cache element still NaN, every zero_init workspace zero again after the
@@ -255,7 +261,7 @@ def launch_in_clusters(cp, fn, grid, threads, smem, args, cluster_x):
 
 
 SUPPORTED_KINDS = {"projection", "norm_row", "rope", "kv_append",
-                   "rope_kv_append"}
+                   "rope_kv_append", "embedding"}
 
 
 class Case:
@@ -345,7 +351,31 @@ def make_inputs(manifest, fn, case, rng):
             args[a["index"]] = ("nan", dt, shape)  # allocated on the device
         else:
             args[a["index"]] = np.zeros(shape, dtype=dt.storage)
+    embedding_inputs(fn, roles, case, rng, args)
     return args, env
+
+
+def embedding_inputs(fn, roles, case, rng, args):
+    """The embedding table (role weight: the only weight of a front half)
+    and the token ids (role tokens), where the function has them: random ids
+    in [0, V), from batch 6 with 0, V - 1 and four outside [0, V) (the
+    kernels clamp them); the table's rows the x of check_kernels' other
+    inputs (with the outlier row and channel of an outlier case)."""
+    by_role = {roles.get(a["index"]): a for a in fn["arguments"]}
+    if "tokens" not in by_role or "weight" not in by_role:
+        return
+    tokens, table = by_role["tokens"], by_role["weight"]
+    V, H = table["shape"]
+    B = case.batch
+    ids = rng.integers(0, V, size=B, dtype=np.int64)
+    if B >= 6:
+        ids[:6] = [0, V - 1, -1, V, -2**31, 2**31 - 1]
+    args[tokens["index"]] = ids.astype(np.int32)
+    rows = rng.standard_normal((V, H))
+    if case.outlier:
+        rows[np.clip(ids[min(2, B - 1)], 0, V - 1)] *= 300.0
+        rows[:, 7] = 500.0
+    args[table["index"]] = DType(table["dtype"]).encode(rows)
 
 
 def reference(manifest, fn, args, case):
@@ -361,10 +391,17 @@ def reference(manifest, fn, args, case):
             b = p.get("binding", {})
             if p["kind"] == "input" and "argument" in b:
                 arg_of.setdefault(p["role"], b["argument"])
-    dtype = DType(fn["arguments"][arg_of["input"]]["dtype"])
+    x_role = "weight" if "embedding" in ops else "input"
+    dtype = DType(fn["arguments"][arg_of[x_role]]["dtype"])
     val = lambda role: dtype.decode(args[arg_of[role]]) if role in arg_of else None
-    x = val("input")
     ref = {}
+    if "embedding" in ops:
+        table = val("weight")
+        ids = np.clip(args[arg_of["tokens"]].astype(np.int64), 0,
+                      table.shape[0] - 1)
+        x = ref["embedding"] = table[ids]
+    else:
+        x = val("input")
     if "rmsnorm" in ops:
         a = ops["rmsnorm"]
         y, h = ref_rmsnorm(dtype, x, val("residual"), val("norm_weight"),
@@ -573,6 +610,9 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
             role = p["role"]
             if role in ("query", "key"):
                 key = role + ("_rot" if has_rope else "_raw")
+            elif role == "output" and "embedding" in kernel_ops(k):
+                key = "embedding"  # the embedded rows (a front half's only
+                                   # "output")
             else:
                 key = role
             checks.append((kname, role, key, buf))
@@ -594,7 +634,13 @@ def run_function(dev, ptx, manifest, fn, case, seed, report):
             continue
         got = dtype.decode(dev.to_host(buf)).reshape(ref[key].shape)
         err = compare(got, ref[key])
-        passed = judge(dev, err["rel"] < dtype.tol and not err["nan"])
+        if key == "embedding":  # a bit copy of finite table rows: exact
+            wrong = int(np.count_nonzero(got != ref[key]))
+            if wrong:
+                err["note"] = f"{wrong} elements not bit-identical"
+            passed = judge(dev, wrong == 0)
+        else:
+            passed = judge(dev, err["rel"] < dtype.tol and not err["nan"])
         ok &= passed is not False
         results[key] = got
         report.append((case.label(), f"{kname}:{role}", err, passed))

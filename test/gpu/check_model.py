@@ -11,7 +11,10 @@ kernel's inputs to the host; after it, it compares every output with a
 float64 numpy reference computed from those inputs (so an error is charged to
 the kernel that made it, not carried along):
 
-  embedding      table[tokens], bit exact
+  embedding      table[clip(tokens, 0, V - 1)], bit exact; as the first op
+                 of layer 0's front half (--fusion-form-kernels rule 7) the
+                 norm's x, and the kernel's first "output" where it yields
+                 the rows
   rmsnorm        check_kernels.ref_rmsnorm (+ residual_out); layernorm
   qkv_proj       round(y @ W^T + b), split into q, k, v
   rope           check_kernels.ref_rope
@@ -146,15 +149,17 @@ def kernel_result_shape(kernel):
 
 
 def ref_kernel(kernel, ins, dt):
-    """Expected outputs (by role) and cache writes of `kernel` from its host
-    inputs `ins` (role -> decoded float64 / int array)."""
+    """Expected outputs (by role; the embedded rows as "embedding") and cache
+    writes of `kernel` from its host inputs `ins` (role -> decoded float64 /
+    int array; "weight" the last input of that role, "table" the first:
+    inputs follow the order of the ops, and an embedding is the first op)."""
     out, cache = {}, {}
     cur = None
     for o in kernel["ops"]:
         op, a = o["op"], o["attributes"]
         if op == "embedding":
-            table, tok = ins["weight"], ins["tokens"]
-            out["output"] = table[np.clip(tok, 0, table.shape[0] - 1)]
+            table, tok = ins["table"], ins["tokens"]
+            cur = out["embedding"] = table[np.clip(tok, 0, table.shape[0] - 1)]
         elif op == "rmsnorm":
             x = cur if cur is not None else ins["input"]
             y, h = ck.ref_rmsnorm(dt, x, ins.get("residual"),
@@ -164,9 +169,9 @@ def ref_kernel(kernel, ins, dt):
             if "residual" in ins:
                 out["residual_out"] = h
         elif op == "layernorm":
+            x = cur if cur is not None else ins["input"]
             cur = out["normed"] = ck.ref_layernorm(
-                dt, ins["input"], ins["norm_weight"], ins["norm_bias"],
-                a["epsilon"])
+                dt, x, ins["norm_weight"], ins["norm_bias"], a["epsilon"])
         elif op == "qkv_proj":
             x = cur if cur is not None else ins["input"]
             y = x @ ins["qkv_weight"].T
@@ -219,7 +224,26 @@ def ref_kernel(kernel, ins, dt):
     return out, cache
 
 
-EXACT = {"tokens"}
+EXACT = {"tokens", "embedding"}
+
+
+def output_keys(kernel, want):
+    """The reference key (in ref_kernel's `want`) of each output of
+    `kernel`, in order: its role, except for the embedded rows, which are
+    "output" too: the kernel's first "output" when it has more of them than
+    the ops after the embedding yield (outputs follow the order of the ops,
+    and the embedding is the first)."""
+    outs = [p for p in kernel["params"] if p["kind"] == "output"]
+    n = sum(p["role"] == "output" for p in outs)
+    rows = "embedding" in want and n > ("output" in want)
+    keys = []
+    for p in outs:
+        if rows and p["role"] == "output":
+            keys.append("embedding")
+            rows = False
+        else:
+            keys.append(p["role"])
+    return keys
 
 
 def decode_param(dev, buf, p, env):
@@ -264,7 +288,11 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model, lengths):
                 b = p["binding"]
                 buf = dev_args[b["argument"]] if "argument" in b else \
                     outputs[(b["kernel"], b["result"])]
-                ins.setdefault(p["role"], decode_param(dev, buf, p, env))
+                host = decode_param(dev, buf, p, env)
+                if p["role"] == "weight":  # the embedding's first, the
+                    ins.setdefault("table", host)  # projection's last
+                    ins["weight"] = host
+                ins.setdefault(p["role"], host)
                 if p["role"] in ("key_cache", "value_cache"):
                     caches[p["role"]] = (buf, ins[p["role"]].copy())
                 launch_args.append(buf)
@@ -291,8 +319,10 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model, lengths):
         report["tol"] = act.tol
         want, want_cache = ref_kernel(k, ins, act)
         kname = ck.launch_label(k, launch)
-        got_all = [(p, decode_param(dev, buf, p, env)) for p, buf in mine]
-        logits = next((g for p, g in got_all if p["role"] == "output"), None)
+        keys = output_keys(k, want)
+        got_all = [(p, key, decode_param(dev, buf, p, env))
+                   for (p, buf), key in zip(mine, keys)]
+        logits = next((g for _, key, g in got_all if key == "output"), None)
         if "tokens" in want and logits is not None and len(k["ops"]) > 1:
             # The LM head with argmax (FormKernels rule 1): its ids must be
             # exactly the argmax of the logits it wrote, which are checked
@@ -301,16 +331,16 @@ def run_step(dev, ptx, manifest, fn, batch, seed, report, model, lengths):
             want["tokens"] = ref_argmax(logits)
             ok &= check_argmax_ties(dev, ptx, k, launch, launch_args, env,
                                     report)
-        for p, got in got_all:
+        for p, key, got in got_all:
             host_out[(k["index"], p["binding"]["result"])] = got
-            if p["role"] not in want:
+            if key not in want:
                 report["rows"].append((kname, p["role"] + " (no reference)",
                                        {"rel": 0, "max_abs": 0, "nan": False},
                                        False))
                 ok = False
                 continue
-            ok &= check_output(kname, p["role"], got, want[p["role"]],
-                               p["role"] in EXACT, report)
+            ok &= check_output(kname, p["role"], got, want[key],
+                               key in EXACT, report)
         for role, new in want_cache.items():
             buf, before = caches[role]
             after = decode_param(dev, buf, next(

@@ -19,8 +19,9 @@ def ConvertFusionToGPUPass
       error at each such op (`'fusion.linear' op has no GPU lowering yet`),
       and the pass fails;
     - a kernel containing `fusion.qkv_proj`: the projection emitter (the
-      fused front half `[rmsnorm|layernorm] -> qkv_proj -> [rope] ->
-      [kv_append]`, or the projection alone);
+      fused front half `[embedding ->] [rmsnorm|layernorm] -> qkv_proj ->
+      [rope] -> [kv_append]`, or the projection alone; with an embedding the
+      norm gathers its rows from the table itself, ids clamped as below);
     - a kernel containing `fusion.decode_attention`: the split-KV attention
       emitter;
     - one `rmsnorm` or `layernorm` alone: the norm emitter;

@@ -25,8 +25,11 @@ def FusionFormKernelsPass : Pass<"fusion-form-kernels", "::mlir::ModuleOp"> {
       `argmax` (the final norm, the LM head and greedy sampling: each CTA
       reduces its logits, the last one to finish writes the ids). Partial
       chains form the longest legal prefix group (e.g. `layernorm ->
-      qkv_proj`); a lone op is its own kernel (o_proj, down_proj,
-      `embedding`, an `argmax` of logits no linear of its block computes).
+      qkv_proj`); a lone op is its own kernel (o_proj, down_proj, an
+      `argmax` of logits no linear of its block computes, an `embedding`
+      that rule 7 does not fold). The token embedding that layer 0's norm
+      normalises joins that norm's kernel (rule 7), so a whole-model step
+      starts with layer 0's front half.
 
     Legality rules (checked in this order when an op would join a group):
     1. Only producer -> consumer edges of the two chains are fused:
@@ -34,7 +37,7 @@ def FusionFormKernelsPass : Pass<"fusion-form-kernels", "::mlir::ModuleOp"> {
        rope (query and key), rope/qkv_proj -> kv_append (key and value),
        linear -> silu_mul (the packed [gate | up] rows), linear -> argmax
        (the logits). `decode_attention` and `embedding` always are kernels
-       of their own (but see rule 6).
+       of their own (but see rules 6 and 7).
     2. A fused intermediate that is also used outside the group: a
        normalised activation (the `result` of a norm) is recomputed, i.e. the
        group gets its own copy of the norm and the original stays, as its own
@@ -70,6 +73,19 @@ def FusionFormKernelsPass : Pass<"fusion-form-kernels", "::mlir::ModuleOp"> {
        kernel sums the partials in its norm's prologue), which removes the
        o_proj kernel of every layer of a small model. Only the fp32 order
        of o_proj's sum changes (`fusion.linear` leaves it to the kernel).
+    7. Under `decode`, an `embedding` whose result is the `input` (not the
+       residual) of the `rmsnorm` or `layernorm` right after it, whose
+       normalised result is the input of the `qkv_proj` or `linear` right
+       after the norm (a norm that heads a projection chain), the other
+       operands of both defined before the embedding, joins the norm's
+       kernel as its first op: one more chain edge, `embedding -> norm`,
+       which removes the lone embedding kernel of a whole-model step
+       (layer 0's front half gathers its token rows from the table itself).
+       Where the embedding's rows have other users (layer 0's
+       post-attention `rmsnorm` takes them as its `residual`), rule 2 does
+       not cut the group: the rows become a kernel result, which the kernel
+       writes (a bit copy, as the lone kernel's), and those users read it.
+       Under `none` the embedding stays a kernel of its own.
 
     Running the pass twice changes nothing: ops already inside a
     `fusion.kernel` are left alone.

@@ -46,9 +46,10 @@ FailureOr<AttrT> getCheckedSchedule(KernelOp kernel, Params... params) {
 }
 
 /// Kernels/ProjectionKernel.cpp: a kernel containing fusion.qkv_proj or
-/// fusion.linear: the front half `[rmsnorm|layernorm] -> qkv_proj -> [rope]
-/// -> [kv_append]` or a linear layer `[rmsnorm|layernorm] -> linear ->
-/// [silu_mul]` (Kernels/Projection.h).
+/// fusion.linear: the front half `[embedding ->] [rmsnorm|layernorm] ->
+/// qkv_proj -> [rope] -> [kv_append]` or a linear layer `[embedding |
+/// sum_partials ->] [rmsnorm|layernorm] -> linear -> [silu_mul]`
+/// (Kernels/Projection.h).
 bool isProjectionKernel(KernelOp kernel);
 FailureOr<KernelLaunch> emitProjectionKernel(KernelOp kernel,
                                              const TargetInfo &target,

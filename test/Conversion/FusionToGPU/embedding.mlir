@@ -33,8 +33,8 @@
 // CHECK:           %[[ID:.*]] = arith.index_cast %[[ID32]] : i32 to index
 // CHECK:           %[[LO:.*]] = arith.maxsi %[[ID]], %c0
 // CHECK:           %[[CL:.*]] = arith.minsi %[[LO]], %c31999
-// CHECK:           %[[COL:.*]] = arith.muli %[[V]], %c8
 // CHECK:           %[[ROW:.*]] = arith.muli %[[CL]], %c4096
+// CHECK:           %[[COL:.*]] = arith.muli %[[V]], %c8
 // CHECK:           %[[AT:.*]] = arith.addi %[[ROW]], %[[COL]]
 // CHECK:           %[[X:.*]] = vector.load %[[TABLE]][%[[AT]]] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
 // CHECK:           %[[OROW:.*]] = arith.muli %[[B]], %c4096

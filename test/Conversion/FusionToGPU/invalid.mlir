@@ -115,8 +115,9 @@ func.func @embedding_hidden(%t: tensor<?xi32>, %e: tensor<256x60xf16>) -> tensor
 
 // -----
 
-// embedding, argmax and silu_mul are kernels of their own: in a kernel with
-// other ops no emitter builds them.
+// argmax and silu_mul are kernels of their own, and so is an embedding
+// unless it makes the input of a projection kernel's norm: with a norm
+// alone no emitter builds it.
 func.func @embedding_with_norm(%t: tensor<?xi32>, %e: tensor<256x64xf16>, %w: tensor<64xf16>) -> tensor<?x64xf16> {
   // expected-error @+1 {{'fusion.kernel' op no emitter for a kernel of 2 op(s) containing 'fusion.embedding'; supported: one rmsnorm, layernorm, embedding, argmax or silu_mul, rope, kv_append, rope -> kv_append, or kernels with qkv_proj / linear / decode_attention}}
   %0 = fusion.kernel @embed_norm (%a = %t, %b = %e, %c = %w)
@@ -126,6 +127,25 @@ func.func @embedding_with_norm(%t: tensor<?xi32>, %e: tensor<256x64xf16>, %w: te
     fusion.yield %y : tensor<?x64xf16>
   }
   return %0 : tensor<?x64xf16>
+}
+
+// -----
+
+// In a projection kernel the embedding must make the norm's input alone
+// (the norm gathers its x rows from the table), not its residual.
+func.func @embedding_as_residual(%t: tensor<?xi32>, %e: tensor<256x64xf16>, %h: tensor<?x64xf16>,
+    %w: tensor<64xf16>, %pw: tensor<128x64xf16>) -> tensor<?x128xf16> {
+  // expected-error @+1 {{'fusion.kernel' op unsupported projection kernel: embedding must take kernel operands and feed the input of the norm alone (its result may be yielded)}}
+  %0 = fusion.kernel @embed_residual (%a = %t, %b = %e, %c = %h, %d = %w, %f = %pw)
+      : (tensor<?xi32>, tensor<256x64xf16>, tensor<?x64xf16>, tensor<64xf16>, tensor<128x64xf16>)
+      -> tensor<?x128xf16> {
+    %x = fusion.embedding %a, %b : tensor<?xi32>, tensor<256x64xf16> -> tensor<?x64xf16>
+    %y, %r = fusion.rmsnorm %c, %d residual(%x : tensor<?x64xf16>) {epsilon = 1.0e-05 : f64}
+        : tensor<?x64xf16>, tensor<64xf16> -> tensor<?x64xf16>, tensor<?x64xf16>
+    %p = fusion.linear %y, %f : tensor<?x64xf16>, tensor<128x64xf16> -> tensor<?x128xf16>
+    fusion.yield %p : tensor<?x128xf16>
+  }
+  return %0 : tensor<?x128xf16>
 }
 
 // -----

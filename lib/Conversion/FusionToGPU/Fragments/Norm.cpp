@@ -2,6 +2,7 @@
 
 #include "Norm.h"
 #include "Abi.h"
+#include "Embedding.h"
 #include "Reduce.h"
 
 using namespace mlir;
@@ -43,6 +44,9 @@ public:
     thread = warpOnly ? laneId(b) : threadIdX(b);
     threads = warpOnly ? 32 : blockSize;
     xBase = mulI(b, token, spec.hidden);
+    inputBase = spec.table ? getEmbeddingRowOffset(b, spec.ids, token,
+                                                   spec.vocab, spec.hidden)
+                           : xBase;
   }
 
   int64_t getThreads() const { return threads; }
@@ -55,7 +59,9 @@ private:
   Value row, rowBase, writeOutputs, scratch;
   int64_t blockSize;
   bool warpOnly, rms;
-  Value thread, xBase;
+  /// Element offsets of the token's row in the outputs (and `input`,
+  /// `residual`) and in the buffer x is read from (`input` or `table`).
+  Value thread, xBase, inputBase;
   int64_t threads;
   /// 1 / sqrt(variance + eps) and (layernorm) the mean.
   Value inv, mean;
@@ -91,20 +97,29 @@ private:
   void storeY(ImplicitLocOpBuilder &ib, Value i, Value y) {
     storeRowAndOutput(ib, i, y, spec.normedOut);
   }
+  /// The gathered embedding rows: x itself.
+  void storeX(ImplicitLocOpBuilder &ib, Value i, Value x) {
+    storeOutput(ib, i, x, spec.gatheredOut);
+  }
   /// Writes `v` to `row` and, when `writeOutputs`, to `output` (if any).
   void storeRowAndOutput(ImplicitLocOpBuilder &ib, Value i, Value v,
                          Value output) {
     storeVector(ib, v, row, rowIndex(ib, i));
+    storeOutput(ib, i, v, output);
+  }
+  /// Writes `v` to `output` (if any) when `writeOutputs`.
+  void storeOutput(ImplicitLocOpBuilder &ib, Value i, Value v, Value output) {
     if (output)
       ifThen(ib, writeOutputs, [&](ImplicitLocOpBuilder &tb) {
         storeVector(tb, v, output, addI(tb, xBase, i));
       });
   }
-  /// x of chunk `i` (element offset in the row): the input, or the rounded
-  /// in-order sum of the partials.
+  /// x of chunk `i` (element offset in the row): the input or the token's
+  /// table row, or the rounded in-order sum of the partials.
   Value loadX(ImplicitLocOpBuilder &ib, Value i) {
     if (!spec.partials)
-      return loadVector(ib, spec.input, addI(ib, xBase, i), kVectorWidth);
+      return loadVector(ib, spec.table ? spec.table : spec.input,
+                        addI(ib, inputBase, i), kVectorWidth);
     Value sum;
     for (int64_t g = 0; g < spec.numPartials; ++g) {
       Value at = addI(ib, mulI(ib, xBase, spec.numPartials),
@@ -200,7 +215,10 @@ void NormRowEmitter::emitInRegisters() {
   Value total = zero;
   for (size_t c = 0; c < at.size(); ++c) {
     hs.push_back(makeH(b, xs[c], rs[c]));
-    guarded(c, [&](ImplicitLocOpBuilder &gb) { storeH(gb, at[c], hs[c]); });
+    guarded(c, [&](ImplicitLocOpBuilder &gb) {
+      storeX(gb, at[c], xs[c]);
+      storeH(gb, at[c], hs[c]);
+    });
     if (spec.kind != NormSpec::Kind::None)
       total = addF(b, total, masked(c, sumTerm(b, hs[c])));
   }
@@ -230,8 +248,9 @@ void NormRowEmitter::emitLooped() {
       b, hidden, thread, threads,
       [&](ImplicitLocOpBuilder &ib, Value i, Value acc) -> Value {
         Value global = addI(ib, xBase, i);
-        Value h =
-            makeH(ib, loadX(ib, i), loadOptional(ib, spec.residual, global));
+        Value x = loadX(ib, i);
+        storeX(ib, i, x);
+        Value h = makeH(ib, x, loadOptional(ib, spec.residual, global));
         storeH(ib, i, h);
         if (spec.kind == NormSpec::Kind::None)
           return nullptr;
@@ -294,17 +313,30 @@ Value mlir::fusion::getNormWeightF32(ImplicitLocOpBuilder &b,
   return addF(b, w32, one);
 }
 
+/// Binds x of `spec` to `args`: the norm's `input` where it is a kernel
+/// operand, else the operands of the op that makes it in the kernel (a
+/// fusion.sum_partials or fusion.embedding).
+static void bindNormInput(NormSpec &spec, Value input, const KernelArgs &args) {
+  spec.input = args.input(input);
+  if (auto sum = input.getDefiningOp<SumPartialsOp>()) {
+    spec.partials = args.input(sum.getInput());
+    spec.numPartials = sum.getInput().getType().getDimSize(1);
+  }
+  if (auto embedding = input.getDefiningOp<EmbeddingOp>()) {
+    spec.ids = args.input(embedding.getTokens());
+    spec.table = args.input(embedding.getTable());
+    spec.vocab = embedding.getTable().getType().getDimSize(0);
+    spec.gatheredOut = args.output(embedding.getResult());
+  }
+}
+
 NormSpec mlir::fusion::getNormSpec(Operation *norm, const KernelArgs &args) {
   NormSpec spec;
   if (auto rms = dyn_cast_or_null<RMSNormOp>(norm)) {
     spec.kind = NormSpec::Kind::RMS;
     spec.epsilon = rms.getEpsilon().convertToDouble();
     spec.unitOffset = rms.getUnitOffset();
-    spec.input = args.input(rms.getInput());
-    if (auto sum = rms.getInput().getDefiningOp<SumPartialsOp>()) {
-      spec.partials = args.input(sum.getInput());
-      spec.numPartials = sum.getInput().getType().getDimSize(1);
-    }
+    bindNormInput(spec, rms.getInput(), args);
     spec.residual = args.input(rms.getResidual());
     spec.weight = args.input(rms.getWeight());
     spec.residualOut = args.output(rms.getResidualOut());
@@ -312,7 +344,7 @@ NormSpec mlir::fusion::getNormSpec(Operation *norm, const KernelArgs &args) {
   } else if (auto layer = dyn_cast_or_null<LayerNormOp>(norm)) {
     spec.kind = NormSpec::Kind::Layer;
     spec.epsilon = layer.getEpsilon().convertToDouble();
-    spec.input = args.input(layer.getInput());
+    bindNormInput(spec, layer.getInput(), args);
     spec.weight = args.input(layer.getWeight());
     spec.bias = args.input(layer.getBias());
     spec.normedOut = args.output(layer.getResult());

@@ -20,7 +20,8 @@ class KernelArgs;
 /// (w32 + 1 with unit_offset), layernorm
 /// `y = round((h32 - mean) * (1 / sqrt(var + eps)) * w32 + b32)` with a
 /// two-pass variance, where `h = round(x + residual)` with a residual and
-/// `h = x` otherwise; `None` only copies x. Sums in fp32.
+/// `h = x` otherwise; `None` only copies x. Sums in fp32. x is row `token`
+/// of `input`, the sum of `partials`, or a row of an embedding `table`.
 struct NormSpec {
   enum class Kind { None, RMS, Layer };
   Kind kind = Kind::None;
@@ -35,8 +36,15 @@ struct NormSpec {
   /// order), the fusion.sum_partials the norm takes its input from.
   Value partials;
   int64_t numPartials = 0;
-  /// Outputs written when `writeOutputs` holds (may be null).
-  Value residualOut, normedOut;
+  /// Instead of `input` (then null): x of token t = row clamp(ids[t], 0,
+  /// vocab - 1) of `table` ([vocab, hidden]; `ids` [B] i32), the
+  /// fusion.embedding the norm takes its input from
+  /// (getEmbeddingRowOffset: `ids` is read after griddepcontrol.wait only).
+  Value ids, table;
+  int64_t vocab = 0;
+  /// Outputs written when `writeOutputs` holds (may be null): `gatheredOut`
+  /// is the embedding's result (x itself, a bit copy of the table row).
+  Value residualOut, normedOut, gatheredOut;
 };
 
 /// Normalises row `token` (index) of `spec.input` with the whole CTA
@@ -70,8 +78,9 @@ Value getNormWeightF32(ImplicitLocOpBuilder &b, const NormSpec &spec, Value w);
 /// The NormSpec of `norm` (a fusion.rmsnorm or fusion.layernorm; null: a
 /// `None` spec) with its buffers bound to `args` (null where a value is not
 /// a kernel operand or result; `partials` where the norm's input is a
-/// fusion.sum_partials of a kernel operand); `hidden` and `elementType` are
-/// the caller's.
+/// fusion.sum_partials of a kernel operand, `ids` and `table` where it is a
+/// fusion.embedding of kernel operands); `hidden` and `elementType` are the
+/// caller's.
 NormSpec getNormSpec(Operation *norm, const KernelArgs &args);
 
 } // namespace mlir::fusion

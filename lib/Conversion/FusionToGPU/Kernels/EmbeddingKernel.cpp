@@ -4,11 +4,15 @@
 // tokens[b] of the [V, H] table, a bit copy in 16-byte vectors. Grid
 // [batch, chunks]: CTA (b, c) copies vectors c * threads ... of token b's
 // row, one per thread. The id is clamped to [0, V - 1] before the 64-bit row
-// offset is formed (the op's memory-safety rule): a bad id copies some row
-// of the table and never reads outside it.
+// offset is formed (the op's memory-safety rule, getEmbeddingRowOffset): a
+// bad id copies some row of the table and never reads outside it. Under
+// `decode` an embedding that layer 0's norm normalises is not this kernel
+// but the first op of that norm's projection kernel (--fusion-form-kernels
+// rule 7), which gathers the rows the same way.
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Fragments/Embedding.h"
 #include "RowKernel.h"
 
 using namespace mlir;
@@ -19,12 +23,9 @@ using namespace mlir::fusion;
 static void emitCopyVector(ImplicitLocOpBuilder &b, Value tokens, Value table,
                            Value out, Value token, Value vec, int64_t vocab,
                            int64_t hidden) {
-  Value id = i32ToIndex(b, loadScalar(b, tokens, token));
-  id = maxSI(b, id, constIndex(b, 0));
-  id = minSI(b, id, constIndex(b, vocab - 1));
+  Value rowBase = getEmbeddingRowOffset(b, tokens, token, vocab, hidden);
   Value column = mulI(b, vec, kVectorWidth);
-  Value row =
-      loadVector(b, table, addI(b, mulI(b, id, hidden), column), kVectorWidth);
+  Value row = loadVector(b, table, addI(b, rowBase, column), kVectorWidth);
   storeVector(b, row, out, addI(b, mulI(b, token, hidden), column));
 }
 

@@ -8,15 +8,19 @@
 // the KV-cache entries; or the SwiGLU activation).
 //
 // Two chains are projections: the front half
-//   [rmsnorm | layernorm] -> qkv_proj -> [rope] -> [kv_append]
+//   [embedding ->] [rmsnorm | layernorm] -> qkv_proj -> [rope] -> [kv_append]
 // and a linear layer of the back half
-//   [rmsnorm | layernorm] -> linear -> [silu_mul]
+//   [embedding | sum_partials ->] [rmsnorm | layernorm] -> linear -> [silu_mul]
 // (o_proj, gate/up with SiLU(gate) * up in the epilogue, down_proj, the LM
 // head). A linear layer is planned as a projection whose "heads" are its
 // output row pairs: without silu_mul, N / 2 heads of 2 rows (pair p = rows
 // 2p, 2p + 1, stored at [token, 2p]); with silu_mul, one head of the 2I
 // packed [gate | up] rows whose pair j is (j, I + j), the pairing of NeoX
 // RoPE over a whole head, finished as round(silu(g) * u) at [token, j].
+// With an embedding (layer 0 of a whole model: --fusion-form-kernels rule
+// 7) the norm reads its x rows from the table, row clamp(tokens[t], 0,
+// V - 1) for token t (NormSpec::table), and writes them where the kernel
+// yields the embedding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,9 +34,11 @@
 
 namespace mlir::fusion {
 
-/// The ops of a projection kernel body: a norm, then qkv_proj (with rope,
-/// kv_append) or linear (with silu_mul).
+/// The ops of a projection kernel body: a norm (with the embedding or
+/// sum_partials that makes its input), then qkv_proj (with rope, kv_append)
+/// or linear (with silu_mul).
 struct FrontHalf {
+  EmbeddingOp embedding;
   SumPartialsOp sum;
   RMSNormOp rms;
   LayerNormOp layer;
@@ -205,12 +211,16 @@ void appendProjectionGemmWorkspaces(SmallVector<KernelParam> &params,
                                     MLIRContext *context);
 
 /// Appends (before the scalars) the weight_map tensor map of the GEMM
-/// variants with tmaWeights: the weight input's TMA descriptor, boxes of
-/// stageK columns by tileRows rows (tileRows / 2 for gate/up, whose tiles
-/// hold the gate rows and the up rows of their pairs). Every GEMM variant of
-/// a kernel takes the same.
+/// variants with tmaWeights: the TMA descriptor of the input parameter of
+/// the projection's weight (of `p.ops`'s qkv_proj or linear, not another
+/// `weight` such as an embedding table; nothing where the weight is not a
+/// kernel operand, which createProjectionFunc reports), boxes of stageK
+/// columns by tileRows rows (tileRows / 2 for gate/up, whose tiles hold the
+/// gate rows and the up rows of their pairs). Every GEMM variant of a kernel
+/// takes the same.
 void appendProjectionWeightMap(SmallVector<KernelParam> &params,
-                               const ProjectionGemmSchedule &s, bool gateUp);
+                               const ProjectionGemmSchedule &s,
+                               const ProjectionPlan &p);
 
 /// Adds the GEMM-shaped variant of a projection kernel with schedule `s` to
 /// `launch`, whose params hold its workspaces (ProjectionGemmKernel.cpp).

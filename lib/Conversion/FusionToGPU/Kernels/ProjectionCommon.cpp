@@ -26,6 +26,7 @@ static FailureOr<FrontHalf> collectFrontHalf(KernelOp kernel) {
   for (Operation &op : kernel.getBody().front().without_terminator()) {
     bool duplicate =
         llvm::TypeSwitch<Operation *, bool>(&op)
+            .Case([&](EmbeddingOp o) { return set(ops.embedding, o); })
             .Case([&](SumPartialsOp o) { return set(ops.sum, o); })
             .Case([&](RMSNormOp o) { return set(ops.rms, o) || ops.layer; })
             .Case([&](LayerNormOp o) { return set(ops.layer, o) || ops.rms; })
@@ -62,6 +63,23 @@ static Value getProjectionInput(FrontHalf ops) {
   return ops.qkv ? ops.qkv.getInput() : ops.linear.getInput();
 }
 
+/// Whether `embedding` takes kernel operands and its rows are the input of
+/// the norm of `ops` and otherwise only yielded.
+static LogicalResult checkEmbedding(EmbeddingOp embedding, FrontHalf ops) {
+  Value rows = embedding.getResult();
+  Operation *norm = ops.rms ? ops.rms.getOperation() : ops.layer;
+  if (!norm || !isa<BlockArgument>(embedding.getTokens()) ||
+      !isa<BlockArgument>(embedding.getTable()))
+    return failure();
+  for (OpOperand &use : rows.getUses()) {
+    Operation *user = use.getOwner();
+    bool normInput = user == norm && use.getOperandNumber() == 0;
+    if (!normInput && !isa<YieldOp>(user))
+      return failure();
+  }
+  return success(llvm::is_contained(rows.getUsers(), norm));
+}
+
 /// Checks that the ops form the chain the kernels implement.
 static LogicalResult checkChain(KernelOp kernel, FrontHalf ops) {
   auto chainError = [&](StringRef what) {
@@ -81,6 +99,9 @@ static LogicalResult checkChain(KernelOp kernel, FrontHalf ops) {
                   !isa<BlockArgument>(ops.sum.getInput())))
     return chainError("sum_partials must take a kernel operand and feed the "
                       "input of rmsnorm alone");
+  if (ops.embedding && failed(checkEmbedding(ops.embedding, ops)))
+    return chainError("embedding must take kernel operands and feed the "
+                      "input of the norm alone (its result may be yielded)");
   if (ops.siluMul) {
     if (ops.siluMul.getInput() != ops.linear.getResult())
       return chainError("silu_mul must take the result of linear");
@@ -246,7 +267,7 @@ static LogicalResult bindPlan(ImplicitLocOpBuilder &b, ProjectionPlan &p,
     p.blockTable = args.input(append.getBlockTable());
     p.appendPositions = args.input(append.getPositions());
   }
-  if (!p.weight || !(p.norm.input || p.norm.partials) ||
+  if (!p.weight || !(p.norm.input || p.norm.partials || p.norm.table) ||
       (p.ops.rope && !p.ropePositions) ||
       (p.ops.append && (!p.keyCache || !p.valueCache || !p.blockTable ||
                         !p.appendPositions || !p.maxPages)))

@@ -23,6 +23,10 @@
 //   h = round(x + residual) in place of x (x itself without a residual),
 //   written to residual_out by the CTAs of row tile 0; sum(h32^2)
 //   accumulated per token in fp32.
+// With an embedding before the norm (NormSpec::table), the stage's x rows
+// are copied from the table rows the tokens select (getEmbeddingRowOffset,
+// after griddepcontrol.wait like every read of x) and the CTAs of row tile 0
+// write them where the kernel yields the embedding.
 // Then every warp multiplies its 16 rows with the T tokens (ldmatrix.x4 +
 // mma.m16n8k16, fp32 accumulators), the weight fragments first multiplied
 // by the norm weight: round(W32 * w32) (w32 + 1 with unit_offset).
@@ -43,6 +47,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../Fragments/AsyncCopy.h"
+#include "../Fragments/Embedding.h"
 #include "../Fragments/Mma.h"
 #include "../Fragments/Reduce.h"
 #include "../KernelEmitter.h"
@@ -320,7 +325,7 @@ Value GemmKernel::stageParity(ImplicitLocOpBuilder &b, Value tileStart,
 /// commits them as one group; with tmaWeights, the weights' TMA copies only
 /// where `weightsIssued` (i1) is false or absent (emitPrologue issued them).
 /// Token rows past the batch repeat its last token (`lastToken`); their results
-/// are never stored.
+/// are never stored. With an embedding, a token's x row is its table row.
 void GemmKernel::issueStage(ImplicitLocOpBuilder &b, Value tileStart,
                             Value lastToken, Value step, Value weightsIssued) {
   const int64_t H = p.hidden;
@@ -338,10 +343,19 @@ void GemmKernel::issueStage(ImplicitLocOpBuilder &b, Value tileStart,
              [&](ImplicitLocOpBuilder &ib, Value r) {
                return mulI(ib, weightRow(ib, n0, r), H);
              });
-  auto tokenAt = [&](ImplicitLocOpBuilder &ib, Value r) {
-    return mulI(ib, minUI(ib, addI(ib, tileStart, r), lastToken), H);
+  auto tokenOf = [&](ImplicitLocOpBuilder &ib, Value r) {
+    return minUI(ib, addI(ib, tileStart, r), lastToken);
   };
-  if (inputPtr)
+  auto tokenAt = [&](ImplicitLocOpBuilder &ib, Value r) {
+    return mulI(ib, tokenOf(ib, r), H);
+  };
+  auto tableRowAt = [&](ImplicitLocOpBuilder &ib, Value r) {
+    return getEmbeddingRowOffset(ib, p.norm.ids, tokenOf(ib, r), p.norm.vocab,
+                                 H);
+  };
+  if (inputPtr && p.norm.table)
+    copyRows(b, inputPtr, s.tileTokens, tokenRow(), slot, k, tableRowAt);
+  else if (inputPtr)
     copyRows(b, inputPtr, s.tileTokens, tokenRow(), slot, k, tokenAt);
   if (residual)
     copyRows(b, residualPtr, s.tileTokens, residualRow(), slot, k, tokenAt);
@@ -353,9 +367,9 @@ void GemmKernel::issueStage(ImplicitLocOpBuilder &b, Value tileStart,
 }
 
 /// The norm's pass over stage `slot` (step `step`): h = round(x + r) in
-/// place of x (with a residual), residual_out, and the sums of h^2 (`sums`:
-/// one f32 per chunk of this thread, whose token is the same in every
-/// step). Returns the new sums.
+/// place of x (with a residual), residual_out (and the embedding's rows x),
+/// and the sums of h^2 (`sums`: one f32 per chunk of this thread, whose
+/// token is the same in every step). Returns the new sums.
 SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
                                                Value slot, Value step,
                                                Value tileStart, Value count,
@@ -371,9 +385,23 @@ SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
           mulI(fb, remUI(fb, c, constIndex(fb, chunksPerRow())), kVectorWidth);
       Value inRow = addI(fb, mulI(fb, t, pitch()), col);
       Value xAt = smemAt(fb, slot, tokenRow(), inRow);
-      Value h = p.norm.partials
+      Value x = p.norm.partials
                     ? sumPartials(fb, tileStart, count, t, addI(fb, k, col))
                     : loadVector(fb, smem, xAt, kVectorWidth);
+      // Row tile 0's CTAs write the token's row of `out` (if any).
+      auto storeOutput = [&](Value out, Value v) {
+        if (!out)
+          return;
+        Value writes =
+            andI(fb, isRowTile0, cmpI(fb, CmpIPredicate::ult, t, count));
+        ifThen(fb, writes, [&](ImplicitLocOpBuilder &wb) {
+          Value at =
+              addI(wb, mulI(wb, addI(wb, tileStart, t), H), addI(wb, k, col));
+          storeVector(wb, v, out, at);
+        });
+      };
+      storeOutput(p.norm.gatheredOut, x);
+      Value h = x;
       if (residual) {
         Value r = loadVector(fb, smem, smemAt(fb, slot, residualRow(), inRow),
                              kVectorWidth);
@@ -381,15 +409,7 @@ SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
       }
       if (residual || p.norm.partials)
         storeVector(fb, h, smem, xAt);
-      if (p.norm.residualOut) {
-        Value writes =
-            andI(fb, isRowTile0, cmpI(fb, CmpIPredicate::ult, t, count));
-        ifThen(fb, writes, [&](ImplicitLocOpBuilder &wb) {
-          Value at =
-              addI(wb, mulI(wb, addI(wb, tileStart, t), H), addI(wb, k, col));
-          storeVector(wb, h, p.norm.residualOut, at);
-        });
-      }
+      storeOutput(p.norm.residualOut, h);
       Value h32 = extToF32(fb, h);
       Value squares = vector::ReductionOp::create(
           fb, vector::CombiningKind::ADD, mulF(fb, h32, h32));
@@ -697,19 +717,25 @@ void mlir::fusion::appendProjectionGemmWorkspaces(
 
 void mlir::fusion::appendProjectionWeightMap(SmallVector<KernelParam> &params,
                                              const ProjectionGemmSchedule &s,
-                                             bool gateUp) {
-  auto weight = llvm::find_if(params, [](const KernelParam &p) {
-    return p.kind == KernelParam::Kind::Input &&
-           (p.role == contract::role::kWeight ||
-            p.role == contract::role::kQKVWeight);
-  });
-  assert(weight != params.end() && "a projection kernel reads its weight");
+                                             const ProjectionPlan &p) {
+  // Input parameters are the kernel's operands in order. (A copy: the op
+  // accessors are not const.)
+  FrontHalf ops = p.ops;
+  auto operand = dyn_cast<BlockArgument>(ops.qkv ? ops.qkv.getWeight()
+                                                 : ops.linear.getWeight());
+  if (!operand)
+    return;
+  const int64_t index = operand.getArgNumber();
+  const KernelParam &weight = params[index];
+  assert(weight.kind == KernelParam::Kind::Input &&
+         (weight.role == contract::role::kWeight ||
+          weight.role == contract::role::kQKVWeight) &&
+         "the projection's weight is an input parameter");
   KernelParam map{KernelParam::Kind::TensorMap,
-                  std::string(contract::role::kWeightMap), weight->elementType,
-                  weight->shape};
-  map.tensorMap =
-      contract::TensorMapSpec{std::distance(params.begin(), weight),
-                              gateUp ? s.tileRows / 2 : s.tileRows, s.stageK};
+                  std::string(contract::role::kWeightMap), weight.elementType,
+                  weight.shape};
+  map.tensorMap = contract::TensorMapSpec{
+      index, p.gateUp ? s.tileRows / 2 : s.tileRows, s.stageK};
   auto firstScalar = llvm::find_if(params, [](const KernelParam &p) {
     return p.kind == KernelParam::Kind::Scalar;
   });
@@ -745,6 +771,9 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
   };
   GemmKernel k{p, s};
   k.rms = p.norm.kind == NormSpec::Kind::RMS;
+  if (p.norm.table && !k.rms)
+    return kernel.emitOpError("the GEMM-shaped projection gathers embedding "
+                              "rows only for an RMSNorm");
   k.residual = static_cast<bool>(p.norm.residual);
   const bool beforeWait = target.hasGridDependencyControl();
   auto prologue = [&](ImplicitLocOpBuilder &pb) {
@@ -761,8 +790,9 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
   k.lastFlag = addWorkgroupBuffer(*func, b.getI32Type(), 1);
   (*func)->setAttr("nvvm.minctasm", b.getI32IntegerAttr(s.minCtasPerSM));
   k.weightPtr = getGlobalPointer(b, p.weight);
-  if (p.norm.input)
-    k.inputPtr = getGlobalPointer(b, p.norm.input);
+  if (p.norm.input || p.norm.table)
+    k.inputPtr =
+        getGlobalPointer(b, p.norm.table ? p.norm.table : p.norm.input);
   if (k.residual)
     k.residualPtr = getGlobalPointer(b, p.norm.residual);
   if (k.rms)

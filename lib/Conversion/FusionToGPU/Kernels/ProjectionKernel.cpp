@@ -532,7 +532,7 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
         launch.params, gemm.front(), p.rows,
         gemmShape.norm == ProjectionNorm::FoldableRMS, kernel.getContext());
   if (!gemm.empty() && gemm.front().tmaWeights)
-    appendProjectionWeightMap(launch.params, gemm.front(), p.gateUp);
+    appendProjectionWeightMap(launch.params, gemm.front(), p);
   if (p.ops.argmax)
     appendArgmaxWorkspaces(launch.params, kernel.getContext());
   launch.blockSize = s.blockSize;
