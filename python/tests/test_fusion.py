@@ -158,12 +158,16 @@ ENGINE_SCRIPT = r"""
 import sys
 import fusion
 models, config_dir = sys.argv[1], sys.argv[2]
+# On the mock driver no kernel runs: generate's ids are then whatever the
+# next step's input slot held (each step's argmax writes them there on a
+# GPU), so only the relations that hold without kernels are checked.
+mock = sys.argv[3] == "mock"
 engine = fusion.Engine(models + "/tiny_model", config_dir, max_batch=2,
                        max_tokens_per_seq=32, random_weights=1)
 assert engine.dtype in ("f16", "bf16")
 prompt = [1, 5, 9, 2]
 a, b = fusion.generate(engine, [prompt, prompt], max_new_tokens=6)
-assert a == b and len(a) == 6, (a, b)
+assert len(a) == len(b) == 6 and (mock or a == b), (a, b)
 # The greedy token is the argmax of the logits the engine returns.
 engine.add_sequence(7)
 next_tokens, logits = engine.prefill([7], [prompt], logits=True)
@@ -189,7 +193,7 @@ engine.add_sequence(8)
 stepped = engine.prefill([8], [prompt])
 for _ in range(5):
     stepped.append(engine.step([8], stepped[-1:])[0])
-assert stepped == a, (stepped, a)
+assert len(stepped) == len(a) and (mock or stepped == a), (stepped, a)
 engine.remove_sequence(8)
 engine.add_sequence(8)
 ids = engine.generate([8], [a[0]], 3)
@@ -213,13 +217,13 @@ print("engine ok")
 """
 
 
-def run_engine_script(models, tmp_path, env=None):
+def run_engine_script(models, tmp_path, env=None, mock=False):
     config_dir = tmp_path / "tiny"
     config_dir.mkdir()
     (config_dir / "config.json").write_text(TINY_CONFIG.read_text())
     return subprocess.run([sys.executable, "-c", ENGINE_SCRIPT, str(models),
-                           str(config_dir)], capture_output=True, text=True,
-                          timeout=300, env=env)
+                           str(config_dir), "mock" if mock else "gpu"],
+                          capture_output=True, text=True, timeout=300, env=env)
 
 
 @pytest.mark.skipif("FUSION_TEST_MOCK_DRIVER" not in os.environ,
@@ -228,10 +232,11 @@ def run_engine_script(models, tmp_path, env=None):
 def test_engine_plumbing_on_the_mock_driver(tmp_path):
     # The engine's host side through the bindings (construction, sequences,
     # prefill/step with logits, score, errors) on libfusion_mock_cuda.so:
-    # no kernel runs, so every output is zero and only shapes, types and
-    # errors are checked here (ENGINE_SCRIPT's assertions hold for zeros).
+    # no kernel runs, so only shapes, types and errors are checked here
+    # (ENGINE_SCRIPT skips the relations between values in mock mode).
     env = dict(os.environ, FUSION_CUDA_DRIVER=os.environ["FUSION_TEST_MOCK_DRIVER"])
-    run = run_engine_script(os.environ["FUSION_TEST_MOCK_MODELS"], tmp_path, env)
+    run = run_engine_script(os.environ["FUSION_TEST_MOCK_MODELS"], tmp_path, env,
+                            mock=True)
     assert run.returncode == 0 and "engine ok" in run.stdout, run.stderr[-3000:]
 
 
