@@ -158,3 +158,28 @@ func.func @ln_head(%x: tensor<?x768xbf16>, %w: tensor<768xbf16>, %b: tensor<768x
   %next = fusion.argmax %logits : tensor<?x2048xbf16> -> tensor<?xi32>
   return %next : tensor<?xi32>
 }
+
+// -----
+// A vocabulary of 16 x 67 rows: the GEMM-shaped variants get row tiles of 16
+// and one warp (32 threads), so `_gemm64`'s tile of 64 tokens has two slots
+// per thread: the slots are zeroed and published in a loop over them.
+
+// CHECK-LABEL: func.func @odd_vocab(
+// SM75-LABEL: func.func @odd_vocab(
+// CHECK:       gpu.func @odd_vocab_k0_fused_gemm64(
+// CHECK-SAME:    workgroup(%[[SLOTS:.*]] : memref<64xi64, #gpu.address_space<workgroup>>
+// CHECK-SAME:    known_block_size = array<i32: 32, 1, 1>
+// CHECK:         scf.for %[[Z:.*]] = %{{.*}} to %c64 step %c32
+// CHECK:           memref.store %{{.*}}, %[[SLOTS]][%[[Z]]]
+// The publication: the slot is a loop induction variable (%argN).
+// CHECK:         %[[KEY:.*]] = memref.load %[[SLOTS]][%[[S:arg[0-9]+]]] : memref<64xi64
+// CHECK:           memref.store %{{.*}}, %[[SLOTS]][%[[S]]]
+// CHECK:             llvm.atomicrmw umax %{{.*}}, %[[KEY]] monotonic
+func.func @odd_vocab(%x: tensor<?x576xf16>, %w: tensor<576xf16>, %r: tensor<?x576xf16>,
+    %head: tensor<1072x576xf16>) -> tensor<?xi32> {
+  %f, %h = fusion.rmsnorm %x, %w residual(%r : tensor<?x576xf16>) {epsilon = 1.0e-05 : f64}
+      : tensor<?x576xf16>, tensor<576xf16> -> tensor<?x576xf16>, tensor<?x576xf16>
+  %logits = fusion.linear %f, %head : tensor<?x576xf16>, tensor<1072x576xf16> -> tensor<?x1072xf16>
+  %next = fusion.argmax %logits : tensor<?x1072xf16> -> tensor<?xi32>
+  return %next : tensor<?xi32>
+}

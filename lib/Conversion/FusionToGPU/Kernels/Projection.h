@@ -149,7 +149,7 @@ void appendArgmaxWorkspaces(SmallVectorImpl<KernelParam> &params,
 
 /// Binds the argmax workspaces of `args` to `p` and gives the function its
 /// shared slots (zeroed here, by `blockSize` threads) for tiles of
-/// `tileTokens` tokens (at most blockSize).
+/// `tileTokens` tokens.
 void bindProjectionArgmax(ImplicitLocOpBuilder &b, ProjectionPlan &p,
                           gpu::GPUFuncOp func, const KernelArgs &args,
                           int64_t tileTokens, int64_t blockSize);

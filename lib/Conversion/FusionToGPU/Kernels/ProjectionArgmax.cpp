@@ -83,7 +83,6 @@ void mlir::fusion::bindProjectionArgmax(ImplicitLocOpBuilder &b,
                                         ProjectionPlan &p, gpu::GPUFuncOp func,
                                         const KernelArgs &args,
                                         int64_t tileTokens, int64_t blockSize) {
-  assert(tileTokens <= blockSize && "a thread per slot publishes the tile");
   p.argmaxTile = tileTokens;
   p.argmaxThreads = blockSize;
   p.argmaxGlobalKeys =
@@ -93,11 +92,10 @@ void mlir::fusion::bindProjectionArgmax(ImplicitLocOpBuilder &b,
       addWorkgroupBuffer(func, b.getI64Type(), tileTokens, /*alignment=*/8);
   p.argmaxLast = addWorkgroupBuffer(func, b.getI32Type(), 1);
   // Ordered before the first tile's atomics by forEachTokenTile's barrier.
-  Value tid = threadIdX(b);
-  ifThen(b, cmpI(b, CmpIPredicate::ult, tid, constIndex(b, tileTokens)),
-         [&](ImplicitLocOpBuilder &tb) {
-           storeScalar(tb, constI64(tb, 0), p.argmaxKeys, tid);
-         });
+  forLoop(b, threadIdX(b), constIndex(b, tileTokens), constIndex(b, blockSize),
+          [&](ImplicitLocOpBuilder &lb, Value slot) {
+            storeScalar(lb, constI64(lb, 0), p.argmaxKeys, slot);
+          });
 }
 
 void mlir::fusion::emitArgmaxCandidates(ImplicitLocOpBuilder &b,
@@ -115,21 +113,22 @@ void mlir::fusion::publishArgmaxTile(ImplicitLocOpBuilder &b,
                                      const ProjectionPlan &p, Value tileStart,
                                      Value count) {
   barrier(b);
-  Value tid = threadIdX(b);
-  ifThen(b, cmpI(b, CmpIPredicate::ult, tid, count),
-         [&](ImplicitLocOpBuilder &tb) {
-           Value key = loadScalar(tb, p.argmaxKeys, tid);
-           storeScalar(tb, constI64(tb, 0), p.argmaxKeys, tid);
-           ifThen(tb, cmpI(tb, CmpIPredicate::ne, key, constI64(tb, 0)),
-                  [&](ImplicitLocOpBuilder &kb) {
-                    Value at = offsetPointer(kb, p.argmaxGlobalKeys,
-                                             addI(kb, tileStart, tid),
-                                             kb.getI64Type());
-                    LLVM::AtomicRMWOp::create(kb, LLVM::AtomicBinOp::umax, at,
-                                              key,
-                                              LLVM::AtomicOrdering::monotonic);
-                  });
-         });
+  // A thread per slot; a tile may have more tokens than the CTA threads
+  // (a GEMM-shaped variant of 32 threads with tiles of 64).
+  forLoop(
+      b, threadIdX(b), count, constIndex(b, p.argmaxThreads),
+      [&](ImplicitLocOpBuilder &lb, Value slot) {
+        Value key = loadScalar(lb, p.argmaxKeys, slot);
+        storeScalar(lb, constI64(lb, 0), p.argmaxKeys, slot);
+        ifThen(lb, cmpI(lb, CmpIPredicate::ne, key, constI64(lb, 0)),
+               [&](ImplicitLocOpBuilder &kb) {
+                 Value at = offsetPointer(kb, p.argmaxGlobalKeys,
+                                          addI(kb, tileStart, slot),
+                                          kb.getI64Type());
+                 LLVM::AtomicRMWOp::create(kb, LLVM::AtomicBinOp::umax, at, key,
+                                           LLVM::AtomicOrdering::monotonic);
+               });
+      });
 }
 
 void mlir::fusion::finishArgmax(ImplicitLocOpBuilder &b,
