@@ -4,8 +4,8 @@
 #   scripts/snapshot.sh OUT_DIR [BIN_DIR]      (BIN_DIR default: build/bin)
 # imports every test/golden/*/config.json with fusion-import and compiles each
 # example, the shape inputs of test/Conversion/FusionToGPU/Inputs and the
-# imports with fusion-compile under both strategies (sm_90; llama3_8b also
-# sm_80). Take one before and one after the change and compare them with
+# imports with fusion-compile under both strategies (the chip CHIP, default
+# sm_90; llama3_8b also sm_80). Take one before and one after the change and compare them with
 #   diff -r BEFORE AFTER
 # (the import headers name the checkout's path: compare from one checkout,
 # or use diff -I 'Decode-layer front half of').
@@ -28,7 +28,7 @@ done
 for f in "${inputs[@]}"; do
   name=$(basename "$f" .mlir)
   for strategy in decode none; do
-    "$bin/fusion-compile" "$f" --strategy=$strategy --chip=sm_90 \
+    "$bin/fusion-compile" "$f" --strategy=$strategy --chip="${CHIP:-sm_90}" \
       -o "$out/$name.$strategy" >/dev/null
   done
 done

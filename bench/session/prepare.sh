@@ -6,6 +6,9 @@
 #
 #   bench/session/prepare.sh [BRANCH...]   (default: main)
 #
+# for the chip CHIP (default sm_90a, as bench/compile.sh; sm_90: without the
+# warpgroup-MMA variants).
+#
 # Writes: smol.{ptx,manifest.json} (the whole SmolLM2-135M) and l8.* (the
 # Llama-3-8B shape), f16, from this checkout's compiler (fusion-import
 # --whole-model); engine-models/ the tiny models of the engine's GPU tests;
@@ -21,6 +24,7 @@ cd "$(dirname "$0")/../.."
 branches=("$@")
 [ ${#branches[@]} -gt 0 ] || branches=(main)
 out=.gpu/session
+chip=${CHIP:-sm_90a}
 rm -rf "$out"
 mkdir -p "$out/cfg/smol" "$out/cfg/l8" "$out/src" "$out/engine-models" "$out/deps/include" \
   "$out/deps/share/cmake" "$out/diag"
@@ -52,10 +56,10 @@ for m in smol l8 l8x2 q05x2; do
   build/bin/fusion-import "$out/cfg/$m/config.json" --whole-model --dtype=$dtype \
     -o "$out/$m.mlir"
 done
-build/bin/fusion-compile "$out/smol.mlir" -o "$out/smol"
-build/bin/fusion-compile "$out/l8.mlir" -o "$out/l8"
-build/bin/fusion-compile "$out/l8x2.mlir" -o "$out/check/l8x2.decode"
-build/bin/fusion-compile "$out/q05x2.mlir" -o "$out/checkq05/q05x2.decode"
+build/bin/fusion-compile --chip="$chip" "$out/smol.mlir" -o "$out/smol"
+build/bin/fusion-compile --chip="$chip" "$out/l8.mlir" -o "$out/l8"
+build/bin/fusion-compile --chip="$chip" "$out/l8x2.mlir" -o "$out/check/l8x2.decode"
+build/bin/fusion-compile --chip="$chip" "$out/q05x2.mlir" -o "$out/checkq05/q05x2.decode"
 rm "$out"/*.mlir
 # The tiny whole models the engine's GPU tests (EngineTest.cpp, ctest's
 # runtime.gpu.engine.compile.* fixtures) run, compiled here because the GPU
@@ -63,7 +67,7 @@ rm "$out"/*.mlir
 for tiny in tiny_model tiny_model_bias_untied; do
   build/bin/fusion-import "runtime/test/data/configs/$tiny.json" --whole-model \
     --page-size=4 -o "$out/engine-models/$tiny.mlir"
-  build/bin/fusion-compile "$out/engine-models/$tiny.mlir" \
+  build/bin/fusion-compile --chip="$chip" "$out/engine-models/$tiny.mlir" \
     -o "$out/engine-models/$tiny"
 done
 # The 512-token prompt of every run: ids below 32,000, inside the vocabulary
@@ -78,7 +82,7 @@ python3 -c "print(' '.join(str((i * 7919 + 13) % 32000) for i in range(512)))" \
 mkdir -p "$out/checksmol"
 cp "$out/smol.ptx" "$out/checksmol/smol.decode.ptx"
 cp "$out/smol.manifest.json" "$out/checksmol/smol.decode.manifest.json"
-scripts/snapshot.sh "$out/proj" >/dev/null
+CHIP=$chip scripts/snapshot.sh "$out/proj" >/dev/null
 rm "$out"/proj/llama3_8b_32layers.* "$out"/proj/*.mlir
 python3 test/gpu/check_attention.py --emit "$out/attention" >/dev/null
 

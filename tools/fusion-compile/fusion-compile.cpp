@@ -67,8 +67,12 @@ static cl::opt<int64_t> oProjPartialsMaxBytes(
              "bytes, that the attention kernel projects itself (0: never)"),
     cl::init(FusionFormKernelsPassOptions().oProjPartialsMaxBytes),
     cl::cat(category));
-static cl::opt<std::string> chip("chip", cl::desc("Target SM (sm_90, sm_80)"),
-                                 cl::init("sm_90"), cl::cat(category));
+static cl::opt<std::string>
+    chip("chip",
+         cl::desc("Target SM (sm_90, sm_80; sm_90a adds "
+                  "warpgroup MMA, for compute "
+                  "capability 9.0 only)"),
+         cl::init("sm_90"), cl::cat(category));
 static cl::opt<std::string> features("features", cl::desc("PTX feature string"),
                                      cl::init("+ptx80"), cl::cat(category));
 static cl::opt<int64_t> smCount("sm-count",

@@ -48,6 +48,9 @@ struct SupportedChip {
   int64_t sm;
   /// Oldest PTX ISA version (x 10) with this target.
   unsigned minPTXVersion;
+  /// The architecture-specific target ("a" suffix): the `arch-specific`
+  /// option of convert-fusion-to-gpu.
+  bool archSpecific = false;
 };
 
 /// The chips fusion-to-ptx and fusion-compile accept, by exact spelling:

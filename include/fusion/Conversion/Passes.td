@@ -69,6 +69,10 @@ def ConvertFusionToGPUPass
            "tensor-core (mma.sync) variants for larger batches, >= 90 "
            "programmatic dependent launch (griddepcontrol) and the attention "
            "combine through thread-block clusters">,
+    Option<"archSpecific", "arch-specific", "bool", /*default=*/"false",
+           "The PTX targets the architecture-specific features of the chip "
+           "(sm_90a, with target-sm 90): the GEMM-shaped projection "
+           "variants multiply by warpgroup MMA (wgmma.mma_async)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

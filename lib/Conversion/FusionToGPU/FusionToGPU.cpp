@@ -131,7 +131,7 @@ struct ConvertFusionToGPUPass
     if (kernels.empty())
       return;
     gpu::GPUModuleOp gpuModule = getOrCreateKernelModule(module);
-    TargetInfo target(targetSM, smCount);
+    TargetInfo target(targetSM, smCount, archSpecific);
 
     bool failed = false;
     // Kernels with identical bodies (e.g. the layers of a model) share one
@@ -192,6 +192,15 @@ private:
     };
     if (failed(verifySMCount(smCount, error("sm-count"))))
       return failure();
+    if (archSpecific &&
+        !llvm::any_of(getSupportedChips(), [&](const SupportedChip &chip) {
+          return chip.sm == targetSM && chip.archSpecific;
+        })) {
+      error("arch-specific")("no supported chip of target-sm " +
+                             Twine(targetSM) +
+                             " has architecture-specific features (sm_90a)");
+      return failure();
+    }
     if (llvm::any_of(getSupportedChips(), [&](const SupportedChip &chip) {
           return chip.sm == targetSM;
         }))

@@ -20,9 +20,13 @@ using namespace mlir::fusion;
 ArrayRef<SupportedChip> mlir::fusion::getSupportedChips() {
   // Minimum PTX versions: PTX ISA, "PTX Target Architecture" release notes.
   static constexpr SupportedChip chips[] = {
-      {"sm_75", 75, 63},  {"sm_80", 80, 70}, {"sm_86", 86, 71},
-      {"sm_87", 87, 74},  {"sm_89", 89, 78}, {"sm_90", 90, 78},
-      {"sm_90a", 90, 80},
+      {"sm_75", 75, 63},
+      {"sm_80", 80, 70},
+      {"sm_86", 86, 71},
+      {"sm_87", 87, 74},
+      {"sm_89", 89, 78},
+      {"sm_90", 90, 78},
+      {"sm_90a", 90, 80, /*archSpecific=*/true},
   };
   return chips;
 }
@@ -111,8 +115,10 @@ void mlir::fusion::buildFusionToPTXPipeline(
   ConvertFusionToGPUPassOptions convertOptions;
   convertOptions.smCount = options.smCount;
   // What the kernels may use follows the chip ("sm_90a" -> 90).
-  if (const SupportedChip *chip = lookupSupportedChip(options.chip))
+  if (const SupportedChip *chip = lookupSupportedChip(options.chip)) {
     convertOptions.targetSM = chip->sm;
+    convertOptions.archSpecific = chip->archSpecific;
+  }
   pm.addPass(createConvertFusionToGPUPass(convertOptions));
 
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();

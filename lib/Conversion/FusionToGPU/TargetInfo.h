@@ -25,9 +25,13 @@ namespace mlir::fusion {
 class TargetInfo {
 public:
   /// `computeCapability` is major x 10 + minor (90 for sm_90 and sm_90a);
-  /// `smCount` the streaming multiprocessors the grids should fill.
-  TargetInfo(int64_t computeCapability, int64_t smCount)
-      : computeCapability(computeCapability), smCount(smCount) {}
+  /// `smCount` the streaming multiprocessors the grids should fill;
+  /// `archSpecific` whether the PTX targets the chip's architecture-specific
+  /// features too (sm_90a: PTX that runs on compute capability 9.0 only).
+  TargetInfo(int64_t computeCapability, int64_t smCount,
+             bool archSpecific = false)
+      : computeCapability(computeCapability), smCount(smCount),
+        archSpecific(archSpecific) {}
 
   /// Compute capability x 10.
   int64_t getComputeCapability() const { return computeCapability; }
@@ -43,9 +47,15 @@ public:
   bool hasBulkCopies() const { return computeCapability >= 90; }
   /// Thread-block clusters with distributed shared memory (sm_90+).
   bool hasClusters() const { return computeCapability >= 90; }
+  /// Warpgroup MMA, `wgmma.mma_async` (sm_90a only).
+  bool hasWarpgroupMma() const {
+    return archSpecific && computeCapability == 90;
+  }
 
   /// Threads per warp.
   static constexpr int64_t kWarpSize = 32;
+  /// Rows (M) of one warpgroup MMA: four warps of 16 rows.
+  static constexpr int64_t kWarpgroupMmaRows = 64;
   /// Most threads per CTA (every compute capability).
   int64_t getMaxThreadsPerBlock() const;
   /// Most resident threads per SM (sm_75: 1024; 2048 from sm_80 on, but the
@@ -80,6 +90,7 @@ public:
 private:
   int64_t computeCapability;
   int64_t smCount;
+  bool archSpecific;
 };
 
 } // namespace mlir::fusion

@@ -29,7 +29,14 @@
 // write them where the kernel yields the embedding.
 // Then every warp multiplies its 16 rows with the T tokens (ldmatrix.x4 +
 // mma.m16n8k16, fp32 accumulators), the weight fragments first multiplied
-// by the norm weight: round(W32 * w32) (w32 + 1 with unit_offset).
+// by the norm weight: round(W32 * w32) (w32 + 1 with unit_offset). On
+// sm_90a (s.wgmma) each warpgroup of four warps multiplies its 64 rows by
+// wgmma.mma_async.m64nTk16 instead: the same scaled weight fragments from
+// registers, the token rows straight from shared memory (stored 128-byte
+// swizzled, read through a matrix descriptor), so no ldmatrix of the
+// tokens; the accumulators keep mma.sync's layout (Fragments/Wgmma.h).
+// Measured on the H200: the Llama-3-8B front half 6-13% faster at batch 2
+// to 8, 1-4.5% from 16 (docs/performance.md entry 40).
 //
 // Split-K without clusters: every CTA writes its fp32 partial tile
 // (partial_out [batch, kSplit, rows]) and its per-token partial sums of
@@ -50,6 +57,7 @@
 #include "../Fragments/Embedding.h"
 #include "../Fragments/Mma.h"
 #include "../Fragments/Reduce.h"
+#include "../Fragments/Wgmma.h"
 #include "../KernelEmitter.h"
 #include "Projection.h"
 
@@ -97,14 +105,23 @@ struct GemmKernel {
   int64_t foldIters() const {
     return llvm::divideCeil(s.tileTokens * chunksPerRow(), s.blockSize());
   }
-  /// Element offset of element `col` past the start of row `row` (the
-  /// first weight row, or a later kind of row) of stage `slot`.
-  Value smemAt(ImplicitLocOpBuilder &b, Value slot, int64_t row, Value col) {
-    const int64_t rowAt = row < s.tileRows ? row * weightPitch()
-                                           : s.tileRows * weightPitch() +
-                                                 (row - s.tileRows) * pitch();
-    return addI(b, addI(b, addI(b, slotsAt, mulI(b, slot, slotElems())), rowAt),
-                col);
+  /// Element offset of element `col` of row `r` of the rows of one kind
+  /// that start at stage row `firstRow` (tokenRow(), residualRow(),
+  /// normWeightRow()) of stage `slot`. With wgmma the rows are 128-byte
+  /// swizzled like the weight rows: 16-byte chunk c at chunk c ^ (r % 8)
+  /// (each kind's first row is a multiple of 8).
+  Value smemAt(ImplicitLocOpBuilder &b, Value slot, int64_t firstRow, Value r,
+               Value col) {
+    assert(firstRow >= s.tileRows && "weight rows are addressed by the mma");
+    const int64_t rowAt =
+        s.tileRows * weightPitch() + (firstRow - s.tileRows) * pitch();
+    if (s.wgmma) {
+      Value c8 = constIndex(b, kVectorWidth);
+      Value chunk = xorI(b, divUI(b, col, c8), remUI(b, r, constIndex(b, 8)));
+      col = addI(b, mulI(b, chunk, kVectorWidth), remUI(b, col, c8));
+    }
+    Value slotAt = addI(b, slotsAt, mulI(b, slot, slotElems()));
+    return addI(b, addI(b, slotAt, rowAt), addI(b, mulI(b, r, pitch()), col));
   }
 
   /// The weight row staged as row `r` of the tile starting at kernel row
@@ -154,8 +171,12 @@ struct GemmKernel {
                                      ArrayRef<Value> sums);
   void scaleByNormWeight(ImplicitLocOpBuilder &b, Value slot, int64_t kk,
                          SmallVector<Value, 4> &a);
+  SmallVector<Value, 4> loadWeightFragment(ImplicitLocOpBuilder &b, Value slot,
+                                           int64_t kk);
   void multiplyStage(ImplicitLocOpBuilder &b, Value slot,
                      SmallVector<Value> &acc);
+  void multiplyStageByWarpgroup(ImplicitLocOpBuilder &b, Value slot,
+                                SmallVector<Value> &acc);
   void publishPartials(ImplicitLocOpBuilder &b, Value tileStart, Value count,
                        ArrayRef<Value> acc, ArrayRef<Value> sums);
   void emitArrival(ImplicitLocOpBuilder &b, Value tileStart);
@@ -244,8 +265,7 @@ void GemmKernel::copyRows(
       Value col =
           mulI(cb, remUI(cb, c, constIndex(cb, chunksPerRow())), kVectorWidth);
       Value srcElem = addI(cb, addI(cb, rowAt(cb, r), k), col);
-      Value dst =
-          smemAt(cb, slot, firstRow, addI(cb, mulI(cb, r, pitch()), col));
+      Value dst = smemAt(cb, slot, firstRow, r, col);
       Value dstByte = mulI(cb, dst, elemBytes);
       Value srcByte = mulI(cb, srcElem, elemBytes);
       Value global = offsetPointer(cb, src, srcByte);
@@ -383,8 +403,7 @@ SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
       Value t = divUI(fb, c, constIndex(fb, chunksPerRow()));
       Value col =
           mulI(fb, remUI(fb, c, constIndex(fb, chunksPerRow())), kVectorWidth);
-      Value inRow = addI(fb, mulI(fb, t, pitch()), col);
-      Value xAt = smemAt(fb, slot, tokenRow(), inRow);
+      Value xAt = smemAt(fb, slot, tokenRow(), t, col);
       Value x = p.norm.partials
                     ? sumPartials(fb, tileStart, count, t, addI(fb, k, col))
                     : loadVector(fb, smem, xAt, kVectorWidth);
@@ -403,7 +422,7 @@ SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
       storeOutput(p.norm.gatheredOut, x);
       Value h = x;
       if (residual) {
-        Value r = loadVector(fb, smem, smemAt(fb, slot, residualRow(), inRow),
+        Value r = loadVector(fb, smem, smemAt(fb, slot, residualRow(), t, col),
                              kVectorWidth);
         h = truncFromF32(fb, addF(fb, extToF32(fb, h), extToF32(fb, r)), p.act);
       }
@@ -427,7 +446,10 @@ SmallVector<Value> GemmKernel::foldActivations(ImplicitLocOpBuilder &b,
                                         })
                            .front());
   }
-  // The mma reads the rows other threads rewrote.
+  // The mma reads the rows other threads rewrote (wgmma through the async
+  // proxy).
+  if (s.wgmma && (residual || p.norm.partials))
+    fenceSharedForBulkCopies(b);
   if (residual || p.norm.partials)
     barrier(b);
   return result;
@@ -459,8 +481,10 @@ void GemmKernel::scaleByNormWeight(ImplicitLocOpBuilder &b, Value slot,
                                    int64_t kk, SmallVector<Value, 4> &a) {
   Value col = addI(b, mulI(b, remUI(b, lane, constIndex(b, 4)), 2), kk * 16);
   for (int64_t half = 0; half < 2; ++half) {
-    Value w = loadVector(
-        b, smem, smemAt(b, slot, normWeightRow(), addI(b, col, 8 * half)), 2);
+    Value w = loadVector(b, smem,
+                         smemAt(b, slot, normWeightRow(), constIndex(b, 0),
+                                addI(b, col, 8 * half)),
+                         2);
     Value w32 = getNormWeightF32(b, p.norm, w);
     for (int64_t r = 0; r < 2; ++r) {
       Value &reg = a[2 * half + r];
@@ -469,39 +493,50 @@ void GemmKernel::scaleByNormWeight(ImplicitLocOpBuilder &b, Value slot,
   }
 }
 
+/// This warp's A fragment (Fragments/Mma.h) of k step `kk` of stage `slot`:
+/// its 16 weight rows, multiplied by the norm weight with an RMSNorm.
+/// ldmatrix.x4 addresses: matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15) from
+/// lanes 0-15 (row lane % 16, k half lane / 16), 16-byte chunk c = 2 kk +
+/// lane / 16 of the row, at c ^ (row % 8) when swizzled (row % 8 is
+/// lane % 8).
+SmallVector<Value, 4> GemmKernel::loadWeightFragment(ImplicitLocOpBuilder &b,
+                                                     Value slot, int64_t kk) {
+  Value c16 = constIndex(b, 16);
+  Value row = addI(b, mulI(b, warp, 16), remUI(b, lane, c16));
+  Value chunk = addI(b, divUI(b, lane, c16), 2 * kk);
+  if (s.tmaWeights)
+    chunk = xorI(b, chunk, remUI(b, lane, constIndex(b, 8)));
+  Value at =
+      addI(b, slotByte(b, slot),
+           addI(b, mulI(b, row, s.weightPitchBytes()), mulI(b, chunk, 16)));
+  SmallVector<Value, 4> a =
+      loadMatrixX4(b, offsetPointer(b, smemPtr, at), p.act);
+  if (rms)
+    scaleByNormWeight(b, slot, kk, a);
+  return a;
+}
+
 /// The mma of one stage: this warp's 16 weight rows (A, row-major) with the
 /// tile's token rows (B, one token per column), stageK / 16 k-steps.
 /// Accumulator 2n + i: tokens 16n + 8i + [0, 8).
 void GemmKernel::multiplyStage(ImplicitLocOpBuilder &b, Value slot,
                                SmallVector<Value> &acc) {
-  const int64_t pb = s.pitchBytes, wpb = s.weightPitchBytes();
-  Value stageBase = slotByte(b, slot);
-  // ldmatrix.x4 addresses: A matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15)
-  // from lanes 0-15 (row lane % 16, k half lane / 16), 16-byte chunk
-  // c = 2 kk + lane / 16 of the row, at c ^ (row % 8) when swizzled (row % 8
-  // is lane % 8); B matrices (tokens 0-7 | 8-15, k half (lane / 8) % 2) so
-  // that registers 0, 1 are the B fragment of tokens 0-7 and registers 2, 3
-  // that of tokens 8-15.
+  if (s.wgmma)
+    return multiplyStageByWarpgroup(b, slot, acc);
+  const int64_t pb = s.pitchBytes;
+  // ldmatrix.x4 addresses of B: matrices (tokens 0-7 | 8-15, k half
+  // (lane / 8) % 2) so that registers 0, 1 are the B fragment of tokens 0-7
+  // and registers 2, 3 that of tokens 8-15.
   Value c16 = constIndex(b, 16), c8 = constIndex(b, 8);
-  Value rowA = addI(b, mulI(b, warp, 16), remUI(b, lane, c16));
-  Value halfA = divUI(b, lane, c16);
-  auto addressA = [&](int64_t kk) {
-    Value chunk = addI(b, halfA, 2 * kk);
-    if (s.tmaWeights)
-      chunk = arith::XOrIOp::create(b, chunk, remUI(b, lane, c8));
-    return addI(b, stageBase, addI(b, mulI(b, rowA, wpb), mulI(b, chunk, 16)));
-  };
   Value tokenInPair =
       addI(b, remUI(b, lane, c8), mulI(b, divUI(b, lane, c16), 8));
-  Value laneB =
-      addI(b, addI(b, mulI(b, tokenInPair, pb), s.tileRows * wpb),
-           mulI(b, remUI(b, divUI(b, lane, c8), constIndex(b, 2)), 16));
+  Value laneB = addI(
+      b, addI(b, mulI(b, tokenInPair, pb), s.tileRows * s.weightPitchBytes()),
+      mulI(b, remUI(b, divUI(b, lane, c8), constIndex(b, 2)), 16));
+  Value stageBase = slotByte(b, slot);
   for (int64_t kk = 0; kk < s.stageK / 16; ++kk) {
     Value kByte = addI(b, stageBase, kk * 32);
-    SmallVector<Value, 4> a =
-        loadMatrixX4(b, offsetPointer(b, smemPtr, addressA(kk)), p.act);
-    if (rms)
-      scaleByNormWeight(b, slot, kk, a);
+    SmallVector<Value, 4> a = loadWeightFragment(b, slot, kk);
     for (int64_t n = 0; n < s.tileTokens / 16; ++n) {
       Value at = addI(b, addI(b, laneB, kByte), n * 16 * pb);
       SmallVector<Value, 4> bm =
@@ -514,6 +549,29 @@ void GemmKernel::multiplyStage(ImplicitLocOpBuilder &b, Value slot,
       }
     }
   }
+}
+
+/// The stage by warpgroup MMA (s.wgmma): the A fragments of all k steps
+/// first (then one wgmma.fence covers their registers), then one
+/// m64n<tileTokens>k16 wgmma per k step with the swizzled token rows as B
+/// (the descriptor's start 32 bytes further per k step), committed and
+/// waited for before the ring reuses the slot. Warp w's accumulators are
+/// rows 16w .. 16w + 15, in mma.sync's layout (Fragments/Wgmma.h).
+void GemmKernel::multiplyStageByWarpgroup(ImplicitLocOpBuilder &b, Value slot,
+                                          SmallVector<Value> &acc) {
+  SmallVector<SmallVector<Value, 4>> a;
+  for (int64_t kk = 0; kk < s.stageK / 16; ++kk)
+    a.push_back(loadWeightFragment(b, slot, kk));
+  fenceWarpgroupMma(b);
+  Value tokens = addI(b, slotByte(b, slot), s.tileRows * s.weightPitchBytes());
+  Value base = LLVM::PtrToIntOp::create(b, b.getI32Type(), smemPtr);
+  Value tokensAt = addI(b, base, indexToI32(b, tokens));
+  for (int64_t kk = 0; kk < s.stageK / 16; ++kk) {
+    Value descriptor = getSwizzled128Descriptor(
+        b, addI(b, tokensAt, constI32(b, static_cast<int32_t>(kk * 32))));
+    acc = warpgroupMmaM64K16(b, p.act, a[kk], descriptor, acc);
+  }
+  commitAndWaitWarpgroupMma(b, 0);
 }
 
 /// Writes this CTA's partial tile and per-token partial sums of squares,
@@ -649,6 +707,9 @@ void GemmKernel::emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart,
         // Step `step` has landed (at most stages - 2 later groups pending)
         // and every warp is done with the stage the next copies overwrite.
         waitAsyncCopies(lb, s.stages - 2);
+        // The wgmmas read the token rows through the async proxy.
+        if (s.wgmma)
+          fenceSharedForBulkCopies(lb);
         if (s.tmaWeights)
           waitBarrierPhase(
               lb,
@@ -747,7 +808,7 @@ static FailureOr<ProjectionGemmScheduleAttr>
 getScheduleAttr(KernelOp kernel, const ProjectionGemmSchedule &s) {
   return getCheckedSchedule<ProjectionGemmScheduleAttr>(
       kernel, s.blockSize(), s.warps(), s.grid(), s.tileRows, s.tileTokens,
-      s.kSplit, s.stageK, s.stages, s.minCtasPerSM);
+      s.kSplit, s.stageK, s.stages, s.minCtasPerSM, s.wgmma);
 }
 
 LogicalResult mlir::fusion::emitProjectionGemmVariant(

@@ -228,10 +228,13 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
   for (int64_t d = 16; base.kSplit == 1 && d > 2; --d)
     if (stages % d == 0 && base.rowTiles * d <= 2 * target.getSMCount())
       base.kSplit = d;
-  base.pitchBytes = kStageK * proj.elementBytes + 16;
-  base.tmaWeights = target.hasBulkCopies() &&
-                    kStageK * proj.elementBytes ==
-                        ::fusion::contract::TensorMapSpec().swizzleBytes;
+  const int64_t rowBytes = kStageK * proj.elementBytes;
+  base.tmaWeights =
+      target.hasBulkCopies() &&
+      rowBytes == ::fusion::contract::TensorMapSpec().swizzleBytes;
+  base.wgmma = base.tmaWeights && target.hasWarpgroupMma() &&
+               tileRows % TargetInfo::kWarpgroupMmaRows == 0;
+  base.pitchBytes = base.wgmma ? rowBytes : rowBytes + 16;
   llvm::SmallVector<ProjectionGemmSchedule, 3> schedules;
   for (auto [tokens, minBatch] :
        {std::pair<int64_t, int64_t>{16, 2}, {32, 17}, {64, 33}}) {

@@ -143,7 +143,7 @@ struct ProjectionGemmSchedule {
   int64_t stageRows = 0;
   /// Bytes between two staged rows: stageK elements and 16 bytes of padding
   /// (8 consecutive rows then start in 8 different 16-byte bank groups, so
-  /// ldmatrix is conflict-free).
+  /// ldmatrix is conflict-free); with wgmma stageK elements, unpadded.
   int64_t pitchBytes = 0;
   /// The weight rows arrive by TMA (sm_90: cp.async.bulk.tensor from the
   /// kernel's weight_map, one box per stage, per half for gate/up) as
@@ -151,6 +151,14 @@ struct ProjectionGemmSchedule {
   /// (the 128-byte swizzle, which is conflict-free for ldmatrix); the stage
   /// slots then start at 1 KiB boundaries. Else all rows are padded.
   bool tmaWeights = false;
+  /// The warps multiply by warpgroup MMA (sm_90a, with tmaWeights, 128-byte
+  /// stage rows and row tiles of whole warpgroups of 64 rows): each
+  /// `wgmma.mma_async.m64nTk16` takes its warpgroup's weight fragments from
+  /// registers (ldmatrix, scaled by the norm weight as for mma.sync) and the
+  /// token rows from shared memory, which are then stored 128-byte swizzled
+  /// like the weight rows (as are the residual and norm-weight rows); else
+  /// mma.sync.m16n8k16 with both operands by ldmatrix.
+  bool wgmma = false;
   /// Bytes of one stage slot: the weight rows, then the other rows at
   /// pitchBytes (rounded up to 1 KiB with tmaWeights).
   int64_t slotBytes = 0;
@@ -165,7 +173,7 @@ struct ProjectionGemmSchedule {
 
   /// Bytes between two staged weight rows.
   int64_t weightPitchBytes() const {
-    return tmaWeights ? pitchBytes - 16 : pitchBytes;
+    return tmaWeights && !wgmma ? pitchBytes - 16 : pitchBytes;
   }
   int64_t warps() const { return tileRows / 16; }
   int64_t blockSize() const { return 32 * warps(); }
@@ -193,7 +201,9 @@ inline constexpr int64_t kGemmStaticSharedBytes = 16 + 8 * kMaxGemmStages;
 /// stages 3 (2 where 3 do not fit the target's shared memory per CTA, less
 /// kGemmStaticSharedBytes); with TMA weights (a stage then costs no
 /// registers) up to kMaxGemmStages, as long as the CTAs per SM that 3
-/// allow still fit and the CTA has that many k steps.
+/// allow still fit and the CTA has that many k steps. With TMA weights on
+/// an arch-specific target (sm_90a) and row tiles of whole warpgroups (a
+/// multiple of 64 rows), the variants multiply by warpgroup MMA (`wgmma`).
 llvm::SmallVector<ProjectionGemmSchedule, 3>
 chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
                               const TargetInfo &target);

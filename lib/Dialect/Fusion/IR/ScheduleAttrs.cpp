@@ -118,7 +118,8 @@ StringRef ProjectionMmaScheduleAttr::getKindName() const {
 LogicalResult ProjectionGemmScheduleAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t threads,
     int64_t warps, int64_t grid, int64_t tileRows, int64_t tileTokens,
-    int64_t kSplit, int64_t stageK, int64_t stages, int64_t minCtasPerSm) {
+    int64_t kSplit, int64_t stageK, int64_t stages, int64_t minCtasPerSm,
+    bool warpgroupMma) {
   StringRef kind = getMnemonic();
   if (failed(verifySchedule(emitError, kind, threads,
                             {{"warps", warps},
@@ -149,6 +150,12 @@ LogicalResult ProjectionGemmScheduleAttr::verify(
     return emitError() << kind << " stages (" << stages
                        << ") must be at least 2 (one stage in flight while "
                           "one is computed)";
+  if (warpgroupMma && (tileRows % 64 != 0 || stageK != 64))
+    return emitError() << kind
+                       << " warpgroup_mma needs tile_rows a multiple of 64 "
+                          "(whole warpgroups) and stage_k 64 (128-byte rows), "
+                          "got "
+                       << tileRows << " and " << stageK;
   return success();
 }
 

@@ -98,17 +98,21 @@ def Fusion_ProjectionGemmScheduleAttr
     reduction in pipeline stages of `stage_k` elements (a multiple of 16)
     through a ring of `stages` shared-memory stages, so `grid` is the row
     tiles times `k_split`; `min_ctas_per_sm` is the `.minnctapersm` hint.
+    `warpgroup_mma` (sm_90a; printed only when true): each group of four
+    warps multiplies its 64 rows by `wgmma.mma_async` (`tile_rows` then a
+    multiple of 64, `stage_k` 64) instead of `mma.sync`.
 
     ```mlir
     #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192,
         tile_rows = 128, tile_tokens = 16, k_split = 4, stage_k = 64,
-        stages = 3, min_ctas_per_sm = 2>
+        stages = 3, min_ctas_per_sm = 2, warpgroup_mma = true>
     ```
   }];
   let parameters = (ins "int64_t":$threads, "int64_t":$warps, "int64_t":$grid,
                         "int64_t":$tile_rows, "int64_t":$tile_tokens,
                         "int64_t":$k_split, "int64_t":$stage_k,
-                        "int64_t":$stages, "int64_t":$min_ctas_per_sm);
+                        "int64_t":$stages, "int64_t":$min_ctas_per_sm,
+                        DefaultValuedParameter<"bool", "false">:$warpgroup_mma);
 }
 
 def Fusion_SplitKvAttentionScheduleAttr
