@@ -242,6 +242,21 @@ TEST(ProjectionSchedule, Group6Hidden1000) {
   EXPECT_EQ(s.minCtasPerSM, 3);
 }
 
+TEST(ProjectionSchedule, ArgmaxSlotsInTheStaticBudget) {
+  // 5888 hidden: 4 tokens of 5888 f16 fill the 47104-byte static budget
+  // exactly; an argmax's slots (getArgmaxSharedBytes(4) = 40 bytes) then
+  // leave room for 2 only.
+  ProjectionShape head{5888, 1024, 2};
+  EXPECT_EQ(chooseProjectionSchedule(head, false, kH100).batchTile, 4);
+  head.argmax = true;
+  EXPECT_EQ(getArgmaxSharedBytes(4), 40);
+  ProjectionSchedule s = chooseProjectionSchedule(head, false, kH100);
+  EXPECT_EQ(s.batchTile, 2);
+  // 2 x 5888 x 2 + 24 + 4 x 8 warps = 23608 bytes: 9 per 227 KiB, so the
+  // cap of 3.
+  EXPECT_EQ(s.minCtasPerSM, 3);
+}
+
 /// The GEMM-shaped variant's shape: an RMSNorm with a residual unless
 /// stated (2 activation rows and a norm-weight row per stage).
 ProjectionGemmShape gemmShape(int64_t hidden, int64_t hq, int64_t hkv,
@@ -297,6 +312,44 @@ TEST(ProjectionGemmSchedule, Llama3_8B) {
   EXPECT_EQ(s[1].stages, 4);
   EXPECT_EQ(s[1].dynamicSharedBytes, 4 * 26624 + 1024);
   EXPECT_EQ(s[1].minCtasPerSM, 2);
+}
+
+TEST(ProjectionGemmSchedule, WarpgroupMmaOnSm90a) {
+  const TargetInfo sm90a(/*computeCapability=*/90, /*smCount=*/132,
+                         /*archSpecific=*/true);
+  // Llama-3-8B: 128-row tiles (two warpgroups); every row 128 bytes,
+  // unpadded: 128 x 128 + 129 x 128 = 32896 -> 33792 for 64 tokens, and
+  // 20608 -> 21504 for 16 (five stages as on sm_90).
+  auto s = chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), sm90a);
+  ASSERT_EQ(s.size(), 3u);
+  for (const ProjectionGemmSchedule &g : s) {
+    EXPECT_TRUE(g.wgmma);
+    EXPECT_EQ(g.pitchBytes, 128);
+    EXPECT_EQ(g.weightPitchBytes(), 128);
+  }
+  EXPECT_EQ(s[2].slotBytes, 33792);
+  EXPECT_EQ(s[2].stages, 3);
+  EXPECT_EQ(s[0].slotBytes, 21504);
+  EXPECT_EQ(s[0].stages, 5);
+  // head_dim 256: one head per 256-row tile, four warpgroups.
+  EXPECT_TRUE(
+      chooseProjectionGemmSchedules(gemmShape(1024, 2, 1, 256), sm90a)[0]
+          .wgmma);
+  // 67 heads of 16 rows (1072 rows, an LM head of 16 x a prime): tiles of
+  // one head, 16 rows, are not whole warpgroups, so mma.sync.
+  ProjectionGemmShape narrow = gemmShape(512, 1, 0, 16);
+  narrow.headDim = 16;
+  narrow.heads = 67;
+  narrow.projection.pairs = 16 * 67 / 2;
+  auto n = chooseProjectionGemmSchedules(narrow, sm90a);
+  ASSERT_FALSE(n.empty());
+  EXPECT_EQ(n[0].tileRows, 16);
+  EXPECT_FALSE(n[0].wgmma);
+  EXPECT_EQ(n[0].pitchBytes, 144);
+  // sm_90 (not arch-specific): mma.sync.
+  EXPECT_FALSE(
+      chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), kH100)[0]
+          .wgmma);
 }
 
 TEST(ProjectionGemmSchedule, HeadDimsAndGroups) {

@@ -88,6 +88,7 @@ void mlir::fusion::bindProjectionArgmax(ImplicitLocOpBuilder &b,
   p.argmaxGlobalKeys =
       getGlobalPointer(b, args.param(contract::role::kArgmaxKeys));
   p.argmaxArrivals = args.param(contract::role::kArgmaxArrivals);
+  // The schedules budget these two buffers as getArgmaxSharedBytes.
   p.argmaxKeys =
       addWorkgroupBuffer(func, b.getI64Type(), tileTokens, /*alignment=*/8);
   p.argmaxLast = addWorkgroupBuffer(func, b.getI32Type(), 1);

@@ -194,7 +194,8 @@ mlir::fusion::analyseProjection(KernelOp kernel, const TargetInfo &target) {
 }
 
 ProjectionShape mlir::fusion::getProjectionShape(const ProjectionPlan &p) {
-  return {p.hidden, p.pairs, getTypeBytes(p.act)};
+  return {p.hidden, p.pairs, getTypeBytes(p.act),
+          static_cast<bool>(p.ops.argmax)};
 }
 
 ProjectionGemmShape

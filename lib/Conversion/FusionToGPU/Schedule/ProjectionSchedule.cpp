@@ -29,8 +29,10 @@ mlir::fusion::chooseProjectionMmaSchedule(const ProjectionShape &shape,
   const int64_t pitch = shape.hidden * elemBytes;
   s.rowStride = shape.hidden + ((64 - pitch % 128 + 128) % 128) / elemBytes;
   const int64_t rowBytes = s.rowStride * elemBytes;
-  // Room for the partial sums of the largest split (8) and tile (32 tokens).
-  const int64_t partialBytes = 4 * s.partialFloats(s.warps, 4);
+  // Room for the partial sums of the largest split (8) and tile (32
+  // tokens), and for the argmax slots of such a tile.
+  const int64_t partialBytes = 4 * s.partialFloats(s.warps, 4) +
+                               (shape.argmax ? getArgmaxSharedBytes(32) : 0);
   s.tileTokens = std::min<int64_t>(
       32, (target.getMaxSharedBytesPerCTA() - partialBytes) / rowBytes / 8 * 8);
   if (s.tileTokens < 8)
@@ -159,9 +161,13 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
            ctasOf(s.warps / 2) <= ProjectionSchedule::kMaxCtasPerSM * smCount)))
     s.warps /= 2;
   s.blockSize = TargetInfo::kWarpSize * s.warps;
+  // The normalised tokens of a tile, and the argmax's slots for them.
+  auto tileShared = [&](int64_t tokens) {
+    return tokens * shape.hidden * shape.elementBytes +
+           (shape.argmax ? getArgmaxSharedBytes(tokens) : 0);
+  };
   s.batchTile = 8;
-  while (s.batchTile > 1 &&
-         s.batchTile * shape.hidden * shape.elementBytes > budget)
+  while (s.batchTile > 1 && tileShared(s.batchTile) > budget)
     s.batchTile /= 2;
   // With the tensor-core variant, this kernel only runs at batch 1: a tile
   // of one token (entries 11 and 14).
@@ -172,8 +178,7 @@ mlir::fusion::chooseProjectionSchedule(const ProjectionShape &shape,
   // registers per thread: 80 at 256 threads), as shared memory allows
   // (entries 5 and 14: 4 forces 64 registers and spills; the hint caps every
   // batch-tile path of the kernel at 80 registers).
-  const int64_t ctaShared =
-      s.batchTile * shape.hidden * shape.elementBytes + 4 * s.warps;
+  const int64_t ctaShared = tileShared(s.batchTile) + 4 * s.warps;
   s.minCtasPerSM = std::max<int64_t>(
       1, std::min<int64_t>(
              {ProjectionSchedule::kMaxCtasPerSM,
@@ -243,8 +248,10 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
     s.minBatch = minBatch;
     s.stageRows = tileRows + tokens * (shape.residual ? 2 : 1) +
                   (shape.norm == ProjectionNorm::FoldableRMS ? 1 : 0);
-    const int64_t budget =
-        target.getMaxSharedBytesPerCTA() - kGemmStaticSharedBytes;
+    const int64_t staticBytes =
+        kGemmStaticSharedBytes +
+        (proj.argmax ? getArgmaxSharedBytes(tokens) : 0);
+    const int64_t budget = target.getMaxSharedBytesPerCTA() - staticBytes;
     const int64_t slotAlign = s.tmaWeights ? 1024 : 1;
     s.slotBytes = llvm::alignTo(tileRows * s.weightPitchBytes() +
                                     (s.stageRows - tileRows) * s.pitchBytes,
@@ -253,7 +260,7 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
       return stages * s.slotBytes + (s.tmaWeights ? slotAlign : 0);
     };
     auto ctaShared = [&](int64_t stages) {
-      return bytes(stages) + kGemmStaticSharedBytes +
+      return bytes(stages) + staticBytes +
              target.getReservedSharedBytesPerCTA();
     };
     s.stages = 3;

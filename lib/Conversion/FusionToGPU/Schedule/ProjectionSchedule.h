@@ -30,7 +30,18 @@ struct ProjectionShape {
   int64_t pairs = 0;
   /// Bytes per activation element (2 for f16/bf16).
   int64_t elementBytes = 2;
+  /// The kernel ends in an argmax (Kernels/ProjectionArgmax.cpp), whose
+  /// slots take getArgmaxSharedBytes of static shared memory in every
+  /// variant.
+  bool argmax = false;
 };
+
+/// Static shared memory of a projection kernel's argmax per CTA, in bytes:
+/// one 8-byte key slot per token of the function's token tile and the
+/// 4-byte last-CTA flag, padded to 8.
+inline constexpr int64_t getArgmaxSharedBytes(int64_t tileTokens) {
+  return 8 * tileTokens + 8;
+}
 
 /// The CUDA-core kernel's schedule: one warp per output row pair, warps
 /// striding over the pairs of the whole weight.
@@ -184,7 +195,8 @@ struct ProjectionGemmSchedule {
 inline constexpr int64_t kMaxGemmStages = 6;
 
 /// Static shared memory of a GEMM-shaped variant: its arrival flag, padded,
-/// and up to kMaxGemmStages stage mbarriers of 8 bytes.
+/// and up to kMaxGemmStages stage mbarriers of 8 bytes (plus
+/// getArgmaxSharedBytes with an argmax).
 inline constexpr int64_t kGemmStaticSharedBytes = 16 + 8 * kMaxGemmStages;
 
 /// The GEMM-shaped variants of a projection kernel, by ascending minBatch
