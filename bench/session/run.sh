@@ -46,7 +46,7 @@
 #           timeline between SmolLM2's decode steps at B=1 and 16 (BATCHES)
 #   diag    kernel_chain.cu, gemm_packed_mma.cu, gemm_weight_stream.cu,
 #           persistent_decode.cu (the default set; others by name, e.g.
-#           `run.sh diag front_half_preload`)
+#           `run.sh diag front_half_preload` or gemm_warp_specialized)
 #
 # Partial results come back too when a part is stopped at its time limit.
 # Each part fits one device command (10 minutes; each run of the 8B shape
@@ -407,7 +407,11 @@ diag() {
   [ ${#names[@]} -gt 0 ] || names=(kernel_chain gemm_packed_mma gemm_weight_stream persistent_decode)
   for d in "${names[@]}"; do
     say "== $d"
-    nvcc -O3 -arch=sm_90 -std=c++17 "$d.cu" -o "/tmp/$d" -lcuda 2>&1 | tail -5 | tee -a "$log"
+    # A diagnostic that names its nvcc flags in a `// nvcc-flags:` line
+    # (sm_90a ones: wgmma) gets them instead of the sm_90 default.
+    local flags
+    flags=$(sed -n 's|^// nvcc-flags: ||p' "$d.cu")
+    nvcc -O3 ${flags:--arch=sm_90} -std=c++17 "$d.cu" -o "/tmp/$d" -lcuda 2>&1 | tail -5 | tee -a "$log"
     timeout 240 "/tmp/$d" 2>&1 | tee -a "$log" "$out/$d.txt" | tail -60
   done
 }

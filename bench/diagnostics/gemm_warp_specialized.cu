@@ -1,0 +1,381 @@
+// Diagnostic microbenchmark (docs/performance.md entry 42): is the
+// GEMM-shaped projection's per-stage latency chain what holds it at 2-3x its
+// weight floor, and does a warp-specialised pipeline close the gap?
+//
+// Entry 40's ncu of the emitted sm_90a `_gemm16/64` variants: 20.9 us at
+// B=4 and 37.0 us at B=64 for the Llama-3-8B q/k/v weight (50 MB; floor
+// about 11 us), 30-53% of DRAM bandwidth, nothing saturated: every stage is
+// a chain of the TMA/cp.async waits, two CTA barriers around the norm's
+// pass and a wgmma wait, with 2 CTAs of 8 warps per SM to hide it.
+//
+// Y[B, N] = X[B, K] W^T for W = the 8B shape's q/k/v weight (N = 6144,
+// K = 4096, f16, row-major), fp32 out, no norm. Variants:
+//   cublas   cublasGemmEx (f16 in, fp32 compute and out)
+//   read     a plain 16-byte read of W by every SM (the floor's kernel)
+//   ws       warp-specialised: per CTA a tile of 128 weight rows and T
+//            tokens over K / S of k (S CTAs split k, so 48 x S CTAs); one
+//            producer warp issues per 64-k stage one TMA box of the weight
+//            rows and one of the T token rows (128-byte swizzle) onto the
+//            stage's full mbarrier; two consumer warpgroups (64 rows each)
+//            wait on it, multiply by wgmma m64nTk16 (RS: the weight
+//            fragments from registers by ldmatrix, as the emitted kernel;
+//            SS: both operands by descriptor), keep one wgmma group in
+//            flight and release the previous stage on its empty mbarrier
+//            (one arrival per consumer warp): no CTA barrier in the loop.
+//            The partial tiles go to Y by red.global.add.f32.
+// Each variant's outputs are compared with float64 sums on the CPU.
+// Timed like bench/ (graph_timing.cuh): 8 launches per graph over 4 copies
+// of W (200 MB, more than L2).
+//   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -std=c++17 \
+//     gemm_warp_specialized.cu -lcuda -lcublas
+// (bench/session/run.sh diag gemm_warp_specialized reads the flags here:)
+// nvcc-flags: -gencode arch=compute_90a,code=sm_90a -lcublas
+#include "graph_timing.cuh"
+#include "ptx_ops.cuh"
+#include <cmath>
+#include <cstdio>
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_fp16.h>
+#include <vector>
+
+constexpr int N = 6144, K = 4096, kMaxTokens = 64, kCopies = 4;
+constexpr int kRows = 128, kStageK = 64, kWBytes = kRows * kStageK * 2;
+constexpr int kThreads = 288; // two consumer warpgroups + a producer warp
+
+/// The wgmma descriptor of a K-major operand of 128-byte rows, 128-byte
+/// swizzled, 8-row groups 1024 bytes apart (Fragments/Wgmma.cpp's).
+__device__ __forceinline__ uint64_t desc128(uint32_t address) {
+  return uint64_t((address & 0x3FFFF) >> 4) | (uint64_t(1) << 16) |
+         (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+__device__ __forceinline__ void tma2d(void *dst, const CUtensorMap *map,
+                                      int x, int y, uint64_t *bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+                   smemAddr(dst)),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y),
+               "r"(smemAddr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void wgmmaRS8(float (&d)[4],
+                                          const uint32_t (&a)[4],
+                                          uint64_t descB) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
+               "{%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(1)
+               : "memory");
+}
+__device__ __forceinline__ void wgmmaSS8(float (&d)[4], uint64_t descA,
+                                          uint64_t descB) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
+               "{%0, %1, %2, %3}, "
+               "%4, %5, p, 1, 1, 0, 0;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "l"(descA), "l"(descB), "r"(1)
+               : "memory");
+}
+__device__ __forceinline__ void wgmmaRS16(float (&d)[8],
+                                          const uint32_t (&a)[4],
+                                          uint64_t descB) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+               "{%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(1)
+               : "memory");
+}
+__device__ __forceinline__ void wgmmaSS16(float (&d)[8], uint64_t descA,
+                                          uint64_t descB) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+               "%8, %9, p, 1, 1, 0, 0;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "l"(descA), "l"(descB), "r"(1)
+               : "memory");
+}
+__device__ __forceinline__ void wgmmaRS64(float (&d)[32],
+                                          const uint32_t (&a)[4],
+                                          uint64_t descB) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+               "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(1)
+               : "memory");
+}
+__device__ __forceinline__ void wgmmaSS64(float (&d)[32], uint64_t descA,
+                                          uint64_t descB) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+               "%32, %33, p, 1, 1, 0, 0;\n}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(descA), "l"(descB), "r"(1)
+               : "memory");
+}
+
+template <int T>
+__device__ __forceinline__ void wgmmaRS(float (&d)[T / 2],
+                                        const uint32_t (&a)[4], uint64_t b) {
+  if constexpr (T == 8)
+    wgmmaRS8(d, a, b);
+  else if constexpr (T == 16)
+    wgmmaRS16(d, a, b);
+  else
+    wgmmaRS64(d, a, b);
+}
+template <int T>
+__device__ __forceinline__ void wgmmaSS(float (&d)[T / 2], uint64_t a,
+                                        uint64_t b) {
+  if constexpr (T == 8)
+    wgmmaSS8(d, a, b);
+  else if constexpr (T == 16)
+    wgmmaSS16(d, a, b);
+  else
+    wgmmaSS64(d, a, b);
+}
+
+template <int T> __host__ __device__ constexpr int slotBytes() {
+  return kWBytes + T * 128;
+}
+
+/// The producer warp's lane 0: the stages' TMA boxes, each slot refilled
+/// once the consumers released its previous step.
+template <int T, int ST>
+__device__ void produce(unsigned char *smem, uint64_t *full, uint64_t *empty,
+                        const CUtensorMap *wmap, const CUtensorMap *xmap,
+                        int steps, int k0, int row0) {
+  for (int s = 0; s < steps; ++s) {
+    const int slot = s % ST;
+    if (s >= ST)
+      mbarWait(&empty[slot], (s / ST - 1) & 1);
+    unsigned char *dst = smem + slot * slotBytes<T>();
+    mbarExpectTx(&full[slot], slotBytes<T>());
+    tma2d(dst, wmap, k0 + s * kStageK, row0, &full[slot]);
+    tma2d(dst + kWBytes, xmap, k0 + s * kStageK, 0, &full[slot]);
+  }
+}
+
+template <int T, bool RS, int ST>
+__global__ void __launch_bounds__(kThreads, 2)
+    wsGemm(const __grid_constant__ CUtensorMap wmap,
+           const __grid_constant__ CUtensorMap xmap, float *y, int batch,
+           int split) {
+  extern __shared__ unsigned char raw[];
+  unsigned char *smem = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+  __shared__ uint64_t full[ST], empty[ST];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tile = blockIdx.x / split, rank = blockIdx.x % split;
+  const int steps = K / split / kStageK, k0 = rank * (K / split);
+  if (tid == 0) {
+    for (int i = 0; i < ST; ++i) {
+      mbarInit(&full[i], 1);
+      mbarInit(&empty[i], 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (warp == 8) {
+    if (lane == 0)
+      produce<T, ST>(smem, full, empty, &wmap, &xmap, steps, k0,
+                     tile * kRows);
+    return;
+  }
+  float acc[T / 2] = {};
+  for (int s = 0; s < steps; ++s) {
+    const int slot = s % ST;
+    mbarWait(&full[slot], (s / ST) & 1);
+    unsigned char *st = smem + slot * slotBytes<T>();
+    const uint32_t tokens = smemAddr(st + kWBytes);
+    uint32_t a[4][4];
+    if constexpr (RS)
+      for (int kk = 0; kk < 4; ++kk) {
+        const int row = 16 * warp + lane % 16;
+        const int chunk = (lane / 16 + 2 * kk) ^ (lane % 8);
+        ldmatrix4(a[kk], st + row * 128 + chunk * 16);
+      }
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    for (int kk = 0; kk < 4; ++kk) {
+      if constexpr (RS)
+        wgmmaRS<T>(acc, a[kk], desc128(tokens + kk * 32));
+      else
+        wgmmaSS<T>(acc, desc128(smemAddr(st + warp / 4 * 64 * 128) + kk * 32),
+                   desc128(tokens + kk * 32));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+    if (s > 0 && lane == 0)
+      mbarArrive(&empty[(s - 1) % ST]);
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  // Warp w: rows 16w + g (+ 8), tokens 8j + 2q (+ 1) in acc[4j .. 4j + 3].
+  const int g = lane / 4, q = lane % 4, row = tile * kRows + 16 * warp + g;
+  for (int j = 0; j < T / 8; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int t = 8 * j + 2 * q + (e & 1);
+      if (t < batch)
+        atomicAdd(&y[size_t(t) * N + row + 8 * (e >> 1)], acc[4 * j + e]);
+    }
+}
+
+__global__ void readW(const uint4 *w, size_t n, uint32_t *sink) {
+  uint32_t x = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    uint4 v = w[i];
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x12345678u)
+    *sink = x;
+}
+
+static CUtensorMap encode(void *base, int rows, int boxRows) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {K, cuuint64_t(rows)}, strides[1] = {K * 2};
+  const cuuint32_t box[2] = {kStageK, cuuint32_t(boxRows)}, unit[2] = {1, 1};
+  if (cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, base,
+                             dims, strides, box, unit,
+                             CU_TENSOR_MAP_INTERLEAVE_NONE,
+                             CU_TENSOR_MAP_SWIZZLE_128B,
+                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    printf("cuTensorMapEncodeTiled failed\n");
+    exit(1);
+  }
+  return map;
+}
+
+struct Problem {
+  std::vector<__half> hw, hx;
+  __half *w[kCopies], *x;
+  float *y;
+  CUtensorMap wmap[kCopies];
+  /// Max |y - ref| / (|ref| + 1) over sampled outputs of the first `batch`
+  /// tokens (y for weight copy 0, all copies hold the same values).
+  double check(int batch) const {
+    std::vector<float> out(size_t(batch) * N);
+    CK(cudaMemcpy(out.data(), y, out.size() * 4, cudaMemcpyDeviceToHost));
+    double worst = 0;
+    for (int t = 0; t < batch; ++t)
+      for (int r = t * 37 % 97; r < N; r += 97) {
+        double ref = 0;
+        for (int k = 0; k < K; ++k)
+          ref += double(__half2float(hw[size_t(r) * K + k])) *
+                 __half2float(hx[size_t(t) * K + k]);
+        worst = std::max(worst, std::fabs(out[size_t(t) * N + r] - ref) /
+                                    (std::fabs(ref) + 1));
+      }
+    return worst;
+  }
+};
+
+template <int T, bool RS, int ST>
+void runWs(Problem &p, int batch, int split) {
+  const int smem = ST * slotBytes<T>() + 1024;
+  auto kernel = wsGemm<T, RS, ST>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          smem));
+  const CUtensorMap xmap = encode(p.x, kMaxTokens, T);
+  const int grid = N / kRows * split;
+  CK(cudaMemset(p.y, 0, size_t(kMaxTokens) * N * 4));
+  kernel<<<grid, kThreads, smem>>>(p.wmap[0], xmap, p.y, batch, split);
+  CK(cudaDeviceSynchronize());
+  const double err = p.check(batch);
+  const float us = timeGraph(
+      [&](int c, cudaStream_t s) {
+        kernel<<<grid, kThreads, smem, s>>>(p.wmap[c % kCopies], xmap, p.y,
+                                            batch, split);
+      },
+      8);
+  printf("B=%-3d ws T=%-2d %s S=%d stages %d (%3d CTAs) %7.2f us  %5.2f TB/s"
+         "  err %.1e\n",
+         batch, T, RS ? "RS" : "SS", split, ST, grid, us,
+         N * double(K) * 2 / us / 1e6, err);
+}
+
+void runCublas(Problem &p, cublasHandle_t h, int batch) {
+  const float one = 1, zero = 0;
+  auto gemm = [&](int c, cudaStream_t s) {
+    cublasSetStream(h, s);
+    // Y^T [N x B] (column-major) = W [K x N]^T X^T [K x B].
+    cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, batch, K, &one, p.w[c % kCopies],
+                 CUDA_R_16F, K, p.x, CUDA_R_16F, K, &zero, p.y, CUDA_R_32F, N,
+                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
+  gemm(0, 0);
+  CK(cudaDeviceSynchronize());
+  const double err = p.check(batch);
+  const float us = timeGraph(gemm, 8);
+  printf("B=%-3d cublas                           %7.2f us  %5.2f TB/s  err %.1e\n",
+         batch, us, N * double(K) * 2 / us / 1e6, err);
+}
+
+int main() {
+  Problem p;
+  p.hw.resize(size_t(N) * K);
+  p.hx.assign(size_t(kMaxTokens) * K, __float2half(0.f));
+  uint32_t seed = 12345;
+  auto next = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return (int(seed >> 9) % 2001 - 1000) / 16000.f;
+  };
+  for (auto &v : p.hw)
+    v = __float2half(next());
+  for (auto &v : p.hx)
+    v = __float2half(next() * 16);
+  for (int c = 0; c < kCopies; ++c) {
+    CK(cudaMalloc(&p.w[c], p.hw.size() * 2));
+    CK(cudaMemcpy(p.w[c], p.hw.data(), p.hw.size() * 2,
+                  cudaMemcpyHostToDevice));
+    p.wmap[c] = encode(p.w[c], N, kRows);
+  }
+  CK(cudaMalloc(&p.x, p.hx.size() * 2));
+  CK(cudaMemcpy(p.x, p.hx.data(), p.hx.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&p.y, size_t(kMaxTokens) * N * 4));
+  uint32_t *sink;
+  CK(cudaMalloc(&sink, 4));
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const size_t vectors = size_t(N) * K * 2 / 16;
+  const float readUs = timeGraph(
+      [&](int c, cudaStream_t s) {
+        readW<<<sms * 4, 512, 0, s>>>(
+            reinterpret_cast<const uint4 *>(p.w[c % kCopies]), vectors, sink);
+      },
+      8);
+  printf("%d SMs; W %d x %d f16 (%.1f MB); read %.2f us (%.2f TB/s)\n", sms,
+         N, K, N * double(K) * 2 / 1e6, readUs,
+         N * double(K) * 2 / readUs / 1e6);
+  cublasHandle_t h;
+  cublasCreate(&h);
+  for (int batch : {4, 16, 64}) {
+    // The tokens past the batch are zero rows of X (the TMA box reads T).
+    std::vector<__half> keep(p.hx);
+    for (size_t i = size_t(batch) * K; i < p.hx.size(); ++i)
+      p.hx[i] = __float2half(0.f);
+    CK(cudaMemcpy(p.x, p.hx.data(), p.hx.size() * 2, cudaMemcpyHostToDevice));
+    runCublas(p, h, batch);
+    for (int split : {2, 4, 8}) {
+      if (batch <= 16) {
+        if (batch <= 8)
+          runWs<8, true, 6>(p, batch, split);
+        runWs<16, true, 6>(p, batch, split);
+        runWs<16, false, 6>(p, batch, split);
+      } else {
+        runWs<64, true, 4>(p, batch, split);
+        runWs<64, false, 4>(p, batch, split);
+      }
+    }
+    p.hx = keep;
+  }
+  return 0;
+}
