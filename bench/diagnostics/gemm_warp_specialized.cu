@@ -23,6 +23,8 @@
 //            flight and release the previous stage on its empty mbarrier
 //            (one arrival per consumer warp): no CTA barrier in the loop.
 //            The partial tiles go to Y by red.global.add.f32.
+//   ws+norm  ws with the product's RMSNorm fold per stage (wsNormGemm, below;
+//            written after the first run, not yet run on a GPU)
 // Each variant's outputs are compared with float64 sums on the CPU.
 // Timed like bench/ (graph_timing.cuh): 8 launches per graph over 4 copies
 // of W (200 MB, more than L2).
@@ -254,10 +256,165 @@ static CUtensorMap encode(void *base, int rows, int boxRows) {
   return map;
 }
 
+// The norm fold (docs/gemm-warp-specialized-plan.md, "Measure before
+// emitting"): wsNorm is ws (both operands by descriptor) plus what the
+// product's kernel does per stage. The producer warp's 32 lanes copy the T
+// token rows of x and of the residual and the stage's 64 norm-weight
+// elements by 16-byte cp.async (rows past the batch repeat its last token)
+// and arrive on the stage's full mbarrier as they land
+// (cp.async.mbarrier.arrive.noinc: full counts lane 0's expect_tx for the
+// weight box and 32 such arrivals). The consumers replace x by
+// h = round(x + r), sum h^2 per token, write h to hout from the CTAs of row
+// tile 0 (the product's residual_out) and scale it by the norm weight,
+// round(h g) (the norm weight folded into the B operand), then a
+// consumer-only named barrier after the async-proxy fence, then the wgmmas.
+// The sums of squares go to `stats` (row tile 0's CTAs); y is the unscaled
+// sum, which the product scales by rsqrt(sum / K + eps) in its last CTA.
+template <int T> __host__ __device__ constexpr int normSlotBytes() {
+  return kWBytes + 2 * T * 128 + 1024; // weights, x, residual, norm weight
+}
+/// Byte offset of 16-byte chunk `chunk` of row `row` in 128-byte rows,
+/// 128-byte swizzled.
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+  return row * 128 + ((chunk ^ (row % 8)) * 16);
+}
+__device__ __forceinline__ void cpAsyncArriveNoinc(uint64_t *bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(
+                   smemAddr(bar))
+               : "memory");
+}
+
+struct NormArgs {
+  const __half *x, *r, *g;
+  __half *hout;
+  float *stats, *y;
+  int batch, split;
+};
+
+template <int T, int ST>
+__device__ void produceNorm(unsigned char *smem, uint64_t *full,
+                            uint64_t *empty, const CUtensorMap *wmap,
+                            const NormArgs &a, int steps, int k0, int row0) {
+  const int lane = threadIdx.x % 32;
+  for (int s = 0; s < steps; ++s) {
+    const int slot = s % ST, k = k0 + s * kStageK;
+    if (s >= ST)
+      mbarWait(&empty[slot], (s / ST - 1) & 1);
+    unsigned char *dst = smem + slot * normSlotBytes<T>();
+    if (lane == 0) {
+      mbarExpectTx(&full[slot], kWBytes);
+      tma2d(dst, wmap, k, row0, &full[slot]);
+    }
+    for (int c = lane; c < 2 * T * 8 + 8; c += 32) {
+      const int which = c / (T * 8), t = (c % (T * 8)) / 8, chunk = c % 8;
+      if (which < 2) {
+        const __half *src = (which ? a.r : a.x) +
+                            size_t(min(t, a.batch - 1)) * K + k + chunk * 8;
+        cpAsync16(dst + kWBytes + which * T * 128 + swizzled(t, chunk), src);
+      } else {
+        cpAsync16(dst + kWBytes + 2 * T * 128 + chunk * 16, a.g + k + chunk * 8);
+      }
+    }
+    cpAsyncArriveNoinc(&full[slot]);
+  }
+}
+
+/// The consumers' pass over a landed slot (see above); returns nothing, adds
+/// this thread's h^2 to `sums`.
+template <int T>
+__device__ void foldNorm(unsigned char *xs, const NormArgs &a, int k, int tile,
+                         float (&sums)[(T * 8 + 255) / 256]) {
+  for (int it = 0; it < (T * 8 + 255) / 256; ++it) {
+    const int c = threadIdx.x + 256 * it, t = c / 8, chunk = c % 8;
+    if (c >= T * 8)
+      continue;
+    uint4 xv = *reinterpret_cast<uint4 *>(xs + swizzled(t, chunk));
+    const uint4 rv =
+        *reinterpret_cast<const uint4 *>(xs + T * 128 + swizzled(t, chunk));
+    const uint4 gv =
+        *reinterpret_cast<const uint4 *>(xs + 2 * T * 128 + chunk * 16);
+    __half *xh = reinterpret_cast<__half *>(&xv);
+    const __half *rh = reinterpret_cast<const __half *>(&rv);
+    const __half *gh = reinterpret_cast<const __half *>(&gv);
+    uint4 hv;
+    __half *h = reinterpret_cast<__half *>(&hv);
+    for (int e = 0; e < 8; ++e) {
+      h[e] = __float2half(__half2float(xh[e]) + __half2float(rh[e]));
+      const float h32 = __half2float(h[e]);
+      sums[it] += h32 * h32;
+      xh[e] = __float2half(h32 * __half2float(gh[e]));
+    }
+    if (tile == 0 && t < a.batch)
+      *reinterpret_cast<uint4 *>(a.hout + size_t(t) * K + k + chunk * 8) = hv;
+    *reinterpret_cast<uint4 *>(xs + swizzled(t, chunk)) = xv;
+  }
+}
+
+template <int T, int ST>
+__global__ void __launch_bounds__(kThreads, 2)
+    wsNormGemm(const __grid_constant__ CUtensorMap wmap, const NormArgs a) {
+  extern __shared__ unsigned char raw[];
+  unsigned char *smem = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+  __shared__ uint64_t full[ST], empty[ST];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tile = blockIdx.x / a.split, rank = blockIdx.x % a.split;
+  const int steps = K / a.split / kStageK, k0 = rank * (K / a.split);
+  if (tid == 0) {
+    for (int i = 0; i < ST; ++i) {
+      mbarInit(&full[i], 1 + 32);
+      mbarInit(&empty[i], 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (warp == 8) {
+    produceNorm<T, ST>(smem, full, empty, &wmap, a, steps, k0, tile * kRows);
+    return;
+  }
+  float acc[T / 2] = {};
+  float sums[(T * 8 + 255) / 256] = {};
+  for (int s = 0; s < steps; ++s) {
+    const int slot = s % ST;
+    mbarWait(&full[slot], (s / ST) & 1);
+    unsigned char *st = smem + slot * normSlotBytes<T>();
+    foldNorm<T>(st + kWBytes, a, k0 + s * kStageK, tile, sums);
+    // The wgmmas read the rewritten rows through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;\n\tbar.sync 1, 256;" :::
+                     "memory");
+    const uint32_t tokens = smemAddr(st + kWBytes);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    for (int kk = 0; kk < 4; ++kk)
+      wgmmaSS<T>(acc, desc128(smemAddr(st + warp / 4 * 64 * 128) + kk * 32),
+                 desc128(tokens + kk * 32));
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+    if (s > 0 && lane == 0)
+      mbarArrive(&empty[(s - 1) % ST]);
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  const int g = lane / 4, q = lane % 4, row = tile * kRows + 16 * warp + g;
+  for (int j = 0; j < T / 8; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int t = 8 * j + 2 * q + (e & 1);
+      if (t < a.batch)
+        atomicAdd(&a.y[size_t(t) * N + row + 8 * (e >> 1)], acc[4 * j + e]);
+    }
+  // A token's 8 chunks are 8 consecutive lanes.
+  for (int it = 0; it < (T * 8 + 255) / 256; ++it) {
+    float v = sums[it];
+    for (int m = 4; m >= 1; m /= 2)
+      v += __shfl_xor_sync(0xffffffffu, v, m);
+    const int c = tid + 256 * it, t = c / 8;
+    if (tile == 0 && c % 8 == 0 && c < T * 8 && t < a.batch)
+      atomicAdd(&a.stats[t], v);
+  }
+}
+
 struct Problem {
-  std::vector<__half> hw, hx;
-  __half *w[kCopies], *x;
-  float *y;
+  std::vector<__half> hw, hx, hr, hg;
+  __half *w[kCopies], *x, *r, *g, *hout;
+  float *y, *stats;
   CUtensorMap wmap[kCopies];
   /// Max |y - ref| / (|ref| + 1) over sampled outputs of the first `batch`
   /// tokens (y for weight copy 0, all copies hold the same values).
@@ -274,6 +431,38 @@ struct Problem {
         worst = std::max(worst, std::fabs(out[size_t(t) * N + r] - ref) /
                                     (std::fabs(ref) + 1));
       }
+    return worst;
+  }
+  /// wsNorm's outputs against float64 sums of the same rounded terms:
+  /// y = sum_k round(round(x + r) g) W, stats = sum_k round(x + r)^2, hout =
+  /// round(x + r); the largest relative error of the three.
+  double checkNorm(int batch) const {
+    std::vector<float> out(size_t(batch) * N), st(batch);
+    std::vector<__half> h(size_t(batch) * K);
+    CK(cudaMemcpy(out.data(), y, out.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(st.data(), stats, st.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.data(), hout, h.size() * 2, cudaMemcpyDeviceToHost));
+    double worst = 0;
+    for (int t = 0; t < batch; ++t) {
+      std::vector<float> hh(K), scaled(K);
+      double squares = 0;
+      for (int k = 0; k < K; ++k) {
+        const size_t at = size_t(t) * K + k;
+        hh[k] = __half2float(
+            __float2half(__half2float(hx[at]) + __half2float(hr[at])));
+        scaled[k] = __half2float(__float2half(hh[k] * __half2float(hg[k])));
+        squares += double(hh[k]) * hh[k];
+        worst = std::max(worst, double(std::fabs(__half2float(h[at]) - hh[k])));
+      }
+      worst = std::max(worst, std::fabs(st[t] - squares) / (squares + 1));
+      for (int r = t * 37 % 97; r < N; r += 97) {
+        double ref = 0;
+        for (int k = 0; k < K; ++k)
+          ref += double(__half2float(hw[size_t(r) * K + k])) * scaled[k];
+        worst = std::max(worst, std::fabs(out[size_t(t) * N + r] - ref) /
+                                    (std::fabs(ref) + 1));
+      }
+    }
     return worst;
   }
 };
@@ -300,6 +489,28 @@ void runWs(Problem &p, int batch, int split) {
          "  err %.1e\n",
          batch, T, RS ? "RS" : "SS", split, ST, grid, us,
          N * double(K) * 2 / us / 1e6, err);
+}
+
+template <int T, int ST> void runWsNorm(Problem &p, int batch, int split) {
+  const int smem = ST * normSlotBytes<T>() + 1024;
+  auto kernel = wsNormGemm<T, ST>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          smem));
+  const int grid = N / kRows * split;
+  NormArgs a{p.x, p.r, p.g, p.hout, p.stats, p.y, batch, split};
+  CK(cudaMemset(p.y, 0, size_t(kMaxTokens) * N * 4));
+  CK(cudaMemset(p.stats, 0, kMaxTokens * 4));
+  kernel<<<grid, kThreads, smem>>>(p.wmap[0], a);
+  CK(cudaDeviceSynchronize());
+  const double err = p.checkNorm(batch);
+  const float us = timeGraph(
+      [&](int c, cudaStream_t s) {
+        kernel<<<grid, kThreads, smem, s>>>(p.wmap[c % kCopies], a);
+      },
+      8);
+  printf("B=%-3d ws+norm T=%-2d SS S=%d stages %d (%3d CTAs) %7.2f us  %5.2f "
+         "TB/s  err %.1e\n",
+         batch, T, split, ST, grid, us, N * double(K) * 2 / us / 1e6, err);
 }
 
 void runCublas(Problem &p, cublasHandle_t h, int batch) {
@@ -341,6 +552,19 @@ int main() {
   CK(cudaMalloc(&p.x, p.hx.size() * 2));
   CK(cudaMemcpy(p.x, p.hx.data(), p.hx.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMalloc(&p.y, size_t(kMaxTokens) * N * 4));
+  // The norm fold's residual rows and norm weight (around 1).
+  p.hr.resize(p.hx.size());
+  for (auto &v : p.hr)
+    v = __float2half(next() * 16);
+  p.hg.resize(K);
+  for (auto &v : p.hg)
+    v = __float2half(1 + next() * 8);
+  CK(cudaMalloc(&p.r, p.hr.size() * 2));
+  CK(cudaMemcpy(p.r, p.hr.data(), p.hr.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&p.g, p.hg.size() * 2));
+  CK(cudaMemcpy(p.g, p.hg.data(), p.hg.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&p.hout, p.hx.size() * 2));
+  CK(cudaMalloc(&p.stats, kMaxTokens * 4));
   uint32_t *sink;
   CK(cudaMalloc(&sink, 4));
   int sms = 0;
@@ -364,6 +588,12 @@ int main() {
       p.hx[i] = __float2half(0.f);
     CK(cudaMemcpy(p.x, p.hx.data(), p.hx.size() * 2, cudaMemcpyHostToDevice));
     runCublas(p, h, batch);
+    for (int split : {2, 4}) {
+      if (batch <= 16)
+        runWsNorm<16, 5>(p, batch, split);
+      else
+        runWsNorm<64, 3>(p, batch, split);
+    }
     for (int split : {2, 4, 8}) {
       if (batch <= 16) {
         if (batch <= 8)
