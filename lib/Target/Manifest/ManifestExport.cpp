@@ -166,6 +166,8 @@ json::Object scheduleToJSON(ScheduleAttrInterface schedule) {
         o["stage_k"] = s.getStageK();
         o["stages"] = s.getStages();
         o["min_ctas_per_sm"] = s.getMinCtasPerSm();
+        if (s.getWarpgroupMma())
+          o["warpgroup_mma"] = true;
       })
       .Case([&](SplitKvAttentionScheduleAttr s) {
         writeSplitKV(o, s);

@@ -2,6 +2,7 @@
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: fusion-compile %s --chip=sm_90a -o %t/wgmma
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t/wgmma.ptx
+// RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t/wgmma.manifest.json
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/wgmma.ptx -o %t/wgmma.cubin %}
 // RUN: fusion-compile %s --chip=sm_90 -o %t/mma
 // RUN: FileCheck %s --check-prefix=SM90 --input-file=%t/mma.ptx
@@ -45,6 +46,10 @@
 // CHECK-NEXT: gpu.barrier
 // CHECK-COUNT-4: nvvm.ldmatrix
 // CHECK-NOT: nvvm.ldmatrix
+// The 8 accumulators and the 16 fragment registers pinned (an empty asm)
+// before the fence, so that none is set after it.
+// CHECK: llvm.inline_asm has_side_effects "", "=f,=f,=f,=f,=f,=f,=f,=f,=r,=r,=r,=r,=r,=r,=r,=r,=r,=r,=r,=r,=r,=r,=r,=r,0,1,2,
+// CHECK-NOT: nvvm.ldmatrix
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: %[[TOKENS:.*]] = arith.addi %{{.*}}, %c16384 : index
 // CHECK: %[[BASE:.*]] = llvm.ptrtoint %{{.*}} : !llvm.ptr<3> to i32
@@ -62,6 +67,7 @@
 // CHECK-NOT: wgmma.mma_async
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: llvm.inline_asm has_side_effects "", "=f,=f,=f,=f,=f,=f,=f,=f,0,1,2,3,4,5,6,7"
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: gpu.return
 // The 64-token variant: m64n64k16 with 32 accumulators.
@@ -69,14 +75,26 @@
 // CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {$0, {{.*}}, $31}, {$64, $65, $66, $67}, $68, p, 1, 1, 0;
 
 // PTX: .target sm_90a
+// One k step per CTA here: the accumulators' zeros and the scaled
+// fragments (mul.rn.f16x2) are set before the pin and the fence, nothing
+// of them between the fence and the wgmmas.
 // PTX: .entry layer_k0_fused_gemm16(
 // PTX: fence.proxy.async.shared::cta;
-// PTX: wgmma.fence.sync.aligned;
+// PTX: mul.rn.f16x2
+// PTX: mov.b32 %r{{[0-9]+}}, 0;
+// PTX: // begin inline asm
+// PTX-NEXT: // end inline asm
+// PTX-NEXT: wgmma.fence.sync.aligned;
+// PTX-NOT: mul.rn
+// PTX-NOT: mov.b32 %r{{[0-9]+}}, 0;
 // PTX: wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16
 // PTX: wgmma.commit_group.sync.aligned;
 // PTX: wgmma.wait_group.sync.aligned 0;
 // PTX: .entry layer_k0_fused_gemm64(
 // PTX: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
+
+// MANIFEST: "entry": "layer_k0_fused_gemm16"
+// MANIFEST: "warpgroup_mma": true
 
 // sm_90 (not arch-specific) keeps mma.sync.
 // SM90: .target sm_90

@@ -1919,8 +1919,13 @@ func.func private @schedule_gemm_tile_tokens() attributes {s = #fusion.projectio
 
 // -----
 
-// expected-error @+1 {{projection_gemm_schedule warpgroup_mma needs tile_rows a multiple of 64 (whole warpgroups) and stage_k 64 (128-byte rows), got 32 and 64}}
+// expected-error @+1 {{projection_gemm_schedule warpgroup_mma needs tile_rows a multiple of 64 (whole warpgroups), stage_k 64 (128-byte rows) and tile_tokens at most 256 (wgmma's n), got 32, 64 and 16}}
 func.func private @schedule_gemm_warpgroup_rows() attributes {s = #fusion.projection_gemm_schedule<threads = 64, warps = 2, grid = 192, tile_rows = 32, tile_tokens = 16, k_split = 4, stage_k = 64, stages = 3, min_ctas_per_sm = 2, warpgroup_mma = true>}
+
+// -----
+
+// expected-error @+1 {{projection_gemm_schedule warpgroup_mma needs tile_rows a multiple of 64 (whole warpgroups), stage_k 64 (128-byte rows) and tile_tokens at most 256 (wgmma's n), got 128, 64 and 272}}
+func.func private @schedule_gemm_warpgroup_tokens() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192, tile_rows = 128, tile_tokens = 272, k_split = 4, stage_k = 64, stages = 3, min_ctas_per_sm = 2, warpgroup_mma = true>}
 
 // -----
 

@@ -74,6 +74,37 @@ void mlir::fusion::fenceWarpgroupMma(ImplicitLocOpBuilder &b) {
   NVVM::WgmmaFenceAlignedOp::create(b);
 }
 
+SmallVector<Value> mlir::fusion::pinWarpgroupOperands(ImplicitLocOpBuilder &b,
+                                                      ValueRange values) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  SmallVector<Value> operands;
+  SmallVector<Type> types;
+  std::string constraints;
+  for (Value v : values) {
+    const bool f32 = v.getType().isF32();
+    operands.push_back(
+        f32 ? v : LLVM::BitcastOp::create(b, b.getI32Type(), v).getResult());
+    types.push_back(operands.back().getType());
+    constraints +=
+        std::string(constraints.empty() ? "" : ",") + (f32 ? "=f" : "=r");
+  }
+  for (int64_t i = 0; i < n; ++i)
+    constraints += "," + std::to_string(i);
+  auto pin = LLVM::InlineAsmOp::create(
+      b, LLVM::LLVMStructType::getLiteral(b.getContext(), types), operands, "",
+      constraints, /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
+  SmallVector<Value> pinned;
+  for (auto [i, v] : llvm::enumerate(values)) {
+    Value out = LLVM::ExtractValueOp::create(b, pin.getResult(0), i);
+    pinned.push_back(
+        v.getType() == out.getType()
+            ? out
+            : LLVM::BitcastOp::create(b, v.getType(), out).getResult());
+  }
+  return pinned;
+}
+
 void mlir::fusion::commitAndWaitWarpgroupMma(ImplicitLocOpBuilder &b,
                                              int64_t pending) {
   NVVM::WgmmaGroupSyncAlignedOp::create(b);

@@ -46,6 +46,16 @@ SmallVector<Value> warpgroupMmaM64K16(ImplicitLocOpBuilder &b, Type elementType,
 /// writes before the wgmmas that read them.
 void fenceWarpgroupMma(ImplicitLocOpBuilder &b);
 
+/// An empty side-effecting inline asm that takes and returns `values` (f32
+/// accumulators as "+f", 32-bit fragment registers such as vector<2xf16>
+/// as "+r"): every value is materialised in its register before it (so
+/// before a fenceWarpgroupMma that follows; a zero-initialised accumulator
+/// would otherwise be set after the fence, which the PTX ISA leaves
+/// undefined), and the returned values are defined at it. CUTLASS's
+/// warpgroup_fence_operand.
+SmallVector<Value> pinWarpgroupOperands(ImplicitLocOpBuilder &b,
+                                        ValueRange values);
+
 /// `wgmma.commit_group.sync.aligned`, then `wgmma.wait_group.sync.aligned
 /// pending`: closes the group of this warpgroup's issued wgmmas and waits
 /// until at most `pending` groups are in flight.

@@ -106,13 +106,18 @@ struct GemmKernel {
     return llvm::divideCeil(s.tileTokens * chunksPerRow(), s.blockSize());
   }
   /// Element offset of element `col` of row `r` of the rows of one kind
-  /// that start at stage row `firstRow` (tokenRow(), residualRow(),
-  /// normWeightRow()) of stage `slot`. With wgmma the rows are 128-byte
-  /// swizzled like the weight rows: 16-byte chunk c at chunk c ^ (r % 8)
-  /// (each kind's first row is a multiple of 8).
+  /// that start at stage row `firstRow` (0: the weight rows, copied by
+  /// cp.async where not by TMA; tokenRow(), residualRow(), normWeightRow())
+  /// of stage `slot`. With wgmma the token, residual and norm-weight rows
+  /// are 128-byte swizzled like the TMA weight rows: 16-byte chunk c at
+  /// chunk c ^ (r % 8) (each kind's first row is a multiple of 8).
   Value smemAt(ImplicitLocOpBuilder &b, Value slot, int64_t firstRow, Value r,
                Value col) {
-    assert(firstRow >= s.tileRows && "weight rows are addressed by the mma");
+    Value slotAt = addI(b, slotsAt, mulI(b, slot, slotElems()));
+    if (firstRow < s.tileRows) {
+      assert(firstRow == 0 && !s.tmaWeights && "TMA boxes address the weights");
+      return addI(b, slotAt, addI(b, mulI(b, r, weightPitch()), col));
+    }
     const int64_t rowAt =
         s.tileRows * weightPitch() + (firstRow - s.tileRows) * pitch();
     if (s.wgmma) {
@@ -120,7 +125,6 @@ struct GemmKernel {
       Value chunk = xorI(b, divUI(b, col, c8), remUI(b, r, constIndex(b, 8)));
       col = addI(b, mulI(b, chunk, kVectorWidth), remUI(b, col, c8));
     }
-    Value slotAt = addI(b, slotsAt, mulI(b, slot, slotElems()));
     return addI(b, addI(b, slotAt, rowAt), addI(b, mulI(b, r, pitch()), col));
   }
 
@@ -552,26 +556,34 @@ void GemmKernel::multiplyStage(ImplicitLocOpBuilder &b, Value slot,
 }
 
 /// The stage by warpgroup MMA (s.wgmma): the A fragments of all k steps
-/// first (then one wgmma.fence covers their registers), then one
+/// first, then the accumulators and fragments pinned in their registers
+/// and one wgmma.fence covering them, then one
 /// m64n<tileTokens>k16 wgmma per k step with the swizzled token rows as B
 /// (the descriptor's start 32 bytes further per k step), committed and
-/// waited for before the ring reuses the slot. Warp w's accumulators are
+/// waited for before the ring reuses the slot (the results pinned again, so
+/// that nothing reads them before the wait). Warp w's accumulators are
 /// rows 16w .. 16w + 15, in mma.sync's layout (Fragments/Wgmma.h).
 void GemmKernel::multiplyStageByWarpgroup(ImplicitLocOpBuilder &b, Value slot,
                                           SmallVector<Value> &acc) {
-  SmallVector<SmallVector<Value, 4>> a;
-  for (int64_t kk = 0; kk < s.stageK / 16; ++kk)
-    a.push_back(loadWeightFragment(b, slot, kk));
+  const int64_t kSteps = s.stageK / 16;
+  SmallVector<Value> operands(acc);
+  for (int64_t kk = 0; kk < kSteps; ++kk)
+    llvm::append_range(operands, loadWeightFragment(b, slot, kk));
+  // Every operand in its register before the fence, none written after it.
+  operands = pinWarpgroupOperands(b, operands);
+  acc.assign(operands.begin(), operands.begin() + acc.size());
+  ArrayRef<Value> a = ArrayRef<Value>(operands).drop_front(acc.size());
   fenceWarpgroupMma(b);
   Value tokens = addI(b, slotByte(b, slot), s.tileRows * s.weightPitchBytes());
   Value base = LLVM::PtrToIntOp::create(b, b.getI32Type(), smemPtr);
   Value tokensAt = addI(b, base, indexToI32(b, tokens));
-  for (int64_t kk = 0; kk < s.stageK / 16; ++kk) {
+  for (int64_t kk = 0; kk < kSteps; ++kk) {
     Value descriptor = getSwizzled128Descriptor(
         b, addI(b, tokensAt, constI32(b, static_cast<int32_t>(kk * 32))));
-    acc = warpgroupMmaM64K16(b, p.act, a[kk], descriptor, acc);
+    acc = warpgroupMmaM64K16(b, p.act, a.slice(4 * kk, 4), descriptor, acc);
   }
   commitAndWaitWarpgroupMma(b, 0);
+  acc = pinWarpgroupOperands(b, acc);
 }
 
 /// Writes this CTA's partial tile and per-token partial sums of squares,

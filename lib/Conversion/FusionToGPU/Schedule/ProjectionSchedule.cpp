@@ -75,8 +75,10 @@ static void holdToTwoCtasPerSM(const ProjectionShape &shape,
   s.unroll = 4;
   // A footprint of 2/5 of the SM's shared memory: two CTAs fit, three do
   // not, whatever the allocation granularity.
-  const int64_t ctaShared = shape.hidden * shape.elementBytes + 4 * s.warps +
-                            target.getReservedSharedBytesPerCTA();
+  const int64_t ctaShared =
+      shape.hidden * shape.elementBytes +
+      (shape.argmax ? getArgmaxSharedBytes(s.batchTile) : 0) + 4 * s.warps +
+      target.getReservedSharedBytesPerCTA();
   s.reservedSharedBytes =
       (target.getOccupancySharedBytes() * 2 / 5 - ctaShared) / 16 * 16;
 }

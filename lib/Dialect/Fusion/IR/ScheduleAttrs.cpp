@@ -150,12 +150,12 @@ LogicalResult ProjectionGemmScheduleAttr::verify(
     return emitError() << kind << " stages (" << stages
                        << ") must be at least 2 (one stage in flight while "
                           "one is computed)";
-  if (warpgroupMma && (tileRows % 64 != 0 || stageK != 64))
+  if (warpgroupMma && (tileRows % 64 != 0 || stageK != 64 || tileTokens > 256))
     return emitError() << kind
                        << " warpgroup_mma needs tile_rows a multiple of 64 "
-                          "(whole warpgroups) and stage_k 64 (128-byte rows), "
-                          "got "
-                       << tileRows << " and " << stageK;
+                          "(whole warpgroups), stage_k 64 (128-byte rows) and "
+                          "tile_tokens at most 256 (wgmma's n), got "
+                       << tileRows << ", " << stageK << " and " << tileTokens;
   return success();
 }
 
