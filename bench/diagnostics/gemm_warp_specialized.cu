@@ -51,18 +51,16 @@ __device__ __forceinline__ uint64_t desc128(uint32_t address) {
   return uint64_t((address & 0x3FFFF) >> 4) | (uint64_t(1) << 16) |
          (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
 }
-__device__ __forceinline__ void tma2d(void *dst, const CUtensorMap *map,
-                                      int x, int y, uint64_t *bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
-               "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-                   smemAddr(dst)),
-               "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y),
-               "r"(smemAddr(bar))
-               : "memory");
+__device__ __forceinline__ void tma2d(void *dst, const CUtensorMap *map, int x,
+                                      int y, uint64_t *bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
+      "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(smemAddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smemAddr(bar))
+      : "memory");
 }
-__device__ __forceinline__ void wgmmaRS8(float (&d)[4],
-                                          const uint32_t (&a)[4],
-                                          uint64_t descB) {
+__device__ __forceinline__ void wgmmaRS8(float (&d)[4], const uint32_t (&a)[4],
+                                         uint64_t descB) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
                "{%0, %1, %2, %3}, "
@@ -72,7 +70,7 @@ __device__ __forceinline__ void wgmmaRS8(float (&d)[4],
                : "memory");
 }
 __device__ __forceinline__ void wgmmaSS8(float (&d)[4], uint64_t descA,
-                                          uint64_t descB) {
+                                         uint64_t descB) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
                "{%0, %1, %2, %3}, "
@@ -81,14 +79,14 @@ __device__ __forceinline__ void wgmmaSS8(float (&d)[4], uint64_t descA,
                : "l"(descA), "l"(descB), "r"(1)
                : "memory");
 }
-__device__ __forceinline__ void wgmmaRS16(float (&d)[8],
-                                          const uint32_t (&a)[4],
+__device__ __forceinline__ void wgmmaRS16(float (&d)[8], const uint32_t (&a)[4],
                                           uint64_t descB) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
                "{%0, %1, %2, %3, %4, %5, %6, %7}, "
                "{%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(1)
                : "memory");
 }
@@ -98,18 +96,27 @@ __device__ __forceinline__ void wgmmaSS16(float (&d)[8], uint64_t descA,
                "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
                "{%0, %1, %2, %3, %4, %5, %6, %7}, "
                "%8, %9, p, 1, 1, 0, 0;\n}"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
                : "l"(descA), "l"(descB), "r"(1)
                : "memory");
 }
-__device__ __forceinline__ void wgmmaRS64(float (&d)[32],
-                                          const uint32_t (&a)[4],
-                                          uint64_t descB) {
+__device__ __forceinline__ void
+wgmmaRS64(float (&d)[32], const uint32_t (&a)[4], uint64_t descB) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, "
+               "%14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, "
+               "%26, %27, %28, %29, %30, %31}, "
                "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+                 "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+                 "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                 "+f"(d[30]), "+f"(d[31])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(1)
                : "memory");
 }
@@ -117,9 +124,18 @@ __device__ __forceinline__ void wgmmaSS64(float (&d)[32], uint64_t descA,
                                           uint64_t descB) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, "
+               "%14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, "
+               "%26, %27, %28, %29, %30, %31}, "
                "%32, %33, p, 1, 1, 0, 0;\n}"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+                 "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+                 "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                 "+f"(d[30]), "+f"(d[31])
                : "l"(descA), "l"(descB), "r"(1)
                : "memory");
 }
@@ -145,12 +161,42 @@ __device__ __forceinline__ void wgmmaSS(float (&d)[T / 2], uint64_t a,
     wgmmaSS64(d, a, b);
 }
 
-template <int T> __host__ __device__ constexpr int slotBytes() {
+template <int T>
+__host__ __device__ constexpr int slotBytes() {
   return kWBytes + T * 128;
 }
 
-/// The producer warp's lane 0: the stages' TMA boxes, each slot refilled
-/// once the consumers released its previous step.
+/// Commits the stage's wgmmas, leaves that group in flight and releases the
+/// stage before (its group is done) on its empty mbarrier, one arrival per
+/// consumer warp.
+template <int ST>
+__device__ __forceinline__ void commitAndRelease(int s, uint64_t *empty) {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+  if (s > 0 && threadIdx.x % 32 == 0)
+    mbarArrive(&empty[(s - 1) % ST]);
+}
+
+/// After the last stage: waits for every wgmma and adds this warp's
+/// accumulators to y. Warp w: rows 16w + g (+ 8), tokens 8j + 2q (+ 1) in
+/// acc[4j .. 4j + 3].
+template <int T>
+__device__ void addTile(const float (&acc)[T / 2], float *y, int tile,
+                        int batch) {
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, q = lane % 4, row = tile * kRows + 16 * warp + g;
+  for (int j = 0; j < T / 8; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int t = 8 * j + 2 * q + (e & 1);
+      if (t < batch)
+        atomicAdd(&y[size_t(t) * N + row + 8 * (e >> 1)], acc[4 * j + e]);
+    }
+}
+
+/// The produce step (below) and the kernels/// The producer warp's lane 0: the
+/// stages' TMA boxes, each slot refilled once the consumers released its
+/// previous step.
 template <int T, int ST>
 __device__ void produce(unsigned char *smem, uint64_t *full, uint64_t *empty,
                         const CUtensorMap *wmap, const CUtensorMap *xmap,
@@ -188,8 +234,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
   if (warp == 8) {
     if (lane == 0)
-      produce<T, ST>(smem, full, empty, &wmap, &xmap, steps, k0,
-                     tile * kRows);
+      produce<T, ST>(smem, full, empty, &wmap, &xmap, steps, k0, tile * kRows);
     return;
   }
   float acc[T / 2] = {};
@@ -213,20 +258,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         wgmmaSS<T>(acc, desc128(smemAddr(st + warp / 4 * 64 * 128) + kk * 32),
                    desc128(tokens + kk * 32));
     }
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-    if (s > 0 && lane == 0)
-      mbarArrive(&empty[(s - 1) % ST]);
+    commitAndRelease<ST>(s, empty);
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-  // Warp w: rows 16w + g (+ 8), tokens 8j + 2q (+ 1) in acc[4j .. 4j + 3].
-  const int g = lane / 4, q = lane % 4, row = tile * kRows + 16 * warp + g;
-  for (int j = 0; j < T / 8; ++j)
-    for (int e = 0; e < 4; ++e) {
-      const int t = 8 * j + 2 * q + (e & 1);
-      if (t < batch)
-        atomicAdd(&y[size_t(t) * N + row + 8 * (e >> 1)], acc[4 * j + e]);
-    }
+  addTile<T>(acc, y, tile, batch);
 }
 
 __global__ void readW(const uint4 *w, size_t n, uint32_t *sink) {
@@ -244,12 +278,11 @@ static CUtensorMap encode(void *base, int rows, int boxRows) {
   CUtensorMap map;
   const cuuint64_t dims[2] = {K, cuuint64_t(rows)}, strides[1] = {K * 2};
   const cuuint32_t box[2] = {kStageK, cuuint32_t(boxRows)}, unit[2] = {1, 1};
-  if (cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, base,
-                             dims, strides, box, unit,
-                             CU_TENSOR_MAP_INTERLEAVE_NONE,
-                             CU_TENSOR_MAP_SWIZZLE_128B,
-                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+  if (cuTensorMapEncodeTiled(
+          &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, base, dims, strides, box,
+          unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
     printf("cuTensorMapEncodeTiled failed\n");
     exit(1);
   }
@@ -270,7 +303,8 @@ static CUtensorMap encode(void *base, int rows, int boxRows) {
 // consumer-only named barrier after the async-proxy fence, then the wgmmas.
 // The sums of squares go to `stats` (row tile 0's CTAs); y is the unscaled
 // sum, which the product scales by rsqrt(sum / K + eps) in its last CTA.
-template <int T> __host__ __device__ constexpr int normSlotBytes() {
+template <int T>
+__host__ __device__ constexpr int normSlotBytes() {
   return kWBytes + 2 * T * 128 + 1024; // weights, x, residual, norm weight
 }
 /// Byte offset of 16-byte chunk `chunk` of row `row` in 128-byte rows,
@@ -312,7 +346,8 @@ __device__ void produceNorm(unsigned char *smem, uint64_t *full,
                             size_t(min(t, a.batch - 1)) * K + k + chunk * 8;
         cpAsync16(dst + kWBytes + which * T * 128 + swizzled(t, chunk), src);
       } else {
-        cpAsync16(dst + kWBytes + 2 * T * 128 + chunk * 16, a.g + k + chunk * 8);
+        cpAsync16(dst + kWBytes + 2 * T * 128 + chunk * 16,
+                  a.g + k + chunk * 8);
       }
     }
     cpAsyncArriveNoinc(&full[slot]);
@@ -357,7 +392,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   unsigned char *smem = reinterpret_cast<unsigned char *>(
       (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
   __shared__ uint64_t full[ST], empty[ST];
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tid = threadIdx.x, warp = tid / 32;
   const int tile = blockIdx.x / a.split, rank = blockIdx.x % a.split;
   const int steps = K / a.split / kStageK, k0 = rank * (K / a.split);
   if (tid == 0) {
@@ -380,26 +415,16 @@ __global__ void __launch_bounds__(kThreads, 2)
     unsigned char *st = smem + slot * normSlotBytes<T>();
     foldNorm<T>(st + kWBytes, a, k0 + s * kStageK, tile, sums);
     // The wgmmas read the rewritten rows through the async proxy.
-    asm volatile("fence.proxy.async.shared::cta;\n\tbar.sync 1, 256;" :::
-                     "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n\tbar.sync 1, 256;" ::
+                     : "memory");
     const uint32_t tokens = smemAddr(st + kWBytes);
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
     for (int kk = 0; kk < 4; ++kk)
       wgmmaSS<T>(acc, desc128(smemAddr(st + warp / 4 * 64 * 128) + kk * 32),
                  desc128(tokens + kk * 32));
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-    if (s > 0 && lane == 0)
-      mbarArrive(&empty[(s - 1) % ST]);
+    commitAndRelease<ST>(s, empty);
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-  const int g = lane / 4, q = lane % 4, row = tile * kRows + 16 * warp + g;
-  for (int j = 0; j < T / 8; ++j)
-    for (int e = 0; e < 4; ++e) {
-      const int t = 8 * j + 2 * q + (e & 1);
-      if (t < a.batch)
-        atomicAdd(&a.y[size_t(t) * N + row + 8 * (e >> 1)], acc[4 * j + e]);
-    }
+  addTile<T>(acc, a.y, tile, a.batch);
   // A token's 8 chunks are 8 consecutive lanes.
   for (int it = 0; it < (T * 8 + 255) / 256; ++it) {
     float v = sums[it];
@@ -491,7 +516,8 @@ void runWs(Problem &p, int batch, int split) {
          N * double(K) * 2 / us / 1e6, err);
 }
 
-template <int T, int ST> void runWsNorm(Problem &p, int batch, int split) {
+template <int T, int ST>
+void runWsNorm(Problem &p, int batch, int split) {
   const int smem = ST * normSlotBytes<T>() + 1024;
   auto kernel = wsNormGemm<T, ST>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -518,15 +544,16 @@ void runCublas(Problem &p, cublasHandle_t h, int batch) {
   auto gemm = [&](int c, cudaStream_t s) {
     cublasSetStream(h, s);
     // Y^T [N x B] (column-major) = W [K x N]^T X^T [K x B].
-    cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, batch, K, &one, p.w[c % kCopies],
-                 CUDA_R_16F, K, p.x, CUDA_R_16F, K, &zero, p.y, CUDA_R_32F, N,
-                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, batch, K, &one,
+                 p.w[c % kCopies], CUDA_R_16F, K, p.x, CUDA_R_16F, K, &zero,
+                 p.y, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   };
   gemm(0, 0);
   CK(cudaDeviceSynchronize());
   const double err = p.check(batch);
   const float us = timeGraph(gemm, 8);
-  printf("B=%-3d cublas                           %7.2f us  %5.2f TB/s  err %.1e\n",
+  printf("B=%-3d cublas                           %7.2f us  %5.2f TB/s  err "
+         "%.1e\n",
          batch, us, N * double(K) * 2 / us / 1e6, err);
 }
 
@@ -576,9 +603,8 @@ int main() {
             reinterpret_cast<const uint4 *>(p.w[c % kCopies]), vectors, sink);
       },
       8);
-  printf("%d SMs; W %d x %d f16 (%.1f MB); read %.2f us (%.2f TB/s)\n", sms,
-         N, K, N * double(K) * 2 / 1e6, readUs,
-         N * double(K) * 2 / readUs / 1e6);
+  printf("%d SMs; W %d x %d f16 (%.1f MB); read %.2f us (%.2f TB/s)\n", sms, N,
+         K, N * double(K) * 2 / 1e6, readUs, N * double(K) * 2 / readUs / 1e6);
   cublasHandle_t h;
   cublasCreate(&h);
   for (int batch : {4, 16, 64}) {
