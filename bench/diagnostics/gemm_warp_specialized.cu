@@ -168,12 +168,14 @@ __host__ __device__ constexpr int slotBytes() {
 
 /// Commits the stage's wgmmas, leaves that group in flight and releases the
 /// stage before (its group is done) on its empty mbarrier, one arrival per
-/// consumer warp.
+/// consumer warp (`lane` 0). (The lane comes from the caller: computed here
+/// from threadIdx.x, ptxas serialised the wgmmas, advisory C7515.)
 template <int ST>
-__device__ __forceinline__ void commitAndRelease(int s, uint64_t *empty) {
+__device__ __forceinline__ void commitAndRelease(int s, uint64_t *empty,
+                                                 int lane) {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-  if (s > 0 && threadIdx.x % 32 == 0)
+  if (s > 0 && lane == 0)
     mbarArrive(&empty[(s - 1) % ST]);
 }
 
@@ -194,7 +196,7 @@ __device__ void addTile(const float (&acc)[T / 2], float *y, int tile,
     }
 }
 
-/// The produce step (below) and the kernels/// The producer warp's lane 0: the
+/// The producer warp's lane 0: the
 /// stages' TMA boxes, each slot refilled once the consumers released its
 /// previous step.
 template <int T, int ST>
@@ -218,8 +220,9 @@ __global__ void __launch_bounds__(kThreads, 2)
            const __grid_constant__ CUtensorMap xmap, float *y, int batch,
            int split) {
   extern __shared__ unsigned char raw[];
-  unsigned char *smem = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+  // 1 KiB-aligned by its shared-window address (a generic-pointer round
+  // up would hide the space: generic loads and stores in the fold).
+  unsigned char *smem = raw + ((0u - smemAddr(raw)) & 1023u);
   __shared__ uint64_t full[ST], empty[ST];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int tile = blockIdx.x / split, rank = blockIdx.x % split;
@@ -258,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         wgmmaSS<T>(acc, desc128(smemAddr(st + warp / 4 * 64 * 128) + kk * 32),
                    desc128(tokens + kk * 32));
     }
-    commitAndRelease<ST>(s, empty);
+    commitAndRelease<ST>(s, empty, lane);
   }
   addTile<T>(acc, y, tile, batch);
 }
@@ -352,6 +355,9 @@ __device__ void produceNorm(unsigned char *smem, uint64_t *full,
     }
     cpAsyncArriveNoinc(&full[slot]);
   }
+  // The consumers' full waits count on these copies' arrivals: none still
+  // in flight when the warp exits.
+  asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 /// The consumers' pass over a landed slot (see above); returns nothing, adds
@@ -389,10 +395,11 @@ template <int T, int ST>
 __global__ void __launch_bounds__(kThreads, 2)
     wsNormGemm(const __grid_constant__ CUtensorMap wmap, const NormArgs a) {
   extern __shared__ unsigned char raw[];
-  unsigned char *smem = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+  // 1 KiB-aligned by its shared-window address (a generic-pointer round
+  // up would hide the space: generic loads and stores in the fold).
+  unsigned char *smem = raw + ((0u - smemAddr(raw)) & 1023u);
   __shared__ uint64_t full[ST], empty[ST];
-  const int tid = threadIdx.x, warp = tid / 32;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int tile = blockIdx.x / a.split, rank = blockIdx.x % a.split;
   const int steps = K / a.split / kStageK, k0 = rank * (K / a.split);
   if (tid == 0) {
@@ -422,7 +429,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int kk = 0; kk < 4; ++kk)
       wgmmaSS<T>(acc, desc128(smemAddr(st + warp / 4 * 64 * 128) + kk * 32),
                  desc128(tokens + kk * 32));
-    commitAndRelease<ST>(s, empty);
+    // All of the stage's wgmmas waited for, then the stage itself released:
+    // with a group left in flight here ptxas serialised them (C7515).
+    asm volatile("wgmma.commit_group.sync.aligned;\n\t"
+                 "wgmma.wait_group.sync.aligned 0;" ::
+                     : "memory");
+    if (lane == 0)
+      mbarArrive(&empty[slot]);
   }
   addTile<T>(acc, a.y, tile, a.batch);
   // A token's 8 chunks are 8 consecutive lanes.
