@@ -1296,6 +1296,33 @@ void checkPtxEntries(std::string_view ptx, const std::string &ptxName,
   }
 }
 
+void checkChipRuns(const Manifest &manifest, int major, int minor) {
+  const std::string &chip = manifest.chip;
+  if (chip.empty())
+    return;
+  const bool archSpecific = chip.back() == 'a';
+  const std::string digits =
+      chip.size() > 3 ? chip.substr(3, chip.size() - 3 - archSpecific) : "";
+  if (chip.rfind("sm_", 0) != 0 || digits.size() < 2 ||
+      !std::all_of(digits.begin(), digits.end(),
+                   [](unsigned char c) { return std::isdigit(c); }))
+    throwFormat(manifest.source, ": chip \"", chip,
+                "\" is not sm_<compute capability>[a]");
+  const int target = std::stoi(digits), device = 10 * major + minor;
+  if (archSpecific ? device == target : device >= target)
+    return;
+  const std::string capability =
+      std::to_string(target / 10) + "." + std::to_string(target % 10);
+  throw UnsupportedError(
+      manifest.source + " was compiled for " + chip +
+      (archSpecific ? " (architecture-specific PTX: compute capability " +
+                          capability + " only)"
+                    : " (compute capability " + capability + " or later)") +
+      "; this GPU has compute capability " + std::to_string(major) + "." +
+      std::to_string(minor) + ": compile with --chip=sm_" +
+      std::to_string(device > target ? target : device));
+}
+
 void checkPtxAgainstManifest(std::string_view ptx, const std::string &ptxName,
                              const Manifest &manifest) {
   checkPtxFingerprint(ptx, ptxName, manifest);
