@@ -69,11 +69,9 @@ DecodeStep::DecodeStep(const cuda::Context &context, const Model &model,
                        const Capacity &capacity, const Options &options)
     : context_(&context), model_(&model), options_(options),
       plan_(model, capacity),
-      module_(
-          (checkPtxAgainstManifest(ptx, ptxName, model.manifest()),
-           checkChipRuns(model.manifest(), context.computeCapability().first,
-                         context.computeCapability().second),
-           context.makeCurrent(), cuda::Module::loadPtx(ptx, ptxName))),
+      module_((checkPtxAgainstManifest(ptx, ptxName, model.manifest()),
+               checkChipRuns(model.manifest(), context.computeCapability()),
+               context.makeCurrent(), cuda::Module::loadPtx(ptx, ptxName))),
       stream_(cuda::Stream::create()) {
   for (const ManifestKernel *k : model.kernels()) {
     std::vector<CUfunction> functions{loadFunction(module_, *k)};

@@ -1296,7 +1296,9 @@ void checkPtxEntries(std::string_view ptx, const std::string &ptxName,
   }
 }
 
-void checkChipRuns(const Manifest &manifest, int major, int minor) {
+void checkChipRuns(const Manifest &manifest,
+                   std::pair<int, int> computeCapability) {
+  const auto [major, minor] = computeCapability;
   const std::string &chip = manifest.chip;
   if (chip.empty())
     return;

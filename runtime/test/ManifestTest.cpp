@@ -701,28 +701,29 @@ TEST(ManifestChip, ChecksTheComputeCapabilityTheChipRunsOn) {
   m.source = "model.manifest.json";
   // sm_90: compute capability 9.0 and later (PTX JIT-compiles forward).
   m.chip = "sm_90";
-  checkChipRuns(m, 9, 0);
-  checkChipRuns(m, 10, 0);
-  std::string msg = EXPECT_THROW_MSG(UnsupportedError, checkChipRuns(m, 8, 9));
+  checkChipRuns(m, {9, 0});
+  checkChipRuns(m, {10, 0});
+  std::string msg =
+      EXPECT_THROW_MSG(UnsupportedError, checkChipRuns(m, {8, 9}));
   EXPECT_CONTAINS(msg, "model.manifest.json was compiled for sm_90 (compute "
                        "capability 9.0 or later); this GPU has compute "
                        "capability 8.9: compile with --chip=sm_89");
   // sm_90a (warpgroup MMA): compute capability 9.0 only, not later ones.
   m.chip = "sm_90a";
-  checkChipRuns(m, 9, 0);
-  msg = EXPECT_THROW_MSG(UnsupportedError, checkChipRuns(m, 10, 0));
+  checkChipRuns(m, {9, 0});
+  msg = EXPECT_THROW_MSG(UnsupportedError, checkChipRuns(m, {10, 0}));
   EXPECT_CONTAINS(msg, "compiled for sm_90a (architecture-specific PTX: "
                        "compute capability 9.0 only); this GPU has compute "
                        "capability 10.0: compile with --chip=sm_90");
-  EXPECT_THROW(checkChipRuns(m, 8, 6), UnsupportedError);
+  EXPECT_THROW(checkChipRuns(m, {8, 6}), UnsupportedError);
   m.chip = "sm_80";
-  checkChipRuns(m, 8, 6);
+  checkChipRuns(m, {8, 6});
   // No chip: not checked; a chip of another form: a format error.
   m.chip = "";
-  checkChipRuns(m, 7, 5);
+  checkChipRuns(m, {7, 5});
   for (const char *bad : {"compute_90", "sm_9", "sm_9x", "sm_", "a"}) {
     m.chip = bad;
-    msg = EXPECT_THROW_MSG(FormatError, checkChipRuns(m, 9, 0));
+    msg = EXPECT_THROW_MSG(FormatError, checkChipRuns(m, {9, 0}));
     EXPECT_CONTAINS(msg, "is not sm_<compute capability>[a]");
   }
 }

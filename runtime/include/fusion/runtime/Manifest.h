@@ -89,6 +89,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fusion::runtime {
@@ -340,15 +341,17 @@ void checkPtxFingerprint(std::string_view ptx, const std::string &ptxName,
 void checkPtxEntries(std::string_view ptx, const std::string &ptxName,
                      const Manifest &manifest);
 
-/// Checks that a GPU of compute capability major.minor runs the PTX of
-/// `manifest`, whose `chip` is `sm_<major><minor>` (PTX runs from that
+/// Checks that a GPU of `computeCapability` (major, minor; what
+/// cuda::Context::computeCapability returns) runs the PTX of `manifest`,
+/// whose `chip` is `sm_<major><minor>` (PTX runs from that
 /// compute capability on) or `sm_<major><minor>a` (architecture-specific
 /// PTX, e.g. sm_90a's warpgroup MMA: that compute capability only; PTX ISA,
 /// "Target ISA notes"). Throws UnsupportedError naming both and the chip to
 /// compile for instead (the portable sm_<major><minor> on a later GPU, the
 /// GPU's own on an older one); FormatError for a chip of another form. A
 /// manifest without a chip is not checked.
-void checkChipRuns(const Manifest &manifest, int major, int minor);
+void checkChipRuns(const Manifest &manifest,
+                   std::pair<int, int> computeCapability);
 
 /// checkPtxFingerprint, then checkPtxEntries: what a runtime checks before
 /// loading `ptx` for `manifest`.
