@@ -1,4 +1,4 @@
-// Diagnostic microbenchmark (docs/performance.md entry 42): is the
+// Diagnostic microbenchmark (docs/performance.md entries 42, 43): is the
 // GEMM-shaped projection's per-stage latency chain what holds it at 2-3x its
 // weight floor, and does a warp-specialised pipeline close the gap?
 //
@@ -23,8 +23,12 @@
 //            flight and release the previous stage on its empty mbarrier
 //            (one arrival per consumer warp): no CTA barrier in the loop.
 //            The partial tiles go to Y by red.global.add.f32.
-//   ws+norm  ws with the product's RMSNorm fold per stage (wsNormGemm, below;
-//            written after the first run, not yet run on a GPU)
+//   ws+norm  ws with the product's RMSNorm fold per stage done by the
+//            consumers behind a named barrier and the token rows by the
+//            producer's cp.async (wsNormGemm, below): 2-5x ws (entry 43)
+//   ws+fold  the fold in fold warps of its own, the token rows by cp.async,
+//            per-row bulk copies or TMA boxes (wsFoldGemm, below; entry 43:
+//            the TMA boxes are what keeps it near ws)
 // Each variant's outputs are compared with float64 sums on the CPU.
 // Timed like bench/ (graph_timing.cuh): 8 launches per graph over 4 copies
 // of W (200 MB, more than L2).
@@ -328,6 +332,24 @@ struct NormArgs {
   int batch, split;
 };
 
+/// Lane `lane`'s share of a stage's token rows: x and r (rows past the
+/// batch repeat its last token, 128-byte swizzled) and the stage's 64
+/// norm-weight elements, by 16-byte cp.async behind the weight box at `dst`.
+template <int T>
+__device__ void copyTokenRows(unsigned char *dst, const NormArgs &a, int k,
+                              int lane) {
+  for (int c = lane; c < 2 * T * 8 + 8; c += 32) {
+    const int which = c / (T * 8), t = (c % (T * 8)) / 8, chunk = c % 8;
+    if (which < 2) {
+      const __half *src =
+          (which ? a.r : a.x) + size_t(min(t, a.batch - 1)) * K + k + chunk * 8;
+      cpAsync16(dst + which * T * 128 + swizzled(t, chunk), src);
+    } else {
+      cpAsync16(dst + 2 * T * 128 + chunk * 16, a.g + k + chunk * 8);
+    }
+  }
+}
+
 template <int T, int ST>
 __device__ void produceNorm(unsigned char *smem, uint64_t *full,
                             uint64_t *empty, const CUtensorMap *wmap,
@@ -342,17 +364,7 @@ __device__ void produceNorm(unsigned char *smem, uint64_t *full,
       mbarExpectTx(&full[slot], kWBytes);
       tma2d(dst, wmap, k, row0, &full[slot]);
     }
-    for (int c = lane; c < 2 * T * 8 + 8; c += 32) {
-      const int which = c / (T * 8), t = (c % (T * 8)) / 8, chunk = c % 8;
-      if (which < 2) {
-        const __half *src = (which ? a.r : a.x) +
-                            size_t(min(t, a.batch - 1)) * K + k + chunk * 8;
-        cpAsync16(dst + kWBytes + which * T * 128 + swizzled(t, chunk), src);
-      } else {
-        cpAsync16(dst + kWBytes + 2 * T * 128 + chunk * 16,
-                  a.g + k + chunk * 8);
-      }
-    }
+    copyTokenRows<T>(dst + kWBytes, a, k, lane);
     cpAsyncArriveNoinc(&full[slot]);
   }
   // The consumers' full waits count on these copies' arrivals: none still
@@ -449,6 +461,206 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// wsFold's token-row source (the second run: with the fold warps off the
+// consumers' chain ws+fold stayed at ws+norm's 30 / 91 us, so the
+// producer's cp.async rows are suspect):
+//   kCpAsync  the producer's lanes, 16-byte cp.async, .noinc on tok
+//   kBulk     the producer's lanes, one 128-byte cp.async.bulk per row
+//             (TMA unit, no tensor map) completing tx on tok
+//   kTma      lane 0, one TMA box of the T rows of x and one of r (tensor
+//             maps of the step buffers; rows past the batch are whatever
+//             the buffer holds, which only reaches those tokens' columns)
+enum FoldSource { kCpAsync, kBulk, kTma };
+/// A wsFold slot: the weight box, x and r rows (swizzled for kCpAsync,
+/// plain for kBulk), the norm weight (1 KiB), h swizzled.
+template <int T>
+__host__ __device__ constexpr int foldSlotBytes() {
+  return kWBytes + 3 * T * 128 + 1024;
+}
+template <int T>
+__host__ __device__ constexpr int hOffset() {
+  return kWBytes + 2 * T * 128 + 1024;
+}
+
+/// wsFold's producer warp: lane 0 the weight box and the norm weight on
+/// `full`; the token rows per `M` on `tok`.
+template <int T, int ST, int M>
+__device__ void produceFold(unsigned char *smem, uint64_t *full,
+                            uint64_t *empty, uint64_t *tok,
+                            const CUtensorMap *wmap, const CUtensorMap *xmap,
+                            const CUtensorMap *rmap, const NormArgs &a,
+                            int steps, int k0, int row0) {
+  const int lane = threadIdx.x % 32;
+  for (int s = 0; s < steps; ++s) {
+    const int slot = s % ST, k = k0 + s * kStageK;
+    if (s >= ST)
+      mbarWait(&empty[slot], (s / ST - 1) & 1);
+    unsigned char *dst = smem + slot * foldSlotBytes<T>();
+    if (M == kTma && lane == 0) {
+      mbarExpectTx(&tok[slot], 2 * T * 128);
+      tma2d(dst + kWBytes, xmap, k, 0, &tok[slot]);
+      tma2d(dst + kWBytes + T * 128, rmap, k, 0, &tok[slot]);
+    }
+    if (lane == 0) {
+      mbarExpectTx(&full[slot], kWBytes + 128);
+      tma2d(dst, wmap, k, row0, &full[slot]);
+      bulkCopy(dst + kWBytes + 2 * T * 128, a.g + k, 128, &full[slot]);
+      if (M == kBulk)
+        mbarExpectTx(&tok[slot], 2 * T * 128);
+    }
+    if (M == kCpAsync) {
+      copyTokenRows<T>(dst + kWBytes, a, k, lane); // its g copy is unused
+      cpAsyncArriveNoinc(&tok[slot]);
+    } else if (M == kBulk) {
+      __syncwarp(); // the expect_tx before any copy completes
+      for (int c = lane; c < 2 * T; c += 32) {
+        const int t = c % T;
+        bulkCopy(dst + kWBytes + c * 128,
+                 (c < T ? a.x : a.r) + size_t(min(t, a.batch - 1)) * K + k, 128,
+                 &tok[slot]);
+      }
+    }
+  }
+  if (M == kCpAsync)
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+/// Chunk `chunk` of token `t`'s x and r rows for stage k0 + `k`.
+template <int T, int M>
+__device__ __forceinline__ void tokenChunk(const unsigned char *xs,
+                                           const NormArgs &a, int k, int t,
+                                           int chunk, uint4 &xv, uint4 &rv) {
+  const int off = M == kBulk ? t * 128 + chunk * 16 : swizzled(t, chunk);
+  xv = *reinterpret_cast<const uint4 *>(xs + off);
+  rv = *reinterpret_cast<const uint4 *>(xs + T * 128 + off);
+}
+
+/// wsFold's fold warp `f`: stages f, f + FW, ...: h = round(x + r) into the
+/// slot's h rows; from the stage's owner tile (s mod tiles) h^2 summed per
+/// token and h to hout; then the async-proxy fence and the warp's arrival
+/// on `full`. At the end the per-token sums go to stats.
+template <int T, int ST, int FW, int M, bool NoFold>
+__device__ void foldStages(unsigned char *smem, uint64_t *full, uint64_t *tok,
+                           const NormArgs &a, int steps, int k0, int tile,
+                           int f) {
+  constexpr int kGroup = T / 4 < 8 ? T / 4 : 8; // chunks in registers at once
+  const int lane = threadIdx.x % 32;
+  float sums[T / 4] = {};
+  for (int s = f; s < steps; s += FW) {
+    const int slot = s % ST, k = k0 + s * kStageK;
+    mbarWait(&tok[slot], (s / ST) & 1);
+    unsigned char *st = smem + slot * foldSlotBytes<T>();
+    // The row tiles take turns at a stage's h and sums (the third run: with
+    // row tile 0 writing every stage, T = 64 took 38 us, twice "no fold").
+    const bool owner = s % (gridDim.x / a.split) == tile;
+    for (int i0 = 0; i0 < (NoFold ? 0 : T / 4); i0 += kGroup) {
+      uint4 xv[kGroup], rv[kGroup];
+      for (int i = 0; i < kGroup; ++i) {
+        const int c = lane + 32 * (i0 + i);
+        tokenChunk<T, M>(st + kWBytes, a, k, c / 8, c % 8, xv[i], rv[i]);
+      }
+      for (int i = 0; i < kGroup; ++i) {
+        const int c = lane + 32 * (i0 + i), t = c / 8, chunk = c % 8;
+        __half *xh = reinterpret_cast<__half *>(&xv[i]);
+        const __half *rh = reinterpret_cast<const __half *>(&rv[i]);
+        for (int e = 0; e < 8; ++e) {
+          xh[e] = __float2half(__half2float(xh[e]) + __half2float(rh[e]));
+          const float h32 = __half2float(xh[e]);
+          sums[i0 + i] += owner ? h32 * h32 : 0.f;
+        }
+        *reinterpret_cast<uint4 *>(st + hOffset<T>() + swizzled(t, chunk)) =
+            xv[i];
+        if (owner && t < a.batch)
+          *reinterpret_cast<uint4 *>(a.hout + size_t(t) * K + k + chunk * 8) =
+              xv[i];
+      }
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncwarp();
+    if (lane == 0)
+      mbarArrive(&full[slot]);
+  }
+  // Token lane / 8 + 4 i's 8 chunks are 8 consecutive lanes.
+  for (int i = 0; i < T / 4; ++i) {
+    float v = sums[i];
+    for (int m = 4; m >= 1; m /= 2)
+      v += __shfl_xor_sync(0xffffffffu, v, m);
+    const int t = lane / 8 + 4 * i;
+    if (tile < steps && lane % 8 == 0 && t < a.batch)
+      atomicAdd(&a.stats[t], v);
+  }
+}
+
+// The fold warps (wsFold, after the wsNorm run: its consumers folding each
+// stage themselves, behind a named barrier, took 30 us at B=4 and 92 at
+// B=64, 2-5x ws). Here the fold is a third role, off the consumers' chain:
+// FW fold warps, warp f taking the stages s = f mod FW whole (no barrier
+// between fold warps); the token rows per FoldSource. The consumers take
+// the product's numerics: A = round(W g) (ldmatrix, then scaled by the norm
+// weight in registers), B = h by descriptor.
+template <int T, int ST, int FW, int M, bool NoFold>
+__global__ void __launch_bounds__(32 * (9 + FW), T == 64 ? 1 : 2)
+    wsFoldGemm(const __grid_constant__ CUtensorMap wmap,
+               const __grid_constant__ CUtensorMap xmap,
+               const __grid_constant__ CUtensorMap rmap, const NormArgs a) {
+  // Every use of a slot goes to one fold warp, which waits on the slot's
+  // tok phases in order: a phase parity can then not alias the phase before
+  // (the first run, with 5 slots over 2 or 4 fold warps, hung).
+  static_assert(ST % FW == 0, "a slot's stages must share their fold warp");
+  extern __shared__ unsigned char raw[];
+  unsigned char *smem = raw + ((0u - smemAddr(raw)) & 1023u);
+  __shared__ uint64_t full[ST], empty[ST], tok[ST];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tile = blockIdx.x / a.split, rank = blockIdx.x % a.split;
+  const int steps = K / a.split / kStageK, k0 = rank * (K / a.split);
+  if (tid == 0) {
+    for (int i = 0; i < ST; ++i) {
+      mbarInit(&full[i], 2);
+      mbarInit(&empty[i], 8);
+      mbarInit(&tok[i], M == kCpAsync ? 32 : 1);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (warp == 8) {
+    produceFold<T, ST, M>(smem, full, empty, tok, &wmap, &xmap, &rmap, a, steps,
+                          k0, tile * kRows);
+    return;
+  }
+  if (warp > 8) {
+    foldStages<T, ST, FW, M, NoFold>(smem, full, tok, a, steps, k0, tile,
+                                     warp - 9);
+    return;
+  }
+  float acc[T / 2] = {};
+  for (int s = 0; s < steps; ++s) {
+    const int slot = s % ST;
+    mbarWait(&full[slot], (s / ST) & 1);
+    unsigned char *st = smem + slot * foldSlotBytes<T>();
+    const uint32_t tokens = smemAddr(st + hOffset<T>());
+    const __half2 *g2 =
+        reinterpret_cast<const __half2 *>(st + kWBytes + 2 * T * 128);
+    uint32_t w[4][4];
+    for (int kk = 0; kk < 4; ++kk) {
+      const int row = 16 * warp + lane % 16;
+      const int chunk = (lane / 16 + 2 * kk) ^ (lane % 8);
+      ldmatrix4(w[kk], st + row * 128 + chunk * 16);
+      // a0, a1: k = 16 kk + 2q (+1); a2, a3: 8 more (mma.sync's A layout).
+      const __half2 lo = g2[8 * kk + lane % 4], hi = g2[8 * kk + 4 + lane % 4];
+      for (int e = 0; e < 4; ++e) {
+        __half2 v = *reinterpret_cast<__half2 *>(&w[kk][e]);
+        v = __hmul2(v, e < 2 ? lo : hi);
+        w[kk][e] = *reinterpret_cast<uint32_t *>(&v);
+      }
+    }
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    for (int kk = 0; kk < 4; ++kk)
+      wgmmaRS<T>(acc, w[kk], desc128(tokens + kk * 32));
+    commitAndRelease<ST>(s, empty, lane);
+  }
+  addTile<T>(acc, a.y, tile, a.batch);
+}
+
 struct Problem {
   std::vector<__half> hw, hx, hr, hg;
   __half *w[kCopies], *x, *r, *g, *hout;
@@ -473,8 +685,10 @@ struct Problem {
   }
   /// wsNorm's outputs against float64 sums of the same rounded terms:
   /// y = sum_k round(round(x + r) g) W, stats = sum_k round(x + r)^2, hout =
-  /// round(x + r); the largest relative error of the three.
-  double checkNorm(int batch) const {
+  /// round(x + r); the largest relative error of the three. With
+  /// `scaledWeights` (wsFold, the product's numerics) y = sum_k round(W g)
+  /// round(x + r) instead.
+  double checkNorm(int batch, bool scaledWeights = false) const {
     std::vector<float> out(size_t(batch) * N), st(batch);
     std::vector<__half> h(size_t(batch) * K);
     CK(cudaMemcpy(out.data(), y, out.size() * 4, cudaMemcpyDeviceToHost));
@@ -488,7 +702,10 @@ struct Problem {
         const size_t at = size_t(t) * K + k;
         hh[k] = __half2float(
             __float2half(__half2float(hx[at]) + __half2float(hr[at])));
-        scaled[k] = __half2float(__float2half(hh[k] * __half2float(hg[k])));
+        scaled[k] =
+            scaledWeights
+                ? hh[k]
+                : __half2float(__float2half(hh[k] * __half2float(hg[k])));
         squares += double(hh[k]) * hh[k];
         worst = std::max(worst, double(std::fabs(__half2float(h[at]) - hh[k])));
       }
@@ -496,7 +713,10 @@ struct Problem {
       for (int r = t * 37 % 97; r < N; r += 97) {
         double ref = 0;
         for (int k = 0; k < K; ++k)
-          ref += double(__half2float(hw[size_t(r) * K + k])) * scaled[k];
+          ref += double(__half2float(scaledWeights
+                                         ? __hmul(hw[size_t(r) * K + k], hg[k])
+                                         : hw[size_t(r) * K + k])) *
+                 scaled[k];
         worst = std::max(worst, std::fabs(out[size_t(t) * N + r] - ref) /
                                     (std::fabs(ref) + 1));
       }
@@ -552,6 +772,35 @@ void runWsNorm(Problem &p, int batch, int split) {
          batch, T, split, ST, grid, us, N * double(K) * 2 / us / 1e6, err);
 }
 
+template <int T, int ST, int FW, int M, bool NoFold = false>
+void runWsFold(Problem &p, int batch, int split) {
+  const int smem = ST * foldSlotBytes<T>() + 1024;
+  auto kernel = wsFoldGemm<T, ST, FW, M, NoFold>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          smem));
+  const int grid = N / kRows * split, threads = 32 * (9 + FW);
+  NormArgs a{p.x, p.r, p.g, p.hout, p.stats, p.y, batch, split};
+  const CUtensorMap xmap = encode(p.x, kMaxTokens, T),
+                    rmap = encode(p.r, kMaxTokens, T);
+  CK(cudaMemset(p.y, 0, size_t(kMaxTokens) * N * 4));
+  CK(cudaMemset(p.stats, 0, kMaxTokens * 4));
+  kernel<<<grid, threads, smem>>>(p.wmap[0], xmap, rmap, a);
+  CK(cudaDeviceSynchronize());
+  const double err = p.checkNorm(batch, true);
+  const float us = timeGraph(
+      [&](int c, cudaStream_t s) {
+        kernel<<<grid, threads, smem, s>>>(p.wmap[c % kCopies], xmap, rmap, a);
+      },
+      8);
+  printf("B=%-3d ws+fold%s %s T=%-2d RS FW=%d S=%d stages %d (%3d CTAs) %7.2f "
+         "us  %5.2f TB/s  err %.1e\n",
+         batch, NoFold ? "(no fold)" : "",
+         M == kCpAsync ? "cpasync"
+         : M == kBulk  ? "bulk"
+                       : "tma",
+         T, FW, split, ST, grid, us, N * double(K) * 2 / us / 1e6, err);
+}
+
 void runCublas(Problem &p, cublasHandle_t h, int batch) {
   const float one = 1, zero = 0;
   auto gemm = [&](int c, cudaStream_t s) {
@@ -571,6 +820,7 @@ void runCublas(Problem &p, cublasHandle_t h, int batch) {
 }
 
 int main() {
+  setvbuf(stdout, nullptr, _IOLBF, 0); // lines survive a timeout
   Problem p;
   p.hw.resize(size_t(N) * K);
   p.hx.assign(size_t(kMaxTokens) * K, __float2half(0.f));
@@ -627,11 +877,20 @@ int main() {
       p.hx[i] = __float2half(0.f);
     CK(cudaMemcpy(p.x, p.hx.data(), p.hx.size() * 2, cudaMemcpyHostToDevice));
     runCublas(p, h, batch);
-    for (int split : {2, 4}) {
-      if (batch <= 16)
-        runWsNorm<16, 5>(p, batch, split);
-      else
-        runWsNorm<64, 3>(p, batch, split);
+    if (batch <= 16) {
+      runWsNorm<16, 5>(p, batch, 2);
+      runWsFold<16, 4, 2, kCpAsync>(p, batch, 2);
+      runWsFold<16, 4, 2, kBulk>(p, batch, 2);
+      runWsFold<16, 8, 2, kTma>(p, batch, 2);
+      runWsFold<16, 8, 2, kTma, true>(p, batch, 2);
+      runWsFold<16, 4, 2, kTma>(p, batch, 4);
+    } else {
+      runWsNorm<64, 3>(p, batch, 2);
+      runWsFold<64, 4, 2, kCpAsync>(p, batch, 2);
+      runWsFold<64, 4, 2, kTma>(p, batch, 2);
+      runWsFold<64, 4, 4, kTma>(p, batch, 2);
+      runWsFold<64, 4, 2, kTma, true>(p, batch, 2);
+      runWsFold<64, 4, 2, kTma>(p, batch, 4);
     }
     for (int split : {2, 4, 8}) {
       if (batch <= 16) {
