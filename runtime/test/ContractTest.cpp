@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string_view>
+#include <vector>
 
 using namespace fusion::contract;
 
@@ -120,6 +122,32 @@ TEST(ContractTest, RoleVocabularies) {
   EXPECT_TRUE(paramRoles(ParamKind::Scalar).contains("num_splits"));
   EXPECT_FALSE(paramRoles(ParamKind::Scalar).contains("num_pages"));
   EXPECT_EQ(paramRoles(ParamKind::Scalar)[0], "batch");
+}
+
+// Each tensor-map role describes inputs of its own roles (docs/abi.md 3.3).
+TEST(ContractTest, TensorMapRolesNameTheirInputs) {
+  const RoleList maps = paramRoles(ParamKind::TensorMap);
+  EXPECT_EQ(maps.size(), 3u);
+  EXPECT_TRUE(maps.contains("weight_map"));
+  EXPECT_TRUE(maps.contains("input_map"));
+  EXPECT_TRUE(maps.contains("residual_map"));
+  EXPECT_FALSE(maps.contains("input"));
+  auto targets = [](std::string_view map) {
+    std::vector<std::string_view> roles;
+    for (std::string_view r : tensorMapTargetRoles(map))
+      roles.push_back(r);
+    return roles;
+  };
+  using Roles = std::vector<std::string_view>;
+  EXPECT_EQ(targets("weight_map"), (Roles{"weight", "qkv_weight"}));
+  EXPECT_EQ(targets("input_map"), Roles{"input"});
+  EXPECT_EQ(targets("residual_map"), Roles{"residual"});
+  EXPECT_EQ(targets("input"), Roles{});
+  EXPECT_EQ(targets(""), Roles{});
+  // Every target is an input role.
+  for (std::string_view map : maps)
+    for (std::string_view r : tensorMapTargetRoles(map))
+      EXPECT_TRUE(paramRoles(ParamKind::Input).contains(r)) << map << r;
 }
 
 // FNV-1a 64 test vectors (Fowler/Noll/Vo reference: the empty string is the

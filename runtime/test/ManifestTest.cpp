@@ -959,7 +959,8 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
        "describe a tensor map"},
       {"another role", [&](json &j) { map(j)["role"] = "weight"; },
        "kernels[0].params[13].role: unknown role \"weight\" for an "
-       "tensor_map parameter (expected \"weight_map\")"},
+       "tensor_map parameter (expected \"weight_map\", \"input_map\" or "
+       "\"residual_map\")"},
       {"after a scalar",
        [](json &j) {
          json &params = j["kernels"][0]["params"];

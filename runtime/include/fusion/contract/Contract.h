@@ -146,8 +146,13 @@ inline constexpr std::string_view kSplitCounters = "split_counters";
 // workspace is sized by the batch).
 inline constexpr std::string_view kArgmaxKeys = "argmax_keys";
 inline constexpr std::string_view kArgmaxArrivals = "argmax_arrivals";
-// Tensor maps: the TMA descriptor of a weight (`weight` or `qkv_weight`).
+// Tensor maps (TensorMapSpec): the TMA descriptor of an input of the
+// kernel. weight_map describes a `weight` or `qkv_weight` input (a constant
+// [rows, cols]), input_map the `input` and residual_map the `residual`
+// input (activations, ["batch", H]: TensorMapSpec says which rows).
 inline constexpr std::string_view kWeightMap = "weight_map";
+inline constexpr std::string_view kInputMap = "input_map";
+inline constexpr std::string_view kResidualMap = "residual_map";
 // Function arguments that no kernel parameter reads.
 inline constexpr std::string_view kUnused = "unused";
 } // namespace role
@@ -168,27 +173,38 @@ inline constexpr std::array<std::string_view, 7> kOutputRoles = {
 inline constexpr std::array<std::string_view, 5> kWorkspaceRoles = {
     role::kPartialOut, role::kPartialStats, role::kSplitCounters,
     role::kArgmaxKeys, role::kArgmaxArrivals};
-/// The roles a tensor-map parameter may have.
-inline constexpr std::array<std::string_view, 1> kTensorMapRoles = {
-    role::kWeightMap};
+/// The roles a tensor-map parameter may have (tensorMapTargetRoles gives
+/// the roles of the input each describes).
+inline constexpr std::array<std::string_view, 3> kTensorMapRoles = {
+    role::kWeightMap, role::kInputMap, role::kResidualMap};
 
 //===----------------------------------------------------------------------===//
 // Tensor maps (docs/abi.md section 3.3)
 //===----------------------------------------------------------------------===//
 
 /// A tensor_map parameter's TMA descriptor, as the manifest describes it
-/// (`"tensor_map": {"of", "box", "swizzle_bytes"}`, its `dtype` and
-/// `shape`). The launcher passes the device address (kTensorMapAlignment-
-/// aligned, kTensorMapBytes long, constant while any launch that reads it
-/// may run or replay) of the CUtensorMap that
+/// (`"tensor_map": {"of", "box", "swizzle_bytes"}`, its `role`, `dtype` and
+/// `shape`, the last two those of input `of`, whose role the map's role
+/// names: tensorMapTargetRoles). The launcher passes the device address
+/// (kTensorMapAlignment-aligned, kTensorMapBytes long, constant while any
+/// launch that reads it may run or replay) of the CUtensorMap that
 ///   cuTensorMapEncodeTiled(map, F16 or BF16 (dtype), rank 2,
-///     address bound to parameter `of`, globalDim {shape[1], shape[0]},
-///     globalStrides {shape[1] * element bytes}, boxDim {box[1], box[0]},
+///     address bound to parameter `of`, globalDim {cols, rows},
+///     globalStrides {cols * element bytes}, boxDim {box[1], box[0]},
 ///     elementStrides {1, 1}, CU_TENSOR_MAP_INTERLEAVE_NONE,
 ///     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
 ///     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
 /// encodes (CUDA driver API, sm_90+): the row-major [rows, cols] tensor
-/// read in boxes of box[0] rows x box[1] columns, 128-byte swizzled.
+/// read in boxes of box[0] rows x box[1] columns, 128-byte swizzled. cols
+/// is shape[1], a constant. rows is shape[0] where that is a constant (a
+/// weight_map's); where it is dim::kBatch (an input_map's or a
+/// residual_map's ["batch", H]) it is the rows of the buffer the launcher
+/// binds to `of`: those it allocated it for (the capacity's batch, never
+/// more than the buffer holds), or those of the caller's tensor. Every
+/// launcher encodes these maps, not only this runtime. The kernel reads
+/// whole boxes: rows of the box past the tensor read as zeros (OOB fill
+/// none), and rows between the step's batch and `rows` (stale contents of a
+/// larger buffer) reach only tokens whose results the kernel never stores.
 struct TensorMapSpec {
   /// Index of the kernel parameter whose buffer the map describes.
   int64_t of = -1;
@@ -261,6 +277,22 @@ constexpr RoleList paramRoles(ParamKind kind) {
     break;
   }
   return {kScalarRoles.data(), kScalarRoles.size()};
+}
+
+/// The input roles of role::kWeightMap's targets.
+inline constexpr std::array<std::string_view, 2> kWeightMapTargetRoles = {
+    role::kWeight, role::kQKVWeight};
+/// The input roles a tensor map of role `mapRole` may describe: kWeight or
+/// kQKVWeight (weight_map), kInput (input_map) or kResidual (residual_map);
+/// none for any other role.
+constexpr RoleList tensorMapTargetRoles(std::string_view mapRole) {
+  if (mapRole == role::kWeightMap)
+    return {kWeightMapTargetRoles.data(), kWeightMapTargetRoles.size()};
+  if (mapRole == role::kInputMap)
+    return {&role::kInput, 1};
+  if (mapRole == role::kResidualMap)
+    return {&role::kResidual, 1};
+  return {};
 }
 
 //===----------------------------------------------------------------------===//
