@@ -107,8 +107,9 @@ int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols) {
   return n;
 }
 
-std::string roleList(ParamKind kind) {
-  contract::RoleList roles = contract::paramRoles(kind);
+namespace {
+/// `roles` as "\"a\"", "\"a\" or \"b\"", "\"a\", \"b\" or \"c\"", ...
+std::string quotedRoles(contract::RoleList roles) {
   std::string s;
   for (size_t i = 0; i < roles.size(); ++i)
     s += std::string(i == 0                  ? ""
@@ -116,6 +117,11 @@ std::string roleList(ParamKind kind) {
                                              : ", ") +
          "\"" + std::string(roles[i]) + "\"";
   return s;
+}
+} // namespace
+
+std::string roleList(ParamKind kind) {
+  return quotedRoles(contract::paramRoles(kind));
 }
 
 std::string Binding::str() const {
@@ -324,20 +330,23 @@ Binding parseSource(const Node &n) {
 constexpr int64_t kMaxTensorMapBox = 256;
 
 /// The "tensor_map" object `n` of a tensor_map parameter of `dtype` and
-/// `shape` (its "of" is checked against the kernel by checkTensorMapOf): a
-/// box of [1..256] x [1..256] elements whose row is the swizzle span
-/// (box_cols * element bytes == swizzle_bytes == 128), over a constant 2-D
-/// f16/bf16 shape whose rows are a multiple of 16 bytes (TMA's global
-/// stride rule).
+/// `shape` (its "of" and role are checked against the kernel by
+/// checkTensorMapOf): a box of [1..256] x [1..256] elements whose row is the
+/// swizzle span (box_cols * element bytes == swizzle_bytes == 128), over a
+/// 2-D f16/bf16 shape [rows, cols], rows a constant or "batch" (an
+/// activation's: contract::TensorMapSpec), cols a constant whose bytes are a
+/// multiple of 16 (TMA's global stride rule).
 contract::TensorMapSpec parseTensorMap(const Node &n, ElemType dtype,
                                        const std::vector<Dim> &shape) {
   n.expectObject();
   const int64_t elem = elemTypeSize(dtype);
   if (dtype != ElemType::F16 && dtype != ElemType::BF16)
-    n.fail("tensor maps describe f16 or bf16 weights, not " +
+    n.fail("tensor maps describe f16 or bf16 tensors, not " +
            std::string(elemTypeName(dtype)));
-  if (shape.size() != 2 || shape[0].isSymbol() || shape[1].isSymbol())
-    n.fail("tensor maps describe a constant 2-D [rows, cols] weight, not " +
+  if (shape.size() != 2 || shape[1].isSymbol() ||
+      (shape[0].isSymbol() && shape[0].symbol != contract::dim::kBatch))
+    n.fail("tensor maps describe a 2-D [rows, cols] tensor, rows a constant "
+           "or \"batch\" and cols a constant, not " +
            shapeString(shape));
   if (shape[1].value * elem % 16 != 0)
     n.fail("rows of " + shapeString(shape) + " " +
@@ -739,7 +748,9 @@ void checkParamBinding(const Node &pn, ManifestParam &p, int &outputs) {
 }
 
 /// Checks that tensor map `p` (at `pn`) of kernel `k` describes an input of
-/// `k` with role weight or qkv_weight and the map's dtype and shape.
+/// `k` whose role its own role names (contract::tensorMapTargetRoles:
+/// weight_map a weight or qkv_weight, input_map the input, residual_map the
+/// residual) and has the map's dtype and shape.
 void checkTensorMapOf(const Node &pn, const ManifestKernel &k,
                       const ManifestParam &p) {
   Node of = pn.at("tensor_map").at("of");
@@ -749,13 +760,17 @@ void checkTensorMapOf(const Node &pn, const ManifestKernel &k,
     of.fail("tensor map of " + k.label() + " describes parameter " +
             std::to_string(i) + ", which is not an input of the kernel");
   const ManifestParam &target = k.params[i];
-  if (target.role != contract::role::kWeight &&
-      target.role != contract::role::kQKVWeight)
-    of.fail("tensor map of " + k.label() + " describes input " +
-            std::to_string(i) + " \"" + target.role +
-            "\"; only weight and qkv_weight inputs have maps");
+  if (!contract::tensorMapTargetRoles(p.role).contains(target.role)) {
+    std::string pairs;
+    for (std::string_view map : contract::kTensorMapRoles)
+      pairs += std::string(pairs.empty() ? "" : "; ") + std::string(map) +
+               ": " + quotedRoles(contract::tensorMapTargetRoles(map));
+    of.fail("tensor map \"" + p.role + "\" of " + k.label() +
+            " describes input " + std::to_string(i) + " \"" + target.role +
+            "\"; each map role describes inputs of its roles (" + pairs + ")");
+  }
   if (target.dtype != p.dtype || !(target.shape == p.shape))
-    of.fail("tensor map of " + k.label() + " is " +
+    of.fail("tensor map \"" + p.role + "\" of " + k.label() + " is " +
             std::string(elemTypeName(p.dtype)) + shapeString(p.shape) +
             " but input " + std::to_string(i) + " \"" + target.role + "\" is " +
             std::string(elemTypeName(target.dtype)) +

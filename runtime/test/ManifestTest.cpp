@@ -3,6 +3,7 @@
 #include "fusion/runtime/Manifest.h"
 #include "fusion/runtime/Error.h"
 
+#include "ActivationMaps.h"
 #include "TestUtil.h"
 
 #include <nlohmann/json.hpp>
@@ -882,14 +883,20 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
        "describes parameter 40, which is not an input of the kernel"},
       {"of a negative index", [&](json &j) { map(j)["tensor_map"]["of"] = -1; },
        "kernels[0].params[13].tensor_map.of: value -1 is outside"},
-      {"of an activation", [&](json &j) { map(j)["tensor_map"]["of"] = 0; },
-       "describes input 0 \"input\"; only weight and qkv_weight inputs have "
-       "maps"},
+      {"of an activation",
+       [&](json &j) {
+         map(j)["tensor_map"]["of"] = 0;
+         map(j)["shape"] = {"batch", 64};
+       },
+       "kernels[0].params[13].tensor_map.of: tensor map \"weight_map\" of "
+       "kernel 0 (decode_layer_k0_fused) describes input 0 \"input\"; each "
+       "map role describes inputs of its roles (weight_map: \"weight\" or "
+       "\"qkv_weight\"; input_map: \"input\"; residual_map: \"residual\")"},
       {"another dtype than the weight",
        [&](json &j) { map(j)["dtype"] = "bf16"; },
-       "kernels[0].params[13].tensor_map.of: tensor map of kernel 0 "
-       "(decode_layer_k0_fused) is bf16[128, 64] but input 3 \"qkv_weight\" "
-       "is f16[128, 64]"},
+       "kernels[0].params[13].tensor_map.of: tensor map \"weight_map\" of "
+       "kernel 0 (decode_layer_k0_fused) is bf16[128, 64] but input 3 "
+       "\"qkv_weight\" is f16[128, 64]"},
       {"another shape than the weight",
        [&](json &j) {
          map(j)["shape"] = {64, 128};
@@ -897,18 +904,30 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
        "is f16[64, 128] but input 3 \"qkv_weight\" is f16[128, 64]"},
       {"f32", [&](json &j) { map(j)["dtype"] = "f32"; },
        "kernels[0].params[13].tensor_map: tensor maps describe f16 or bf16 "
-       "weights, not f32"},
+       "tensors, not f32"},
       {"three dimensions",
        [&](json &j) {
          map(j)["shape"] = {2, 64, 64};
        },
-       "tensor maps describe a constant 2-D [rows, cols] weight, not "
-       "[2, 64, 64]"},
-      {"a run-time dimension",
+       "tensor maps describe a 2-D [rows, cols] tensor, rows a constant or "
+       "\"batch\" and cols a constant, not [2, 64, 64]"},
+      {"rows of another run-time size",
+       [&](json &j) {
+         map(j)["shape"] = {"max_pages", 64};
+       },
+       "rows a constant or \"batch\" and cols a constant, not "
+       "[max_pages, 64]"},
+      {"run-time columns",
+       [&](json &j) {
+         map(j)["shape"] = {128, "batch"};
+       },
+       "rows a constant or \"batch\" and cols a constant, not [128, batch]"},
+      {"batch rows of a weight",
        [&](json &j) {
          map(j)["shape"] = {"batch", 64};
        },
-       "constant 2-D [rows, cols] weight, not [batch, 64]"},
+       "tensor map \"weight_map\" of kernel 0 (decode_layer_k0_fused) is "
+       "f16[batch, 64] but input 3 \"qkv_weight\" is f16[128, 64]"},
       {"rows not a multiple of 16 bytes",
        [&](json &j) {
          map(j)["shape"] = {128, 60};
@@ -978,5 +997,107 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
     std::string msg = EXPECT_THROW_MSG(FormatError, parseJson(j));
     EXPECT_CONTAINS(msg, "m.json: ");
     EXPECT_CONTAINS(msg, c.expected);
+  }
+}
+
+// The maps of a warp-specialised projection's activation inputs
+// (ActivationMaps.h): kernel 0's input_map (param 14) describes param 0, the
+// "input" x, and its residual_map (param 15) param 2, the "residual", both
+// f16 ["batch", 64] like the inputs, read in boxes of 16 token rows by 64
+// columns.
+TEST(Manifest, ParsesActivationTensorMaps) {
+  Manifest m = parseJson(withActivationMaps(tinyJson()));
+  const std::vector<ManifestParam> &params = m.kernels[0].params;
+  ASSERT_EQ(params.size(), 18u);
+  const ManifestParam &input = params[14], &residual = params[15];
+  EXPECT_EQ(input.kind, ParamKind::TensorMap);
+  EXPECT_EQ(input.role, "input_map");
+  EXPECT_EQ(input.dtype, ElemType::F16);
+  ASSERT_EQ(input.shape.size(), 2u);
+  EXPECT_EQ(input.shape[0].symbol, "batch");
+  EXPECT_EQ(input.shape[1].value, 64);
+  ASSERT_TRUE(input.tensorMap.has_value());
+  EXPECT_EQ(input.tensorMap->of, 0);
+  EXPECT_EQ(params[0].role, "input");
+  EXPECT_EQ(input.tensorMap->boxRows, 16);
+  EXPECT_EQ(input.tensorMap->boxCols, 64);
+  EXPECT_EQ(input.tensorMap->swizzleBytes, 128);
+  EXPECT_EQ(residual.role, "residual_map");
+  EXPECT_EQ(shapeString(residual.shape), "[batch, 64]");
+  ASSERT_TRUE(residual.tensorMap.has_value());
+  EXPECT_EQ(residual.tensorMap->of, 2);
+  EXPECT_EQ(params[2].role, "residual");
+  // The weight's map is unchanged, the scalars follow the maps.
+  EXPECT_EQ(params[13].role, "weight_map");
+  EXPECT_EQ(params[16].role, "batch");
+  EXPECT_EQ(params[17].role, "max_pages");
+  // Boxes of 64 token rows (T = 64) too.
+  Manifest t64 = parseJson(withActivationMaps(tinyJson(), 64));
+  EXPECT_EQ(t64.kernels[0].params[15].tensorMap->boxRows, 64);
+}
+
+TEST(Manifest, ActivationMapErrorsNameTheRoles) {
+  struct Case {
+    const char *name;
+    std::function<void(json &)> mutate;
+    const char *expected;
+  };
+  auto param = [](json &j, int i) -> json & {
+    return j["kernels"][0]["params"][i];
+  };
+  const std::string pairs =
+      "; each map role describes inputs of its roles (weight_map: \"weight\" "
+      "or \"qkv_weight\"; input_map: \"input\"; residual_map: "
+      "\"residual\")";
+  const Case cases[] = {
+      {"an input_map of the weight",
+       [&](json &j) {
+         param(j, 14)["tensor_map"]["of"] = 3;
+         param(j, 14)["shape"] = {128, 64};
+       },
+       "kernels[0].params[14].tensor_map.of: tensor map \"input_map\" of "
+       "kernel 0 (decode_layer_k0_fused) describes input 3 \"qkv_weight\""},
+      {"an input_map of the residual",
+       [&](json &j) { param(j, 14)["tensor_map"]["of"] = 2; },
+       "kernels[0].params[14].tensor_map.of: tensor map \"input_map\" of "
+       "kernel 0 (decode_layer_k0_fused) describes input 2 \"residual\""},
+      {"a residual_map of the input",
+       [&](json &j) { param(j, 15)["tensor_map"]["of"] = 0; },
+       "kernels[0].params[15].tensor_map.of: tensor map \"residual_map\" of "
+       "kernel 0 (decode_layer_k0_fused) describes input 0 \"input\""},
+      {"a weight_map of the input",
+       [&](json &j) { param(j, 15)["role"] = "weight_map"; },
+       "kernels[0].params[15].tensor_map.of: tensor map \"weight_map\" of "
+       "kernel 0 (decode_layer_k0_fused) describes input 2 \"residual\""},
+      {"another dtype than the input",
+       [&](json &j) { param(j, 14)["dtype"] = "bf16"; },
+       "kernels[0].params[14].tensor_map.of: tensor map \"input_map\" of "
+       "kernel 0 (decode_layer_k0_fused) is bf16[batch, 64] but input 0 "
+       "\"input\" is f16[batch, 64]"},
+      {"constant rows of a batch-row input",
+       [&](json &j) {
+         param(j, 15)["shape"] = {16, 64};
+       },
+       "kernels[0].params[15].tensor_map.of: tensor map \"residual_map\" of "
+       "kernel 0 (decode_layer_k0_fused) is f16[16, 64] but input 2 "
+       "\"residual\" is f16[batch, 64]"},
+      {"another row width than the input",
+       [&](json &j) {
+         param(j, 14)["shape"] = {"batch", 128};
+       },
+       "tensor map \"input_map\" of kernel 0 (decode_layer_k0_fused) is "
+       "f16[batch, 128] but input 0 \"input\" is f16[batch, 64]"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    json j = withActivationMaps(tinyJson());
+    c.mutate(j);
+    std::string msg = EXPECT_THROW_MSG(FormatError, parseJson(j));
+    EXPECT_CONTAINS(msg, "m.json: ");
+    EXPECT_CONTAINS(msg, c.expected);
+    // A role mismatch lists which inputs each map role describes.
+    if (std::string(c.expected).find("describes input") != std::string::npos) {
+      EXPECT_CONTAINS(msg, pairs);
+    }
   }
 }

@@ -67,9 +67,11 @@
 // attributes of the ops the reference reads (rmsnorm, layernorm, qkv_proj,
 // rope, decode_attention) are present and typed; bindings and results refer to
 // real arguments and earlier kernels with the same dtype and element count;
-// a tensor map (contract::TensorMapSpec) describes an input of its kernel with
-// role weight or qkv_weight and the map's dtype (f16 or bf16) and constant
-// 2-D shape [rows, cols] (cols * element bytes a multiple of 16), in boxes of
+// a tensor map (contract::TensorMapSpec) describes an input of its kernel
+// whose role its own names (weight_map: weight or qkv_weight, input_map:
+// input, residual_map: residual; contract::tensorMapTargetRoles) with the
+// map's dtype (f16 or bf16) and 2-D shape [rows, cols] (rows a constant or
+// "batch", cols a constant of a multiple of 16 bytes), in boxes of
 // [1..256] x [1..256] elements whose row is the 128-byte swizzle span.
 //
 // Errors: FormatError naming the file and the JSON path of the problem
