@@ -25,7 +25,9 @@ CUfunction loadFunction(const cuda::Module &module,
 
 /// The descriptors of `plan`'s tensor-map slots, in slot order (one
 /// contract::kTensorMapBytes apart, the table's layout), each encoded for
-/// the address its buffer has in `plan` (every one set).
+/// the address its buffer has in `plan` (every one set) and the rows `plan`
+/// sizes that buffer for (LaunchPlan::tensorMapRows: an activation's
+/// "batch" rows at the plan's capacity).
 std::vector<CUtensorMap> encodeTensorMaps(const LaunchPlan &plan) {
   static_assert(sizeof(CUtensorMap) == contract::kTensorMapBytes &&
                 alignof(CUtensorMap) % contract::kTensorMapAlignment == 0);
@@ -38,8 +40,9 @@ std::vector<CUtensorMap> encodeTensorMaps(const LaunchPlan &plan) {
                           ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     tensor.address = plan.tensorMapTarget(static_cast<int>(i));
-    tensor.rows = static_cast<uint64_t>(t.rows);
-    tensor.cols = static_cast<uint64_t>(t.cols);
+    tensor.rows =
+        static_cast<uint64_t>(plan.tensorMapRows(static_cast<int>(i)));
+    tensor.cols = static_cast<uint64_t>(t.shape[1].value);
     tensor.rowBytes =
         tensor.cols * static_cast<uint64_t>(elemTypeSize(t.dtype));
     tensor.boxRows = static_cast<uint32_t>(t.spec.boxRows);
@@ -50,11 +53,17 @@ std::vector<CUtensorMap> encodeTensorMaps(const LaunchPlan &plan) {
   return maps;
 }
 
-/// The device addresses of the buffers `plan`'s tensor maps describe.
+/// What `plan`'s tensor maps encode that may change between plans: per
+/// slot, the device address of the buffer it describes and its rows
+/// (LaunchPlan::tensorMapRows, which a runOnTensors call's batch sets for
+/// an activation's map).
 std::vector<uint64_t> tensorMapTargets(const LaunchPlan &plan) {
   std::vector<uint64_t> targets;
-  for (size_t i = 0; i < plan.model().tensorMaps().size(); ++i)
+  for (size_t i = 0; i < plan.model().tensorMaps().size(); ++i) {
     targets.push_back(plan.tensorMapTarget(static_cast<int>(i)));
+    targets.push_back(
+        static_cast<uint64_t>(plan.tensorMapRows(static_cast<int>(i))));
+  }
   return targets;
 }
 } // namespace
@@ -144,9 +153,10 @@ void DecodeStep::redirectResult(int r, CUdeviceptr address, uint64_t bytes) {
 void DecodeStep::prepareTensorMaps() {
   if (plan_.tensorMapTableBytes() == 0)
     return;
+  for (size_t i = 0; i < model_->tensorMaps().size(); ++i)
+    if (plan_.tensorMapTarget(static_cast<int>(i)) == 0)
+      return; // unbound: prepare() reports it
   std::vector<uint64_t> targets = tensorMapTargets(plan_);
-  if (std::count(targets.begin(), targets.end(), 0))
-    return; // unbound: prepare() reports it
   context_->makeCurrent();
   const CUdeviceptr table = tensorMapTable(plan_, std::move(targets));
   if (plan_.tensorMapAddress(0) != table)

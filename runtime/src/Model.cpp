@@ -105,9 +105,8 @@ int Model::tensorMapSlot(const ManifestKernel &kernel, const ManifestParam &p,
   for (size_t i = 0; i < tensorMaps_.size(); ++i) {
     const TensorMapSlot &t = tensorMaps_[i];
     if (t.target.kind == target.kind && t.target.index == target.index &&
-        t.dtype == p.dtype && t.rows == p.shape[0].value &&
-        t.cols == p.shape[1].value && t.spec.boxRows == spec.boxRows &&
-        t.spec.boxCols == spec.boxCols &&
+        t.dtype == p.dtype && t.shape == p.shape &&
+        t.spec.boxRows == spec.boxRows && t.spec.boxCols == spec.boxCols &&
         t.spec.swizzleBytes == spec.swizzleBytes)
       return static_cast<int>(i);
   }
@@ -118,8 +117,7 @@ int Model::tensorMapSlot(const ManifestKernel &kernel, const ManifestParam &p,
             of.role + "\"";
   t.target = target;
   t.dtype = p.dtype;
-  t.rows = p.shape[0].value;
-  t.cols = p.shape[1].value;
+  t.shape = p.shape;
   t.spec = spec;
   tensorMaps_.push_back(std::move(t));
   return static_cast<int>(tensorMaps_.size() - 1);
@@ -324,6 +322,37 @@ uint64_t LaunchPlan::tensorMapTarget(int i) const {
   return target.kind == ParamSource::Kind::Argument
              ? argAddress_[target.index]
              : internalAddress_[target.index];
+}
+
+int64_t LaunchPlan::tensorMapRows(int i) const {
+  const TensorMapSlot &t = model_->tensorMaps().at(i);
+  const int64_t rows =
+      t.shape.at(0).evaluate(capacity_.symbols(model_->maxSplits()));
+  const int64_t cols = t.shape.at(1).value;
+  const ParamSource &target = t.target;
+  const bool argument = target.kind == ParamSource::Kind::Argument;
+  if (tensorMapTarget(i) == 0)
+    return rows;
+  // bindArgument and the internal buffers' owner provide the bytes at
+  // capacity, and an input holds as many elements as its source (the
+  // manifest parser's check), so this holds unless those checks change.
+  const uint64_t bytes =
+      argument ? argBytes_[target.index]
+               : static_cast<uint64_t>(internalBytes(target.index));
+  const uint64_t need = static_cast<uint64_t>(rows) *
+                        static_cast<uint64_t>(cols) *
+                        static_cast<uint64_t>(elemTypeSize(t.dtype));
+  if (bytes < need)
+    throwInvalidArgument(
+        "LaunchPlan::tensorMapRows: ", t.label, " covers ", rows, " rows of ",
+        cols, " ", elemTypeName(t.dtype), " (", shapeString(t.shape),
+        " at capacity ", capacityString(capacity_), ": ", need,
+        " bytes), but its ",
+        argument ? "argument \"" + model_->arguments()[target.index].name +
+                       "\" is bound to "
+                 : model_->internalBuffers()[target.index].label + " has ",
+        bytes, " bytes: the map would read past the buffer");
+  return rows;
 }
 
 int64_t LaunchPlan::argumentBytes(int i) const {

@@ -1,10 +1,13 @@
 //===- InspectTest.cpp - fusion-run --inspect's launch plan ---------------===//
 
+#include "ActivationMaps.h"
 #include "TestUtil.h"
 
 #include "fusion/tooling/Inspect.h"
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <sstream>
 
@@ -67,6 +70,25 @@ TEST(Inspect, PlanOfTheTinyFunction) {
   EXPECT_TRUE(plan.size() > 40 &&
               plan.substr(plan.size() - 38) ==
                   "inspect: the PTX matches the manifest\n");
+}
+
+// An activation's map (ActivationMaps.h) over its "batch" rows: the
+// capacity's batch, 4.
+TEST(Inspect, ActivationMapsAtCapacity) {
+  Model model(Manifest::parse(
+      withActivationMaps(nlohmann::json::parse(
+                             readText(dataPath("tiny_decode.manifest.json"))))
+          .dump(),
+      "m.json"));
+  std::ostringstream os;
+  printPlan(os, model, Capacity{4, 3, 16}, 2);
+  EXPECT_CONTAINS(os.str(), "    kernel 0 (decode_layer_k0_fused) param 14 "
+                            "\"input_map\" of param 0 \"input\": f16[batch, "
+                            "64] = [4, 64] in boxes [16, 64], 128-byte "
+                            "swizzle, at +128\n");
+  EXPECT_CONTAINS(os.str(), "param 15 \"residual_map\" of param 2 "
+                            "\"residual\": f16[batch, 64] = [4, 64] in boxes "
+                            "[16, 64], 128-byte swizzle, at +256\n");
 }
 
 } // namespace

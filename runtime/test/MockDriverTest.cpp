@@ -17,6 +17,7 @@
 #include "fusion/runtime/Error.h"
 #include "fusion/runtime/File.h"
 
+#include "ActivationMaps.h"
 #include "EngineMock.h"
 #include "TestUtil.h"
 #include "TinyStep.h"
@@ -29,6 +30,7 @@
 
 using namespace fusion::runtime;
 using namespace fusion::runtime::test;
+using nlohmann::json;
 
 namespace {
 
@@ -123,6 +125,18 @@ std::vector<uint64_t> qkvWeightMap(uint64_t address) {
           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
           0,
           0};
+}
+
+/// The arguments cuTensorMapEncodeTiled must get for an activation map of
+/// ActivationMaps.h over `rows` rows at `address`: f16 [rows, 64] in boxes
+/// of 16 token rows by 64 columns (the manifest's), innermost dimension
+/// first: dims {64, rows}, the row stride 64 * 2 bytes, box {64, 16}, the
+/// rest as qkvWeightMap.
+std::vector<uint64_t> activationMap(uint64_t address, uint64_t rows) {
+  std::vector<uint64_t> map = qkvWeightMap(address);
+  map[4] = rows; // dims[1]
+  map[7] = 16;   // box[1]
+  return map;
 }
 
 /// The 16 words of the descriptor at device address `address` (the mock
@@ -647,6 +661,69 @@ TEST_F(MockDriver, RunOnTensorsEncodesATablePerWeight) {
                                   qkvWeightMap(u.arguments[3].address)});
   step->runOnTensors(t.arguments, t.results, 2, stream.get());
   EXPECT_TRUE(takeTensorMaps().empty());
+}
+
+// A kernel 0 that also maps its activation inputs (ActivationMaps.h): x
+// (argument 0) and the residual (argument 1), f16 ["batch", 64], in boxes of
+// 16 token rows. run() encodes them over the capacity's batch, 4 rows: what
+// the step sizes those arguments for and bind() requires them to hold, so
+// the map never reads past them; a step of batch 1 or 3 reads rows it does
+// not store. runOnTensors encodes them over the call's batch, the rows of
+// the caller's tensors, and again when the batch changes at the same
+// addresses.
+TEST_F(MockDriver, EncodesActivationMapsOverTheBuffersRows) {
+  const std::string ptx =
+      withActivationMapParams(readPtx(dataPath("tiny_decode.ptx")));
+  json j = withActivationMaps(
+      json::parse(readText(dataPath("tiny_decode.manifest.json"))));
+  j["ptx_fnv1a64"] = ptxFingerprintHex(ptx);
+  Model maps(Manifest::parse(j.dump(), "maps.manifest.json"));
+  DecodeStep s(*context, maps, ptx, "maps.ptx", Capacity{4, 1, 4});
+  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, s, 1);
+  for (size_t i = 0; i < args.size(); ++i)
+    s.bind(static_cast<int>(i), args[i]);
+  EXPECT_EQ(args[0].bytes(), 4u * 64 * 2); // x: 4 rows of 64 f16
+  takeTensorMaps();
+
+  s.run(StepShape{1, 1, 1}, TinyInputs(1, 1).view());
+  const std::vector<std::vector<uint64_t>> atCapacity = {
+      qkvWeightMap(args[3].get()), activationMap(args[0].get(), 4),
+      activationMap(args[1].get(), 4)};
+  EXPECT_EQ(takeTensorMaps(), atCapacity);
+  const uint64_t table = s.plan().tensorMapAddress(0);
+  EXPECT_EQ(descriptorAt(table + 128), atCapacity[1]);
+  EXPECT_EQ(descriptorAt(table + 256), atCapacity[2]);
+  // Every launch of kernel 0, primary entry or variant, gets the slots'
+  // addresses; the steps of other batches encode nothing.
+  for (int64_t batch : {1, 3}) {
+    std::vector<PreparedLaunch> l = s.plan().prepare(StepShape{batch, 1, 1});
+    EXPECT_EQ(l[0].args[14].pointer, table + 128) << batch;
+    EXPECT_EQ(l[0].args[15].pointer, table + 256) << batch;
+  }
+  s.run(StepShape{3, 1, 1}, TinyInputs(3, 1).view());
+  s.runGraph(StepShape{2, 1, 1}, TinyInputs(2, 1).view());
+  EXPECT_TRUE(takeTensorMaps().empty());
+
+  cuda::Stream stream = cuda::Stream::create();
+  Tensors t(3);
+  s.runOnTensors(t.arguments, t.results, 2, stream.get());
+  s.runOnTensors(t.arguments, t.results, 2, stream.get());
+  EXPECT_EQ(takeTensorMaps(), (std::vector<std::vector<uint64_t>>{
+                                  qkvWeightMap(t.arguments[3].address),
+                                  activationMap(t.arguments[0].address, 3),
+                                  activationMap(t.arguments[1].address, 3)}));
+  // The same memory as a call of batch 2 (the batch dimension of x, the
+  // residual, positions, seq_lens, the block table and both results): its
+  // maps cover 2 rows.
+  for (int a : {0, 1, 4, 5, 6})
+    t.arguments[a].shape[0] = 2;
+  for (DeviceTensor &d : t.results)
+    d.shape[0] = 2;
+  s.runOnTensors(t.arguments, t.results, 2, stream.get());
+  EXPECT_EQ(takeTensorMaps(), (std::vector<std::vector<uint64_t>>{
+                                  qkvWeightMap(t.arguments[3].address),
+                                  activationMap(t.arguments[0].address, 2),
+                                  activationMap(t.arguments[1].address, 2)}));
 }
 
 TEST_F(MockDriver, TensorMapErrorsNameTheKernelAndParam) {

@@ -3,6 +3,7 @@
 #include "fusion/runtime/Model.h"
 #include "fusion/runtime/Error.h"
 
+#include "ActivationMaps.h"
 #include "TestUtil.h"
 
 #include <functional>
@@ -784,8 +785,7 @@ TEST(LaunchPlan, TensorMapsShareSlotsOfOneWeightAndLayout) {
   EXPECT_EQ(t.target.kind, ParamSource::Kind::Argument);
   EXPECT_EQ(t.target.index, 3);
   EXPECT_EQ(t.dtype, ElemType::F16);
-  EXPECT_EQ(t.rows, 128);
-  EXPECT_EQ(t.cols, 64);
+  EXPECT_EQ(shapeString(t.shape), "[128, 64]");
   EXPECT_EQ(t.spec.boxRows, 128);
   EXPECT_EQ(m.tensorMaps()[1].spec.boxRows, 64);
   EXPECT_EQ(m.paramSources(0)[13].index, 0);
@@ -803,6 +803,80 @@ TEST(LaunchPlan, TensorMapsShareSlotsOfOneWeightAndLayout) {
   EXPECT_EQ(l[0].args[14].pointer, kTensorMapTable);
   EXPECT_EQ(l[0].args[15].pointer, kTensorMapTable + 128);
   EXPECT_EQ(l[0].args[16].scalar, 1); // batch
+}
+
+// The maps of kernel 0's activation inputs (ActivationMaps.h): x
+// (argument 0) and the residual (argument 1), f16 ["batch", 64], each a
+// slot of its own after the weight's. Their rows are the capacity's batch,
+// the rows the plan sizes (and bindArgument requires of) those arguments.
+TEST(LaunchPlan, ActivationMapsCoverTheCapacitysRows) {
+  Model m(Manifest::parse(withActivationMaps(json::parse(readText(dataPath(
+                                                 "tiny_decode.manifest.json"))))
+                              .dump(),
+                          "m.json"));
+  ASSERT_EQ(m.tensorMaps().size(), 3u);
+  const TensorMapSlot &x = m.tensorMaps()[1], &r = m.tensorMaps()[2];
+  EXPECT_EQ(x.label, "kernel 0 (decode_layer_k0_fused) param 14 "
+                     "\"input_map\" of param 0 \"input\"");
+  EXPECT_EQ(x.target.kind, ParamSource::Kind::Argument);
+  EXPECT_EQ(x.target.index, 0);
+  EXPECT_EQ(shapeString(x.shape), "[batch, 64]");
+  EXPECT_EQ(x.spec.boxRows, 16);
+  EXPECT_EQ(x.spec.boxCols, 64);
+  EXPECT_EQ(r.label, "kernel 0 (decode_layer_k0_fused) param 15 "
+                     "\"residual_map\" of param 2 \"residual\"");
+  EXPECT_EQ(r.target.kind, ParamSource::Kind::Argument);
+  EXPECT_EQ(r.target.index, 1);
+  EXPECT_EQ(m.paramSources(0)[14].kind, ParamSource::Kind::TensorMap);
+  EXPECT_EQ(m.paramSources(0)[14].index, 1);
+  EXPECT_EQ(m.paramSources(0)[15].index, 2);
+
+  for (int64_t maxBatch : {1, 5, 8}) {
+    SCOPED_TRACE(maxBatch);
+    LaunchPlan plan(m, Capacity{maxBatch, 16, 100});
+    EXPECT_EQ(plan.tensorMapTableBytes(), 3 * 128);
+    EXPECT_EQ(plan.tensorMapRows(0), 128); // the weight's constant rows
+    EXPECT_EQ(plan.tensorMapRows(1), maxBatch);
+    EXPECT_EQ(plan.tensorMapRows(2), maxBatch);
+    // The arguments the maps describe hold maxBatch rows of 64 f16.
+    EXPECT_EQ(plan.argumentBytes(0), maxBatch * 64 * 2);
+    EXPECT_EQ(plan.argumentBytes(1), maxBatch * 64 * 2);
+    bindAll(plan);
+    EXPECT_EQ(plan.tensorMapTarget(1), kArgStride * 1);
+    EXPECT_EQ(plan.tensorMapTarget(2), kArgStride * 2);
+    EXPECT_EQ(plan.tensorMapRows(1), maxBatch); // the bound buffers hold them
+    // Every step below the capacity passes the same maps (its batch is a
+    // scalar): the slots' addresses in the table.
+    std::vector<PreparedLaunch> l = plan.prepare(StepShape{1, 5, 4});
+    EXPECT_EQ(l[0].args[13].pointer, kTensorMapTable);
+    EXPECT_EQ(l[0].args[14].pointer, kTensorMapTable + 128);
+    EXPECT_EQ(l[0].args[15].pointer, kTensorMapTable + 256);
+    EXPECT_TRUE(l[0].args[16].isScalar);
+    EXPECT_EQ(l[0].args[16].scalar, 1); // batch
+  }
+}
+
+// Two maps of one activation in one box share a slot; another box, or the
+// same box over another input, gets its own.
+TEST(LaunchPlan, ActivationMapsShareSlotsOfOneBufferAndBox) {
+  json j = withActivationMaps(
+      json::parse(readText(dataPath("tiny_decode.manifest.json"))));
+  json &params = j["kernels"][0]["params"];
+  json same = params[14], taller = params[14];
+  taller["tensor_map"]["box"] = {64, 64};
+  params.insert(params.begin() + 16, {same, taller});
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i]["index"] = i;
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  ASSERT_EQ(m.tensorMaps().size(), 4u);
+  EXPECT_EQ(m.paramSources(0)[14].index, 1); // x, boxes of 16 rows
+  EXPECT_EQ(m.paramSources(0)[15].index, 2); // the residual, 16 rows
+  EXPECT_EQ(m.paramSources(0)[16].index, 1); // x again, 16 rows
+  EXPECT_EQ(m.paramSources(0)[17].index, 3); // x, boxes of 64 rows
+  EXPECT_EQ(m.tensorMaps()[3].target.index, 0);
+  EXPECT_EQ(m.tensorMaps()[3].spec.boxRows, 64);
+  LaunchPlan plan(m, Capacity{3, 1, 1});
+  EXPECT_EQ(plan.tensorMapRows(3), 3);
 }
 
 TEST(LaunchPlan, TensorMapTableErrors) {

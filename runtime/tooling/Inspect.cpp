@@ -66,10 +66,14 @@ void printPlan(std::ostream &os, const Model &model, const Capacity &cap,
        << " bytes each, one table):\n";
   for (size_t i = 0; i < model.tensorMaps().size(); ++i) {
     const TensorMapSlot &t = model.tensorMaps()[i];
-    os << "    " << t.label << ": " << elemTypeName(t.dtype) << "[" << t.rows
-       << ", " << t.cols << "] in boxes [" << t.spec.boxRows << ", "
-       << t.spec.boxCols << "], " << t.spec.swizzleBytes
-       << "-byte swizzle, at +" << i * contract::kTensorMapBytes << "\n";
+    os << "    " << t.label << ": " << elemTypeName(t.dtype)
+       << shapeString(t.shape);
+    if (t.shape[0].isSymbol())
+      os << " = [" << plan.tensorMapRows(static_cast<int>(i)) << ", "
+         << t.shape[1].value << "]";
+    os << " in boxes [" << t.spec.boxRows << ", " << t.spec.boxCols << "], "
+       << t.spec.swizzleBytes << "-byte swizzle, at +"
+       << i * contract::kTensorMapBytes << "\n";
   }
   os << "  workspace arenas (shared by the kernels): scratch "
      << plan.arenaBytes(WorkspaceArena::Scratch) << ", zero-init "

@@ -31,11 +31,13 @@
 // the device-side positions, lengths and block table. Errors are the
 // runtime's exceptions (Error.h) and name the kernel involved.
 //
-// Tensor maps (docs/abi.md section 3.3): the TMA descriptors of the
-// weights that tensor_map parameters point at live in one allocation per
-// set of weight addresses (LaunchPlan::tensorMapTableBytes), encoded and
-// uploaded by the first run() or runGraph() with those weights bound
-// (prepareTensorMaps), never changed while the DecodeStep lives.
+// Tensor maps (docs/abi.md section 3.3): the TMA descriptors that
+// tensor_map parameters point at (of weights, and of activation inputs over
+// the capacity's batch rows: LaunchPlan::tensorMapRows) live in one
+// allocation per set of described addresses and rows
+// (LaunchPlan::tensorMapTableBytes), encoded and uploaded by the first run()
+// or runGraph() with those buffers bound (prepareTensorMaps), never changed
+// while the DecodeStep lives.
 //
 // Graphs capture the kernel arguments (device addresses and the batch,
 // max_pages, num_splits scalars), not the contents of the buffers: write
@@ -164,7 +166,12 @@ public:
   /// into its own CUDA graph, except on the first call with a model that
   /// has tensor maps and weights at new addresses: it encodes their
   /// descriptors and uploads them (kept for later calls with those weights;
-  /// make that call before capturing). Calls must be ordered on one stream
+  /// make that call before capturing). The same holds for the maps of
+  /// activation inputs (input_map, residual_map), which cover the call's
+  /// batch rows of the caller's tensor: each new (address, batch) of such an
+  /// argument encodes and uploads a table that is kept until the DecodeStep
+  /// is destroyed, so pass activations in buffers that a graph would reuse
+  /// anyway (static addresses). Calls must be ordered on one stream
   /// (they share those buffers). Unlike run(), the positions, seq_lens and
   /// block table stay in device memory the runtime never reads: the caller
   /// guarantees the launch preconditions of LaunchPlan::checkStepInputs
@@ -175,10 +182,11 @@ public:
                     const std::vector<DeviceTensor> &results, int64_t numSplits,
                     CUstream stream);
   /// Encodes the tensor maps (docs/abi.md section 3.3) for the current
-  /// bindings and uploads them, unless a table for the same weight
-  /// addresses exists; points the plan at that table. run() and runGraph()
-  /// call it; call it before capturing run() into a graph of one's own
-  /// after binding weights to new memory (the upload is synchronous).
+  /// bindings and uploads them, unless a table for the same described
+  /// addresses (and rows: LaunchPlan::tensorMapRows) exists; points the
+  /// plan at that table. run() and runGraph() call it; call it before
+  /// capturing run() into a graph of one's own after binding weights (or
+  /// mapped activations) to new memory (the upload is synchronous).
   /// Nothing to do without tensor maps or while a described argument is
   /// unbound. Throws CudaError if the driver rejects a descriptor.
   void prepareTensorMaps();
@@ -199,8 +207,8 @@ private:
   /// and sets their addresses in plan_.
   void allocateRuntimeBuffers();
   /// The device address of the tensor-map table for the buffers `plan`
-  /// binds (`targets`: their addresses, tensorMapTargets): the one uploaded
-  /// earlier for the same addresses, or a new one encoded and uploaded now
+  /// binds (`targets`: their addresses and rows, tensorMapTargets): the one
+  /// uploaded earlier for the same ones, or a new one encoded and uploaded now
   /// (kept until the DecodeStep is destroyed, so that launches and graphs
   /// that use it stay valid).
   CUdeviceptr tensorMapTable(const LaunchPlan &plan,
@@ -224,8 +232,9 @@ private:
   /// Indexed by WorkspaceArena; unallocated when its arenaBytes is 0.
   std::array<cuda::DeviceBuffer, 2> arenas_;
   /// Tables of the descriptors of Model::tensorMaps()
-  /// (LaunchPlan::tensorMapTableBytes each), by the addresses of the
-  /// buffers they describe: one per set of weights bound or called with.
+  /// (LaunchPlan::tensorMapTableBytes each), by the addresses and rows of
+  /// the buffers they describe: one per set of weights (and mapped
+  /// activations) bound or called with.
   std::map<std::vector<uint64_t>, cuda::DeviceBuffer> tensorMapTables_;
   cuda::Stream stream_;
   /// A captured step: valid for its shape, stream and bound addresses.

@@ -74,9 +74,11 @@ struct TensorMapSlot {
   std::string label;
   /// The buffer it describes: a function argument or an internal buffer.
   ParamSource target;
-  /// Its element type (f16 or bf16) and row-major [rows, cols] (elements).
+  /// Its element type (f16 or bf16) and row-major [rows, cols] (elements):
+  /// cols a constant, rows a constant (a weight's) or "batch" (an
+  /// activation's), which LaunchPlan::tensorMapRows resolves.
   ElemType dtype = ElemType::F16;
-  int64_t rows = 0, cols = 0;
+  std::vector<Dim> shape;
   /// Box and swizzle (spec.of is the first parameter's `of`).
   contract::TensorMapSpec spec;
 };
@@ -292,6 +294,13 @@ public:
   /// The device address of the buffer slot `i` describes (its argument's
   /// binding or its internal buffer; 0 while unset).
   uint64_t tensorMapTarget(int i) const;
+  /// The rows slot `i`'s descriptor covers: its shape's first dimension
+  /// resolved at capacity, the rows argumentBytes / internalBytes size its
+  /// buffer for (a weight's constant rows; an activation's "batch" rows:
+  /// the capacity's batch, past the step's). Throws InvalidArgumentError if
+  /// the buffer bound to it (when set) holds fewer than rows * cols
+  /// elements, so that the map never reads past it.
+  int64_t tensorMapRows(int i) const;
 
   /// Binds function argument `i` (or the one called `name`) to device
   /// memory at `address` holding `bytes`. Throws InvalidArgumentError for
