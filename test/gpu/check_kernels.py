@@ -494,15 +494,19 @@ class Device:
         if not self.dry:
             self.xp.cuda.Device().synchronize()
 
-    def tensor_map(self, p, weight):
+    def tensor_map(self, p, array):
         """A tensor_map parameter's CUtensorMap (docs/abi.md section 3.3)
-        for the device array `weight`, encoded here with the driver's
-        cuTensorMapEncodeTiled (through ctypes, independently of the
-        runtime) and copied to a 128-byte device buffer."""
+        for the device array `array` bound to its `of` input, encoded here
+        with the driver's cuTensorMapEncodeTiled (through ctypes,
+        independently of the runtime) and copied to a 128-byte device
+        buffer. The map is [rows, cols] with cols the manifest's; rows are
+        the manifest's where constant (a weight_map's) and the array's
+        where "batch" (an input_map's or residual_map's: the rows of the
+        buffer passed, never more)."""
+        rows, cols = tensor_map_dims(p, array)
         if self.dry:
             return self.xp.zeros(128, dtype=np.uint8)
         import ctypes
-        rows, cols = (int(d) for d in p["shape"])
         box_rows, box_cols = p["tensor_map"]["box"]
         u64, u32 = ctypes.c_uint64, ctypes.c_uint32
         # cuda.h: CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6, _BFLOAT16 = 9;
@@ -521,8 +525,36 @@ class Device:
             ctypes.c_int(3), ctypes.c_int(3), ctypes.c_int(0))
         if err != 0:
             raise RuntimeError(f"cuTensorMapEncodeTiled failed ({err}) for "
-                               f"{p['role']} {p['shape']}")
+                               f"{p['role']} {p['shape']} ({rows} rows)")
         return self.xp.asarray(np.frombuffer(bytes(host), dtype=np.uint8))
+
+
+def tensor_map_dims(p, array):
+    """The [rows, cols] a tensor_map parameter `p` describes over `array`,
+    the buffer bound to its `of` input (docs/abi.md section 3.3): cols is
+    the manifest's (a constant), rows the manifest's where it is a constant
+    (a weight_map's) and otherwise ("batch": an input_map's or
+    residual_map's) the rows `array` holds. Asserts that the array holds
+    whole rows of cols elements (its dimensions after the first make cols
+    where it has two or more) and at least the constant rows."""
+    shape = p["shape"]
+    cols = int(shape[1])
+    row_bytes = cols * 2  # f16 / bf16
+    if array.ndim >= 2:
+        row = int(np.prod(array.shape[1:]))
+        assert row == cols, (
+            f"{p['role']} {shape}: the buffer's rows are {row} elements "
+            f"({list(array.shape)}), the manifest's {cols}")
+    assert array.nbytes % row_bytes == 0, (
+        f"{p['role']} {shape}: the buffer's {array.nbytes} bytes are not "
+        f"whole rows of {cols} elements")
+    held = array.nbytes // row_bytes
+    if str(shape[0]) != "batch":
+        rows = int(shape[0])
+        assert held >= rows, (
+            f"{p['role']} {shape}: the buffer holds {held} rows, not {rows}")
+        return rows, cols
+    return held, cols
 
 
 def launch_kernel(dev, ptx, k, env, batch, device_args, outputs):
