@@ -333,15 +333,19 @@ sanitize() {
   # (default 3; prefill rows and decode steps both take the batch's
   # variant: _gemm16 to 16 tokens, _gemm32 to 32, _gemm64 above, in tiles
   # of 64 above 64), 2 new tokens, no graph. SANITIZE_KERNELS: another
-  # --kernel-name filter (default kns=_gemm).
+  # --kernel-name filter (default kns=_gemm); SANITIZE_MODEL and
+  # SANITIZE_CONFIG: another model prefix and config directory under the
+  # session (default smol and cfg/smol; check/l8x2.decode and cfg/l8x2: the
+  # 8B shape's two layers, whose _gemm16 variants are warp-specialised).
   local name
   name=$(first)
+  build_runtimes
   for batch in ${SANITIZE_BATCHES:-3}; do
     for tool in memcheck racecheck synccheck; do
       say "== compute-sanitizer $tool, ${SANITIZE_KERNELS:-kns=_gemm}, smol B=$batch"
       compute-sanitizer --tool "$tool" --kernel-name "${SANITIZE_KERNELS:-kns=_gemm}" --error-exitcode 3 \
-        "/tmp/rt-$name/tools/fusion-generate" --model "$s/smol" \
-        --checkpoint "$s/cfg/smol" --random-weights 1 --ids "1 2 3 4" --batch "$batch" \
+        "/tmp/rt-$name/tools/fusion-generate" --model "$s/${SANITIZE_MODEL:-smol}" \
+        --checkpoint "$s/${SANITIZE_CONFIG:-cfg/smol}" --random-weights 1 --ids "1 2 3 4" --batch "$batch" \
         --max-new-tokens 2 --no-graph >"$out/sanitize-$tool-b$batch.txt" 2>&1
       say "exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool-b$batch.txt" | tail -1))"
     done

@@ -519,7 +519,7 @@ class Device:
         at = -ctypes.addressof(raw) % 64
         host = (ctypes.c_uint8 * 128).from_buffer(raw, at)
         err = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled(
-            host, ctypes.c_int(dtype), u32(2), ctypes.c_void_p(weight.data.ptr),
+            host, ctypes.c_int(dtype), u32(2), ctypes.c_void_p(array.data.ptr),
             (u64 * 2)(cols, rows), (u64 * 1)(cols * 2),
             (u32 * 2)(box_cols, box_rows), (u32 * 2)(1, 1), ctypes.c_int(0),
             ctypes.c_int(3), ctypes.c_int(3), ctypes.c_int(0))

@@ -78,6 +78,11 @@ static cl::opt<std::string> features("features", cl::desc("PTX feature string"),
 static cl::opt<int64_t> smCount("sm-count",
                                 cl::desc("SMs the grids should fill"),
                                 cl::init(132), cl::cat(category));
+static cl::opt<bool> warpSpecializedGemm(
+    "warp-specialized-gemm",
+    cl::desc("With --chip=sm_90a: the warp-specialised 16-token projection "
+             "variant (opt-in; not yet faster, docs/performance.md entry 44)"),
+    cl::init(false), cl::cat(category));
 static cl::opt<std::string> dumpMLIR(
     "dump-mlir",
     cl::desc("Also write the module after the pipeline (host "
@@ -292,6 +297,7 @@ int main(int argc, char **argv) {
   pipeline.chip = chip;
   pipeline.features = features;
   pipeline.smCount = smCount;
+  pipeline.warpSpecializedGemm = warpSpecializedGemm;
   pipeline.format = "isa";
   if (failed(verifyFusionToPTXOptions(
           pipeline, [](StringRef option, const Twine &message) {

@@ -33,6 +33,10 @@ struct FusionToPTXPipelineOptions
   Option<int64_t> smCount{*this, "sm-count",
                           llvm::cl::desc("SMs the grids should fill"),
                           llvm::cl::init(132)};
+  Option<bool> warpSpecializedGemm{
+      *this, "warp-specialized-gemm",
+      llvm::cl::desc("convert-fusion-to-gpu's warp-specialized-gemm"),
+      llvm::cl::init(false)};
   Option<std::string> format{
       *this, "format",
       llvm::cl::desc("gpu-module-to-binary format: isa (PTX text), bin, "

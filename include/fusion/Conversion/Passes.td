@@ -73,6 +73,13 @@ def ConvertFusionToGPUPass
            "The PTX targets the architecture-specific features of the chip "
            "(sm_90a, with target-sm 90): the GEMM-shaped projection "
            "variants multiply by warpgroup MMA (wgmma.mma_async)">,
+    Option<"warpSpecializedGemm", "warp-specialized-gemm", "bool",
+           /*default=*/"false",
+           "With arch-specific: the 16-token GEMM-shaped variant of an "
+           "RMSNorm over TMA-readable rows is warp-specialised (producer, "
+           "fold and consumer warps; docs/gemm-warp-specialized-plan.md). "
+           "Off by default: on the H200 it is not yet faster "
+           "(docs/performance.md entry 44)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -131,7 +131,7 @@ struct ConvertFusionToGPUPass
     if (kernels.empty())
       return;
     gpu::GPUModuleOp gpuModule = getOrCreateKernelModule(module);
-    TargetInfo target(targetSM, smCount, archSpecific);
+    TargetInfo target(targetSM, smCount, archSpecific, warpSpecializedGemm);
 
     bool failed = false;
     // Kernels with identical bodies (e.g. the layers of a model) share one

@@ -114,6 +114,7 @@ void mlir::fusion::buildFusionToPTXPipeline(
     OpPassManager &pm, const FusionToPTXPipelineOptions &options) {
   ConvertFusionToGPUPassOptions convertOptions;
   convertOptions.smCount = options.smCount;
+  convertOptions.warpSpecializedGemm = options.warpSpecializedGemm;
   // What the kernels may use follows the chip ("sm_90a" -> 90).
   if (const SupportedChip *chip = lookupSupportedChip(options.chip)) {
     convertOptions.targetSM = chip->sm;

@@ -27,11 +27,14 @@ public:
   /// `computeCapability` is major x 10 + minor (90 for sm_90 and sm_90a);
   /// `smCount` the streaming multiprocessors the grids should fill;
   /// `archSpecific` whether the PTX targets the chip's architecture-specific
-  /// features too (sm_90a: PTX that runs on compute capability 9.0 only).
+  /// features too (sm_90a: PTX that runs on compute capability 9.0 only);
+  /// `warpSpecializedGemm` whether the GEMM-shaped projection may be
+  /// warp-specialised where it has warpgroup MMA (opt-in,
+  /// chooseProjectionGemmSchedules).
   TargetInfo(int64_t computeCapability, int64_t smCount,
-             bool archSpecific = false)
+             bool archSpecific = false, bool warpSpecializedGemm = false)
       : computeCapability(computeCapability), smCount(smCount),
-        archSpecific(archSpecific) {}
+        archSpecific(archSpecific), warpSpecializedGemm(warpSpecializedGemm) {}
 
   /// Compute capability x 10.
   int64_t getComputeCapability() const { return computeCapability; }
@@ -50,6 +53,11 @@ public:
   /// Warpgroup MMA, `wgmma.mma_async` (sm_90a only).
   bool hasWarpgroupMma() const {
     return archSpecific && computeCapability == 90;
+  }
+  /// The warp-specialised GEMM-shaped projection is asked for (it needs
+  /// warpgroup MMA too).
+  bool wantsWarpSpecializedGemm() const {
+    return warpSpecializedGemm && hasWarpgroupMma();
   }
 
   /// Threads per warp.
@@ -90,7 +98,7 @@ public:
 private:
   int64_t computeCapability;
   int64_t smCount;
-  bool archSpecific;
+  bool archSpecific, warpSpecializedGemm;
 };
 
 } // namespace mlir::fusion

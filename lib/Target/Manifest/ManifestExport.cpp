@@ -168,6 +168,8 @@ json::Object scheduleToJSON(ScheduleAttrInterface schedule) {
         o["min_ctas_per_sm"] = s.getMinCtasPerSm();
         if (s.getWarpgroupMma())
           o["warpgroup_mma"] = true;
+        if (s.getWarpSpecialized())
+          o["warp_specialized"] = true;
       })
       .Case([&](SplitKvAttentionScheduleAttr s) {
         writeSplitKV(o, s);

@@ -1799,8 +1799,14 @@ func.func private @tensor_map_f32() attributes {p = #fusion.param<kind = tensor_
 
 // -----
 
-// expected-error @+1 {{a tensor_map's shape is 2-D and constant}}
+// expected-error @+1 {{weight_map shape must be 2-D: constant rows, constant columns}}
 func.func private @tensor_map_dynamic() attributes {p = #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [batch, 64], of = 0, box = [128, 64]>}
+
+// -----
+
+// An activation's map covers the batch rows its buffer has.
+// expected-error @+1 {{input_map shape must be 2-D: "batch" rows, constant columns}}
+func.func private @tensor_map_activation_constant() attributes {p = #fusion.param<kind = tensor_map, role = "input_map", dtype = f16, shape = [16, 64], of = 0, box = [16, 64]>}
 
 // -----
 
@@ -1820,13 +1826,23 @@ func.func private @tensor_map_role() attributes {p = #fusion.param<kind = tensor
 
 // -----
 
-// expected-error @+1 {{params[1] maps params[0], which is not a weight input}}
+// expected-error @+1 {{params[1] (weight_map) maps params[0], which is not an input it describes}}
 func.func private @tensor_map_of_activation() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [256, 64]>, #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [256, 64], of = 0, box = [128, 64]>]>}
 
 // -----
 
-// expected-error @+1 {{params[1] maps params[5], which is not a weight input}}
+// expected-error @+1 {{params[1] (weight_map) maps params[5], which is not an input it describes}}
 func.func private @tensor_map_of_missing() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "weight", dtype = f16, shape = [256, 64]>, #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [256, 64], of = 5, box = [128, 64]>]>}
+
+// -----
+
+// expected-error @+1 {{params[1] (input_map) maps params[0], which is not an input it describes}}
+func.func private @tensor_map_input_of_weight() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "weight", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = tensor_map, role = "input_map", dtype = f16, shape = [batch, 64], of = 0, box = [16, 64]>]>}
+
+// -----
+
+// expected-error @+1 {{params[1] (residual_map) maps params[0], which is not an input it describes}}
+func.func private @tensor_map_residual_of_input() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "input", dtype = f16, shape = [batch, 64]>, #fusion.param<kind = tensor_map, role = "residual_map", dtype = f16, shape = [batch, 64], of = 0, box = [16, 64]>]>}
 
 // -----
 
@@ -1926,6 +1942,16 @@ func.func private @schedule_gemm_warpgroup_rows() attributes {s = #fusion.projec
 
 // expected-error @+1 {{projection_gemm_schedule warpgroup_mma needs tile_rows a multiple of 64 (whole warpgroups), stage_k 64 (128-byte rows) and tile_tokens at most 256 (wgmma's n), got 128, 64 and 272}}
 func.func private @schedule_gemm_warpgroup_tokens() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192, tile_rows = 128, tile_tokens = 272, k_split = 4, stage_k = 64, stages = 3, min_ctas_per_sm = 2, warpgroup_mma = true>}
+
+// -----
+
+// expected-error @+1 {{projection_gemm_schedule warp_specialized needs warpgroup_mma}}
+func.func private @schedule_gemm_warp_specialized_mma() attributes {s = #fusion.projection_gemm_schedule<threads = 352, warps = 8, grid = 96, tile_rows = 128, tile_tokens = 16, k_split = 2, stage_k = 64, stages = 8, min_ctas_per_sm = 1, warp_specialized = true>}
+
+// -----
+
+// expected-error @+1 {{projection_gemm_schedule threads (256) must be 32 x (warps + 3) with warp_specialized (warps 8)}}
+func.func private @schedule_gemm_warp_specialized_threads() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 96, tile_rows = 128, tile_tokens = 16, k_split = 2, stage_k = 64, stages = 8, min_ctas_per_sm = 1, warpgroup_mma = true, warp_specialized = true>}
 
 // -----
 

@@ -352,6 +352,69 @@ TEST(ProjectionGemmSchedule, WarpgroupMmaOnSm90a) {
           .wgmma);
 }
 
+TEST(ProjectionGemmSchedule, WarpSpecializedOnSm90a) {
+  const TargetInfo sm90a(/*computeCapability=*/90, /*smCount=*/132,
+                         /*archSpecific=*/true, /*warpSpecializedGemm=*/true);
+  // Llama-3-8B q/k/v with x and the residual TMA-readable: the 16-token
+  // variant is warp-specialised. k split 2 (48 x 2 = 96 <= 132 SMs; 4
+  // would be 192); stage rows 128 + 3 x 16 (x, residual, h) + 1 = 177 of
+  // 128 bytes = 22656 -> 23552; one CTA per SM (96 <= 132), so whole
+  // pairs of stages (two fold warps) as 227 KiB hold: 8 x 23552 + 1 KiB +
+  // 336 static (flag, 24 mbarriers, 2 x 16 sums) + 1 KiB reserved =
+  // 190800, the cap of 8.
+  ProjectionGemmShape qkv = gemmShape(4096, 32, 8, 128);
+  qkv.tmaTokenRows = true;
+  auto s = chooseProjectionGemmSchedules(qkv, sm90a);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_TRUE(s[0].warpSpecialized);
+  EXPECT_EQ(s[0].kSplit, 2);
+  EXPECT_EQ(s[0].grid(), 96);
+  EXPECT_EQ(s[0].stageRows, 177);
+  EXPECT_EQ(s[0].slotBytes, 23552);
+  EXPECT_EQ(s[0].stages, 8);
+  EXPECT_EQ(s[0].dynamicSharedBytes, 8 * 23552 + 1024);
+  EXPECT_EQ(s[0].minCtasPerSM, 1);
+  EXPECT_EQ(s[0].warps(), 8);
+  EXPECT_EQ(s[0].blockSize(), 32 * 11);
+  EXPECT_FALSE(s[1].warpSpecialized);
+  EXPECT_FALSE(s[2].warpSpecialized);
+  // Without a residual: 128 + 2 x 16 + 1 = 161 rows -> 20608 -> 21504.
+  ProjectionGemmShape noResidual = qkv;
+  noResidual.residual = false;
+  EXPECT_EQ(chooseProjectionGemmSchedules(noResidual, sm90a)[0].slotBytes,
+            21504);
+  // Gate/up (pairs as heads of 2 rows): 14336 pairs, 224 tiles of 128
+  // rows; no split fits the SMs once, so k split 1 and two CTAs per SM:
+  // 2 x (4 x 23552 + 1024 + 336 + 1024) = 193184 <= 232448, 6 would not.
+  ProjectionGemmShape gateUp = qkv;
+  gateUp.headDim = 2;
+  gateUp.heads = 14336;
+  gateUp.projection.pairs = 14336;
+  auto g = chooseProjectionGemmSchedules(gateUp, sm90a);
+  ASSERT_FALSE(g.empty());
+  EXPECT_TRUE(g[0].warpSpecialized);
+  EXPECT_EQ(g[0].rowTiles, 224);
+  EXPECT_EQ(g[0].kSplit, 1);
+  EXPECT_EQ(g[0].minCtasPerSM, 2);
+  EXPECT_EQ(g[0].stages, 4);
+  // Not where the token rows need a gather or a sum (tmaTokenRows false),
+  // on sm_90 (no wgmma), or where the grid leaves most SMs idle (SmolLM2's
+  // q/k/v: 15 tiles of 64 rows, hidden 576 splits by no power of two).
+  EXPECT_FALSE(
+      chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), sm90a)[0]
+          .warpSpecialized);
+  EXPECT_FALSE(chooseProjectionGemmSchedules(qkv, kH100)[0].warpSpecialized);
+  // Opt-in: sm_90a without warpSpecializedGemm keeps every variant.
+  const TargetInfo sm90aDefault(90, 132, /*archSpecific=*/true);
+  EXPECT_FALSE(
+      chooseProjectionGemmSchedules(qkv, sm90aDefault)[0].warpSpecialized);
+  ProjectionGemmShape smol = gemmShape(576, 9, 3, 64);
+  smol.tmaTokenRows = true;
+  auto small = chooseProjectionGemmSchedules(smol, sm90a);
+  ASSERT_FALSE(small.empty());
+  EXPECT_FALSE(small[0].warpSpecialized);
+}
+
 TEST(ProjectionGemmSchedule, HeadDimsAndGroups) {
   // TinyLlama: 32 + 2 x 4 = 40 heads of 64: two per tile (128 rows), 20
   // tiles; k split 8 (160 <= 264, 2048 % 512 == 0).

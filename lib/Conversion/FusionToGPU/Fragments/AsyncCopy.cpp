@@ -61,7 +61,7 @@ void mlir::fusion::prefetchToL2(ImplicitLocOpBuilder &b, Value global,
 
 Value mlir::fusion::createStageBarriers(ImplicitLocOpBuilder &b,
                                         gpu::GPUFuncOp func, Value tid,
-                                        int64_t count) {
+                                        int64_t count, int64_t arrivals) {
   Value first =
       getSharedPointer(b, addWorkgroupBuffer(func, b.getI64Type(), count, 8));
   ifThen(b, cmpI(b, arith::CmpIPredicate::eq, tid, constIndex(b, 0)),
@@ -69,7 +69,7 @@ Value mlir::fusion::createStageBarriers(ImplicitLocOpBuilder &b,
            for (int64_t i = 0; i < count; ++i)
              NVVM::MBarrierInitOp::create(
                  tb, stageBarrier(tb, first, constIndex(tb, i)),
-                 constI32(tb, 1), Value());
+                 constI32(tb, static_cast<int32_t>(arrivals)), Value());
            NVVM::FenceMbarrierInitOp::create(tb);
          });
   barrier(b);
@@ -88,6 +88,11 @@ void mlir::fusion::arriveExpectingBytes(ImplicitLocOpBuilder &b, Value barrier,
       NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
 }
 
+void mlir::fusion::arriveOnBarrier(ImplicitLocOpBuilder &b, Value barrier) {
+  NVVM::MBarrierArriveOp::create(b, Type(), barrier, /*count=*/Value(),
+                                 NVVM::MemScopeKind::CTA, /*relaxed=*/false);
+}
+
 void mlir::fusion::fenceSharedForBulkCopies(ImplicitLocOpBuilder &b) {
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKind::async_shared,
@@ -95,12 +100,25 @@ void mlir::fusion::fenceSharedForBulkCopies(ImplicitLocOpBuilder &b) {
                                  NVVM::SharedSpace::shared_cta));
 }
 
+/// `shared` (this CTA's shared memory) as a shared::cluster pointer, the
+/// destination the bulk copies take on every PTX version we target (the
+/// .shared::cta form needs PTX 8.6): this CTA's shared memory is part of
+/// its cluster's (a launch without clusters is a cluster of one CTA).
+static Value toSharedCluster(ImplicitLocOpBuilder &b, Value shared) {
+  return LLVM::AddrSpaceCastOp::create(
+      b,
+      LLVM::LLVMPointerType::get(
+          b.getContext(),
+          static_cast<unsigned>(NVVM::NVVMMemorySpace::SharedCluster)),
+      shared);
+}
+
 void mlir::fusion::copyBulk(ImplicitLocOpBuilder &b, Value shared, Value global,
                             int64_t bytes, Value barrier) {
   assert(bytes > 0 && bytes % 16 == 0 && "bulk copy of whole 16 bytes");
   NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
-      b, shared, global, barrier, constI32(b, static_cast<int32_t>(bytes)),
-      Value(), Value());
+      b, toSharedCluster(b, shared), global, barrier,
+      constI32(b, static_cast<int32_t>(bytes)), Value(), Value());
 }
 
 void mlir::fusion::waitBarrierPhase(ImplicitLocOpBuilder &b, Value barrier,
@@ -131,17 +149,9 @@ void mlir::fusion::copyTensorBox(ImplicitLocOpBuilder &b, Value shared,
   SmallVector<Value> i32Coords;
   for (Value c : coords)
     i32Coords.push_back(arith::IndexCastOp::create(b, b.getI32Type(), c));
-  // The instruction's destination is shared::cluster memory: this CTA's
-  // shared memory is part of it (a launch without clusters is a cluster of
-  // one CTA).
-  Value cluster = LLVM::AddrSpaceCastOp::create(
-      b,
-      LLVM::LLVMPointerType::get(
-          b.getContext(),
-          static_cast<unsigned>(NVVM::NVVMMemorySpace::SharedCluster)),
-      shared);
   NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
-      b, cluster, map, i32Coords, barrier, /*im2colOffsets=*/ValueRange(),
+      b, toSharedCluster(b, shared), map, i32Coords, barrier,
+      /*im2colOffsets=*/ValueRange(),
       /*multicastMask=*/Value(), /*l2CacheHint=*/Value(),
       NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false, /*group=*/nullptr,
       /*predicate=*/Value());

@@ -58,13 +58,13 @@ void waitAsyncCopies(ImplicitLocOpBuilder &b, int64_t pending);
 void prefetchToL2(ImplicitLocOpBuilder &b, Value global, int64_t bytes);
 
 /// `count` mbarriers in `func`'s static shared memory, 8 bytes each, every
-/// one initialised by thread 0 (`tid`) with one expected arrival and
-/// published to the CTA (fence.mbarrier_init, CTA barrier): the "full"
-/// barriers of a ring of stages that bulk copies fill. Returns the address
-/// (`!llvm.ptr<3>`) of barrier 0; barrier i is 8 * i bytes further
-/// (stageBarrier).
+/// one initialised by thread 0 (`tid`) with `arrivals` expected arrivals
+/// and published to the CTA (fence.mbarrier_init, CTA barrier): e.g. the
+/// "full" barriers of a ring of stages that bulk copies fill (one arrival:
+/// the copies' expect_tx). Returns the address (`!llvm.ptr<3>`) of barrier
+/// 0; barrier i is 8 * i bytes further (stageBarrier).
 Value createStageBarriers(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
-                          Value tid, int64_t count);
+                          Value tid, int64_t count, int64_t arrivals = 1);
 
 /// The address of barrier `index` (index) of createStageBarriers' `first`.
 Value stageBarrier(ImplicitLocOpBuilder &b, Value first, Value index);
@@ -73,6 +73,11 @@ Value stageBarrier(ImplicitLocOpBuilder &b, Value first, Value index);
 /// current phase then also waits for `bytes` bytes of bulk copies.
 void arriveExpectingBytes(ImplicitLocOpBuilder &b, Value barrier,
                           int64_t bytes);
+
+/// `mbarrier.arrive`: this thread's arrival on `barrier` (release: its
+/// earlier memory accesses happen before the phase completes for the
+/// threads that wait on it).
+void arriveOnBarrier(ImplicitLocOpBuilder &b, Value barrier);
 
 /// `fence.proxy.async.shared::cta`: orders this thread's earlier shared
 /// memory accesses (and, after a CTA barrier, the CTA's) before its later

@@ -199,14 +199,15 @@ LogicalResult emitProjectionMmaVariant(KernelOp kernel, gpu::GPUModuleOp module,
                                        KernelLaunch &launch,
                                        const TargetInfo &target);
 
-/// Inserts the GEMM-shaped variant's workspaces (schedule `s`, `rows`
-/// weight rows) before the scalars of `params`: partial_out
-/// [batch, kSplit, rows] (f32), with an RMSNorm partial_stats
-/// [batch, rowTiles * kSplit] (f32: per-token partial sums of h^2), and
-/// split_counters [batch, rowTiles] (i32, zero before the first launch; the
-/// kernel leaves it zero). Every GEMM variant of a kernel takes the same.
+/// Inserts the GEMM-shaped variants' workspaces (schedules `variants`,
+/// `rows` weight rows; kSplit the largest of theirs) before the scalars of
+/// `params`: partial_out [batch, kSplit, rows] (f32), with an RMSNorm
+/// partial_stats [batch, rowTiles * kSplit] (f32: per-token partial sums of
+/// h^2), and split_counters [batch, rowTiles] (i32, zero before the first
+/// launch; the kernel leaves it zero). Every GEMM variant of a kernel takes
+/// the same (a variant of a smaller k split uses a prefix of each).
 void appendProjectionGemmWorkspaces(SmallVector<KernelParam> &params,
-                                    const ProjectionGemmSchedule &s,
+                                    ArrayRef<ProjectionGemmSchedule> variants,
                                     int64_t rows, bool rmsNorm,
                                     MLIRContext *context);
 
@@ -221,6 +222,15 @@ void appendProjectionGemmWorkspaces(SmallVector<KernelParam> &params,
 void appendProjectionWeightMap(SmallVector<KernelParam> &params,
                                const ProjectionGemmSchedule &s,
                                const ProjectionPlan &p);
+
+/// Appends (before the scalars) the input_map and, with a residual, the
+/// residual_map tensor maps of a warp-specialised GEMM variant `s`: the TMA
+/// descriptors of the RMSNorm's x and residual input parameters ([batch,
+/// hidden]), boxes of stageK columns by tileTokens rows
+/// (docs/abi.md section 3.3).
+void appendProjectionActivationMaps(SmallVector<KernelParam> &params,
+                                    const ProjectionGemmSchedule &s,
+                                    const ProjectionPlan &p);
 
 /// Adds the GEMM-shaped variant of a projection kernel with schedule `s` to
 /// `launch`, whose params hold its workspaces (ProjectionGemmKernel.cpp).

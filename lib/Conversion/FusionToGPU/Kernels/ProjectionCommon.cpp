@@ -211,6 +211,9 @@ mlir::fusion::getProjectionGemmShape(const ProjectionPlan &p) {
                                 [](Operation *u) { return isa<YieldOp>(u); });
     shape.norm = yielded ? ProjectionNorm::Other : ProjectionNorm::FoldableRMS;
     shape.residual = static_cast<bool>(rms.getResidual());
+    shape.tmaTokenRows =
+        !p.ops.embedding && !p.ops.sum && isa<BlockArgument>(rms.getInput()) &&
+        (!rms.getResidual() || isa<BlockArgument>(rms.getResidual()));
   } else if (p.ops.layer) {
     shape.norm = ProjectionNorm::Other;
   }

@@ -62,6 +62,7 @@
 #include "Projection.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -84,6 +85,13 @@ struct GemmKernel {
   /// With tmaWeights: the weight's TMA descriptor (generic pointer) and the
   /// stages' mbarriers (createStageBarriers).
   Value weightMap, fullBarriers;
+  /// Warp-specialised: the token and residual rows' TMA descriptors, and
+  /// the stages' `empty` (the consumers released the slot) and `tokens`
+  /// (its token rows and norm weight landed) mbarriers.
+  Value inputMap, residualMap, emptyBarriers, tokenBarriers;
+  /// Warp-specialised: each fold warp's per-token sums of h^2 (f32
+  /// [kFoldWarps, tileTokens]), combined after the loops.
+  Value foldSums;
   Value tid, lane, warp, rank, rowTile, kBegin, isRowTile0;
   bool rms = false, residual = false;
 
@@ -102,6 +110,10 @@ struct GemmKernel {
   int64_t tokenRow() const { return s.tileRows; }
   int64_t residualRow() const { return s.tileRows + s.tileTokens; }
   int64_t normWeightRow() const { return s.stageRows - 1; }
+  /// Warp-specialised: the fold warps' h rows, the wgmma's B operand.
+  int64_t hRow() const {
+    return s.tileRows + s.tileTokens * (residual ? 2 : 1);
+  }
   int64_t foldIters() const {
     return llvm::divideCeil(s.tileTokens * chunksPerRow(), s.blockSize());
   }
@@ -161,6 +173,7 @@ struct GemmKernel {
   void emitBody(ImplicitLocOpBuilder &b);
   void emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart, Value count);
   void copyWeightsByTma(ImplicitLocOpBuilder &b, Value slot, Value k, Value n0);
+  void issueWeightBoxes(ImplicitLocOpBuilder &b, Value slot, Value k, Value n0);
   Value stageParity(ImplicitLocOpBuilder &b, Value tileStart, Value step);
   void alignSlots(ImplicitLocOpBuilder &b);
   void copyRows(ImplicitLocOpBuilder &b, Value src, int64_t rows,
@@ -183,8 +196,22 @@ struct GemmKernel {
                                 SmallVector<Value> &acc);
   void publishPartials(ImplicitLocOpBuilder &b, Value tileStart, Value count,
                        ArrayRef<Value> acc, ArrayRef<Value> sums);
+  void storePartialTile(ImplicitLocOpBuilder &b, Value tileStart, Value count,
+                        ArrayRef<Value> acc);
+  void storePartialSquares(ImplicitLocOpBuilder &b, Value tileStart,
+                           Value count, Value t, Value total);
+  // Warp-specialised (ProjectionGemmSchedule::warpSpecialized).
+  Value ringParity(ImplicitLocOpBuilder &b, Value step, int64_t usesBefore);
+  void emitWarpSpecializedTile(ImplicitLocOpBuilder &b, Value tileStart,
+                               Value count);
+  void produceStages(ImplicitLocOpBuilder &b, Value tileStart, Value first);
+  void foldStages(ImplicitLocOpBuilder &b, Value tileStart, Value count,
+                  Value first);
+  void consumeStages(ImplicitLocOpBuilder &b, Value tileStart, Value count,
+                     Value first);
   void emitArrival(ImplicitLocOpBuilder &b, Value tileStart);
   void emitReduction(ImplicitLocOpBuilder &b, Value tileStart, Value count);
+  void reduceTile(ImplicitLocOpBuilder &b, Value tileStart, Value count);
 };
 
 } // namespace
@@ -214,13 +241,22 @@ void GemmKernel::emitPrologue(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
   if (!s.tmaWeights)
     return;
   weightMap = getGenericPointer(b, weightMapArg);
-  fullBarriers = createStageBarriers(b, func, tid, s.stages);
+  // Warp-specialised, a stage is full once the weights' expect_tx and its
+  // fold warp arrived; empty once each consumer warp did.
+  fullBarriers =
+      createStageBarriers(b, func, tid, s.stages, s.warpSpecialized ? 2 : 1);
+  if (s.warpSpecialized) {
+    emptyBarriers = createStageBarriers(b, func, tid, s.stages, s.warps());
+    tokenBarriers = createStageBarriers(b, func, tid, s.stages);
+  }
   // Only when the first tile runs and waits for them (batch >= 1; the
   // runtime launches a variant from its minBatch >= 2): a CTA must not exit
-  // with bulk copies into its shared memory in flight.
+  // with bulk copies into its shared memory in flight. (Warp-specialised,
+  // every slot is free: the first `stages` steps.)
+  const int64_t early = s.warpSpecialized ? s.stages : s.stages - 1;
   ifThen(b, cmpI(b, CmpIPredicate::sgt, batchArg, constI32(b, 0)),
          [&](ImplicitLocOpBuilder &ib) {
-           for (int64_t i = 0; i + 1 < s.stages && i < steps(); ++i)
+           for (int64_t i = 0; i < early && i < steps(); ++i)
              copyWeightsByTma(ib, constIndex(ib, i),
                               addI(ib, kBegin, constIndex(ib, i * s.stageK)),
                               mulI(ib, rowTile, s.tileRows));
@@ -230,7 +266,10 @@ void GemmKernel::emitPrologue(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
 void GemmKernel::emitBody(ImplicitLocOpBuilder &b) {
   forEachTokenTile(b, p, s.tileTokens,
                    [&](ImplicitLocOpBuilder &tb, Value tileStart, Value count) {
-                     emitTokenTile(tb, tileStart, count);
+                     if (s.warpSpecialized)
+                       emitWarpSpecializedTile(tb, tileStart, count);
+                     else
+                       emitTokenTile(tb, tileStart, count);
                    });
 }
 
@@ -306,25 +345,27 @@ void GemmKernel::alignSlots(ImplicitLocOpBuilder &b) {
 /// before the copies overwrite it.
 void GemmKernel::copyWeightsByTma(ImplicitLocOpBuilder &b, Value slot, Value k,
                                   Value n0) {
-  ifThen(
-      b, cmpI(b, CmpIPredicate::eq, tid, constIndex(b, 0)),
-      [&](ImplicitLocOpBuilder &tb) {
-        Value full = stageBarrier(tb, fullBarriers, slot);
-        fenceSharedForBulkCopies(tb);
-        arriveExpectingBytes(tb, full, s.tileRows * s.weightPitchBytes());
-        Value dst = offsetPointer(tb, smemPtr, slotByte(tb, slot));
-        if (!p.gateUp) {
-          copyTensorBox(tb, dst, weightMap, {k, n0}, full);
-          return;
-        }
-        const int64_t half = s.tileRows / 2;
-        copyTensorBox(tb, dst, weightMap,
-                      {k, weightRow(tb, n0, constIndex(tb, 0))}, full);
-        copyTensorBox(
-            tb,
-            offsetPointer(tb, dst, constIndex(tb, half * s.weightPitchBytes())),
-            weightMap, {k, weightRow(tb, n0, constIndex(tb, half))}, full);
-      });
+  ifThen(b, cmpI(b, CmpIPredicate::eq, tid, constIndex(b, 0)),
+         [&](ImplicitLocOpBuilder &tb) { issueWeightBoxes(tb, slot, k, n0); });
+}
+
+/// copyWeightsByTma's copies, by the calling thread.
+void GemmKernel::issueWeightBoxes(ImplicitLocOpBuilder &b, Value slot, Value k,
+                                  Value n0) {
+  Value full = stageBarrier(b, fullBarriers, slot);
+  fenceSharedForBulkCopies(b);
+  arriveExpectingBytes(b, full, s.tileRows * s.weightPitchBytes());
+  Value dst = offsetPointer(b, smemPtr, slotByte(b, slot));
+  if (!p.gateUp) {
+    copyTensorBox(b, dst, weightMap, {k, n0}, full);
+    return;
+  }
+  const int64_t half = s.tileRows / 2;
+  copyTensorBox(b, dst, weightMap, {k, weightRow(b, n0, constIndex(b, 0))},
+                full);
+  copyTensorBox(
+      b, offsetPointer(b, dst, constIndex(b, half * s.weightPitchBytes())),
+      weightMap, {k, weightRow(b, n0, constIndex(b, half))}, full);
 }
 
 /// The parity (i32) of the phase of stage step % stages's barrier that
@@ -574,7 +615,12 @@ void GemmKernel::multiplyStageByWarpgroup(ImplicitLocOpBuilder &b, Value slot,
   acc.assign(operands.begin(), operands.begin() + acc.size());
   ArrayRef<Value> a = ArrayRef<Value>(operands).drop_front(acc.size());
   fenceWarpgroupMma(b);
-  Value tokens = addI(b, slotByte(b, slot), s.tileRows * s.weightPitchBytes());
+  // B: the token rows (h after the norm's pass); warp-specialised, the fold
+  // warps' h rows.
+  const int64_t bRow = s.warpSpecialized ? hRow() : tokenRow();
+  Value tokens = addI(b, slotByte(b, slot),
+                      s.tileRows * s.weightPitchBytes() +
+                          (bRow - s.tileRows) * s.pitchBytes);
   Value base = LLVM::PtrToIntOp::create(b, b.getI32Type(), smemPtr);
   Value tokensAt = addI(b, base, indexToI32(b, tokens));
   for (int64_t kk = 0; kk < kSteps; ++kk) {
@@ -593,6 +639,28 @@ void GemmKernel::multiplyStageByWarpgroup(ImplicitLocOpBuilder &b, Value slot,
 void GemmKernel::publishPartials(ImplicitLocOpBuilder &b, Value tileStart,
                                  Value count, ArrayRef<Value> acc,
                                  ArrayRef<Value> sums) {
+  storePartialTile(b, tileStart, count, acc);
+  // The chunkPerRow() threads of a token are consecutive lanes.
+  for (int64_t it = 0; it < static_cast<int64_t>(sums.size()); ++it) {
+    Value total = warpReduce(b, sums[it], ReduceKind::Sum, chunksPerRow());
+    Value c = addI(b, tid, it * s.blockSize());
+    Value t = divUI(b, c, constIndex(b, chunksPerRow()));
+    Value first =
+        cmpI(b, CmpIPredicate::eq, remUI(b, c, constIndex(b, chunksPerRow())),
+             constIndex(b, 0));
+    Value inTile = cmpI(b, CmpIPredicate::ult, c,
+                        constIndex(b, s.tileTokens * chunksPerRow()));
+    ifThen(b, andI(b, first, inTile), [&](ImplicitLocOpBuilder &sb) {
+      storePartialSquares(sb, tileStart, count, t, total);
+    });
+  }
+  fenceGPU(b);
+  barrier(b);
+}
+
+/// This warp's accumulators (publishPartials' layout) into partial_out.
+void GemmKernel::storePartialTile(ImplicitLocOpBuilder &b, Value tileStart,
+                                  Value count, ArrayRef<Value> acc) {
   Value g = divUI(b, lane, constIndex(b, 4));
   Value q = remUI(b, lane, constIndex(b, 4));
   Value row0 =
@@ -609,30 +677,21 @@ void GemmKernel::publishPartials(ImplicitLocOpBuilder &b, Value tileStart,
                storeScalar(sb, acc[4 * n + e], partials, at);
              });
     }
-  // The chunkPerRow() threads of a token are consecutive lanes.
-  for (int64_t it = 0; it < static_cast<int64_t>(sums.size()); ++it) {
-    Value total = warpReduce(b, sums[it], ReduceKind::Sum, chunksPerRow());
-    Value c = addI(b, tid, it * s.blockSize());
-    Value t = divUI(b, c, constIndex(b, chunksPerRow()));
-    Value first =
-        cmpI(b, CmpIPredicate::eq, remUI(b, c, constIndex(b, chunksPerRow())),
-             constIndex(b, 0));
-    Value inTile = cmpI(b, CmpIPredicate::ult, c,
-                        constIndex(b, s.tileTokens * chunksPerRow()));
-    Value writes =
-        andI(b, andI(b, first, inTile), cmpI(b, CmpIPredicate::ult, t, count));
-    ifThen(b, writes, [&](ImplicitLocOpBuilder &sb) {
-      Value at = addI(
-          sb,
-          mulI(sb,
-               addI(sb, mulI(sb, addI(sb, tileStart, t), s.rowTiles), rowTile),
-               s.kSplit),
-          rank);
-      storeScalar(sb, total, stats, at);
-    });
-  }
-  fenceGPU(b);
-  barrier(b);
+}
+
+/// Token `t`'s (of the tile) sum of h^2 over this CTA's k range, `total`,
+/// into partial_stats, where the token is in the batch.
+void GemmKernel::storePartialSquares(ImplicitLocOpBuilder &b, Value tileStart,
+                                     Value count, Value t, Value total) {
+  ifThen(
+      b, cmpI(b, CmpIPredicate::ult, t, count), [&](ImplicitLocOpBuilder &sb) {
+        Value token = addI(sb, tileStart, t);
+        Value at = addI(
+            sb,
+            mulI(sb, addI(sb, mulI(sb, token, s.rowTiles), rowTile), s.kSplit),
+            rank);
+        storeScalar(sb, total, stats, at);
+      });
 }
 
 /// Thread 0 counts this CTA's arrival at (token tile, row tile); the CTA
@@ -749,6 +808,13 @@ void GemmKernel::emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart,
   ArrayRef<Value> all(results);
   publishPartials(b, tileStart, count, all.take_front(numAcc),
                   all.drop_front(numAcc));
+  reduceTile(b, tileStart, count);
+}
+
+/// After the partials are published: the arrival and, in the CTA that
+/// arrives last, the reduction and the epilogue.
+void GemmKernel::reduceTile(ImplicitLocOpBuilder &b, Value tileStart,
+                            Value count) {
   emitArrival(b, tileStart);
   Value flag = loadScalar(b, lastFlag, constIndex(b, 0));
   ifThen(b, cmpI(b, CmpIPredicate::ne, flag, constI32(b, 0)),
@@ -759,9 +825,227 @@ void GemmKernel::emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart,
          });
 }
 
+//===----------------------------------------------------------------------===//
+// Warp-specialised (docs/gemm-warp-specialized-plan.md)
+//===----------------------------------------------------------------------===//
+
+/// The parity (i32) of ((`step` / stages) + `offset`) mod 2: with offset 0
+/// the phase of the slot's barriers that global step `step` waits for (the
+/// ring's phases run on across token tiles), with 1 that of the slot's
+/// previous use.
+Value GemmKernel::ringParity(ImplicitLocOpBuilder &b, Value step,
+                             int64_t offset) {
+  Value phase = addI(b, divUI(b, step, constIndex(b, s.stages)), offset);
+  return arith::IndexCastOp::create(b, b.getI32Type(),
+                                    remUI(b, phase, constIndex(b, 2)));
+}
+
+/// One token tile, warp-specialised: the consumer warps, the producer
+/// warp's lane 0 and the fold warps each run their loop over the CTA's
+/// steps (global steps `first` + step, `first` = the earlier tiles' steps),
+/// synchronised by the stages' mbarriers only; then every warp has
+/// published what it holds, and the arrival, the reduction and the epilogue
+/// follow as in emitTokenTile.
+void GemmKernel::emitWarpSpecializedTile(ImplicitLocOpBuilder &b,
+                                         Value tileStart, Value count) {
+  Value first =
+      mulI(b, divUI(b, tileStart, constIndex(b, s.tileTokens)), steps());
+  Value producer = constIndex(b, s.warps());
+  ifThenElse(
+      b, cmpI(b, CmpIPredicate::ult, warp, producer),
+      [&](ImplicitLocOpBuilder &cb) {
+        consumeStages(cb, tileStart, count, first);
+      },
+      [&](ImplicitLocOpBuilder &ob) {
+        ifThenElse(
+            ob, cmpI(ob, CmpIPredicate::eq, warp, producer),
+            [&](ImplicitLocOpBuilder &pb) {
+              ifThen(pb, cmpI(pb, CmpIPredicate::eq, lane, constIndex(pb, 0)),
+                     [&](ImplicitLocOpBuilder &lb) {
+                       produceStages(lb, tileStart, first);
+                     });
+            },
+            [&](ImplicitLocOpBuilder &fb) {
+              foldStages(fb, tileStart, count, first);
+            });
+      });
+  // The fold warps' sums of each token, added in fold-warp order.
+  barrier(b);
+  ifThen(b, cmpI(b, CmpIPredicate::ult, tid, constIndex(b, s.tileTokens)),
+         [&](ImplicitLocOpBuilder &sb) {
+           Value total;
+           for (int64_t f = 0; f < ProjectionGemmSchedule::kFoldWarps; ++f) {
+             Value v =
+                 loadScalar(sb, foldSums, addI(sb, tid, f * s.tileTokens));
+             total = total ? addF(sb, total, v) : v;
+           }
+           storePartialSquares(sb, tileStart, count, tid, total);
+         });
+  fenceGPU(b);
+  barrier(b);
+  reduceTile(b, tileStart, count);
+}
+
+/// The producer warp's lane 0, for each step: once the consumers released
+/// the slot's previous step (`empty`), the weight boxes on `full` (global
+/// steps below `stages` emitPrologue issued: the schedule keeps stages <=
+/// steps, so those are the first tile's), then on `tokens` a TMA box of
+/// the tile's tileTokens x rows from row tileStart (and one of the
+/// residual rows) and the norm weight's stageK elements by a bulk copy.
+/// Rows past the batch are read (the maps cover the buffers' capacity rows,
+/// TMA fills rows past them with zeros) and reach only tokens whose results
+/// are never stored.
+void GemmKernel::produceStages(ImplicitLocOpBuilder &b, Value tileStart,
+                               Value first) {
+  const int64_t elemBytes = getTypeBytes(p.act);
+  const int64_t tokenBytes =
+      s.tileTokens * s.pitchBytes * (residual ? 2 : 1) + s.stageK * elemBytes;
+  Value n0 = mulI(b, rowTile, s.tileRows);
+  forLoop(
+      b, constIndex(b, 0), constIndex(b, steps()), constIndex(b, 1),
+      [&](ImplicitLocOpBuilder &lb, Value step) {
+        Value g = addI(lb, first, step);
+        Value slot = remUI(lb, g, constIndex(lb, s.stages));
+        Value k = addI(lb, kBegin, mulI(lb, step, s.stageK));
+        ifThen(lb, cmpI(lb, CmpIPredicate::uge, g, constIndex(lb, s.stages)),
+               [&](ImplicitLocOpBuilder &wb) {
+                 waitBarrierPhase(wb, stageBarrier(wb, emptyBarriers, slot),
+                                  ringParity(wb, g, 1));
+                 issueWeightBoxes(wb, slot, k, n0);
+               });
+        Value tokens = stageBarrier(lb, tokenBarriers, slot);
+        arriveExpectingBytes(lb, tokens, tokenBytes);
+        auto rowAt = [&](int64_t row) {
+          Value zero = constIndex(lb, 0);
+          return offsetPointer(
+              lb, smemPtr,
+              mulI(lb, smemAt(lb, slot, row, zero, zero), elemBytes));
+        };
+        copyTensorBox(lb, rowAt(tokenRow()), inputMap, {k, tileStart}, tokens);
+        if (residual)
+          copyTensorBox(lb, rowAt(residualRow()), residualMap, {k, tileStart},
+                        tokens);
+        copyBulk(lb, rowAt(normWeightRow()),
+                 offsetPointer(lb, normWeightPtr, mulI(lb, k, elemBytes)),
+                 s.stageK * elemBytes, tokens);
+      });
+}
+
+/// Fold warp f (of kFoldWarps) takes the global steps f, f + kFoldWarps,
+/// ..., so that each owns whole slots (stages % kFoldWarps == 0: a slot's
+/// `tokens` phases are then waited for in order by one warp) and the fold
+/// warps' per-stage latencies overlap (bench/diagnostics/
+/// gemm_warp_specialized.cu: one fold warp for every stage was 1.3x
+/// slower). For each of its steps: once the slot's token rows landed,
+/// h = round(x + residual) into the slot's h rows (128-byte swizzled: the
+/// wgmma's B), residual_out from row tile 0's CTAs, the sums of h^2 of
+/// every token; then the async-proxy fence (the wgmmas read h) and the
+/// warp's arrival on `full`. At the end its per-token sums go to foldSums.
+void GemmKernel::foldStages(ImplicitLocOpBuilder &b, Value tileStart,
+                            Value count, Value first) {
+  constexpr int64_t kFold = ProjectionGemmSchedule::kFoldWarps;
+  const int64_t iters = s.tileTokens * chunksPerRow() / 32, H = p.hidden;
+  Value f = subI(b, warp, constIndex(b, s.warps() + 1));
+  Value cpr = constIndex(b, chunksPerRow());
+  SmallVector<Value> init(iters, constF32(b, 0.0));
+  SmallVector<Value> sums = forLoopWithValues(
+      b, constIndex(b, 0), constIndex(b, steps()), constIndex(b, 1), init,
+      [&](ImplicitLocOpBuilder &lb, Value step,
+          ValueRange args) -> SmallVector<Value> {
+        Value g = addI(lb, first, step);
+        Value mine =
+            cmpI(lb, CmpIPredicate::eq, remUI(lb, g, constIndex(lb, kFold)), f);
+        auto fold = [&](ImplicitLocOpBuilder &fb) -> SmallVector<Value> {
+          Value slot = remUI(fb, g, constIndex(fb, s.stages));
+          waitBarrierPhase(fb, stageBarrier(fb, tokenBarriers, slot),
+                           ringParity(fb, g, 0));
+          Value k = addI(fb, kBegin, mulI(fb, step, s.stageK));
+          SmallVector<Value> out;
+          for (int64_t it = 0; it < iters; ++it) {
+            Value c = addI(fb, lane, 32 * it);
+            Value t = divUI(fb, c, cpr);
+            Value col = mulI(fb, remUI(fb, c, cpr), kVectorWidth);
+            Value h = loadVector(fb, smem, smemAt(fb, slot, tokenRow(), t, col),
+                                 kVectorWidth);
+            if (residual) {
+              Value r =
+                  loadVector(fb, smem, smemAt(fb, slot, residualRow(), t, col),
+                             kVectorWidth);
+              h = truncFromF32(fb, addF(fb, extToF32(fb, h), extToF32(fb, r)),
+                               p.act);
+            }
+            storeVector(fb, h, smem, smemAt(fb, slot, hRow(), t, col));
+            if (Value dst = p.norm.residualOut)
+              ifThen(
+                  fb,
+                  andI(fb, isRowTile0, cmpI(fb, CmpIPredicate::ult, t, count)),
+                  [&](ImplicitLocOpBuilder &wb) {
+                    Value at = addI(wb, mulI(wb, addI(wb, tileStart, t), H),
+                                    addI(wb, k, col));
+                    storeVector(wb, h, dst, at);
+                  });
+            Value h32 = extToF32(fb, h);
+            Value squares = vector::ReductionOp::create(
+                fb, vector::CombiningKind::ADD, mulF(fb, h32, h32));
+            out.push_back(addF(fb, args[it], squares));
+          }
+          fenceSharedForBulkCopies(fb);
+          NVVM::SyncWarpOp::create(fb, constI32(fb, -1));
+          ifThen(fb, cmpI(fb, CmpIPredicate::eq, lane, constIndex(fb, 0)),
+                 [&](ImplicitLocOpBuilder &ab) {
+                   arriveOnBarrier(ab, stageBarrier(ab, fullBarriers, slot));
+                 });
+          return out;
+        };
+        return ifThenElseValues(
+            lb, ValueRange(args).getTypes(), mine, fold,
+            [&](ImplicitLocOpBuilder &) { return SmallVector<Value>(args); });
+      });
+  // A token's chunksPerRow() chunks are consecutive lanes.
+  for (int64_t it = 0; it < iters; ++it) {
+    Value total = warpReduce(b, sums[it], ReduceKind::Sum, chunksPerRow());
+    Value c = addI(b, lane, 32 * it);
+    ifThen(b, cmpI(b, CmpIPredicate::eq, remUI(b, c, cpr), constIndex(b, 0)),
+           [&](ImplicitLocOpBuilder &sb) {
+             Value at = addI(sb, mulI(sb, f, s.tileTokens), divUI(sb, c, cpr));
+             storeScalar(sb, total, foldSums, at);
+           });
+  }
+}
+
+/// The consumer warps, for each step: once the slot is full, the stage by
+/// warpgroup MMA (the weight fragments scaled by the norm weight, times h;
+/// waited for), then each warp's arrival on `empty`. Then the partial tile.
+void GemmKernel::consumeStages(ImplicitLocOpBuilder &b, Value tileStart,
+                               Value count, Value first) {
+  SmallVector<Value> init(4 * s.tileTokens / 8, constF32(b, 0.0));
+  SmallVector<Value> acc = forLoopWithValues(
+      b, constIndex(b, 0), constIndex(b, steps()), constIndex(b, 1), init,
+      [&](ImplicitLocOpBuilder &lb, Value step,
+          ValueRange args) -> SmallVector<Value> {
+        Value g = addI(lb, first, step);
+        Value slot = remUI(lb, g, constIndex(lb, s.stages));
+        waitBarrierPhase(lb, stageBarrier(lb, fullBarriers, slot),
+                         ringParity(lb, g, 0));
+        SmallVector<Value> a(args);
+        multiplyStageByWarpgroup(lb, slot, a);
+        ifThen(lb, cmpI(lb, CmpIPredicate::eq, lane, constIndex(lb, 0)),
+               [&](ImplicitLocOpBuilder &ab) {
+                 arriveOnBarrier(ab, stageBarrier(ab, emptyBarriers, slot));
+               });
+        return a;
+      });
+  storePartialTile(b, tileStart, count, acc);
+}
+
 void mlir::fusion::appendProjectionGemmWorkspaces(
-    SmallVector<KernelParam> &params, const ProjectionGemmSchedule &s,
+    SmallVector<KernelParam> &params, ArrayRef<ProjectionGemmSchedule> variants,
     int64_t rows, bool rmsNorm, MLIRContext *context) {
+  // The variants share the workspaces: sized for the largest k split (a
+  // warp-specialised variant splits less than the others).
+  ProjectionGemmSchedule s = variants.front();
+  for (const ProjectionGemmSchedule &v : variants)
+    s.kSplit = std::max(s.kSplit, v.kSplit);
   Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
   const std::string batch(contract::dim::kBatch);
   namespace role = contract::role;
@@ -815,12 +1099,33 @@ void mlir::fusion::appendProjectionWeightMap(SmallVector<KernelParam> &params,
   params.insert(firstScalar, std::move(map));
 }
 
+void mlir::fusion::appendProjectionActivationMaps(
+    SmallVector<KernelParam> &params, const ProjectionGemmSchedule &s,
+    const ProjectionPlan &p) {
+  RMSNormOp rms = p.ops.rms;
+  assert(rms && "warp-specialised variants fold an RMSNorm");
+  auto insert = [&](Value operand, StringRef role) {
+    const int64_t index = cast<BlockArgument>(operand).getArgNumber();
+    const KernelParam &target = params[index];
+    KernelParam map{KernelParam::Kind::TensorMap, role.str(),
+                    target.elementType, target.shape};
+    map.tensorMap = contract::TensorMapSpec{index, s.tileTokens, s.stageK};
+    auto firstScalar = llvm::find_if(params, [](const KernelParam &q) {
+      return q.kind == KernelParam::Kind::Scalar;
+    });
+    params.insert(firstScalar, std::move(map));
+  };
+  insert(rms.getInput(), contract::role::kInputMap);
+  if (Value residual = rms.getResidual())
+    insert(residual, contract::role::kResidualMap);
+}
+
 /// The #fusion.projection_gemm_schedule of `s`.
 static FailureOr<ProjectionGemmScheduleAttr>
 getScheduleAttr(KernelOp kernel, const ProjectionGemmSchedule &s) {
   return getCheckedSchedule<ProjectionGemmScheduleAttr>(
       kernel, s.blockSize(), s.warps(), s.grid(), s.tileRows, s.tileTokens,
-      s.kSplit, s.stageK, s.stages, s.minCtasPerSM, s.wgmma);
+      s.kSplit, s.stageK, s.stages, s.minCtasPerSM, s.wgmma, s.warpSpecialized);
 }
 
 LogicalResult mlir::fusion::emitProjectionGemmVariant(
@@ -861,6 +1166,10 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
   k.smem = getDynamicSharedBuffer(b, module, p.act,
                                   s.dynamicSharedBytes / getTypeBytes(p.act));
   k.lastFlag = addWorkgroupBuffer(*func, b.getI32Type(), 1);
+  if (s.warpSpecialized)
+    k.foldSums =
+        addWorkgroupBuffer(*func, b.getF32Type(),
+                           ProjectionGemmSchedule::kFoldWarps * s.tileTokens);
   (*func)->setAttr("nvvm.minctasm", b.getI32IntegerAttr(s.minCtasPerSM));
   k.weightPtr = getGlobalPointer(b, p.weight);
   if (p.norm.input || p.norm.table)
@@ -870,6 +1179,11 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
     k.residualPtr = getGlobalPointer(b, p.norm.residual);
   if (k.rms)
     k.normWeightPtr = getGlobalPointer(b, p.norm.weight);
+  if (s.warpSpecialized) {
+    k.inputMap = getGenericPointer(b, arg(contract::role::kInputMap));
+    if (k.residual)
+      k.residualMap = getGenericPointer(b, arg(contract::role::kResidualMap));
+  }
   k.partials = arg(contract::role::kPartialOut);
   if (k.rms)
     k.stats = arg(contract::role::kPartialStats);

@@ -529,10 +529,13 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
   launch.params = getDefaultKernelParams(kernel);
   if (!gemm.empty())
     appendProjectionGemmWorkspaces(
-        launch.params, gemm.front(), p.rows,
+        launch.params, gemm, p.rows,
         gemmShape.norm == ProjectionNorm::FoldableRMS, kernel.getContext());
   if (!gemm.empty() && gemm.front().tmaWeights)
     appendProjectionWeightMap(launch.params, gemm.front(), p);
+  for (const ProjectionGemmSchedule &g : gemm)
+    if (g.warpSpecialized)
+      appendProjectionActivationMaps(launch.params, g, p);
   if (p.ops.argmax)
     appendArgmaxWorkspaces(launch.params, kernel.getContext());
   launch.blockSize = s.blockSize;

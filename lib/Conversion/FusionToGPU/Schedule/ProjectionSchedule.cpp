@@ -208,6 +208,61 @@ static int64_t chooseGemmTileRows(int64_t headDim, int64_t heads) {
   return rows % 16 == 0 && rows <= 256 ? rows : 0;
 }
 
+/// Makes `s` (a wgmma variant of 16 tokens) warp-specialised where that
+/// applies: a foldable RMSNorm over TMA-readable token rows, and a grid
+/// that fills at least half the SMs. Fewer, longer CTAs than the split-K
+/// rule of the other variants (nothing waits per stage but the data;
+/// bench/diagnostics/gemm_warp_specialized.cu, docs/performance.md entries
+/// 42 and 43: k split 2, 8 stages, for the 8B shape's q/k/v): the largest
+/// power-of-two split up to 8 whose grid fits the SMs once, then as many
+/// stages, in whole rounds of the fold warps, as one CTA per SM holds, or,
+/// where the grid passes the SMs, as two CTAs per SM hold. Returns false
+/// (and leaves `s`) where the target does not ask for it, it does not
+/// apply or no round of stages fits.
+static bool chooseWarpSpecialized(const ProjectionGemmShape &shape,
+                                  const TargetInfo &target,
+                                  ProjectionGemmSchedule &s) {
+  const ProjectionShape &proj = shape.projection;
+  const int64_t sms = target.getSMCount();
+  if (!target.wantsWarpSpecializedGemm() || !s.wgmma || s.tileTokens != 16 ||
+      !shape.tmaTokenRows || shape.norm != ProjectionNorm::FoldableRMS)
+    return false;
+  ProjectionGemmSchedule w = s;
+  w.warpSpecialized = true;
+  w.kSplit = 8;
+  while (w.kSplit > 1 && (w.rowTiles * w.kSplit > sms ||
+                          proj.hidden % (w.stageK * w.kSplit) != 0))
+    w.kSplit /= 2;
+  if (2 * w.grid() < sms)
+    return false;
+  // x, the residual, h: T rows each; the norm weight: one.
+  w.stageRows = w.tileRows + w.tileTokens * (shape.residual ? 3 : 2) + 1;
+  w.slotBytes = llvm::alignTo(w.stageRows * w.pitchBytes, 1024);
+  w.minCtasPerSM = w.grid() > sms ? 2 : 1;
+  const int64_t staticBytes = kWarpSpecializedStaticSharedBytes +
+                              (proj.argmax ? getArgmaxSharedBytes(16) : 0);
+  auto ctaShared = [&](int64_t stages) {
+    return stages * w.slotBytes + 1024 + staticBytes +
+           target.getReservedSharedBytesPerCTA();
+  };
+  const int64_t maxStages =
+      std::min(kMaxWarpSpecializedStages, proj.hidden / w.stageK / w.kSplit);
+  // Whole rounds of the fold warps (each owns the slots of its steps).
+  constexpr int64_t kFold = ProjectionGemmSchedule::kFoldWarps;
+  w.stages = 0;
+  while (w.stages + kFold <= maxStages &&
+         w.minCtasPerSM * ctaShared(w.stages + kFold) <=
+             target.getOccupancySharedBytes() &&
+         ctaShared(w.stages + kFold) - target.getReservedSharedBytesPerCTA() <=
+             target.getMaxSharedBytesPerCTA())
+    w.stages += kFold;
+  if (w.stages < kFold)
+    return false;
+  w.dynamicSharedBytes = w.stages * w.slotBytes + 1024;
+  s = w;
+  return true;
+}
+
 llvm::SmallVector<ProjectionGemmSchedule, 3>
 mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
                                             const TargetInfo &target) {
@@ -283,6 +338,7 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
            s.minCtasPerSM * ctaShared(s.stages + 1) <= occupancy)
       ++s.stages;
     s.dynamicSharedBytes = bytes(s.stages);
+    chooseWarpSpecialized(shape, target, s);
     schedules.push_back(s);
   }
   return schedules;

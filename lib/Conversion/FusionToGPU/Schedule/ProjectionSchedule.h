@@ -131,6 +131,9 @@ struct ProjectionGemmShape {
   ProjectionNorm norm = ProjectionNorm::None;
   /// The norm adds a residual (a second activation row per token).
   bool residual = false;
+  /// The token rows (x, and the residual) are kernel parameters that TMA
+  /// can read in boxes: no embedding gather, no summed partials.
+  bool tmaTokenRows = false;
 };
 
 /// The GEMM-shaped variant's schedule (Kernels/ProjectionGemmKernel.cpp): a
@@ -170,6 +173,15 @@ struct ProjectionGemmSchedule {
   /// like the weight rows (as are the residual and norm-weight rows); else
   /// mma.sync.m16n8k16 with both operands by ldmatrix.
   bool wgmma = false;
+  /// Warp-specialised (with wgmma; docs/gemm-warp-specialized-plan.md): the
+  /// warps() consumer warps only multiply; one producer warp issues each
+  /// stage's TMA copies (the weight box, the token and residual rows by the
+  /// kernel's input_map / residual_map, the norm weight by a bulk copy) and
+  /// kFoldWarps fold warps run the norm's pass into the stage's h rows,
+  /// all synchronised by per-stage mbarriers (full, empty, tokens) with no
+  /// CTA barrier in the loop. The stage rows are then the weights, x, the
+  /// residual (with one), h and the norm weight.
+  bool warpSpecialized = false;
   /// Bytes of one stage slot: the weight rows, then the other rows at
   /// pitchBytes (rounded up to 1 KiB with tmaWeights).
   int64_t slotBytes = 0;
@@ -186,8 +198,12 @@ struct ProjectionGemmSchedule {
   int64_t weightPitchBytes() const {
     return tmaWeights && !wgmma ? pitchBytes - 16 : pitchBytes;
   }
+  /// The warps that multiply (16 weight rows each).
   int64_t warps() const { return tileRows / 16; }
-  int64_t blockSize() const { return 32 * warps(); }
+  /// The producer warp and the fold warps of a warp-specialised variant.
+  static constexpr int64_t kFoldWarps = 2;
+  int64_t supportWarps() const { return warpSpecialized ? 1 + kFoldWarps : 0; }
+  int64_t blockSize() const { return 32 * (warps() + supportWarps()); }
   int64_t grid() const { return rowTiles * kSplit; }
 };
 
@@ -198,6 +214,13 @@ inline constexpr int64_t kMaxGemmStages = 6;
 /// and up to kMaxGemmStages stage mbarriers of 8 bytes (plus
 /// getArgmaxSharedBytes with an argmax).
 inline constexpr int64_t kGemmStaticSharedBytes = 16 + 8 * kMaxGemmStages;
+/// Most stages of a warp-specialised variant, and its static shared memory:
+/// the arrival flag, three mbarriers per stage and the fold warps' sums of
+/// 16 tokens.
+inline constexpr int64_t kMaxWarpSpecializedStages = 8;
+inline constexpr int64_t kWarpSpecializedStaticSharedBytes =
+    16 + 3 * 8 * kMaxWarpSpecializedStages +
+    4 * ProjectionGemmSchedule::kFoldWarps * 16;
 
 /// The GEMM-shaped variants of a projection kernel, by ascending minBatch
 /// (token tiles of 16 from batch 2, 32 from 17, 64 from 33; larger batches
@@ -216,6 +239,10 @@ inline constexpr int64_t kGemmStaticSharedBytes = 16 + 8 * kMaxGemmStages;
 /// allow still fit and the CTA has that many k steps. With TMA weights on
 /// an arch-specific target (sm_90a) and row tiles of whole warpgroups (a
 /// multiple of 64 rows), the variants multiply by warpgroup MMA (`wgmma`).
+/// Where the target asks for it (wantsWarpSpecializedGemm), the 16-token
+/// variant of a foldable RMSNorm with tmaTokenRows is then warp-specialised
+/// where its grid fills at least half the SMs (chooseWarpSpecialized;
+/// docs/performance.md entries 43 and 44).
 llvm::SmallVector<ProjectionGemmSchedule, 3>
 chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
                               const TargetInfo &target);

@@ -107,12 +107,14 @@ verifyGeometry(function_ref<InFlightDiagnostic()> emitError, StringRef entry,
 }
 
 /// A tensor_map's own fields (the input it names is checked by LaunchAttr):
-/// `of` and `box` exactly on tensor maps, an f16/bf16 2-D constant shape,
-/// a box of 1-256 rows by 128 bytes (contract::TensorMapSpec).
+/// `of` and `box` exactly on tensor maps, an f16/bf16 2-D shape of constant
+/// columns, constant rows for a weight_map and "batch" rows for the
+/// activations' maps (contract::TensorMapSpec), a box of 1-256 rows by 128
+/// bytes.
 static LogicalResult
 verifyTensorMap(function_ref<InFlightDiagnostic()> emitError,
-                contract::ParamKind kind, Type dtype, ArrayAttr shape,
-                int64_t of, DenseI64ArrayAttr box) {
+                contract::ParamKind kind, StringRef role, Type dtype,
+                ArrayAttr shape, int64_t of, DenseI64ArrayAttr box) {
   bool map = kind == contract::ParamKind::TensorMap;
   if (map != (of >= 0) || map != static_cast<bool>(box))
     return emitError() << "'of' and 'box' are given exactly on tensor_map "
@@ -121,9 +123,21 @@ verifyTensorMap(function_ref<InFlightDiagnostic()> emitError,
     return success();
   if (!dtype.isF16() && !dtype.isBF16())
     return emitError() << "a tensor_map maps an f16 or bf16 tensor";
-  if (!shape || shape.size() != 2 ||
-      !llvm::all_of(shape, [](Attribute a) { return isa<IntegerAttr>(a); }))
-    return emitError() << "a tensor_map's shape is 2-D and constant";
+  const bool weights = role == StringRef(contract::role::kWeightMap.data(),
+                                         contract::role::kWeightMap.size());
+  auto rowsOk = [&](Attribute a) {
+    if (weights)
+      return isa<IntegerAttr>(a);
+    auto symbol = dyn_cast<StringAttr>(a);
+    return symbol &&
+           symbol.getValue() == StringRef(contract::dim::kBatch.data(),
+                                          contract::dim::kBatch.size());
+  };
+  if (!shape || shape.size() != 2 || !rowsOk(shape[0]) ||
+      !isa<IntegerAttr>(shape[1]))
+    return emitError() << role << " shape must be 2-D: "
+                       << (weights ? "constant" : "\"batch\"")
+                       << " rows, constant columns";
   const int64_t rowBytes = contract::TensorMapSpec().swizzleBytes;
   if (box.size() != 2 || box[0] < 1 || box[0] > 256 || box[1] * 2 != rowBytes)
     return emitError() << "a tensor_map's box is [1 to 256 rows, "
@@ -152,7 +166,7 @@ KernelParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "scalars are i32";
   if (zeroInit && kind != contract::ParamKind::Workspace)
     return emitError() << "only a workspace can be zero_init";
-  if (failed(verifyTensorMap(emitError, kind, dtype, shape, of, box)))
+  if (failed(verifyTensorMap(emitError, kind, role, dtype, shape, of, box)))
     return failure();
   return shape ? verifyLaunchDims(emitError, shape, "shape", 1) : success();
 }
@@ -176,14 +190,13 @@ verifyMappedInput(function_ref<InFlightDiagnostic()> emitError,
   auto input = map.getOf() < static_cast<int64_t>(params.size())
                    ? dyn_cast<KernelParamAttr>(params[map.getOf()])
                    : KernelParamAttr();
-  auto isRole = [&](std::string_view role) {
-    return std::string_view(input.getRole().data(), input.getRole().size()) ==
-           role;
-  };
+  const contract::RoleList targets = contract::tensorMapTargetRoles(
+      {map.getRole().data(), map.getRole().size()});
   if (!input || input.getKind() != contract::ParamKind::Input ||
-      (!isRole(contract::role::kWeight) && !isRole(contract::role::kQKVWeight)))
-    return emitError() << "params[" << i << "] maps params[" << map.getOf()
-                       << "], which is not a weight input";
+      !targets.contains({input.getRole().data(), input.getRole().size()}))
+    return emitError() << "params[" << i << "] (" << map.getRole()
+                       << ") maps params[" << map.getOf()
+                       << "], which is not an input it describes";
   if (input.getDtype() != map.getDtype() || input.getShape() != map.getShape())
     return emitError() << "params[" << i << "] maps params[" << map.getOf()
                        << "] with another dtype or shape";

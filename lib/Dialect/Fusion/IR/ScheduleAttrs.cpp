@@ -119,7 +119,7 @@ LogicalResult ProjectionGemmScheduleAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t threads,
     int64_t warps, int64_t grid, int64_t tileRows, int64_t tileTokens,
     int64_t kSplit, int64_t stageK, int64_t stages, int64_t minCtasPerSm,
-    bool warpgroupMma) {
+    bool warpgroupMma, bool warpSpecialized) {
   StringRef kind = getMnemonic();
   if (failed(verifySchedule(emitError, kind, threads,
                             {{"warps", warps},
@@ -129,9 +129,18 @@ LogicalResult ProjectionGemmScheduleAttr::verify(
                              {"k_split", kSplit},
                              {"stage_k", stageK},
                              {"stages", stages},
-                             {"min_ctas_per_sm", minCtasPerSm}})) ||
-      failed(verifyWarps(emitError, kind, threads, warps)))
+                             {"min_ctas_per_sm", minCtasPerSm}})))
     return failure();
+  if (warpSpecialized && !warpgroupMma)
+    return emitError() << kind << " warp_specialized needs warpgroup_mma";
+  // warp_specialized: a producer warp and two fold warps besides `warps`.
+  if (!warpSpecialized && failed(verifyWarps(emitError, kind, threads, warps)))
+    return failure();
+  if (warpSpecialized && threads != 32 * (warps + 3))
+    return emitError() << kind << " threads (" << threads
+                       << ") must be 32 x (warps + 3) with warp_specialized "
+                          "(warps "
+                       << warps << ")";
   if (tileRows != 16 * warps)
     return emitError() << kind << " tile_rows (" << tileRows
                        << ") must be 16 x warps (" << warps

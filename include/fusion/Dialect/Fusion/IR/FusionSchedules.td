@@ -101,6 +101,12 @@ def Fusion_ProjectionGemmScheduleAttr
     `warpgroup_mma` (sm_90a; printed only when true): each group of four
     warps multiplies its 64 rows by `wgmma.mma_async` (`tile_rows` then a
     multiple of 64, `stage_k` 64) instead of `mma.sync`.
+    `warp_specialized` (with `warpgroup_mma`; printed only when true): the
+    `warps` warps only multiply; one producer warp issues each stage's TMA
+    copies (the weights, and the token and residual rows through the
+    kernel's `input_map` / `residual_map`) and two fold warps run the norm's
+    pass, synchronised by mbarriers with no CTA barrier in the loop, so
+    `threads` = 32 x (`warps` + 3) (docs/gemm-warp-specialized-plan.md).
 
     ```mlir
     #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192,
@@ -112,7 +118,8 @@ def Fusion_ProjectionGemmScheduleAttr
                         "int64_t":$tile_rows, "int64_t":$tile_tokens,
                         "int64_t":$k_split, "int64_t":$stage_k,
                         "int64_t":$stages, "int64_t":$min_ctas_per_sm,
-                        DefaultValuedParameter<"bool", "false">:$warpgroup_mma);
+                        DefaultValuedParameter<"bool", "false">:$warpgroup_mma,
+                        DefaultValuedParameter<"bool", "false">:$warp_specialized);
 }
 
 def Fusion_SplitKvAttentionScheduleAttr
