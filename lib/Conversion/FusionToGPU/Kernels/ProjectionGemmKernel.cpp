@@ -221,7 +221,8 @@ struct GemmKernel {
 /// and tile indices, the stage slots, before the wait the L2 prefetch of
 /// the CTA's weights (shouldPrefetchWeights) and, with tmaWeights, the stage
 /// barriers and the TMA copies of the first token tile's first stages - 1
-/// weight steps (their bytes land while the previous kernel finishes).
+/// weight steps (warp-specialised: `stages`; their bytes land while the
+/// previous kernel finishes).
 /// `batchArg` is the i32 batch parameter. The weights are model arguments
 /// that no kernel writes (docs/abi.md section 1).
 void GemmKernel::emitPrologue(ImplicitLocOpBuilder &b, gpu::GPUFuncOp func,
@@ -1038,6 +1039,28 @@ void GemmKernel::consumeStages(ImplicitLocOpBuilder &b, Value tileStart,
   storePartialTile(b, tileStart, count, acc);
 }
 
+/// Inserts `added` before the first scalar of `params` (the ABI order:
+/// inputs, outputs, workspaces, tensor maps, scalars).
+static void insertBeforeScalars(SmallVector<KernelParam> &params,
+                                ArrayRef<KernelParam> added) {
+  auto firstScalar = llvm::find_if(params, [](const KernelParam &p) {
+    return p.kind == KernelParam::Kind::Scalar;
+  });
+  params.insert(firstScalar, added.begin(), added.end());
+}
+
+/// Inserts (before the scalars) a tensor map of role `role` over input
+/// parameter `index`, of its dtype and shape, in boxes of `boxRows` x
+/// `boxCols`.
+static void insertTensorMap(SmallVector<KernelParam> &params, int64_t index,
+                            StringRef role, int64_t boxRows, int64_t boxCols) {
+  const KernelParam &target = params[index];
+  KernelParam map{KernelParam::Kind::TensorMap, role.str(), target.elementType,
+                  target.shape};
+  map.tensorMap = contract::TensorMapSpec{index, boxRows, boxCols};
+  insertBeforeScalars(params, {map});
+}
+
 void mlir::fusion::appendProjectionGemmWorkspaces(
     SmallVector<KernelParam> &params, ArrayRef<ProjectionGemmSchedule> variants,
     int64_t rows, bool rmsNorm, MLIRContext *context) {
@@ -1066,10 +1089,7 @@ void mlir::fusion::appendProjectionGemmWorkspaces(
                        std::string(role::kPartialStats),
                        f32,
                        {batch, std::to_string(s.rowTiles * s.kSplit)}});
-  auto firstScalar = llvm::find_if(params, [](const KernelParam &p) {
-    return p.kind == KernelParam::Kind::Scalar;
-  });
-  params.insert(firstScalar, workspaces.begin(), workspaces.end());
+  insertBeforeScalars(params, workspaces);
 }
 
 void mlir::fusion::appendProjectionWeightMap(SmallVector<KernelParam> &params,
@@ -1088,15 +1108,9 @@ void mlir::fusion::appendProjectionWeightMap(SmallVector<KernelParam> &params,
          (weight.role == contract::role::kWeight ||
           weight.role == contract::role::kQKVWeight) &&
          "the projection's weight is an input parameter");
-  KernelParam map{KernelParam::Kind::TensorMap,
-                  std::string(contract::role::kWeightMap), weight.elementType,
-                  weight.shape};
-  map.tensorMap = contract::TensorMapSpec{
-      index, p.gateUp ? s.tileRows / 2 : s.tileRows, s.stageK};
-  auto firstScalar = llvm::find_if(params, [](const KernelParam &p) {
-    return p.kind == KernelParam::Kind::Scalar;
-  });
-  params.insert(firstScalar, std::move(map));
+  (void)weight;
+  insertTensorMap(params, index, contract::role::kWeightMap,
+                  p.gateUp ? s.tileRows / 2 : s.tileRows, s.stageK);
 }
 
 void mlir::fusion::appendProjectionActivationMaps(
@@ -1105,15 +1119,8 @@ void mlir::fusion::appendProjectionActivationMaps(
   RMSNormOp rms = p.ops.rms;
   assert(rms && "warp-specialised variants fold an RMSNorm");
   auto insert = [&](Value operand, StringRef role) {
-    const int64_t index = cast<BlockArgument>(operand).getArgNumber();
-    const KernelParam &target = params[index];
-    KernelParam map{KernelParam::Kind::TensorMap, role.str(),
-                    target.elementType, target.shape};
-    map.tensorMap = contract::TensorMapSpec{index, s.tileTokens, s.stageK};
-    auto firstScalar = llvm::find_if(params, [](const KernelParam &q) {
-      return q.kind == KernelParam::Kind::Scalar;
-    });
-    params.insert(firstScalar, std::move(map));
+    insertTensorMap(params, cast<BlockArgument>(operand).getArgNumber(), role,
+                    s.tileTokens, s.stageK);
   };
   insert(rms.getInput(), contract::role::kInputMap);
   if (Value residual = rms.getResidual())
