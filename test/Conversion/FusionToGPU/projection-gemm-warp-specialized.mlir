@@ -42,7 +42,8 @@
 // CHECK: griddepcontrol.wait
 // The consumer warps (warp < 8): wait for the slot's full phase, the four
 // scaled weight fragments, the wgmmas with h as B, all waited for, then
-// each warp's arrival on the slot's empty barrier.
+// each warp's lane 0 releases the slot on empty (after a warp sync; one
+// predicated arrival, no branch).
 // CHECK: scf.for
 // CHECK: mbarrier.try_wait.parity
 // CHECK-COUNT-4: nvvm.ldmatrix
@@ -50,34 +51,39 @@
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK: nvvm.mbarrier.arrive %
+// CHECK: nvvm.bar.warp.sync
+// CHECK: @p mbarrier.arrive.shared::cta.b64
+// CHECK: scf.yield
 // The producer's lane 0: from the fifth global step, the slot's empty
-// phase and the weight box; every step, the tokens barrier armed for x,
-// the residual (2 x 16 x 128) and the norm weight (128): 4224 bytes, two
-// boxes of 16 rows from the maps and a 128-byte bulk copy.
+// phase; every step, the tokens barrier armed for x, the residual (2 x 16
+// x 128) and the norm weight (128): 4224 bytes, two boxes of 16 rows from
+// the maps and a 128-byte bulk copy; then (from the fifth step) the
+// weight box.
 // CHECK: arith.cmpi uge, %{{.*}}, %c4
 // CHECK: mbarrier.try_wait.parity
-// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c16384_i32
-// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c4224_i32
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global
 // CHECK: nvvm.cp.async.bulk.shared.cluster.global %{{.*}}, %{{.*}}, %{{.*}}, %c128_i32
+// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c16384_i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global
 // The fold warps: each takes the steps of its parity (its slots), waits
-// for their token rows, h = round(x + residual) into the h rows and
-// residual_out, the sums of squares, the proxy fence, then lane 0's
-// arrival on full; finally the per-token sums into shared memory.
+// for their token rows, h = round(x + residual) into the h rows, the proxy
+// fence and lane 0's arrival on full; then residual_out from row tile
+// step % 32 and the sums of squares; finally the per-token sums into
+// shared memory.
 // CHECK: arith.remui %{{.*}}, %c2
 // CHECK: mbarrier.try_wait.parity
 // CHECK: vector.load
 // CHECK: vector.load
 // CHECK: arith.addf %{{.*}} : vector<8xf32>
 // CHECK: vector.store
-// CHECK: vector.store
-// CHECK: vector.reduction <add>
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: nvvm.bar.warp.sync
-// CHECK: nvvm.mbarrier.arrive %
+// CHECK: @p mbarrier.arrive.shared::cta.b64
+// CHECK: arith.remui %{{.*}}, %c32
+// CHECK: vector.store
+// CHECK: vector.reduction <add>
 // CHECK: memref.store %{{.*}} : memref<32xf32, #gpu.address_space<workgroup>>
 // Then the CTA barrier, the two fold warps' sums of each token added in
 // order into partial_stats, the published partials and the reduction.

@@ -88,9 +88,21 @@ void mlir::fusion::arriveExpectingBytes(ImplicitLocOpBuilder &b, Value barrier,
       NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
 }
 
-void mlir::fusion::arriveOnBarrier(ImplicitLocOpBuilder &b, Value barrier) {
-  NVVM::MBarrierArriveOp::create(b, Type(), barrier, /*count=*/Value(),
-                                 NVVM::MemScopeKind::CTA, /*relaxed=*/false);
+void mlir::fusion::arriveOnBarrier(ImplicitLocOpBuilder &b, Value barrier,
+                                   Value onlyIf) {
+  if (!onlyIf) {
+    NVVM::MBarrierArriveOp::create(b, Type(), barrier, /*count=*/Value(),
+                                   NVVM::MemScopeKind::CTA, /*relaxed=*/false);
+    return;
+  }
+  Value address = LLVM::PtrToIntOp::create(b, b.getI32Type(), barrier);
+  Value flag = arith::ExtUIOp::create(b, b.getI32Type(), onlyIf);
+  LLVM::InlineAsmOp::create(b, TypeRange(), ValueRange{address, flag},
+                            "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $1, 0;\n\t"
+                            "@p mbarrier.arrive.shared::cta.b64 _, [$0];\n\t}",
+                            "r,r,~{memory}", /*has_side_effects=*/true,
+                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
+                            LLVM::AsmDialectAttr(), ArrayAttr());
 }
 
 void mlir::fusion::fenceSharedForBulkCopies(ImplicitLocOpBuilder &b) {

@@ -76,8 +76,11 @@ void arriveExpectingBytes(ImplicitLocOpBuilder &b, Value barrier,
 
 /// `mbarrier.arrive`: this thread's arrival on `barrier` (release: its
 /// earlier memory accesses happen before the phase completes for the
-/// threads that wait on it).
-void arriveOnBarrier(ImplicitLocOpBuilder &b, Value barrier);
+/// threads that wait on it); with `onlyIf` (i1), only where it holds, as
+/// one predicated instruction rather than a branch (ptxas serialises
+/// wgmmas in flight across a divergent branch, advisory C7520).
+void arriveOnBarrier(ImplicitLocOpBuilder &b, Value barrier,
+                     Value onlyIf = Value());
 
 /// `fence.proxy.async.shared::cta`: orders this thread's earlier shared
 /// memory accesses (and, after a CTA barrier, the CTA's) before its later

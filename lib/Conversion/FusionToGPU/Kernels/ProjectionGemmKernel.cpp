@@ -888,11 +888,12 @@ void GemmKernel::emitWarpSpecializedTile(ImplicitLocOpBuilder &b,
 }
 
 /// The producer warp's lane 0, for each step: once the consumers released
-/// the slot's previous step (`empty`), the weight boxes on `full` (global
-/// steps below `stages` emitPrologue issued: the schedule keeps stages <=
-/// steps, so those are the first tile's), then on `tokens` a TMA box of
-/// the tile's tileTokens x rows from row tileStart (and one of the
-/// residual rows) and the norm weight's stageK elements by a bulk copy.
+/// the slot's previous step (`empty`), on `tokens` a TMA box of the tile's
+/// tileTokens x rows from row tileStart (and one of the residual rows) and
+/// the norm weight's stageK elements by a bulk copy, then the weight boxes
+/// on `full` (global steps below `stages` emitPrologue issued: the schedule
+/// keeps stages <= steps, so those are the first tile's). The token rows
+/// go first: the fold warp's work on them overlaps the weights' flight.
 /// Rows past the batch are read (the maps cover the buffers' capacity rows,
 /// TMA fills rows past them with zeros) and reach only tokens whose results
 /// are never stored.
@@ -908,12 +909,12 @@ void GemmKernel::produceStages(ImplicitLocOpBuilder &b, Value tileStart,
         Value g = addI(lb, first, step);
         Value slot = remUI(lb, g, constIndex(lb, s.stages));
         Value k = addI(lb, kBegin, mulI(lb, step, s.stageK));
-        ifThen(lb, cmpI(lb, CmpIPredicate::uge, g, constIndex(lb, s.stages)),
-               [&](ImplicitLocOpBuilder &wb) {
-                 waitBarrierPhase(wb, stageBarrier(wb, emptyBarriers, slot),
-                                  ringParity(wb, g, 1));
-                 issueWeightBoxes(wb, slot, k, n0);
-               });
+        Value reused =
+            cmpI(lb, CmpIPredicate::uge, g, constIndex(lb, s.stages));
+        ifThen(lb, reused, [&](ImplicitLocOpBuilder &wb) {
+          waitBarrierPhase(wb, stageBarrier(wb, emptyBarriers, slot),
+                           ringParity(wb, g, 1));
+        });
         Value tokens = stageBarrier(lb, tokenBarriers, slot);
         arriveExpectingBytes(lb, tokens, tokenBytes);
         auto rowAt = [&](int64_t row) {
@@ -929,6 +930,9 @@ void GemmKernel::produceStages(ImplicitLocOpBuilder &b, Value tileStart,
         copyBulk(lb, rowAt(normWeightRow()),
                  offsetPointer(lb, normWeightPtr, mulI(lb, k, elemBytes)),
                  s.stageK * elemBytes, tokens);
+        ifThen(lb, reused, [&](ImplicitLocOpBuilder &wb) {
+          issueWeightBoxes(wb, slot, k, n0);
+        });
       });
 }
 
@@ -939,9 +943,10 @@ void GemmKernel::produceStages(ImplicitLocOpBuilder &b, Value tileStart,
 /// gemm_warp_specialized.cu: one fold warp for every stage was 1.3x
 /// slower). For each of its steps: once the slot's token rows landed,
 /// h = round(x + residual) into the slot's h rows (128-byte swizzled: the
-/// wgmma's B), residual_out from row tile 0's CTAs, the sums of h^2 of
-/// every token; then the async-proxy fence (the wgmmas read h) and the
-/// warp's arrival on `full`. At the end its per-token sums go to foldSums.
+/// wgmma's B), the async-proxy fence (the wgmmas read h) and the warp's
+/// arrival on `full`; then residual_out (row tile step % rowTiles writes
+/// it) and the sums of h^2 of every token. At the end its per-token sums
+/// go to foldSums.
 void GemmKernel::foldStages(ImplicitLocOpBuilder &b, Value tileStart,
                             Value count, Value first) {
   constexpr int64_t kFold = ProjectionGemmSchedule::kFoldWarps;
@@ -961,11 +966,14 @@ void GemmKernel::foldStages(ImplicitLocOpBuilder &b, Value tileStart,
           waitBarrierPhase(fb, stageBarrier(fb, tokenBarriers, slot),
                            ringParity(fb, g, 0));
           Value k = addI(fb, kBegin, mulI(fb, step, s.stageK));
-          SmallVector<Value> out;
-          for (int64_t it = 0; it < iters; ++it) {
+          auto chunkAt = [&](int64_t it) {
             Value c = addI(fb, lane, 32 * it);
-            Value t = divUI(fb, c, cpr);
-            Value col = mulI(fb, remUI(fb, c, cpr), kVectorWidth);
+            return std::make_pair(divUI(fb, c, cpr),
+                                  mulI(fb, remUI(fb, c, cpr), kVectorWidth));
+          };
+          SmallVector<Value> hs;
+          for (int64_t it = 0; it < iters; ++it) {
+            auto [t, col] = chunkAt(it);
             Value h = loadVector(fb, smem, smemAt(fb, slot, tokenRow(), t, col),
                                  kVectorWidth);
             if (residual) {
@@ -976,26 +984,35 @@ void GemmKernel::foldStages(ImplicitLocOpBuilder &b, Value tileStart,
                                p.act);
             }
             storeVector(fb, h, smem, smemAt(fb, slot, hRow(), t, col));
+            hs.push_back(h);
+          }
+          fenceSharedForBulkCopies(fb);
+          NVVM::SyncWarpOp::create(fb, constI32(fb, -1));
+          arriveOnBarrier(fb, stageBarrier(fb, fullBarriers, slot),
+                          cmpI(fb, CmpIPredicate::eq, lane, constIndex(fb, 0)));
+          // Off the consumers' path: residual_out (the row tiles take the
+          // steps in turn, so that no CTA stores every stage's rows) and
+          // the sums of squares.
+          Value writer =
+              cmpI(fb, CmpIPredicate::eq,
+                   remUI(fb, step, constIndex(fb, s.rowTiles)), rowTile);
+          SmallVector<Value> out;
+          for (int64_t it = 0; it < iters; ++it) {
+            auto [t, col] = chunkAt(it);
+            Value h = hs[it];
             if (Value dst = p.norm.residualOut)
-              ifThen(
-                  fb,
-                  andI(fb, isRowTile0, cmpI(fb, CmpIPredicate::ult, t, count)),
-                  [&](ImplicitLocOpBuilder &wb) {
-                    Value at = addI(wb, mulI(wb, addI(wb, tileStart, t), H),
-                                    addI(wb, k, col));
-                    storeVector(wb, h, dst, at);
-                  });
+              ifThen(fb,
+                     andI(fb, writer, cmpI(fb, CmpIPredicate::ult, t, count)),
+                     [&](ImplicitLocOpBuilder &wb) {
+                       Value at = addI(wb, mulI(wb, addI(wb, tileStart, t), H),
+                                       addI(wb, k, col));
+                       storeVector(wb, h, dst, at);
+                     });
             Value h32 = extToF32(fb, h);
             Value squares = vector::ReductionOp::create(
                 fb, vector::CombiningKind::ADD, mulF(fb, h32, h32));
             out.push_back(addF(fb, args[it], squares));
           }
-          fenceSharedForBulkCopies(fb);
-          NVVM::SyncWarpOp::create(fb, constI32(fb, -1));
-          ifThen(fb, cmpI(fb, CmpIPredicate::eq, lane, constIndex(fb, 0)),
-                 [&](ImplicitLocOpBuilder &ab) {
-                   arriveOnBarrier(ab, stageBarrier(ab, fullBarriers, slot));
-                 });
           return out;
         };
         return ifThenElseValues(
@@ -1017,6 +1034,11 @@ void GemmKernel::foldStages(ImplicitLocOpBuilder &b, Value tileStart,
 /// The consumer warps, for each step: once the slot is full, the stage by
 /// warpgroup MMA (the weight fragments scaled by the norm weight, times h;
 /// waited for), then each warp's arrival on `empty`. Then the partial tile.
+/// (Leaving a group in flight and releasing the slot a step later needs
+/// the A fragments in other registers each step: with one loop body that
+/// reused them, memcheck's slower timing showed wrong products; unrolled
+/// by two it was correct but not faster on the H200, performance.md entry
+/// 45.)
 void GemmKernel::consumeStages(ImplicitLocOpBuilder &b, Value tileStart,
                                Value count, Value first) {
   SmallVector<Value> init(4 * s.tileTokens / 8, constF32(b, 0.0));
@@ -1030,10 +1052,10 @@ void GemmKernel::consumeStages(ImplicitLocOpBuilder &b, Value tileStart,
                          ringParity(lb, g, 0));
         SmallVector<Value> a(args);
         multiplyStageByWarpgroup(lb, slot, a);
-        ifThen(lb, cmpI(lb, CmpIPredicate::eq, lane, constIndex(lb, 0)),
-               [&](ImplicitLocOpBuilder &ab) {
-                 arriveOnBarrier(ab, stageBarrier(ab, emptyBarriers, slot));
-               });
+        // Every lane's ldmatrix of the slot before lane 0's arrival.
+        NVVM::SyncWarpOp::create(lb, constI32(lb, -1));
+        arriveOnBarrier(lb, stageBarrier(lb, emptyBarriers, slot),
+                        cmpI(lb, CmpIPredicate::eq, lane, constIndex(lb, 0)));
         return a;
       });
   storePartialTile(b, tileStart, count, acc);
