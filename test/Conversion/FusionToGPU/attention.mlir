@@ -139,6 +139,20 @@
 // CHECK:         arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
 // CHECK:         vector.store %{{.*}}, %[[O]]
 // CHECK:       gpu.return
+// The tensor-core variant: each warp's loop carries the cache page of the
+// next tile it issues (AttentionMma.cpp): the iteration waits for its tile,
+// issues the copies of the tile 2 stages ahead from the carried page (no
+// block-table load before them), then loads the page of the tile after.
+// CHECK:       gpu.func @attn_g4_mma(%{{.*}}: memref<1099511627776xf16>, %{{.*}}: memref<1099511627776xf16>, %{{.*}}: memref<1099511627776xf16>, %[[MBT:[^:]*]]: memref<1099511627776xi32>
+// CHECK:         memref.load %[[MBT]]
+// CHECK:         scf.for {{.*}} -> ({{.*}}f32, i64)
+// CHECK-NEXT:      nvvm.cp.async.wait.group 1
+// CHECK-NOT:       memref.load %[[MBT]]
+// CHECK:           nvvm.cp.async.shared.global
+// CHECK:           nvvm.cp.async.commit.group
+// CHECK:           memref.load %[[MBT]]
+// CHECK:           nvvm.ldmatrix
+// CHECK:           scf.yield {{.*}} : {{.*}}f32, i64
 func.func @llama(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {
   %o = fusion.kernel @attn_g4 (%a = %q, %b = %kc, %c = %vc, %d = %bt, %e = %sl)

@@ -43,7 +43,8 @@ struct MmaLoop {
 private:
   void emitIds(ImplicitLocOpBuilder &b);
   void loadQueryFragments(ImplicitLocOpBuilder &b);
-  void issueTile(ImplicitLocOpBuilder &b, Value i, Value slot);
+  Value loadPage(ImplicitLocOpBuilder &b, Value i);
+  void issueTile(ImplicitLocOpBuilder &b, Value i, Value slot, Value page);
   SmallVector<Value> emitTile(ImplicitLocOpBuilder &b, Value i,
                               ValueRange state);
   SmallVector<Value, 4> emitScores(ImplicitLocOpBuilder &b, Value slotBase,
@@ -98,17 +99,28 @@ void MmaLoop::loadQueryFragments(ImplicitLocOpBuilder &b) {
   }
 }
 
-/// Issues the copies of the warp's tile `i` (i32) into stage `slot` and
-/// commits them as one group. Rows at or past `end` are zero-filled (their
-/// source is the tile's first row, which is valid).
-void MmaLoop::issueTile(ImplicitLocOpBuilder &b, Value i, Value slot) {
+/// The cache page (i64) of the warp's tile `i` (i32) from the block table;
+/// for a tile past the warp's last, the sequence's first page's entry is
+/// read instead (in the table; the value is never used).
+Value MmaLoop::loadPage(ImplicitLocOpBuilder &b, Value i) {
+  Value pageSize = constI32(b, in.shape.pageSize);
+  Value inTable = select(b, cmpI(b, CmpIPredicate::slt, i, tiles),
+                         divUI(b, tileStart(b, i), pageSize), constI32(b, 0));
+  Value tableIndex = addI(b, mulI(b, in.seq, i32ToIndex(b, in.maxPages)),
+                          i32ToIndex(b, inTable));
+  return arith::ExtSIOp::create(b, b.getI64Type(),
+                                loadScalar(b, in.blockTable, tableIndex));
+}
+
+/// Issues the copies of the warp's tile `i` (i32), in cache page `page`
+/// (loadPage), into stage `slot` and commits them as one group. Rows at or
+/// past `end` are zero-filled (their source is the tile's first row, which
+/// is valid).
+void MmaLoop::issueTile(ImplicitLocOpBuilder &b, Value i, Value slot,
+                        Value page) {
   const AttentionShape &s = in.shape;
   Value tokenBase = tileStart(b, i);
   Value pageSize = constI32(b, s.pageSize);
-  Value tableIndex = addI(b, mulI(b, in.seq, i32ToIndex(b, in.maxPages)),
-                          i32ToIndex(b, divUI(b, tokenBase, pageSize)));
-  Value page = arith::ExtSIOp::create(b, b.getI64Type(),
-                                      loadScalar(b, in.blockTable, tableIndex));
   Value slotInPage =
       arith::ExtUIOp::create(b, b.getI64Type(), remUI(b, tokenBase, pageSize));
   Value entry = addI(b, mulI(b, page, constI64(b, s.pageSize)), slotInPage);
@@ -169,8 +181,10 @@ SmallVector<Value, 4> MmaLoop::emitScores(ImplicitLocOpBuilder &b,
   return scores;
 }
 
-/// One tile: waits for it, issues the tile ST - 1 ahead, then the online
-/// softmax update of the state (m, l, O[D / 8][2]).
+/// One tile: waits for it, issues the tile ST - 1 ahead (its page loaded
+/// by the iteration before, the last element of `state`) and loads the page
+/// of the tile after it, so that no copy waits for a block-table load;
+/// then the online softmax update of the state (m, l, O[D / 8][2], page).
 SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
                                      ValueRange state) {
   waitAsyncCopies(b, in.stages - 2);
@@ -179,8 +193,10 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
   ifThen(b, cmpI(b, CmpIPredicate::slt, next, tiles),
          [&](ImplicitLocOpBuilder &ib) {
            issueTile(ib, next,
-                     i32ToIndex(ib, remUI(ib, next, constI32(ib, in.stages))));
+                     i32ToIndex(ib, remUI(ib, next, constI32(ib, in.stages))),
+                     state.back());
          });
+  Value nextPage = loadPage(b, addI(b, next, constI32(b, 1)));
   ifThen(b, cmpI(b, CmpIPredicate::sge, next, tiles),
          [&](ImplicitLocOpBuilder &ib) { commitAsyncCopies(ib); });
   Value slot = i32ToIndex(b, remUI(b, i, constI32(b, in.stages)));
@@ -229,6 +245,7 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
       out.push_back(o[1]);
     }
   }
+  out.push_back(nextPage);
   return out;
 }
 
@@ -259,18 +276,21 @@ void MmaLoop::emit(ImplicitLocOpBuilder &b) {
   for (int64_t i = 0; i + 1 < in.stages; ++i) {
     ifThen(b, cmpI(b, CmpIPredicate::slt, constI32(b, i), tiles),
            [&](ImplicitLocOpBuilder &ib) {
-             issueTile(ib, constI32(ib, i), constIndex(ib, i));
+             issueTile(ib, constI32(ib, i), constIndex(ib, i),
+                       loadPage(ib, constI32(ib, i)));
            });
     ifThen(b, cmpI(b, CmpIPredicate::sge, constI32(b, i), tiles),
            [&](ImplicitLocOpBuilder &ib) { commitAsyncCopies(ib); });
   }
   SmallVector<Value> init{negInfF32(b), constF32(b, 0.0)};
   init.append(d / 4, constF32(b, 0.0));
+  init.push_back(loadPage(b, constI32(b, in.stages - 1)));
   SmallVector<Value> state =
       forLoopWithValues(b, constI32(b, 0), tiles, constI32(b, 1), init,
                         [&](ImplicitLocOpBuilder &lb, Value i,
                             ValueRange args) { return emitTile(lb, i, args); });
   waitAsyncCopies(b, 0);
+  state.pop_back();
   writeState(b, state);
 }
 

@@ -11,7 +11,9 @@
 // at multiples of 16) and streams its K and V rows through its own
 // `stages`-deep ring in dynamic shared memory with 16-byte `cp.async`
 // (rows padded by 16 bytes, so the 8 rows an ldmatrix reads hit 8 bank
-// groups); tokens at or past `end` are zero-filled, never read. Per tile:
+// groups; each tile's block-table entry loaded one iteration before its
+// copies are issued, so that they never wait for it); tokens at or past
+// `end` are zero-filled, never read. Per tile:
 //   S = Q K^T   mma.m16n8k16, A = the CTA's Gc query heads as rows 0..Gc-1
 //               (rows Gc..15 zero), B = K rows via ldmatrix;
 //   p = 2^(S * scale * log2(e) - m)  online softmax per head in fp32, tokens
