@@ -27,12 +27,6 @@
 constexpr int HQ = 32, HKV = 8, G = HQ / HKV, D = 128, P = 16, kCopies = 8;
 constexpr int kRowBytes = D * 2, kPageBytes = P * kRowBytes;
 
-__device__ __forceinline__ void ldmatrix4t(uint32_t (&r)[4], const void *p) {
-  asm volatile(
-      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-      : "r"(smemAddr(p)));
-}
 __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t *>(&h);

@@ -1,7 +1,8 @@
 // The PTX instructions the tensor-core diagnostics in this directory use,
 // as CUDA C wrappers: shared-memory addresses, 16-byte cp.async (L2 only),
-// ldmatrix .x4, mma.sync m16n8k16 (f16 in, fp32 accumulate), mbarriers and
-// Hopper bulk copies (cp.async.bulk completing on an mbarrier).
+// ldmatrix .x4 (plain and transposed), mma.sync m16n8k16 (f16 in, fp32
+// accumulate), mbarriers, named barriers and Hopper bulk copies
+// (cp.async.bulk and 3D TMA boxes completing on an mbarrier).
 #pragma once
 #include <cstdint>
 #include <cuda_fp16.h>
@@ -14,10 +15,24 @@ __device__ __forceinline__ void cpAsync16(void *dst, const void *src) {
                "l"(src)
                : "memory");
 }
+/// 16-byte cp.async of `bytes` (0 or 16) source bytes, the rest zero-filled.
+__device__ __forceinline__ void cpAsync16Zfill(void *dst, const void *src,
+                                               int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
+                   smemAddr(dst)),
+               "l"(src), "r"(bytes)
+               : "memory");
+}
 __device__ __forceinline__ void ldmatrix4(uint32_t (&r)[4], const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smemAddr(p)));
+}
+__device__ __forceinline__ void ldmatrix4t(uint32_t (&r)[4], const void *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(smemAddr(p)));
 }
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4],
                                     uint32_t b0, uint32_t b1) {
@@ -63,4 +78,19 @@ __device__ __forceinline__ void bulkCopy(void *dst, const void *src, int bytes,
                "bytes [%0], [%1], %2, [%3];" ::"r"(smemAddr(dst)),
                "l"(src), "r"(bytes), "r"(smemAddr(bar))
                : "memory");
+}
+/// One TMA box of a 3D tensor map at element coordinates (x, y, z), inner
+/// first, completing tx on `bar`. `map` is a __grid_constant__ parameter.
+__device__ __forceinline__ void tma3d(void *dst, const void *map, int x, int y,
+                                      int z, uint64_t *bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(
+                   smemAddr(dst)),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z),
+               "r"(smemAddr(bar))
+               : "memory");
+}
+/// Named barrier `id` (1-15; 0 is __syncthreads) over `threads` threads.
+__device__ __forceinline__ void namedBarrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
