@@ -164,8 +164,7 @@ __device__ __forceinline__ void scores(float (&x)[4], const uint8_t *ks,
 /// One tile of the online softmax: K at `ks`, V at `vs` (layout L), the
 /// first `valid` tokens real (the rest may be NaN or zeros: masked).
 template <int L>
-__device__ __forceinline__ void attendTile(const uint8_t *ks,
-                                           const uint8_t *vs,
+__device__ __forceinline__ void attendTile(const uint8_t *ks, const uint8_t *vs,
                                            const uint32_t (&qa)[D / 16][4],
                                            WarpState &st, int valid) {
   int lane = threadIdx.x & 31, q4 = lane & 3;
@@ -346,7 +345,8 @@ template <int F, int S>
 __device__ void produce(const Args &a, const CUtensorMap *kmap,
                         const CUtensorMap *vmap, uint8_t *ring, uint64_t *full,
                         uint64_t *empty, Split sp) {
-  constexpr int L = F == kTma ? kSwizzled : kPadded, kStage = 2 * tileBytes<L>();
+  constexpr int L = F == kTma ? kSwizzled : kPadded,
+                kStage = 2 * tileBytes<L>();
   int lane = threadIdx.x & 31, kvh = blockIdx.y;
   const int *table = a.table + (size_t)blockIdx.z * a.maxPages + sp.tile0;
   auto entry = [&](int i) { return i < sp.n ? table[i] : 0; };
@@ -386,7 +386,8 @@ __global__ void __launch_bounds__((W + 1) * 32)
     ctaRing(Args a, const __grid_constant__ CUtensorMap kmap,
             const __grid_constant__ CUtensorMap vmap) {
   static_assert(S % W == 0, "a slot's phases must all go to one warp");
-  constexpr int L = F == kTma ? kSwizzled : kPadded, kStage = 2 * tileBytes<L>();
+  constexpr int L = F == kTma ? kSwizzled : kPadded,
+                kStage = 2 * tileBytes<L>();
   static_assert(S * kStage >= W * (G * D + 2 * G) * 4, "merge in ring");
   extern __shared__ uint8_t raw[];
   // 1 KiB-aligned by its shared-window address (the 128-byte swizzle).
@@ -427,7 +428,7 @@ __global__ void __launch_bounds__((W + 1) * 32)
   mergeWarps<W>(a, st, reinterpret_cast<float *>(ring));
 }
 
-//===-- Host ---------------------------------------------------------------===//
+//===-- Host --------------------------------------------------------------===//
 
 /// Reads every K and V byte of the step with 16-byte loads.
 __global__ void readAll(const uint4 *k, const uint4 *v, size_t n, uint4 *sink) {
@@ -552,8 +553,9 @@ struct Problem {
     cudaFree(ml);
   }
   Args args(int c, int splits) const {
-    return {q, k[c], v[c], bt, o, ml, len, maxPages,
-            (maxPages + splits - 1) / splits};
+    return {q,   k[c],     v[c],
+            bt,  o,        ml,
+            len, maxPages, (maxPages + splits - 1) / splits};
   }
   /// softmax(q k / sqrt(D)) v in float64 from copy 0's f16 values, one
   /// thread per sequence group.
@@ -635,8 +637,8 @@ struct Problem {
 /// The runtime's num_splits policy (docs/abi.md) for `ctasPerSM` resident
 /// CTAs per SM: about one wave, at most one split per 64 tokens.
 static int policySplits(int B, int len, int ctasPerSM, int sms) {
-  return std::max(1, std::min({64, ctasPerSM * sms / (B * HKV),
-                               (len + 63) / 64}));
+  return std::max(1,
+                  std::min({64, ctasPerSM * sms / (B * HKV), (len + 63) / 64}));
 }
 
 static int failures = 0;
@@ -672,7 +674,9 @@ static void runVariant(const Problem &p, const Variant &v, int splits,
   failures += !pass;
   printf("B=%3d L=%5d %-14s splits %2d grid %5d occ %d smem %6d: err %.1e %s",
          p.B, p.len, v.name, splits, splits * HKV * p.B, occ, v.smem, err,
-         !v.checked ? "----" : pass ? "PASS" : "FAIL");
+         !v.checked ? "----"
+         : pass     ? "PASS"
+                    : "FAIL");
   if (timed) {
     float us = timeGraph(launch, kCopies);
     double bytes = 2.0 * p.B * p.maxPages * P * HKV * kRowBytes;
@@ -724,9 +728,8 @@ int main() {
   }
   // Correctness only: lengths off the tile, empty splits (17 tokens in 2
   // tiles over 4 splits), one token, a split per tile.
-  const int cases[][3] = {{3, 1000, 0},  {3, 1000, 7}, {5, 17, 0},
-                          {5, 17, 4},    {2, 1, 0},    {2, 1, 3},
-                          {16, 1000, 63}};
+  const int cases[][3] = {{3, 1000, 0}, {3, 1000, 7}, {5, 17, 0},    {5, 17, 4},
+                          {2, 1, 0},    {2, 1, 3},    {16, 1000, 63}};
   for (auto &c : cases) {
     Problem p(c[0], c[1]);
     for (const Variant &v : all)

@@ -18,10 +18,10 @@ __device__ __forceinline__ void cpAsync16(void *dst, const void *src) {
 /// 16-byte cp.async of `bytes` (0 or 16) source bytes, the rest zero-filled.
 __device__ __forceinline__ void cpAsync16Zfill(void *dst, const void *src,
                                                int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
-                   smemAddr(dst)),
-               "l"(src), "r"(bytes)
-               : "memory");
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smemAddr(dst)),
+      "l"(src), "r"(bytes)
+      : "memory");
 }
 __device__ __forceinline__ void ldmatrix4(uint32_t (&r)[4], const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -83,12 +83,12 @@ __device__ __forceinline__ void bulkCopy(void *dst, const void *src, int bytes,
 /// first, completing tx on `bar`. `map` is a __grid_constant__ parameter.
 __device__ __forceinline__ void tma3d(void *dst, const void *map, int x, int y,
                                       int z, uint64_t *bar) {
-  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::"
-               "complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(
-                   smemAddr(dst)),
-               "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z),
-               "r"(smemAddr(bar))
-               : "memory");
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::"
+      "complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(smemAddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z),
+      "r"(smemAddr(bar))
+      : "memory");
 }
 /// Named barrier `id` (1-15; 0 is __syncthreads) over `threads` threads.
 __device__ __forceinline__ void namedBarrier(int id, int threads) {
