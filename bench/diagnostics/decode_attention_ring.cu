@@ -664,8 +664,18 @@ static void runVariant(const Problem &p, const Variant &v, int splits,
     v.fn<<<grid, v.threads, v.smem, s>>>(p.args(c, splits), p.kmap[c],
                                          p.vmap[c]);
   };
-  CK(cudaMemset(p.o, 0xFF, (size_t)splits * p.B * HQ * D * 4)); // NaN
+  // o and (m, l) NaN: a split partial the variant does not write fails the
+  // check instead of reusing the previous variant's values.
+  CK(cudaMemset(p.o, 0xFF, (size_t)splits * p.B * HQ * D * 4));
+  CK(cudaMemset(p.ml, 0xFF, (size_t)splits * p.B * HQ * 2 * 4));
   launch(0, 0);
+  // A launch error is not sticky: report this variant and go on (left in
+  // cudaGetLastError it would end the run at the next timeGraph).
+  if (cudaError_t e = cudaGetLastError()) {
+    printf("%-14s launch failed: %s\n", v.name, cudaGetErrorString(e));
+    ++failures;
+    return;
+  }
   CK(cudaDeviceSynchronize());
   if (!v.checked && !timed)
     return;
