@@ -8,6 +8,9 @@
 // warp keeps two 8 KB tiles in flight while it computes a third (128 KB per
 // SM). Here one producer warp keeps up to S tiles of the CTA in flight.
 //
+// Status: written and reviewed on 2026-12-04 (eighteenth session) without a
+// GPU; not yet run. Its results go to docs/performance.md when it has.
+//
 // Shape: Llama-3-8B (32 query heads, 8 KV heads, head_dim 128, f16), pages
 // of 16 tokens, caches [pool pages, 16, HKV, D], block table [B, maxPages]
 // i32 (a shuffled subset of the pool). One CTA per (split, KV head,
