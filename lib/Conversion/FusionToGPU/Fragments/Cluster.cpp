@@ -39,3 +39,9 @@ void mlir::fusion::storeToCluster(ImplicitLocOpBuilder &b, Value value,
                                   Value pointer, int64_t alignment) {
   LLVM::StoreOp::create(b, value, pointer, static_cast<unsigned>(alignment));
 }
+
+Value mlir::fusion::loadFromCluster(ImplicitLocOpBuilder &b, Type type,
+                                    Value pointer, int64_t alignment) {
+  return LLVM::LoadOp::create(b, type, pointer,
+                              static_cast<unsigned>(alignment));
+}

@@ -3,8 +3,9 @@
 // The pieces of a Hopper thread-block cluster a kernel uses to exchange
 // data between its CTAs through distributed shared memory (PTX ISA,
 // "barrier.cluster", "mapa", state spaces ".shared::cluster"): the cluster's
-// shape, its barrier, and stores into another CTA's shared memory. A launch
-// without a cluster dimension runs every CTA as a cluster of one.
+// shape, its barrier, and loads from and stores into another CTA's shared
+// memory. A launch without a cluster dimension runs every CTA as a cluster
+// of one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +39,10 @@ Value mapSharedToCta(ImplicitLocOpBuilder &b, Value shared, Value rank);
 /// (an `!llvm.ptr<7>`, `alignment` bytes aligned).
 void storeToCluster(ImplicitLocOpBuilder &b, Value value, Value pointer,
                     int64_t alignment);
+/// `ld.shared::cluster` of a `type` value at `pointer` (an `!llvm.ptr<7>`,
+/// `alignment` bytes aligned).
+Value loadFromCluster(ImplicitLocOpBuilder &b, Type type, Value pointer,
+                      int64_t alignment);
 
 } // namespace mlir::fusion
 
