@@ -36,32 +36,36 @@
 // CHECK-COUNT-8: llvm.store %{{.*}} : f32, !llvm.ptr<3>
 // CHECK: llvm.store %{{.*}} : f32, !llvm.ptr<3>
 // CHECK-NOT: memref.store
-// CHECK: nvvm.cluster.arrive
+// With TMA weights each thread fences its exchange stores for the async
+// proxy: the next token tile's weight copies overwrite the ring.
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: nvvm.cluster.arrive
 // CHECK-NEXT: nvvm.cluster.wait
-// Every CTA's exchange by DSMEM, in rank order.
-// CHECK: %[[R0:.*]] = nvvm.mapa %[[X:.*]], %c0_i32{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
-// CHECK: %[[R1:.*]] = nvvm.mapa %[[X]], %c1_i32{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
-// CHECK: nvvm.mapa %[[X]], %c2_i32
-// CHECK: nvvm.mapa %[[X]], %c3_i32
-// CHECK: nvvm.mapa %[[X]], %c4_i32
-// CHECK: nvvm.mapa %[[X]], %c5_i32
-// CHECK: nvvm.mapa %[[X]], %c6_i32
-// CHECK: %[[R7:.*]] = nvvm.mapa %[[X]], %c7_i32{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
-// Each thread's (token, row pair) of this CTA's share (rank x 8 + i of the
-// tile's 64): rank 0's partials of both rows and its sum of squares first,
+// Every CTA's exchange by DSMEM: each thread's (token, row pair) of this
+// CTA's share (rank x 8 + i of the tile's 64), each load one side-effecting
+// asm block (mapa and ld.shared::cluster on this CTA's 32-bit shared
+// address of the exchange, so no mapped address is hoisted out of the
+// loop): rank 0's partials of both rows and its sum of squares first, then
 // summed in rank order up to rank 7 (the workspace path's order).
+// CHECK-NOT: nvvm.mapa
 // CHECK: scf.for
-// CHECK: llvm.getelementptr %[[R0]]
-// CHECK: %[[A0:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<7> -> f32
-// CHECK: llvm.getelementptr %[[R0]]
-// CHECK: llvm.load %{{.*}} : !llvm.ptr<7> -> f32
-// CHECK: llvm.getelementptr %[[R0]]
-// CHECK: llvm.load %{{.*}} : !llvm.ptr<7> -> f32
-// CHECK: llvm.getelementptr %[[R1]]
-// CHECK: %[[A1:.*]] = llvm.load %{{.*}} : !llvm.ptr<7> -> f32
-// CHECK: arith.addf %[[A0]], %[[A1]] : f32
-// CHECK: llvm.getelementptr %[[R7]]
-// CHECK: llvm.load %{{.*}} : !llvm.ptr<7> -> f32
+// CHECK: %[[X0:.*]] = llvm.ptrtoint %{{.*}} : !llvm.ptr<3> to i32
+// CHECK-NEXT: %[[A0:.*]] = llvm.inline_asm has_side_effects "{\0A\09.reg .b32 a;\0A\09mapa.shared::cluster.u32 a, $1, 0;\0A\09ld.shared::cluster.f32 $0, [a];\0A\09}", "=f,r,~{memory}" %[[X0]] : (i32) -> f32
+// CHECK: %[[B0:.*]] = llvm.inline_asm {{.*}}mapa.shared::cluster.u32 a, $1, 0;
+// CHECK: %[[S0:.*]] = llvm.inline_asm {{.*}}mapa.shared::cluster.u32 a, $1, 0;
+// CHECK: %[[A1:.*]] = llvm.inline_asm {{.*}}mapa.shared::cluster.u32 a, $1, 1;
+// CHECK: %[[B1:.*]] = llvm.inline_asm {{.*}}mapa.shared::cluster.u32 a, $1, 1;
+// CHECK-NEXT: arith.addf %[[A0]], %[[A1]] : f32
+// CHECK-NEXT: arith.addf %[[B0]], %[[B1]] : f32
+// CHECK: %[[S1:.*]] = llvm.inline_asm {{.*}}mapa.shared::cluster.u32 a, $1, 1;
+// CHECK-NEXT: arith.addf %[[S0]], %[[S1]] : f32
+// CHECK-COUNT-3: mapa.shared::cluster.u32 a, $1, 2;{{.*}} -> f32
+// CHECK-COUNT-3: mapa.shared::cluster.u32 a, $1, 3;{{.*}} -> f32
+// CHECK-COUNT-3: mapa.shared::cluster.u32 a, $1, 4;{{.*}} -> f32
+// CHECK-COUNT-3: mapa.shared::cluster.u32 a, $1, 5;{{.*}} -> f32
+// CHECK-COUNT-3: mapa.shared::cluster.u32 a, $1, 6;{{.*}} -> f32
+// CHECK-COUNT-3: mapa.shared::cluster.u32 a, $1, 7;{{.*}} -> f32
+// CHECK-NOT: ld.shared::cluster
 // CHECK: llvm.nvvm.sqrt.rn.f
 // The last cluster barrier: no CTA reuses or leaves its ring while the
 // cluster reads it.
@@ -77,7 +81,7 @@
 // Off by default, and on a target without clusters.
 // OFF-NOT: cluster_k_split
 // OFF-NOT: nvvm.read.ptx.sreg.cluster.nctarank
-// OFF-NOT: nvvm.mapa
+// OFF-NOT: mapa.shared::cluster
 
 // MANIFEST: "entry": "cks_k0_fused_gemm16"
 // MANIFEST: "cluster_k_split": true,

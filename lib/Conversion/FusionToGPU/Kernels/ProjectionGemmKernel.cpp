@@ -61,8 +61,11 @@
 // cluster's rings by DSMEM (mapa, ld.shared::cluster) in rank order and
 // running the same sums, scaling and pair epilogue as the workspace path
 // (finishPair), so the results are bit-identical; a last cluster barrier
-// keeps every ring until the cluster has read it. No workspace, fence or
-// counter. Launched otherwise, the workspace path runs.
+// keeps every ring until the cluster has read it. No workspace, global
+// fence (membar.gl) or counter; with TMA weights every thread fences its
+// exchange stores for the async proxy (fence.proxy.async) before the first
+// cluster barrier, as the next token tile's TMA copies overwrite the ring.
+// Launched otherwise, the workspace path runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -922,13 +925,13 @@ Value GemmKernel::exchangePointer(ImplicitLocOpBuilder &b) {
 /// per-token sums of squares into its exchange, over the stage ring: the
 /// barrier first (every copy has landed, every warp is past its last
 /// stage; with TMA the proxy fence orders the async proxy's use of the
-/// ring before these stores), then the cluster barrier that publishes the
-/// exchange to the cluster (arrive.release, wait.acquire).
+/// ring before these stores), then, with TMA, a second proxy fence that
+/// orders these stores before the next tile's copies into the ring, and
+/// the cluster barrier that publishes the exchange to the cluster
+/// (arrive.release, wait.acquire).
 void GemmKernel::exchangeInCluster(ImplicitLocOpBuilder &b, ArrayRef<Value> acc,
                                    ArrayRef<Value> sums) {
   const int64_t pitch = contract::clusterExchangePitch(s.tileRows);
-  assert(s.clusterExchangeBytes() <= s.stages * s.slotBytes &&
-         "the exchange fits the stage ring");
   if (s.tmaWeights)
     fenceSharedForBulkCopies(b);
   barrier(b);
@@ -949,6 +952,12 @@ void GemmKernel::exchangeInCluster(ImplicitLocOpBuilder &b, ArrayRef<Value> acc,
   reduceSquares(b, sums, [&](ImplicitLocOpBuilder &sb, Value t, Value total) {
     store(sb, total, addI(sb, t, s.tileTokens * pitch));
   });
+  // These generic-proxy stores are in slot 0, which the next token tile's
+  // TMA copies (async proxy) overwrite: each writing thread fences them for
+  // the async proxy before the cluster barriers that order them before the
+  // copies (thread 0's fence in issueWeightBoxes orders only its own).
+  if (s.tmaWeights)
+    fenceSharedForBulkCopies(b);
   arriveCluster(b);
   waitCluster(b);
 }
@@ -963,10 +972,6 @@ void GemmKernel::reduceInCluster(ImplicitLocOpBuilder &b, Value tileStart,
   const int64_t pitch = contract::clusterExchangePitch(s.tileRows);
   const int64_t tilePairs = s.tileRows / 2, share = tilePairs / s.kSplit;
   Value exchange = exchangePointer(b);
-  SmallVector<Value> remote;
-  for (int64_t r = 0; r < s.kSplit; ++r)
-    remote.push_back(
-        mapSharedToCta(b, exchange, constI32(b, static_cast<int32_t>(r))));
   Type f32 = b.getF32Type();
   Value n0 = mulI(b, rowTile, s.tileRows);
   Value work = mulI(b, count, share);
@@ -977,9 +982,11 @@ void GemmKernel::reduceInCluster(ImplicitLocOpBuilder &b, Value tileStart,
             Value pair = addI(lb, mulI(lb, rowTile, tilePairs),
                               addI(lb, mulI(lb, rank, share),
                                    remUI(lb, idx, constIndex(lb, share))));
+            // Each load maps its own address (loadFromCluster: no mapped
+            // address is hoisted out of the loop or live across the k loop).
             auto load = [&](ImplicitLocOpBuilder &rb, int64_t r, Value at) {
-              return loadFromCluster(rb, f32,
-                                     offsetPointer(rb, remote[r], at, f32), 4);
+              return loadFromCluster(rb, offsetPointer(rb, exchange, at, f32),
+                                     static_cast<int32_t>(r));
             };
             auto partial = [&](ImplicitLocOpBuilder &rb, int64_t r, Value row) {
               return load(rb, r,
@@ -1330,6 +1337,14 @@ LogicalResult mlir::fusion::emitProjectionGemmVariant(
     KernelOp kernel, gpu::GPUModuleOp module, ProjectionPlan p,
     const ProjectionGemmSchedule &s, KernelLaunch &launch,
     const TargetInfo &target) {
+  // chooseClusterKSplit sets clusterKSplit only where the exchange fits the
+  // stage ring, so no schedule it makes reaches this; a diagnostic rather
+  // than an assert, which Release builds drop.
+  if (s.clusterKSplit && s.clusterExchangeBytes() > s.stages * s.slotBytes)
+    return kernel.emitOpError("the GEMM-shaped projection's cluster exchange (")
+           << s.clusterExchangeBytes()
+           << " bytes) does not fit its stage ring (" << s.stages * s.slotBytes
+           << " bytes)";
   KernelVariant variant;
   variant.minBatch = s.minBatch;
   variant.entry = launch.entry + "_gemm" + std::to_string(s.tileTokens);
