@@ -195,9 +195,14 @@ int64_t ManifestKernel::maxSplits() const {
 }
 
 int64_t ManifestKernel::clusterXFor(int64_t batch, int64_t numSplits) const {
-  return usesNumSplits() ? contract::chooseClusterX(
-                               launchFor(batch).clusterSplits(), numSplits)
-                         : 1;
+  const LaunchGeometry &launch = launchFor(batch);
+  if (usesNumSplits())
+    return contract::chooseClusterX(launch.clusterSplits(), numSplits);
+  auto kSplit =
+      launch.scheduleInts.find(std::string(contract::schedule::kKSplit));
+  return contract::chooseKSplitClusterX(
+      launch.clusterKSplit,
+      kSplit == launch.scheduleInts.end() ? 1 : kSplit->second);
 }
 
 int64_t LaunchGeometry::clusterSplits() const {
@@ -552,6 +557,42 @@ ManifestOp parseOp(const Node &on) {
 
 /// The launch members of `n` (a kernel or one of its variants): entry, grid,
 /// block, dynamic_shared_bytes, static_shared_bytes, schedule.
+/// Checks a launch `g` (node `n`) whose schedule sets cluster_k_split: a
+/// projection_gemm schedule whose k_split (contract::isValidClusterKSplit)
+/// divides a constant grid [x, 1, 1], and dynamic shared memory that holds
+/// the exchange (contract::clusterExchangeBytes of its tile_tokens and
+/// tile_rows).
+void checkClusterKSplit(const Node &n, const LaunchGeometry &g) {
+  if (!g.clusterKSplit)
+    return;
+  auto kind = g.scheduleStrings.find("kind");
+  auto integer = [&](std::string_view key) -> int64_t {
+    auto it = g.scheduleInts.find(std::string(key));
+    return it == g.scheduleInts.end() ? 0 : it->second;
+  };
+  const int64_t kSplit = integer(contract::schedule::kKSplit);
+  if (kind == g.scheduleStrings.end() || kind->second != "projection_gemm" ||
+      !contract::isValidClusterKSplit(kSplit))
+    n.at("schedule")
+        .fail(
+            "cluster_k_split needs a projection_gemm schedule with k_split in "
+            "[2, " +
+            std::to_string(contract::kMaxClusterSplits) + "]");
+  if (g.grid[0].isSymbol() || g.grid[0].value % kSplit != 0 ||
+      !(g.grid[1] == Dim{1, ""}) || !(g.grid[2] == Dim{1, ""}))
+    n.at("grid").fail("a launch with cluster_k_split needs a constant grid "
+                      "[x, 1, 1] with x a multiple of k_split (" +
+                      std::to_string(kSplit) + ")");
+  const int64_t exchange = contract::clusterExchangeBytes(
+      integer("tile_tokens"), integer("tile_rows"));
+  if (g.dynamicSharedBytes < exchange)
+    n.at("schedule")
+        .fail("cluster_k_split needs " + std::to_string(exchange) +
+              " bytes of dynamic shared memory for its exchange, "
+              "got " +
+              std::to_string(g.dynamicSharedBytes));
+}
+
 void parseLaunch(const Node &n, LaunchGeometry &g) {
   g.entry = n.at("entry").asString();
   if (g.entry.empty())
@@ -602,7 +643,10 @@ void parseLaunch(const Node &n, LaunchGeometry &g) {
       else if (it->is_string())
         g.scheduleStrings[it.key()] = it->get<std::string>();
     }
+    if (auto c = s->find(std::string(contract::schedule::kClusterKSplit)))
+      g.clusterKSplit = c->asBool();
   }
+  checkClusterKSplit(n, g);
 }
 
 /// The parameter of `k` with `role`, or null.

@@ -41,6 +41,25 @@ TEST(ContractTest, ClusterXIsTheSplitsWhenTheyFitTheCluster) {
   EXPECT_EQ(chooseClusterX(16, 9), 1); // never past the portable 8
 }
 
+TEST(ContractTest, KSplitClusterIsTheRowTilesCtasWhenAskedAndPortable) {
+  EXPECT_FALSE(isValidClusterKSplit(1)); // one CTA per row tile: no split
+  EXPECT_TRUE(isValidClusterKSplit(2));
+  EXPECT_TRUE(isValidClusterKSplit(8));
+  EXPECT_FALSE(isValidClusterKSplit(9)); // SmolLM2's odd splits go past 8
+  EXPECT_EQ(chooseKSplitClusterX(true, 4), 4);
+  EXPECT_EQ(chooseKSplitClusterX(true, 8), 8);
+  EXPECT_EQ(chooseKSplitClusterX(false, 4), 1); // not asked for
+  EXPECT_EQ(chooseKSplitClusterX(true, 1), 1);
+  EXPECT_EQ(chooseKSplitClusterX(true, 9), 1);
+}
+
+TEST(ContractTest, ClusterExchangeIsThePaddedPartialTileAndTheSquares) {
+  EXPECT_EQ(clusterExchangePitch(128), 132);
+  // 64 tokens x 132 floats + 64 sums of squares, 4 bytes each.
+  EXPECT_EQ(clusterExchangeBytes(64, 128), 4 * 64 * 133);
+  EXPECT_EQ(clusterExchangeBytes(16, 128), 8512);
+}
+
 TEST(ContractTest, DefaultSplitPolicyIsThe132SMOne) {
   SplitPolicy p;
   EXPECT_EQ(p.maxSplits, 64);

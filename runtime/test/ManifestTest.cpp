@@ -299,6 +299,77 @@ TEST(Manifest, VariantErrorsNameTheFileAndPath) {
   }
 }
 
+/// The tiny manifest with its 16-token GEMM variant split over k in 4 CTAs
+/// per row tile (one row tile: grid 4) that combine through a cluster.
+static json clusterKSplitManifest() {
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  json &v = j["kernels"][0]["variants"][0];
+  v["grid"] = {4, 1, 1};
+  v["schedule"]["grid"] = 4;
+  v["schedule"]["k_split"] = 4;
+  v["schedule"]["cluster_k_split"] = true;
+  return j;
+}
+
+TEST(Manifest, ParsesClusterKSplit) {
+  Manifest m = parseJson(clusterKSplitManifest());
+  const ManifestKernel &k = m.kernels[0];
+  EXPECT_TRUE(k.variants[0].clusterKSplit);
+  EXPECT_FALSE(k.variants[1].clusterKSplit);
+  EXPECT_FALSE(k.clusterKSplit);
+  // The row tile's 4 CTAs as one cluster from batch 2 (the variant), none
+  // at batch 1 (the primary launch) or batch 17 (the 32-token variant).
+  EXPECT_EQ(k.clusterXFor(2, 1), 4);
+  EXPECT_EQ(k.clusterXFor(1, 1), 1);
+  EXPECT_EQ(k.clusterXFor(17, 1), 1);
+}
+
+TEST(Manifest, ClusterKSplitErrorsNameTheLaunch) {
+  struct Case {
+    const char *name;
+    std::function<void(json &)> mutate;
+    const char *expected;
+  };
+  const Case cases[] = {
+      {"k split of one", [](json &v) { v["schedule"]["k_split"] = 1; },
+       "m.json: kernels[0].variants[0].schedule: cluster_k_split needs a "
+       "projection_gemm schedule with k_split in [2, 8]"},
+      {"k split past the portable cluster",
+       [](json &v) {
+         v["schedule"]["k_split"] = 16;
+         v["grid"] = {16, 1, 1};
+       },
+       "k_split in [2, 8]"},
+      {"another kind",
+       [](json &v) { v["schedule"]["kind"] = "projection_mma"; },
+       "needs a projection_gemm schedule"},
+      {"not a bool", [](json &v) { v["schedule"]["cluster_k_split"] = 1; },
+       "kernels[0].variants[0].schedule.cluster_k_split: expected"},
+      {"grid not a multiple of the split",
+       [](json &v) {
+         v["grid"] = {6, 1, 1};
+       },
+       "kernels[0].variants[0].grid: a launch with cluster_k_split needs "
+       "a constant grid [x, 1, 1] with x a multiple of k_split (4)"},
+      {"grid over the batch",
+       [](json &v) {
+         v["grid"] = {4, 1, "batch"};
+       },
+       "a constant grid [x, 1, 1]"},
+      {"shared memory without room for the exchange",
+       [](json &v) { v["dynamic_shared_bytes"] = 8000; },
+       "kernels[0].variants[0].schedule: cluster_k_split needs 8512 bytes "
+       "of dynamic shared memory for its exchange, got 8000"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    json j = clusterKSplitManifest();
+    c.mutate(j["kernels"][0]["variants"][0]);
+    std::string msg = EXPECT_THROW_MSG(FormatError, parseJson(j));
+    EXPECT_CONTAINS(msg, c.expected);
+  }
+}
+
 TEST(Manifest, DimsAndSymbols) {
   Symbols s{2, 3, 4, 5};
   EXPECT_EQ(s.lookup("batch"), 2);

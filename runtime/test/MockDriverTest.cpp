@@ -296,6 +296,28 @@ TEST_F(MockDriver, LaunchesTheSplitsAsOneClusterUpToClusterSplits) {
   }
 }
 
+TEST_F(MockDriver, LaunchesAClusterKSplitVariantInClustersOfItsKSplit) {
+  // The fixture's 16-token GEMM variant as 4 CTAs split over k that combine
+  // through a cluster (cluster_k_split): its launches at batch 2 carry
+  // clusters of 4 CTAs; the mock checks that they divide grid x.
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  json &v = j["kernels"][0]["variants"][0];
+  v["grid"] = {4, 1, 1};
+  v["schedule"]["k_split"] = 4;
+  v["schedule"]["cluster_k_split"] = true;
+  Model clustered(Manifest::parse(j.dump(), "m.json"));
+  DecodeStep s(*context, clustered, readPtx(dataPath("tiny_decode.ptx")),
+               "tiny_decode.ptx", Capacity{4, 1, 4});
+  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, s, 1);
+  for (size_t i = 0; i < args.size(); ++i)
+    s.bind(static_cast<int>(i), args[i]);
+  takeClusters();
+  s.run(StepShape{2, 1, 1}, TinyInputs(2, 1).view());
+  EXPECT_EQ(takeClusters(), (std::vector<int>{4, 1}));
+  s.run(StepShape{1, 1, 1}, TinyInputs(1, 1).view());
+  EXPECT_EQ(takeClusters(), (std::vector<int>{1, 1}));
+}
+
 TEST_F(MockDriver, ClusterLaunchErrorsNameTheCluster) {
   // The mock rejects a cluster that does not divide grid x, as the driver.
   unsigned grid[3] = {4, 1, 1}, block[3] = {32, 1, 1};

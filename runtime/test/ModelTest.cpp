@@ -223,6 +223,23 @@ TEST(LaunchPlan, ClustersTheSplitsUpToClusterSplits) {
   }
 }
 
+TEST(LaunchPlan, ClustersTheKSplitOfAClusterKSplitVariant) {
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  json &v = j["kernels"][0]["variants"][0];
+  v["grid"] = {4, 1, 1};
+  v["schedule"]["k_split"] = 4;
+  v["schedule"]["cluster_k_split"] = true;
+  Model m(Manifest::parse(j.dump(), "m.json"));
+  LaunchPlan plan(m, Capacity{8, 16, 100});
+  bindAll(plan);
+  // Batch 2: the 16-token variant, its 4 CTAs as one cluster (grid
+  // unchanged); batch 1: the primary launch, no cluster.
+  std::vector<PreparedLaunch> l = plan.prepare(StepShape{2, 5, 4});
+  EXPECT_EQ(l[0].grid, (std::array<uint32_t, 3>{4, 1, 1}));
+  EXPECT_EQ(l[0].clusterX, 4u);
+  EXPECT_EQ(plan.prepare(StepShape{1, 5, 4})[0].clusterX, 1u);
+}
+
 TEST(LaunchPlan, PreparesLaunchesInOrder) {
   Model m = tinyModel();
   LaunchPlan plan(m, Capacity{8, 16, 100});

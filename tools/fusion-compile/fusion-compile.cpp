@@ -83,6 +83,12 @@ static cl::opt<bool> warpSpecializedGemm(
     cl::desc("With --chip=sm_90a: the warp-specialised 16-token projection "
              "variant (opt-in; not yet faster, docs/performance.md entry 44)"),
     cl::init(false), cl::cat(category));
+static cl::opt<bool> clusterKSplit(
+    "cluster-k-split",
+    cl::desc("With an sm_90 chip: the GEMM-shaped projection variants "
+             "combine their split-K partials through a thread-block cluster "
+             "(opt-in; not yet measured, docs/abi.md section 3.4)"),
+    cl::init(false), cl::cat(category));
 static cl::opt<std::string> dumpMLIR(
     "dump-mlir",
     cl::desc("Also write the module after the pipeline (host "
@@ -298,6 +304,7 @@ int main(int argc, char **argv) {
   pipeline.features = features;
   pipeline.smCount = smCount;
   pipeline.warpSpecializedGemm = warpSpecializedGemm;
+  pipeline.clusterKSplit = clusterKSplit;
   pipeline.format = "isa";
   if (failed(verifyFusionToPTXOptions(
           pipeline, [](StringRef option, const Twine &message) {

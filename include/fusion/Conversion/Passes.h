@@ -37,6 +37,10 @@ struct FusionToPTXPipelineOptions
       *this, "warp-specialized-gemm",
       llvm::cl::desc("convert-fusion-to-gpu's warp-specialized-gemm"),
       llvm::cl::init(false)};
+  Option<bool> clusterKSplit{
+      *this, "cluster-k-split",
+      llvm::cl::desc("convert-fusion-to-gpu's cluster-k-split"),
+      llvm::cl::init(false)};
   Option<std::string> format{
       *this, "format",
       llvm::cl::desc("gpu-module-to-binary format: isa (PTX text), bin, "

@@ -131,7 +131,8 @@ struct ConvertFusionToGPUPass
     if (kernels.empty())
       return;
     gpu::GPUModuleOp gpuModule = getOrCreateKernelModule(module);
-    TargetInfo target(targetSM, smCount, archSpecific, warpSpecializedGemm);
+    TargetInfo target(targetSM, smCount, archSpecific, warpSpecializedGemm,
+                      clusterKSplit);
 
     bool failed = false;
     // Kernels with identical bodies (e.g. the layers of a model) share one

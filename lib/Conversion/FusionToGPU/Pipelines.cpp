@@ -115,6 +115,7 @@ void mlir::fusion::buildFusionToPTXPipeline(
   ConvertFusionToGPUPassOptions convertOptions;
   convertOptions.smCount = options.smCount;
   convertOptions.warpSpecializedGemm = options.warpSpecializedGemm;
+  convertOptions.clusterKSplit = options.clusterKSplit;
   // What the kernels may use follows the chip ("sm_90a" -> 90).
   if (const SupportedChip *chip = lookupSupportedChip(options.chip)) {
     convertOptions.targetSM = chip->sm;

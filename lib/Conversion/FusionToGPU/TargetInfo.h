@@ -30,11 +30,15 @@ public:
   /// features too (sm_90a: PTX that runs on compute capability 9.0 only);
   /// `warpSpecializedGemm` whether the GEMM-shaped projection may be
   /// warp-specialised where it has warpgroup MMA (opt-in,
-  /// chooseProjectionGemmSchedules).
+  /// chooseProjectionGemmSchedules); `clusterKSplit` whether the
+  /// GEMM-shaped projection's split-K CTAs may combine through a cluster
+  /// where the target has clusters (opt-in, chooseProjectionGemmSchedules).
   TargetInfo(int64_t computeCapability, int64_t smCount,
-             bool archSpecific = false, bool warpSpecializedGemm = false)
+             bool archSpecific = false, bool warpSpecializedGemm = false,
+             bool clusterKSplit = false)
       : computeCapability(computeCapability), smCount(smCount),
-        archSpecific(archSpecific), warpSpecializedGemm(warpSpecializedGemm) {}
+        archSpecific(archSpecific), warpSpecializedGemm(warpSpecializedGemm),
+        clusterKSplit(clusterKSplit) {}
 
   /// Compute capability x 10.
   int64_t getComputeCapability() const { return computeCapability; }
@@ -59,6 +63,9 @@ public:
   bool wantsWarpSpecializedGemm() const {
     return warpSpecializedGemm && hasWarpgroupMma();
   }
+  /// The GEMM-shaped projection's cluster reduction (cluster_k_split) is
+  /// asked for and the target has clusters.
+  bool wantsClusterKSplit() const { return clusterKSplit && hasClusters(); }
 
   /// Threads per warp.
   static constexpr int64_t kWarpSize = 32;
@@ -98,7 +105,7 @@ public:
 private:
   int64_t computeCapability;
   int64_t smCount;
-  bool archSpecific, warpSpecializedGemm;
+  bool archSpecific, warpSpecializedGemm, clusterKSplit;
 };
 
 } // namespace mlir::fusion

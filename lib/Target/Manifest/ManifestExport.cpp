@@ -170,6 +170,8 @@ json::Object scheduleToJSON(ScheduleAttrInterface schedule) {
           o["warpgroup_mma"] = true;
         if (s.getWarpSpecialized())
           o["warp_specialized"] = true;
+        if (s.getClusterKSplit())
+          o[StringRef(contract::schedule::kClusterKSplit)] = true;
       })
       .Case([&](SplitKvAttentionScheduleAttr s) {
         writeSplitKV(o, s);

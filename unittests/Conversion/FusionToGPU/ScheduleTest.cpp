@@ -415,6 +415,50 @@ TEST(ProjectionGemmSchedule, WarpSpecializedOnSm90a) {
   EXPECT_FALSE(small[0].warpSpecialized);
 }
 
+TEST(ProjectionGemmSchedule, ClusterKSplitWhereAskedAndItFits) {
+  const TargetInfo sm90(/*computeCapability=*/90, /*smCount=*/132,
+                        /*archSpecific=*/false, /*warpSpecializedGemm=*/false,
+                        /*clusterKSplit=*/true);
+  // Llama-3-8B q/k/v: k split 4 (in [2, 8], dividing the tile's 64 row
+  // pairs: 16 per CTA), so every variant combines through a cluster; the
+  // 64-token exchange, 64 x (132 + 1) x 4 = 34048 bytes, fits its ring of
+  // 3 x 35840.
+  auto s = chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), sm90);
+  ASSERT_EQ(s.size(), 3u);
+  for (const ProjectionGemmSchedule &g : s) {
+    EXPECT_TRUE(g.clusterKSplit);
+    EXPECT_EQ(g.kSplit, 4);
+    EXPECT_LE(g.clusterExchangeBytes(), g.stages * g.slotBytes);
+  }
+  EXPECT_EQ(s[2].clusterExchangeBytes(), 34048);
+  // The schedule is otherwise unchanged (the grid, the ring).
+  auto plain =
+      chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), kH100);
+  EXPECT_EQ(s[0].grid(), plain[0].grid());
+  EXPECT_EQ(s[0].dynamicSharedBytes, plain[0].dynamicSharedBytes);
+  // Opt-in: off by default, and on a target without clusters.
+  EXPECT_FALSE(plain[0].clusterKSplit);
+  const TargetInfo ampere(80, 108, false, false, /*clusterKSplit=*/true);
+  EXPECT_FALSE(
+      chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), ampere)[0]
+          .clusterKSplit);
+  // SmolLM2's q/k/v (hidden 576: 9 stages, k split 9 > 8): no cluster.
+  auto smol = chooseProjectionGemmSchedules(gemmShape(576, 9, 3, 64), sm90);
+  ASSERT_FALSE(smol.empty());
+  EXPECT_EQ(smol[0].kSplit, 9);
+  EXPECT_FALSE(smol[0].clusterKSplit);
+  // Not with the warp-specialised variant (its consumer warps hold the
+  // partials where no CTA barrier frees the ring).
+  const TargetInfo both(90, 132, /*archSpecific=*/true,
+                        /*warpSpecializedGemm=*/true, /*clusterKSplit=*/true);
+  ProjectionGemmShape qkv = gemmShape(4096, 32, 8, 128);
+  qkv.tmaTokenRows = true;
+  auto ws = chooseProjectionGemmSchedules(qkv, both);
+  EXPECT_TRUE(ws[0].warpSpecialized);
+  EXPECT_FALSE(ws[0].clusterKSplit);
+  EXPECT_TRUE(ws[1].clusterKSplit);
+}
+
 TEST(ProjectionGemmSchedule, HeadDimsAndGroups) {
   // TinyLlama: 32 + 2 x 4 = 40 heads of 64: two per tile (128 rows), 20
   // tiles; k split 8 (160 <= 264, 2048 % 512 == 0).

@@ -3,8 +3,9 @@
 // The pieces of a Hopper thread-block cluster a kernel uses to exchange
 // data between its CTAs through distributed shared memory (PTX ISA,
 // "barrier.cluster", "mapa", state spaces ".shared::cluster"): the cluster's
-// shape, its barrier, and stores into another CTA's shared memory. A launch
-// without a cluster dimension runs every CTA as a cluster of one.
+// shape, its barrier, and loads from and stores into another CTA's shared
+// memory. A launch without a cluster dimension runs every CTA as a cluster
+// of one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +39,17 @@ Value mapSharedToCta(ImplicitLocOpBuilder &b, Value shared, Value rank);
 /// (an `!llvm.ptr<7>`, `alignment` bytes aligned).
 void storeToCluster(ImplicitLocOpBuilder &b, Value value, Value pointer,
                     int64_t alignment);
+/// The f32 at `shared` (an `!llvm.ptr<3>` of this CTA, 4 bytes aligned) in
+/// the shared memory of the CTA of cluster rank `rank`: `mapa.shared::cluster`
+/// then `ld.shared::cluster.f32`, as one side-effecting inline asm block on
+/// the 32-bit shared address. One block rather than nvvm.mapa and an
+/// llvm.load so that the mapped address lives only inside it: LLVM hoists a
+/// separate mapa (and every address derived from it) to the kernel entry,
+/// where a kernel that reads kSplit remote buffers after a long loop keeps
+/// them live across the loop (ProjectionGemmKernel: up to 24 64-bit values,
+/// spills at the 128-register cap); the block, side-effecting and clobbering
+/// memory, stays where it is emitted and is neither hoisted nor merged.
+Value loadFromCluster(ImplicitLocOpBuilder &b, Value shared, int32_t rank);
 
 } // namespace mlir::fusion
 

@@ -51,9 +51,26 @@
 // CUDA-core kernel computes round(sum_k round(h * rstd * w) W + bias): one
 // rounding per product term in both, at another place.
 //
+// Split-K through a cluster (s.clusterKSplit, opt-in): launched with the
+// kSplit CTAs of a row tile as one thread-block cluster (%cluster_nctarank
+// = kSplit; docs/abi.md section 3.4), every CTA writes its partial tile and
+// sums of squares over its own stage ring instead (every copy has landed,
+// every warp is past the ring), arrives on the cluster barrier (release)
+// and waits (acquire); CTA `rank` then reduces row pairs [rank, rank + 1)
+// x tileRows / 2 / kSplit of the tile, reading the kSplit partials from the
+// cluster's rings by DSMEM (mapa, ld.shared::cluster) in rank order and
+// running the same sums, scaling and pair epilogue as the workspace path
+// (finishPair), so the results are bit-identical; a last cluster barrier
+// keeps every ring until the cluster has read it. No workspace, global
+// fence (membar.gl) or counter; with TMA weights every thread fences its
+// exchange stores for the async proxy (fence.proxy.async) before the first
+// cluster barrier, as the next token tile's TMA copies overwrite the ring.
+// Launched otherwise, the workspace path runs.
+//
 //===----------------------------------------------------------------------===//
 
 #include "../Fragments/AsyncCopy.h"
+#include "../Fragments/Cluster.h"
 #include "../Fragments/Embedding.h"
 #include "../Fragments/Mma.h"
 #include "../Fragments/Reduce.h"
@@ -198,6 +215,9 @@ struct GemmKernel {
                        ArrayRef<Value> acc, ArrayRef<Value> sums);
   void storePartialTile(ImplicitLocOpBuilder &b, Value tileStart, Value count,
                         ArrayRef<Value> acc);
+  void reduceSquares(
+      ImplicitLocOpBuilder &b, ArrayRef<Value> sums,
+      llvm::function_ref<void(ImplicitLocOpBuilder &, Value, Value)> store);
   void storePartialSquares(ImplicitLocOpBuilder &b, Value tileStart,
                            Value count, Value t, Value total);
   // Warp-specialised (ProjectionGemmSchedule::warpSpecialized).
@@ -212,6 +232,21 @@ struct GemmKernel {
   void emitArrival(ImplicitLocOpBuilder &b, Value tileStart);
   void emitReduction(ImplicitLocOpBuilder &b, Value tileStart, Value count);
   void reduceTile(ImplicitLocOpBuilder &b, Value tileStart, Value count);
+  /// Loads split `r`'s partial of kernel row `row`, or its sum of squares,
+  /// of the pair's token (finishPair).
+  using PartialLoader =
+      llvm::function_ref<Value(ImplicitLocOpBuilder &, int64_t r, Value row)>;
+  using SquaresLoader =
+      llvm::function_ref<Value(ImplicitLocOpBuilder &, int64_t r)>;
+  void finishPair(ImplicitLocOpBuilder &b, Value token, Value pair,
+                  PartialLoader partial, SquaresLoader squares);
+  // Split-K through a cluster (ProjectionGemmSchedule::clusterKSplit).
+  void combineSplits(ImplicitLocOpBuilder &b, Value tileStart, Value count,
+                     ArrayRef<Value> acc, ArrayRef<Value> sums);
+  Value exchangePointer(ImplicitLocOpBuilder &b);
+  void exchangeInCluster(ImplicitLocOpBuilder &b, ArrayRef<Value> acc,
+                         ArrayRef<Value> sums);
+  void reduceInCluster(ImplicitLocOpBuilder &b, Value tileStart, Value count);
 };
 
 } // namespace
@@ -641,7 +676,20 @@ void GemmKernel::publishPartials(ImplicitLocOpBuilder &b, Value tileStart,
                                  Value count, ArrayRef<Value> acc,
                                  ArrayRef<Value> sums) {
   storePartialTile(b, tileStart, count, acc);
-  // The chunkPerRow() threads of a token are consecutive lanes.
+  reduceSquares(b, sums, [&](ImplicitLocOpBuilder &sb, Value t, Value total) {
+    storePartialSquares(sb, tileStart, count, t, total);
+  });
+  fenceGPU(b);
+  barrier(b);
+}
+
+/// For each token of the tile, this CTA's sum of h^2 over its k range: the
+/// per-chunk sums `sums` (foldActivations') reduced over the token's
+/// chunksPerRow() threads (consecutive lanes), then `store`(t, total) by the
+/// token's first thread.
+void GemmKernel::reduceSquares(
+    ImplicitLocOpBuilder &b, ArrayRef<Value> sums,
+    llvm::function_ref<void(ImplicitLocOpBuilder &, Value, Value)> store) {
   for (int64_t it = 0; it < static_cast<int64_t>(sums.size()); ++it) {
     Value total = warpReduce(b, sums[it], ReduceKind::Sum, chunksPerRow());
     Value c = addI(b, tid, it * s.blockSize());
@@ -651,12 +699,9 @@ void GemmKernel::publishPartials(ImplicitLocOpBuilder &b, Value tileStart,
              constIndex(b, 0));
     Value inTile = cmpI(b, CmpIPredicate::ult, c,
                         constIndex(b, s.tileTokens * chunksPerRow()));
-    ifThen(b, andI(b, first, inTile), [&](ImplicitLocOpBuilder &sb) {
-      storePartialSquares(sb, tileStart, count, t, total);
-    });
+    ifThen(b, andI(b, first, inTile),
+           [&](ImplicitLocOpBuilder &sb) { store(sb, t, total); });
   }
-  fenceGPU(b);
-  barrier(b);
 }
 
 /// This warp's accumulators (publishPartials' layout) into partial_out.
@@ -708,9 +753,36 @@ void GemmKernel::emitArrival(ImplicitLocOpBuilder &b, Value tileStart) {
   barrier(b);
 }
 
-/// The last CTA of a (token tile, row tile): for each of the tile's output
-/// row pairs and tokens, the kSplit partials summed in rank order, scaled by
-/// the token's RMSNorm inverse, and the common pair epilogue.
+/// Output row pair `pair` (of the kernel) of token `token`: the kSplit
+/// partials of its two rows summed in rank order, scaled by the token's
+/// RMSNorm inverse (its kSplit sums of squares summed in rank order), and
+/// the common pair epilogue. Both combines run this, so that they round
+/// alike.
+void GemmKernel::finishPair(ImplicitLocOpBuilder &b, Value token, Value pair,
+                            PartialLoader partial, SquaresLoader squares) {
+  PairRows rows = getPairRows(b, p, pair);
+  auto [rowA, rowB] = partialRows(b, pair, rows);
+  Value sumA, sumB, sumSquares;
+  for (int64_t r = 0; r < s.kSplit; ++r) {
+    Value a = partial(b, r, rowA);
+    Value c = partial(b, r, rowB);
+    sumA = sumA ? addF(b, sumA, a) : a;
+    sumB = sumB ? addF(b, sumB, c) : c;
+    if (!rms)
+      continue;
+    Value sq = squares(b, r);
+    sumSquares = sumSquares ? addF(b, sumSquares, sq) : sq;
+  }
+  if (rms) {
+    Value inv = getRMSInverse(b, p.norm, sumSquares);
+    sumA = mulF(b, sumA, inv);
+    sumB = mulF(b, sumB, inv);
+  }
+  emitPairEpilogue(b, p, rows, loadTokenInputs(b, p, token), sumA, sumB);
+}
+
+/// The last CTA of a (token tile, row tile): finishPair for each of the
+/// tile's output row pairs and tokens, from the workspaces.
 void GemmKernel::emitReduction(ImplicitLocOpBuilder &b, Value tileStart,
                                Value count) {
   const int64_t tilePairs = s.tileRows / 2;
@@ -721,33 +793,20 @@ void GemmKernel::emitReduction(ImplicitLocOpBuilder &b, Value tileStart,
                 addI(lb, tileStart, divUI(lb, idx, constIndex(lb, tilePairs)));
             Value pair = addI(lb, mulI(lb, rowTile, tilePairs),
                               remUI(lb, idx, constIndex(lb, tilePairs)));
-            PairRows rows = getPairRows(lb, p, pair);
-            auto [rowA, rowB] = partialRows(lb, pair, rows);
-            Value sumA, sumB, squares;
-            for (int64_t r = 0; r < s.kSplit; ++r) {
+            auto partial = [&](ImplicitLocOpBuilder &rb, int64_t r, Value row) {
               Value base =
-                  mulI(lb, addI(lb, mulI(lb, token, s.kSplit), r), p.rows);
-              Value a = loadScalar(lb, partials, addI(lb, base, rowA));
-              Value c = loadScalar(lb, partials, addI(lb, base, rowB));
-              sumA = sumA ? addF(lb, sumA, a) : a;
-              sumB = sumB ? addF(lb, sumB, c) : c;
-              if (!rms)
-                continue;
+                  mulI(rb, addI(rb, mulI(rb, token, s.kSplit), r), p.rows);
+              return loadScalar(rb, partials, addI(rb, base, row));
+            };
+            auto squares = [&](ImplicitLocOpBuilder &rb, int64_t r) {
               Value at =
-                  addI(lb,
-                       mulI(lb, addI(lb, mulI(lb, token, s.rowTiles), rowTile),
+                  addI(rb,
+                       mulI(rb, addI(rb, mulI(rb, token, s.rowTiles), rowTile),
                             s.kSplit),
                        r);
-              Value sq = loadScalar(lb, stats, at);
-              squares = squares ? addF(lb, squares, sq) : sq;
-            }
-            if (rms) {
-              Value inv = getRMSInverse(lb, p.norm, squares);
-              sumA = mulF(lb, sumA, inv);
-              sumB = mulF(lb, sumB, inv);
-            }
-            emitPairEpilogue(lb, p, rows, loadTokenInputs(lb, p, token), sumA,
-                             sumB);
+              return loadScalar(rb, stats, at);
+            };
+            finishPair(lb, token, pair, partial, squares);
           });
 }
 
@@ -807,9 +866,8 @@ void GemmKernel::emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart,
       });
   waitAsyncCopies(b, 0);
   ArrayRef<Value> all(results);
-  publishPartials(b, tileStart, count, all.take_front(numAcc),
-                  all.drop_front(numAcc));
-  reduceTile(b, tileStart, count);
+  combineSplits(b, tileStart, count, all.take_front(numAcc),
+                all.drop_front(numAcc));
 }
 
 /// After the partials are published: the arrival and, in the CTA that
@@ -824,6 +882,123 @@ void GemmKernel::reduceTile(ImplicitLocOpBuilder &b, Value tileStart,
            fenceGPU(lb);
            emitReduction(lb, tileStart, count);
          });
+}
+
+//===----------------------------------------------------------------------===//
+// Split-K through a cluster (ProjectionGemmSchedule::clusterKSplit)
+//===----------------------------------------------------------------------===//
+
+/// After the k loop of emitTokenTile (accumulators `acc`, this thread's
+/// sums of h^2 `sums`): with clusterKSplit and a launch that made the row
+/// tile's kSplit CTAs one cluster, the combine through the cluster; else
+/// (and always without clusterKSplit) through the workspaces.
+void GemmKernel::combineSplits(ImplicitLocOpBuilder &b, Value tileStart,
+                               Value count, ArrayRef<Value> acc,
+                               ArrayRef<Value> sums) {
+  auto workspaces = [&](ImplicitLocOpBuilder &wb) {
+    publishPartials(wb, tileStart, count, acc, sums);
+    reduceTile(wb, tileStart, count);
+  };
+  if (!s.clusterKSplit)
+    return workspaces(b);
+  // One grid dimension and kSplit | grid x: the cluster is the kSplit
+  // consecutive CTAs of this row tile, and its rank is `rank`.
+  Value clustered = cmpI(b, CmpIPredicate::eq, getClusterCtas(b),
+                         constI32(b, static_cast<int32_t>(s.kSplit)));
+  ifThenElse(
+      b, clustered,
+      [&](ImplicitLocOpBuilder &cb) {
+        exchangeInCluster(cb, acc, sums);
+        reduceInCluster(cb, tileStart, count);
+      },
+      workspaces);
+}
+
+/// The exchange: this CTA's first stage slot (`slotsAt`) as a shared-space
+/// pointer, f32 [tileTokens][clusterExchangePitch] partials, then the
+/// tileTokens sums of squares.
+Value GemmKernel::exchangePointer(ImplicitLocOpBuilder &b) {
+  return offsetPointer(b, smemPtr, mulI(b, slotsAt, getTypeBytes(p.act)));
+}
+
+/// Writes this CTA's partial tile (publishPartials' accumulator layout) and
+/// per-token sums of squares into its exchange, over the stage ring: the
+/// barrier first (every copy has landed, every warp is past its last
+/// stage; with TMA the proxy fence orders the async proxy's use of the
+/// ring before these stores), then, with TMA, a second proxy fence that
+/// orders these stores before the next tile's copies into the ring, and
+/// the cluster barrier that publishes the exchange to the cluster
+/// (arrive.release, wait.acquire).
+void GemmKernel::exchangeInCluster(ImplicitLocOpBuilder &b, ArrayRef<Value> acc,
+                                   ArrayRef<Value> sums) {
+  const int64_t pitch = contract::clusterExchangePitch(s.tileRows);
+  if (s.tmaWeights)
+    fenceSharedForBulkCopies(b);
+  barrier(b);
+  Value exchange = exchangePointer(b);
+  Type f32 = b.getF32Type();
+  auto store = [&](ImplicitLocOpBuilder &sb, Value v, Value at) {
+    LLVM::StoreOp::create(sb, v, offsetPointer(sb, exchange, at, f32), 4);
+  };
+  Value g = divUI(b, lane, constIndex(b, 4));
+  Value q = remUI(b, lane, constIndex(b, 4));
+  Value row0 = addI(b, mulI(b, warp, 16), g);
+  for (int64_t n = 0; n < s.tileTokens / 8; ++n)
+    for (int64_t e = 0; e < 4; ++e) {
+      Value t = addI(b, mulI(b, q, 2), 8 * n + (e & 1));
+      store(b, acc[4 * n + e],
+            addI(b, mulI(b, t, pitch), addI(b, row0, 8 * (e >> 1))));
+    }
+  reduceSquares(b, sums, [&](ImplicitLocOpBuilder &sb, Value t, Value total) {
+    store(sb, total, addI(sb, t, s.tileTokens * pitch));
+  });
+  // These generic-proxy stores are in slot 0, which the next token tile's
+  // TMA copies (async proxy) overwrite: each writing thread fences them for
+  // the async proxy before the cluster barriers that order them before the
+  // copies (thread 0's fence in issueWeightBoxes orders only its own).
+  if (s.tmaWeights)
+    fenceSharedForBulkCopies(b);
+  arriveCluster(b);
+  waitCluster(b);
+}
+
+/// CTA `rank` of the cluster: finishPair for the tile's row pairs
+/// [rank * share, +share) (share = tileRows / 2 / kSplit) and every token,
+/// the partials and sums of squares read from the kSplit CTAs' exchanges
+/// (mapa, ld.shared::cluster); then the cluster barrier after which the
+/// rings may be reused (the next token tile) or the CTAs exit.
+void GemmKernel::reduceInCluster(ImplicitLocOpBuilder &b, Value tileStart,
+                                 Value count) {
+  const int64_t pitch = contract::clusterExchangePitch(s.tileRows);
+  const int64_t tilePairs = s.tileRows / 2, share = tilePairs / s.kSplit;
+  Value exchange = exchangePointer(b);
+  Type f32 = b.getF32Type();
+  Value n0 = mulI(b, rowTile, s.tileRows);
+  Value work = mulI(b, count, share);
+  forLoop(b, tid, work, constIndex(b, s.blockSize()),
+          [&](ImplicitLocOpBuilder &lb, Value idx) {
+            Value t = divUI(lb, idx, constIndex(lb, share));
+            Value token = addI(lb, tileStart, t);
+            Value pair = addI(lb, mulI(lb, rowTile, tilePairs),
+                              addI(lb, mulI(lb, rank, share),
+                                   remUI(lb, idx, constIndex(lb, share))));
+            // Each load maps its own address (loadFromCluster: no mapped
+            // address is hoisted out of the loop or live across the k loop).
+            auto load = [&](ImplicitLocOpBuilder &rb, int64_t r, Value at) {
+              return loadFromCluster(rb, offsetPointer(rb, exchange, at, f32),
+                                     static_cast<int32_t>(r));
+            };
+            auto partial = [&](ImplicitLocOpBuilder &rb, int64_t r, Value row) {
+              return load(rb, r,
+                          addI(rb, mulI(rb, t, pitch), subI(rb, row, n0)));
+            };
+            auto squares = [&](ImplicitLocOpBuilder &rb, int64_t r) {
+              return load(rb, r, addI(rb, t, s.tileTokens * pitch));
+            };
+            finishPair(lb, token, pair, partial, squares);
+          });
+  arriveCluster(b);
+  waitCluster(b);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1154,13 +1329,22 @@ static FailureOr<ProjectionGemmScheduleAttr>
 getScheduleAttr(KernelOp kernel, const ProjectionGemmSchedule &s) {
   return getCheckedSchedule<ProjectionGemmScheduleAttr>(
       kernel, s.blockSize(), s.warps(), s.grid(), s.tileRows, s.tileTokens,
-      s.kSplit, s.stageK, s.stages, s.minCtasPerSM, s.wgmma, s.warpSpecialized);
+      s.kSplit, s.stageK, s.stages, s.minCtasPerSM, s.wgmma, s.warpSpecialized,
+      s.clusterKSplit);
 }
 
 LogicalResult mlir::fusion::emitProjectionGemmVariant(
     KernelOp kernel, gpu::GPUModuleOp module, ProjectionPlan p,
     const ProjectionGemmSchedule &s, KernelLaunch &launch,
     const TargetInfo &target) {
+  // chooseClusterKSplit sets clusterKSplit only where the exchange fits the
+  // stage ring, so no schedule it makes reaches this; a diagnostic rather
+  // than an assert, which Release builds drop.
+  if (s.clusterKSplit && s.clusterExchangeBytes() > s.stages * s.slotBytes)
+    return kernel.emitOpError("the GEMM-shaped projection's cluster exchange (")
+           << s.clusterExchangeBytes()
+           << " bytes) does not fit its stage ring (" << s.stages * s.slotBytes
+           << " bytes)";
   KernelVariant variant;
   variant.minBatch = s.minBatch;
   variant.entry = launch.entry + "_gemm" + std::to_string(s.tileTokens);

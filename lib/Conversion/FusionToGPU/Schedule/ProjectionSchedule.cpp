@@ -263,6 +263,22 @@ static bool chooseWarpSpecialized(const ProjectionGemmShape &shape,
   return true;
 }
 
+int64_t ProjectionGemmSchedule::clusterExchangeBytes() const {
+  return ::fusion::contract::clusterExchangeBytes(tileTokens, tileRows);
+}
+
+/// Sets s.clusterKSplit where the target asks for it and it applies: k
+/// split in [2, 8] (contract::isValidClusterKSplit) dividing the tile's row
+/// pairs (each CTA reduces an equal share), not warp-specialised, and the
+/// exchange fits the stage ring.
+static void chooseClusterKSplit(const TargetInfo &target,
+                                ProjectionGemmSchedule &s) {
+  s.clusterKSplit = target.wantsClusterKSplit() && !s.warpSpecialized &&
+                    ::fusion::contract::isValidClusterKSplit(s.kSplit) &&
+                    (s.tileRows / 2) % s.kSplit == 0 &&
+                    s.clusterExchangeBytes() <= s.stages * s.slotBytes;
+}
+
 llvm::SmallVector<ProjectionGemmSchedule, 3>
 mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
                                             const TargetInfo &target) {
@@ -339,6 +355,7 @@ mlir::fusion::chooseProjectionGemmSchedules(const ProjectionGemmShape &shape,
       ++s.stages;
     s.dynamicSharedBytes = bytes(s.stages);
     chooseWarpSpecialized(shape, target, s);
+    chooseClusterKSplit(target, s);
     schedules.push_back(s);
   }
   return schedules;

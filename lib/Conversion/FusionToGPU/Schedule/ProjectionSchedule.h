@@ -182,6 +182,14 @@ struct ProjectionGemmSchedule {
   /// CTA barrier in the loop. The stage rows are then the weights, x, the
   /// residual (with one), h and the norm weight.
   bool warpSpecialized = false;
+  /// The kSplit CTAs of a row tile combine their partials through a
+  /// thread-block cluster when launched as one (cluster_k_split, opt-in:
+  /// TargetInfo::wantsClusterKSplit; sm_90, 2 <= kSplit <= 8 dividing the
+  /// tile's row pairs, not warp-specialised): after the k loop each CTA
+  /// writes its partial tile and sums of squares over its stage ring
+  /// (clusterExchangeBytes fit in stages * slotBytes) and reduces 1/kSplit
+  /// of the tile's row pairs from the cluster's rings by DSMEM.
+  bool clusterKSplit = false;
   /// Bytes of one stage slot: the weight rows, then the other rows at
   /// pitchBytes (rounded up to 1 KiB with tmaWeights).
   int64_t slotBytes = 0;
@@ -205,6 +213,8 @@ struct ProjectionGemmSchedule {
   int64_t supportWarps() const { return warpSpecialized ? 1 + kFoldWarps : 0; }
   int64_t blockSize() const { return 32 * (warps() + supportWarps()); }
   int64_t grid() const { return rowTiles * kSplit; }
+  /// Bytes of the cluster exchange (contract::clusterExchangeBytes).
+  int64_t clusterExchangeBytes() const;
 };
 
 /// Most pipeline stages of a GEMM-shaped variant.

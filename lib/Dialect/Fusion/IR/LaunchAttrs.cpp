@@ -179,6 +179,15 @@ KernelVariantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (minBatch < 2)
     return emitError() << "min_batch " << minBatch
                        << "; a variant replaces its kernel from batch 2 on";
+  auto gemm = dyn_cast_or_null<ProjectionGemmScheduleAttr>(schedule);
+  const int64_t exchange = gemm && gemm.getClusterKSplit()
+                               ? contract::clusterExchangeBytes(
+                                     gemm.getTileTokens(), gemm.getTileRows())
+                               : 0;
+  if (smem < exchange)
+    return emitError() << "smem " << smem
+                       << " cannot hold the cluster_k_split exchange of "
+                       << exchange << " bytes";
   return verifyGeometry(emitError, entry, grid, block, smem, staticSmem);
 }
 

@@ -119,7 +119,7 @@ LogicalResult ProjectionGemmScheduleAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t threads,
     int64_t warps, int64_t grid, int64_t tileRows, int64_t tileTokens,
     int64_t kSplit, int64_t stageK, int64_t stages, int64_t minCtasPerSm,
-    bool warpgroupMma, bool warpSpecialized) {
+    bool warpgroupMma, bool warpSpecialized, bool clusterKSplit) {
   StringRef kind = getMnemonic();
   if (failed(verifySchedule(emitError, kind, threads,
                             {{"warps", warps},
@@ -165,6 +165,12 @@ LogicalResult ProjectionGemmScheduleAttr::verify(
                           "(whole warpgroups), stage_k 64 (128-byte rows) and "
                           "tile_tokens at most 256 (wgmma's n), got "
                        << tileRows << ", " << stageK << " and " << tileTokens;
+  if (clusterKSplit && (!contract::isValidClusterKSplit(kSplit) ||
+                        (tileRows / 2) % kSplit != 0 || warpSpecialized))
+    return emitError() << kind << " cluster_k_split needs k_split in [2, "
+                       << contract::kMaxClusterSplits
+                       << "] dividing the tile's row pairs (" << tileRows / 2
+                       << ") and no warp_specialized, got k_split " << kSplit;
   return success();
 }
 

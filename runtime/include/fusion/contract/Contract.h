@@ -312,6 +312,14 @@ inline constexpr std::string_view kNumSplitsPolicy = "num_splits_policy";
 /// Most splits the kernel combines through a thread-block cluster (0:
 /// never); chooseClusterX is the launch rule (docs/abi.md section 3.4).
 inline constexpr std::string_view kClusterSplits = "cluster_splits";
+/// A GEMM-shaped projection variant (kind projection_gemm) whose k_split
+/// CTAs of a row tile combine their partials through a thread-block cluster
+/// (true; absent: false); chooseKSplitClusterX is the launch rule
+/// (docs/abi.md section 3.4).
+inline constexpr std::string_view kClusterKSplit = "cluster_k_split";
+/// The CTAs of a projection_gemm row tile (k_split consecutive CTAs of
+/// grid x).
+inline constexpr std::string_view kKSplit = "k_split";
 } // namespace schedule
 
 /// Most CTAs of a portable thread-block cluster (CUDA C Programming Guide,
@@ -381,6 +389,38 @@ constexpr int64_t chooseClusterX(int64_t clusterSplits, int64_t numSplits) {
                  numSplits <= kMaxClusterSplits
              ? numSplits
              : 1;
+}
+
+/// Whether a projection_gemm schedule with `kSplit` CTAs per row tile may
+/// set cluster_k_split: 2 <= kSplit <= kMaxClusterSplits (one portable
+/// cluster holds the row tile's CTAs).
+constexpr bool isValidClusterKSplit(int64_t kSplit) {
+  return kSplit >= 2 && kSplit <= kMaxClusterSplits;
+}
+
+/// The cluster dimension x of a launch of a projection_gemm variant whose
+/// schedule has `clusterKSplit` (schedule key kClusterKSplit) and `kSplit`
+/// (kKSplit): the k_split consecutive CTAs of each row tile as one cluster
+/// (grid x, rowTiles * kSplit, unchanged) when clusterKSplit and
+/// isValidClusterKSplit(kSplit), else 1 (no cluster: the kernel then sums
+/// the partials through its workspaces, bit-identically).
+constexpr int64_t chooseKSplitClusterX(bool clusterKSplit, int64_t kSplit) {
+  return clusterKSplit && isValidClusterKSplit(kSplit) ? kSplit : 1;
+}
+
+/// Floats between two token rows of a cluster_k_split variant's exchange
+/// tile: its tile_rows plus 4, so that a warp's accumulator stores (8 rows
+/// x 4 token pairs) fall in 32 different banks.
+constexpr int64_t clusterExchangePitch(int64_t tileRows) {
+  return tileRows + 4;
+}
+
+/// Bytes of a cluster_k_split variant's dynamic shared memory that each CTA
+/// exchanges with its cluster: its fp32 partial tile (tile_tokens rows at
+/// clusterExchangePitch), then the tile's tile_tokens fp32 partial sums of
+/// squares. The variant's dynamic_shared_bytes hold at least this.
+constexpr int64_t clusterExchangeBytes(int64_t tileTokens, int64_t tileRows) {
+  return 4 * tileTokens * (clusterExchangePitch(tileRows) + 1);
 }
 
 //===----------------------------------------------------------------------===//

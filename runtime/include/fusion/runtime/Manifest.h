@@ -209,6 +209,9 @@ struct LaunchGeometry {
   /// Its integer and string members (e.g. max_splits, kind).
   std::map<std::string, int64_t> scheduleInts;
   std::map<std::string, std::string> scheduleStrings;
+  /// schedule.cluster_k_split (false when absent): a projection_gemm launch
+  /// whose k_split CTAs per row tile run as one thread-block cluster.
+  bool clusterKSplit = false;
 
   /// The grid under `symbols`.
   std::array<int64_t, 3> gridFor(const Symbols &symbols) const;
@@ -257,7 +260,8 @@ struct ManifestKernel : LaunchGeometry {
   int64_t maxSplits() const;
   /// The cluster dimension x of its launch at `batch` with `numSplits`
   /// splits: contract::chooseClusterX of that launch's cluster_splits for a
-  /// kernel that uses num_splits, else 1 (no cluster).
+  /// kernel that uses num_splits, else contract::chooseKSplitClusterX of its
+  /// cluster_k_split and k_split (1: no cluster).
   int64_t clusterXFor(int64_t batch, int64_t numSplits) const;
   /// Number of output params (= kernel results).
   int numOutputs() const;

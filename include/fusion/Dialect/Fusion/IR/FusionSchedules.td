@@ -107,6 +107,13 @@ def Fusion_ProjectionGemmScheduleAttr
     kernel's `input_map` / `residual_map`) and two fold warps run the norm's
     pass, synchronised by mbarriers with no CTA barrier in the loop, so
     `threads` = 32 x (`warps` + 3) (docs/gemm-warp-specialized-plan.md).
+    `cluster_k_split` (sm_90; printed only when true; `k_split` in [2, 8],
+    dividing `tile_rows` / 2, not `warp_specialized`): launched with the
+    `k_split` CTAs of a row tile as one thread-block cluster (docs/abi.md
+    section 3.4), the CTAs combine their partial tiles through distributed
+    shared memory instead of the workspaces; the variant's dynamic shared
+    memory then holds the exchange (contract::clusterExchangeBytes). Launched
+    without such a cluster it takes the workspaces, bit-identically.
 
     ```mlir
     #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192,
@@ -119,7 +126,8 @@ def Fusion_ProjectionGemmScheduleAttr
                         "int64_t":$k_split, "int64_t":$stage_k,
                         "int64_t":$stages, "int64_t":$min_ctas_per_sm,
                         DefaultValuedParameter<"bool", "false">:$warpgroup_mma,
-                        DefaultValuedParameter<"bool", "false">:$warp_specialized);
+                        DefaultValuedParameter<"bool", "false">:$warp_specialized,
+                        DefaultValuedParameter<"bool", "false">:$cluster_k_split);
 }
 
 def Fusion_SplitKvAttentionScheduleAttr
