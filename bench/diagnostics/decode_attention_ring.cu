@@ -465,19 +465,10 @@ __global__ void fillCache(__half *c, size_t n, uint32_t seed, const int *used) {
 }
 
 static CUtensorMap encodeCache(void *base, size_t poolPages) {
-  CUtensorMap map;
   const cuuint64_t dims[3] = {D, HKV, poolPages * P};
   const cuuint64_t strides[2] = {kRowBytes, (cuuint64_t)HKV * kRowBytes};
-  const cuuint32_t box[3] = {kBox, 1, P}, unit[3] = {1, 1, 1};
-  if (cuTensorMapEncodeTiled(
-          &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, base, dims, strides, box,
-          unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-    printf("cuTensorMapEncodeTiled failed\n");
-    exit(1);
-  }
-  return map;
+  const cuuint32_t box[3] = {kBox, 1, P};
+  return encodeSwizzledF16(base, 3, dims, strides, box);
 }
 
 using Kernel = void (*)(Args, CUtensorMap, CUtensorMap);

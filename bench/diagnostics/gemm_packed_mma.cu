@@ -253,17 +253,9 @@ int main() {
   CK(cudaDeviceSynchronize());
   // W as a 2D tensor [N][K] for TMA: boxes of 128 rows x 64 k (128 B), the
   // 128-byte swizzle.
-  CUtensorMap tmap;
   const cuuint64_t dims[2] = {K, N}, strides[1] = {K * 2};
-  const cuuint32_t box[2] = {kStageK, kRows}, unit[2] = {1, 1};
-  if (cuTensorMapEncodeTiled(
-          &tmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, w, dims, strides, box,
-          unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-    printf("cuTensorMapEncodeTiled failed\n");
-    return 1;
-  }
+  const cuuint32_t box[2] = {kStageK, kRows};
+  const CUtensorMap tmap = encodeSwizzledF16(w, 2, dims, strides, box);
   printf("%d SMs; W %d x %d f16 (%.1f MB), %d tokens\n", sms, N, K,
          wBytes / 1e6, T);
 

@@ -282,18 +282,9 @@ __global__ void readW(const uint4 *w, size_t n, uint32_t *sink) {
 }
 
 static CUtensorMap encode(void *base, int rows, int boxRows) {
-  CUtensorMap map;
   const cuuint64_t dims[2] = {K, cuuint64_t(rows)}, strides[1] = {K * 2};
-  const cuuint32_t box[2] = {kStageK, cuuint32_t(boxRows)}, unit[2] = {1, 1};
-  if (cuTensorMapEncodeTiled(
-          &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, base, dims, strides, box,
-          unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-    printf("cuTensorMapEncodeTiled failed\n");
-    exit(1);
-  }
-  return map;
+  const cuuint32_t box[2] = {kStageK, cuuint32_t(boxRows)};
+  return encodeSwizzledF16(base, 2, dims, strides, box);
 }
 
 // The norm fold (docs/gemm-warp-specialized-plan.md, "Measure before

@@ -2,10 +2,34 @@
 // as CUDA C wrappers: shared-memory addresses, 16-byte cp.async (L2 only),
 // ldmatrix .x4 (plain and transposed), mma.sync m16n8k16 (f16 in, fp32
 // accumulate), mbarriers, named barriers and Hopper bulk copies
-// (cp.async.bulk and 3D TMA boxes completing on an mbarrier).
+// (cp.async.bulk and 3D TMA boxes completing on an mbarrier); on the host,
+// the f16 tensor maps those boxes read.
 #pragma once
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda.h>
 #include <cuda_fp16.h>
+
+/// The tensor map of an f16 array of `rank` dims (`dims` innermost first,
+/// `strides` in bytes of dims 1.., `box` in elements), 128-byte swizzled,
+/// as every TMA diagnostic here reads it; exits on failure.
+inline CUtensorMap encodeSwizzledF16(void *base, cuuint32_t rank,
+                                     const cuuint64_t *dims,
+                                     const cuuint64_t *strides,
+                                     const cuuint32_t *box) {
+  CUtensorMap map;
+  const cuuint32_t unit[3] = {1, 1, 1};
+  if (cuTensorMapEncodeTiled(
+          &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, base, dims, strides, box,
+          unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    printf("cuTensorMapEncodeTiled failed\n");
+    exit(1);
+  }
+  return map;
+}
 
 __device__ __forceinline__ uint32_t smemAddr(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
