@@ -60,7 +60,8 @@
 // x tileRows / 2 / kSplit of the tile, reading the kSplit partials from the
 // cluster's rings by DSMEM (mapa, ld.shared::cluster) in rank order and
 // running the same sums, scaling and pair epilogue as the workspace path
-// (finishPair), so the results are bit-identical; a last cluster barrier
+// (finishPair), so the results should be bit-identical (not yet checked on
+// a GPU); a last cluster barrier
 // keeps every ring until the cluster has read it. No workspace, global
 // fence (membar.gl) or counter; with TMA weights every thread fences its
 // exchange stores for the async proxy (fence.proxy.async) before the first

@@ -403,7 +403,7 @@ constexpr bool isValidClusterKSplit(int64_t kSplit) {
 /// (kKSplit): the k_split consecutive CTAs of each row tile as one cluster
 /// (grid x, rowTiles * kSplit, unchanged) when clusterKSplit and
 /// isValidClusterKSplit(kSplit), else 1 (no cluster: the kernel then sums
-/// the partials through its workspaces, bit-identically).
+/// the partials through its workspaces, in the same order).
 constexpr int64_t chooseKSplitClusterX(bool clusterKSplit, int64_t kSplit) {
   return clusterKSplit && isValidClusterKSplit(kSplit) ? kSplit : 1;
 }
