@@ -5,7 +5,7 @@
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t/ws.manifest.json
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/ws.ptx -o %t/ws.cubin %}
 
-// The warp-specialised 16-token GEMM variant (opt-in: warp-specialized-gemm;
+// The warp-specialised GEMM variants (opt-in: warp-specialized-gemm;
 // Kernels/ProjectionGemmKernel.cpp, docs/gemm-warp-specialized-plan.md).
 // Front half of hidden 1024, 16 query and 8 KV heads of 128 (4096 rows:
 // 32 row tiles of 128), RMSNorm with a residual, f16. The largest
@@ -16,18 +16,24 @@
 // 177 x 128 = 22656 -> 23552 bytes; 4 x 23552 + 1 KiB alignment = 95232.
 // Static: 3 x 4 mbarriers (96) + the arrival flag (4, at 16-byte
 // alignment) + the fold warps' sums (2 x 16 x 4 = 128) = 228. 8 consumer
-// warps + the producer warp + 2 fold warps = 352 threads. The other
-// variants keep their k split 8, so the shared workspaces are sized for 8.
+// warps + the producer warp + 2 fold warps = 352 threads. The 32- and
+// 64-token tiles likewise, with k split 4 (so the shared workspaces are
+// sized for 4) and 4 stages: slots of 128 + 3 x 32 + 1 = 225 rows (28800
+// -> 29696 bytes; 4 x 29696 + 1024 = 119808) and 128 + 3 x 64 + 1 = 321
+// rows (41088 -> 41984; 168960), the fold warps' sums 256 and 512 bytes
+// (static 356 and 612).
 // CHECK-LABEL: func.func @ws(
 // CHECK: fusion.kernel @ws_k0_fused
-// CHECK-SAME: #fusion.param<kind = workspace, role = "partial_out", dtype = f32, shape = [batch, 8, 4096]>
+// CHECK-SAME: #fusion.param<kind = workspace, role = "partial_out", dtype = f32, shape = [batch, 4, 4096]>
 // CHECK-SAME: #fusion.param<kind = tensor_map, role = "weight_map", dtype = f16, shape = [4096, 1024], of = 3, box = [128, 64]>
 // CHECK-SAME: #fusion.param<kind = tensor_map, role = "input_map", dtype = f16, shape = [batch, 1024], of = 0, box = [16, 64]>
 // CHECK-SAME: #fusion.param<kind = tensor_map, role = "residual_map", dtype = f16, shape = [batch, 1024], of = 2, box = [16, 64]>
 // CHECK-SAME: #fusion.variant<min_batch = 2, entry = "ws_k0_fused_gemm16", grid = [128, 1, 1], block = 352, smem = 95232, static_smem = 228,
 // CHECK-SAME: schedule = #fusion.projection_gemm_schedule<threads = 352, warps = 8, grid = 128, tile_rows = 128, tile_tokens = 16, k_split = 4, stage_k = 64, stages = 4, min_ctas_per_sm = 1, warpgroup_mma = true, warp_specialized = true>>
-// CHECK-SAME: #fusion.variant<min_batch = 17, entry = "ws_k0_fused_gemm32", grid = [256, 1, 1], block = 256,
-// CHECK-SAME: stages = 3, min_ctas_per_sm = 2, warpgroup_mma = true>>
+// CHECK-SAME: #fusion.variant<min_batch = 17, entry = "ws_k0_fused_gemm32", grid = [128, 1, 1], block = 352, smem = 119808, static_smem = 356,
+// CHECK-SAME: tile_tokens = 32, k_split = 4, stage_k = 64, stages = 4, min_ctas_per_sm = 1, warpgroup_mma = true, warp_specialized = true>>
+// CHECK-SAME: #fusion.variant<min_batch = 33, entry = "ws_k0_fused_gemm64", grid = [128, 1, 1], block = 352, smem = 168960, static_smem = 612,
+// CHECK-SAME: tile_tokens = 64, k_split = 4, stage_k = 64, stages = 4, min_ctas_per_sm = 1, warpgroup_mma = true, warp_specialized = true>>
 // CHECK: gpu.func @ws_k0_fused_gemm16(
 // CHECK-SAME: known_block_size = array<i32: 352, 1, 1>
 // The stages' barriers: full (the weights' expect_tx and the stage's fold
@@ -68,22 +74,23 @@
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c16384_i32
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global
 // The fold warps: each takes the steps of its parity (its slots), waits
-// for their token rows, h = round(x + residual) into the h rows, the proxy
-// fence and lane 0's arrival on full; then residual_out from row tile
-// step % 32 and the sums of squares; finally the per-token sums into
-// shared memory.
+// for their token rows (the residual_out writer is row tile step % 32),
+// h = round(x + residual) into the h rows, the proxy fence and lane 0's
+// arrival on full; then residual_out and the sums of squares of all 4
+// chunks; finally the per-token sums into shared memory.
 // CHECK: arith.remui %{{.*}}, %c2
 // CHECK: mbarrier.try_wait.parity
+// CHECK: arith.remui %{{.*}}, %c32
 // CHECK: vector.load
 // CHECK: vector.load
 // CHECK: arith.addf %{{.*}} : vector<8xf32>
 // CHECK: vector.store
+// CHECK-NOT: vector.reduction
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: nvvm.bar.warp.sync
 // CHECK: @p mbarrier.arrive.shared::cta.b64
-// CHECK: arith.remui %{{.*}}, %c32
 // CHECK: vector.store
-// CHECK: vector.reduction <add>
+// CHECK-COUNT-4: vector.reduction <add>
 // CHECK: memref.store %{{.*}} : memref<32xf32, #gpu.address_space<workgroup>>
 // Then the CTA barrier, the two fold warps' sums of each token added in
 // order into partial_stats, the published partials and the reduction.
@@ -93,6 +100,26 @@
 // CHECK: arith.addf
 // CHECK: nvvm.memory.barrier <gpu>
 // CHECK-NEXT: gpu.barrier
+// CHECK: gpu.return
+
+// The 64-token tile: m64n64k16 wgmmas; the producer arms the tokens
+// barrier for 2 x 64 x 128 + 128 = 16512 bytes and copies the x and
+// residual rows in four boxes of 16 rows each (one map serves every
+// variant); each fold warp finishes 12 of its 16 chunks (residual_out, the
+// sums of squares) before its arrival on full and the last 4 after it.
+// CHECK: gpu.func @ws_k0_fused_gemm64(
+// CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
+// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c16512_i32
+// CHECK-COUNT-8: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// CHECK-NOT: nvvm.cp.async.bulk.tensor
+// CHECK: nvvm.cp.async.bulk.shared.cluster.global %{{.*}}, %{{.*}}, %{{.*}}, %c128_i32
+// CHECK: mbarrier.try_wait.parity
+// CHECK-COUNT-12: vector.reduction <add>
+// CHECK-NOT: vector.reduction
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: @p mbarrier.arrive.shared::cta.b64
+// CHECK-COUNT-4: vector.reduction <add>
+// CHECK-NOT: vector.reduction
 // CHECK: gpu.return
 
 // Off by default: the same module keeps the CTA-barrier pipeline.

@@ -376,8 +376,19 @@ TEST(ProjectionGemmSchedule, WarpSpecializedOnSm90a) {
   EXPECT_EQ(s[0].minCtasPerSM, 1);
   EXPECT_EQ(s[0].warps(), 8);
   EXPECT_EQ(s[0].blockSize(), 32 * 11);
-  EXPECT_FALSE(s[1].warpSpecialized);
-  EXPECT_FALSE(s[2].warpSpecialized);
+  // The 32- and 64-token tiles too, with the same grid: 128 + 3 x 32 + 1 =
+  // 225 rows -> 28800 -> 29696 bytes, 6 stages (6 x 29696 + 1024 + 464
+  // static + 1024 = 180688; 8 would be 240080 > 227 KiB); 128 + 3 x 64 + 1
+  // = 321 rows -> 41088 -> 41984, 4 stages (170704; 6: 254672).
+  EXPECT_TRUE(s[1].warpSpecialized);
+  EXPECT_EQ(s[1].grid(), 96);
+  EXPECT_EQ(s[1].slotBytes, 29696);
+  EXPECT_EQ(s[1].stages, 6);
+  EXPECT_TRUE(s[2].warpSpecialized);
+  EXPECT_EQ(s[2].grid(), 96);
+  EXPECT_EQ(s[2].slotBytes, 41984);
+  EXPECT_EQ(s[2].stages, 4);
+  EXPECT_EQ(s[2].dynamicSharedBytes, 4 * 41984 + 1024);
   // Without a residual: 128 + 2 x 16 + 1 = 161 rows -> 20608 -> 21504.
   ProjectionGemmShape noResidual = qkv;
   noResidual.residual = false;
@@ -397,6 +408,12 @@ TEST(ProjectionGemmSchedule, WarpSpecializedOnSm90a) {
   EXPECT_EQ(g[0].kSplit, 1);
   EXPECT_EQ(g[0].minCtasPerSM, 2);
   EXPECT_EQ(g[0].stages, 4);
+  // At 32 tokens two CTAs per SM hold one round of stages only
+  // (2 x (4 x 29696 + 1024 + 464 + 1024) = 242592 > 232448): the
+  // variant is not warp-specialised, nor at 64.
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_FALSE(g[1].warpSpecialized);
+  EXPECT_FALSE(g[2].warpSpecialized);
   // Not where the token rows need a gather or a sum (tmaTokenRows false),
   // on sm_90 (no wgmma), or where the grid leaves most SMs idle (SmolLM2's
   // q/k/v: 15 tiles of 64 rows, hidden 576 splits by no power of two).
@@ -453,10 +470,16 @@ TEST(ProjectionGemmSchedule, ClusterKSplitWhereAskedAndItFits) {
                         /*warpSpecializedGemm=*/true, /*clusterKSplit=*/true);
   ProjectionGemmShape qkv = gemmShape(4096, 32, 8, 128);
   qkv.tmaTokenRows = true;
-  auto ws = chooseProjectionGemmSchedules(qkv, both);
-  EXPECT_TRUE(ws[0].warpSpecialized);
-  EXPECT_FALSE(ws[0].clusterKSplit);
-  EXPECT_TRUE(ws[1].clusterKSplit);
+  for (const ProjectionGemmSchedule &g :
+       chooseProjectionGemmSchedules(qkv, both)) {
+    EXPECT_TRUE(g.warpSpecialized);
+    EXPECT_FALSE(g.clusterKSplit);
+  }
+  // Where the token rows are not TMA-readable, no variant is
+  // warp-specialised and the cluster applies.
+  EXPECT_TRUE(
+      chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), both)[0]
+          .clusterKSplit);
 }
 
 TEST(ProjectionGemmSchedule, HeadDimsAndGroups) {

@@ -224,10 +224,10 @@ void appendProjectionWeightMap(SmallVector<KernelParam> &params,
                                const ProjectionPlan &p);
 
 /// Appends (before the scalars) the input_map and, with a residual, the
-/// residual_map tensor maps of a warp-specialised GEMM variant `s`: the TMA
-/// descriptors of the RMSNorm's x and residual input parameters ([batch,
-/// hidden]), boxes of stageK columns by tileTokens rows
-/// (docs/abi.md section 3.3).
+/// residual_map tensor maps that the warp-specialised GEMM variants of a
+/// kernel share: the TMA descriptors of the RMSNorm's x and residual input
+/// parameters ([batch, hidden]), boxes of `s.stageK` columns by
+/// kTokenBoxRows rows (docs/abi.md section 3.3).
 void appendProjectionActivationMaps(SmallVector<KernelParam> &params,
                                     const ProjectionGemmSchedule &s,
                                     const ProjectionPlan &p);

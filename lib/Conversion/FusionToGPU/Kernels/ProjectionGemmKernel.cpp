@@ -1064,9 +1064,10 @@ void GemmKernel::emitWarpSpecializedTile(ImplicitLocOpBuilder &b,
 }
 
 /// The producer warp's lane 0, for each step: once the consumers released
-/// the slot's previous step (`empty`), on `tokens` a TMA box of the tile's
-/// tileTokens x rows from row tileStart (and one of the residual rows) and
-/// the norm weight's stageK elements by a bulk copy, then the weight boxes
+/// the slot's previous step (`empty`), on `tokens` the TMA boxes of the
+/// tile's tileTokens x rows from row tileStart (kTokenBoxRows rows each;
+/// the same of the residual rows) and the norm weight's stageK elements by
+/// a bulk copy, then the weight boxes
 /// on `full` (global steps below `stages` emitPrologue issued: the schedule
 /// keeps stages <= steps, so those are the first tile's). The token rows
 /// go first: the fold warp's work on them overlaps the weights' flight.
@@ -1099,10 +1100,13 @@ void GemmKernel::produceStages(ImplicitLocOpBuilder &b, Value tileStart,
               lb, smemPtr,
               mulI(lb, smemAt(lb, slot, row, zero, zero), elemBytes));
         };
-        copyTensorBox(lb, rowAt(tokenRow()), inputMap, {k, tileStart}, tokens);
-        if (residual)
-          copyTensorBox(lb, rowAt(residualRow()), residualMap, {k, tileStart},
-                        tokens);
+        for (int64_t r = 0; r < s.tileTokens; r += kTokenBoxRows) {
+          Value row = addI(lb, tileStart, r);
+          copyTensorBox(lb, rowAt(tokenRow() + r), inputMap, {k, row}, tokens);
+          if (residual)
+            copyTensorBox(lb, rowAt(residualRow() + r), residualMap, {k, row},
+                          tokens);
+        }
         copyBulk(lb, rowAt(normWeightRow()),
                  offsetPointer(lb, normWeightPtr, mulI(lb, k, elemBytes)),
                  s.stageK * elemBytes, tokens);
@@ -1121,11 +1125,15 @@ void GemmKernel::produceStages(ImplicitLocOpBuilder &b, Value tileStart,
 /// h = round(x + residual) into the slot's h rows (128-byte swizzled: the
 /// wgmma's B), the async-proxy fence (the wgmmas read h) and the warp's
 /// arrival on `full`; then residual_out (row tile step % rowTiles writes
-/// it) and the sums of h^2 of every token. At the end its per-token sums
-/// go to foldSums.
+/// it) and the sums of h^2 of every token. Only the last kDeferredChunks
+/// chunks of each lane wait for after the arrival (a 16-token tile: all of
+/// them); the earlier ones are finished before it, so that larger tiles do
+/// not hold every chunk in registers (64 tokens: 16 chunks, 64 registers).
+/// At the end its per-token sums go to foldSums.
 void GemmKernel::foldStages(ImplicitLocOpBuilder &b, Value tileStart,
                             Value count, Value first) {
   constexpr int64_t kFold = ProjectionGemmSchedule::kFoldWarps;
+  constexpr int64_t kDeferredChunks = 4;
   const int64_t iters = s.tileTokens * chunksPerRow() / 32, H = p.hidden;
   Value f = subI(b, warp, constIndex(b, s.warps() + 1));
   Value cpr = constIndex(b, chunksPerRow());
@@ -1147,7 +1155,31 @@ void GemmKernel::foldStages(ImplicitLocOpBuilder &b, Value tileStart,
             return std::make_pair(divUI(fb, c, cpr),
                                   mulI(fb, remUI(fb, c, cpr), kVectorWidth));
           };
-          SmallVector<Value> hs;
+          // Off the consumers' path where it can be: residual_out (the row
+          // tiles take the steps in turn, so that no CTA stores every
+          // stage's rows) and the sums of squares of chunk `it`.
+          Value writer =
+              cmpI(fb, CmpIPredicate::eq,
+                   remUI(fb, step, constIndex(fb, s.rowTiles)), rowTile);
+          SmallVector<Value> out(args);
+          auto finish = [&](int64_t it, Value h) {
+            auto [t, col] = chunkAt(it);
+            if (Value dst = p.norm.residualOut)
+              ifThen(fb,
+                     andI(fb, writer, cmpI(fb, CmpIPredicate::ult, t, count)),
+                     [&](ImplicitLocOpBuilder &wb) {
+                       Value at = addI(wb, mulI(wb, addI(wb, tileStart, t), H),
+                                       addI(wb, k, col));
+                       storeVector(wb, h, dst, at);
+                     });
+            Value h32 = extToF32(fb, h);
+            Value squares = vector::ReductionOp::create(
+                fb, vector::CombiningKind::ADD, mulF(fb, h32, h32));
+            out[it] = addF(fb, args[it], squares);
+          };
+          const int64_t deferFrom =
+              std::max<int64_t>(0, iters - kDeferredChunks);
+          SmallVector<Value> deferred;
           for (int64_t it = 0; it < iters; ++it) {
             auto [t, col] = chunkAt(it);
             Value h = loadVector(fb, smem, smemAt(fb, slot, tokenRow(), t, col),
@@ -1160,35 +1192,17 @@ void GemmKernel::foldStages(ImplicitLocOpBuilder &b, Value tileStart,
                                p.act);
             }
             storeVector(fb, h, smem, smemAt(fb, slot, hRow(), t, col));
-            hs.push_back(h);
+            if (it < deferFrom)
+              finish(it, h);
+            else
+              deferred.push_back(h);
           }
           fenceSharedForBulkCopies(fb);
           NVVM::SyncWarpOp::create(fb, constI32(fb, -1));
           arriveOnBarrier(fb, stageBarrier(fb, fullBarriers, slot),
                           cmpI(fb, CmpIPredicate::eq, lane, constIndex(fb, 0)));
-          // Off the consumers' path: residual_out (the row tiles take the
-          // steps in turn, so that no CTA stores every stage's rows) and
-          // the sums of squares.
-          Value writer =
-              cmpI(fb, CmpIPredicate::eq,
-                   remUI(fb, step, constIndex(fb, s.rowTiles)), rowTile);
-          SmallVector<Value> out;
-          for (int64_t it = 0; it < iters; ++it) {
-            auto [t, col] = chunkAt(it);
-            Value h = hs[it];
-            if (Value dst = p.norm.residualOut)
-              ifThen(fb,
-                     andI(fb, writer, cmpI(fb, CmpIPredicate::ult, t, count)),
-                     [&](ImplicitLocOpBuilder &wb) {
-                       Value at = addI(wb, mulI(wb, addI(wb, tileStart, t), H),
-                                       addI(wb, k, col));
-                       storeVector(wb, h, dst, at);
-                     });
-            Value h32 = extToF32(fb, h);
-            Value squares = vector::ReductionOp::create(
-                fb, vector::CombiningKind::ADD, mulF(fb, h32, h32));
-            out.push_back(addF(fb, args[it], squares));
-          }
+          for (auto [i, h] : llvm::enumerate(deferred))
+            finish(deferFrom + static_cast<int64_t>(i), h);
           return out;
         };
         return ifThenElseValues(
@@ -1318,7 +1332,7 @@ void mlir::fusion::appendProjectionActivationMaps(
   assert(rms && "warp-specialised variants fold an RMSNorm");
   auto insert = [&](Value operand, StringRef role) {
     insertTensorMap(params, cast<BlockArgument>(operand).getArgNumber(), role,
-                    s.tileTokens, s.stageK);
+                    kTokenBoxRows, s.stageK);
   };
   insert(rms.getInput(), contract::role::kInputMap);
   if (Value residual = rms.getResidual())

@@ -533,9 +533,10 @@ mlir::fusion::emitProjectionKernel(KernelOp kernel, const TargetInfo &target,
         gemmShape.norm == ProjectionNorm::FoldableRMS, kernel.getContext());
   if (!gemm.empty() && gemm.front().tmaWeights)
     appendProjectionWeightMap(launch.params, gemm.front(), p);
-  for (const ProjectionGemmSchedule &g : gemm)
-    if (g.warpSpecialized)
-      appendProjectionActivationMaps(launch.params, g, p);
+  if (llvm::any_of(gemm, [](const ProjectionGemmSchedule &g) {
+        return g.warpSpecialized;
+      }))
+    appendProjectionActivationMaps(launch.params, gemm.front(), p);
   if (p.ops.argmax)
     appendArgmaxWorkspaces(launch.params, kernel.getContext());
   launch.blockSize = s.blockSize;

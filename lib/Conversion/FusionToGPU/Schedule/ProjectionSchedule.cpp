@@ -208,24 +208,28 @@ static int64_t chooseGemmTileRows(int64_t headDim, int64_t heads) {
   return rows % 16 == 0 && rows <= 256 ? rows : 0;
 }
 
-/// Makes `s` (a wgmma variant of 16 tokens) warp-specialised where that
-/// applies: a foldable RMSNorm over TMA-readable token rows, and a grid
-/// that fills at least half the SMs. Fewer, longer CTAs than the split-K
-/// rule of the other variants (nothing waits per stage but the data;
-/// bench/diagnostics/gemm_warp_specialized.cu, docs/performance.md entries
-/// 42 and 43: k split 2, 8 stages, for the 8B shape's q/k/v): the largest
-/// power-of-two split up to 8 whose grid fits the SMs once, then as many
-/// stages, in whole rounds of the fold warps, as one CTA per SM holds, or,
-/// where the grid passes the SMs, as two CTAs per SM hold. Returns false
-/// (and leaves `s`) where the target does not ask for it, it does not
-/// apply or no round of stages fits.
+/// Makes `s` (a wgmma variant) warp-specialised where that applies: a
+/// foldable RMSNorm over TMA-readable token rows, a tile of whole token
+/// boxes (kTokenBoxRows) and a grid that fills at least half the SMs. Fewer,
+/// longer CTAs than the split-K rule of the other variants (nothing waits per
+/// stage but the data; bench/diagnostics/gemm_warp_specialized.cu,
+/// docs/performance.md entries 42 and 43: k split 2, 8 stages, for the 8B
+/// shape's q/k/v): the largest power-of-two split up to 8 whose grid fits the
+/// SMs once, then as many stages, in whole rounds of the fold warps, as one CTA
+/// per SM holds, or, where the grid passes the SMs, as two CTAs per SM hold.
+/// Returns false (and leaves `s`) where the target does not ask for it, it does
+/// not apply or fewer than two rounds of stages fit (with one round a fold
+/// warp's next stage is the one the consumers wait for: not measured, the
+/// non-specialised variant keeps three stages there; the Llama-3-8B shape's
+/// gate/up at 32 and 64 tokens).
 static bool chooseWarpSpecialized(const ProjectionGemmShape &shape,
                                   const TargetInfo &target,
                                   ProjectionGemmSchedule &s) {
   const ProjectionShape &proj = shape.projection;
   const int64_t sms = target.getSMCount();
-  if (!target.wantsWarpSpecializedGemm() || !s.wgmma || s.tileTokens != 16 ||
-      !shape.tmaTokenRows || shape.norm != ProjectionNorm::FoldableRMS)
+  if (!target.wantsWarpSpecializedGemm() || !s.wgmma ||
+      s.tileTokens % kTokenBoxRows != 0 || !shape.tmaTokenRows ||
+      shape.norm != ProjectionNorm::FoldableRMS)
     return false;
   ProjectionGemmSchedule w = s;
   w.warpSpecialized = true;
@@ -239,8 +243,9 @@ static bool chooseWarpSpecialized(const ProjectionGemmShape &shape,
   w.stageRows = w.tileRows + w.tileTokens * (shape.residual ? 3 : 2) + 1;
   w.slotBytes = llvm::alignTo(w.stageRows * w.pitchBytes, 1024);
   w.minCtasPerSM = w.grid() > sms ? 2 : 1;
-  const int64_t staticBytes = kWarpSpecializedStaticSharedBytes +
-                              (proj.argmax ? getArgmaxSharedBytes(16) : 0);
+  const int64_t staticBytes =
+      warpSpecializedStaticSharedBytes(w.tileTokens) +
+      (proj.argmax ? getArgmaxSharedBytes(w.tileTokens) : 0);
   auto ctaShared = [&](int64_t stages) {
     return stages * w.slotBytes + 1024 + staticBytes +
            target.getReservedSharedBytesPerCTA();
@@ -256,7 +261,7 @@ static bool chooseWarpSpecialized(const ProjectionGemmShape &shape,
          ctaShared(w.stages + kFold) - target.getReservedSharedBytesPerCTA() <=
              target.getMaxSharedBytesPerCTA())
     w.stages += kFold;
-  if (w.stages < kFold)
+  if (w.stages < 2 * kFold)
     return false;
   w.dynamicSharedBytes = w.stages * w.slotBytes + 1024;
   s = w;

@@ -224,13 +224,19 @@ inline constexpr int64_t kMaxGemmStages = 6;
 /// and up to kMaxGemmStages stage mbarriers of 8 bytes (plus
 /// getArgmaxSharedBytes with an argmax).
 inline constexpr int64_t kGemmStaticSharedBytes = 16 + 8 * kMaxGemmStages;
-/// Most stages of a warp-specialised variant, and its static shared memory:
-/// the arrival flag, three mbarriers per stage and the fold warps' sums of
-/// 16 tokens.
+/// Most stages of a warp-specialised variant.
 inline constexpr int64_t kMaxWarpSpecializedStages = 8;
-inline constexpr int64_t kWarpSpecializedStaticSharedBytes =
-    16 + 3 * 8 * kMaxWarpSpecializedStages +
-    4 * ProjectionGemmSchedule::kFoldWarps * 16;
+/// Token rows per TMA box of a warp-specialised variant's input_map and
+/// residual_map (one map serves every variant of the kernel, so the box is
+/// the smallest tile's; a tile of T tokens takes T / 16 boxes per stage).
+inline constexpr int64_t kTokenBoxRows = 16;
+/// Static shared memory of a warp-specialised variant of `tileTokens`
+/// tokens: the arrival flag, three mbarriers per stage and the fold warps'
+/// f32 sums of every token.
+inline constexpr int64_t warpSpecializedStaticSharedBytes(int64_t tileTokens) {
+  return 16 + 3 * 8 * kMaxWarpSpecializedStages +
+         4 * ProjectionGemmSchedule::kFoldWarps * tileTokens;
+}
 
 /// The GEMM-shaped variants of a projection kernel, by ascending minBatch
 /// (token tiles of 16 from batch 2, 32 from 17, 64 from 33; larger batches
