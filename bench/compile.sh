@@ -8,7 +8,8 @@
 #
 # for the chip CHIP (default sm_90a, what the H200 runs fastest: the
 # GEMM-shaped projection's warpgroup MMA, PTX that runs on compute
-# capability 9.0 only; CHIP=sm_90 for the portable PTX).
+# capability 9.0 only; CHIP=sm_90 for the portable PTX), with the extra
+# fusion-compile options COMPILE_FLAGS (e.g. "--warp-specialized-gemm").
 #
 # f16 is examples/llama3_8b.mlir; bf16 is imported from the Llama-3.1-8B
 # config.json (runtime/test/data/configs/llama3_8b.json), which gives the
@@ -31,8 +32,8 @@ for dtype in f16 bf16; do
   [ "$dtype" = f16 ] || module=$out/llama3_8b.bf16.mlir
   for strategy in decode none; do
     prefix=$out/llama3_8b.$dtype.$strategy
-    build/bin/fusion-compile --strategy="$strategy" --chip="$chip" "$module" \
-      -o "$prefix"
+    build/bin/fusion-compile --strategy="$strategy" --chip="$chip" \
+      ${COMPILE_FLAGS:-} "$module" -o "$prefix"
     if [ -x /usr/local/cuda/bin/ptxas ]; then
       /usr/local/cuda/bin/ptxas -arch="$chip" "$prefix.ptx" -o "$prefix.cubin"
     fi

@@ -14,7 +14,7 @@
 # --whole-model); engine-models/ the tiny models of the engine's GPU tests;
 # check/ the 8B shape's first two layers for
 # test/gpu/check_model.py; checksmol/, proj/ and attention/ for run.sh
-# kernels; the
+# kernels; fh/ the 8B front half per opt-in flag for run.sh frontcheck; the
 # config.json files, a 512-token prompt; the runtime and Python package
 # sources of each branch (git archive: the branches differ in the runtime
 # only), GoogleTest's sources, nlohmann-json, the diagnostics; and in
@@ -85,6 +85,20 @@ cp "$out/smol.manifest.json" "$out/checksmol/smol.decode.manifest.json"
 CHIP=$chip scripts/snapshot.sh "$out/proj" >/dev/null
 rm "$out"/proj/llama3_8b_32layers.* "$out"/proj/*.mlir
 python3 test/gpu/check_attention.py --emit "$out/attention" >/dev/null
+# The Llama-3-8B front half for run.sh frontcheck / frontab, one build per
+# opt-in flag (fh/TAG): main (this chip's default), ws
+# (--warp-specialized-gemm), cks (--cluster-k-split), and on sm_90 sm90 and
+# cks90; the unfused builds only where they serve bench.py.
+front_half() {
+  CHIP=$2 COMPILE_FLAGS=${3:-} bench/compile.sh "$out/fh/$1" >/dev/null
+  rm -rf "$out/fh/$1/deps" "$out"/fh/"$1"/*.mlir "$out"/fh/"$1"/*.cubin
+  [ "$1" = main ] || rm "$out"/fh/"$1"/*.none.*
+}
+front_half main "$chip"
+front_half ws sm_90a --warp-specialized-gemm
+front_half cks sm_90a --cluster-k-split
+front_half sm90 sm_90
+front_half cks90 sm_90 --cluster-k-split
 
 for b in "${branches[@]}"; do
   name=${b##*/}

@@ -44,6 +44,12 @@
 #           (diagnostics/empty_kernels.py), as `run.sh empty [MODEL]`
 #   timeline  step_timeline.py with each branch's Python package: the GPU
 #           timeline between SmolLM2's decode steps at B=1 and 16 (BATCHES)
+#   frontcheck  the Llama-3-8B front-half builds of fh/ (one per opt-in
+#           flag) against float64 at the batches of each GEMM variant, the
+#           cluster k split byte for byte against its build without it
+#   frontsan compute-sanitizer on the opt-in builds' _gemm kernels
+#   frontab interleaved us/layer-step of the fh/ builds (FH_TAGS) at 4, 16,
+#           32, 64 x 4096 and 128 x 2048
 #   diag    kernel_chain.cu, gemm_packed_mma.cu, gemm_weight_stream.cu,
 #           persistent_decode.cu (the default set; others by name, e.g.
 #           `run.sh diag front_half_preload` or gemm_warp_specialized)
@@ -405,6 +411,122 @@ empty() {
   L8_ALL_BATCHES=1 REPS=${REPS:-2} abptx "$m" $names
 }
 
+# fh_build: fusion-run from the first branch's runtime in /tmp/rt-fh, once
+# per machine.
+fh_build() {
+  [ -x /tmp/rt-fh/tools/fusion-run ] && return
+  cmake -S "$s/src/$(first_name)/runtime" -B /tmp/rt-fh -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DFUSION_RUNTIME_BUILD_TESTS=OFF \
+    -Dnlohmann_json_DIR="$s/deps/share/cmake/nlohmann_json" >/tmp/rt-fh.log 2>&1 &&
+    ninja -C /tmp/rt-fh fusion-run >>/tmp/rt-fh.log 2>&1 ||
+    { say "fusion-run: build failed"; tail -20 /tmp/rt-fh.log | tee -a "$log"; return 1; }
+}
+
+# fh_run TAG DTYPE B L [fusion-run options]: fusion-run on prepare.sh's
+# front-half build TAG (fh/TAG: the Llama-3-8B layer, one flag set each).
+fh_run() {
+  local p=$s/fh/$1/llama3_8b.$2.decode batch=$3 len=$4
+  shift 4
+  fh_build || return 1
+  /tmp/rt-fh/tools/fusion-run --ptx "$p.ptx" --manifest "$p.manifest.json" \
+    --batch "$batch" --kv-len "$len" "$@"
+}
+
+# same_outputs A B: whether two fusion-run --out files hold the same bytes
+# in every output (output, k_new, v_new, residual_out).
+same_outputs() {
+  python3 - "$1" "$2" <<'PY'
+import sys
+from safetensors.numpy import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+names = ["output", "k_new", "v_new", "residual_out"]
+diff = [n for n in names if n in a and a[n].tobytes() != b[n].tobytes()]
+print("identical" if not diff else "DIFFERENT: " + ",".join(diff))
+PY
+}
+
+frontcheck() {
+  # The opt-in front-half builds against float64 (fusion-run exits 1 on a
+  # mismatch): each tag of fh/ (prepare.sh: main, ws, cks, sm90, cks90) at
+  # the batches that pick each GEMM variant (3: the GEMV; 16; 17 and 32:
+  # _gemm32; 40 and 64: _gemm64; 65 and 130: tiles of 64), f16 and, for
+  # the opt-in tags, bf16; then the cluster k split's outputs compared byte
+  # for byte with its build without the flag.
+  local tag dtype b r
+  mkdir -p /tmp/fh-logs
+  say "== float64 checks of the front-half builds (kv-len 257; 0 = pass)"
+  for tag in main ws cks sm90 cks90; do
+    for dtype in f16 bf16; do
+      case $tag$dtype in main*bf16|sm90bf16) continue ;; esac
+      local line="$tag $dtype:"
+      for b in 3 16 17 32 40 64 65 130; do
+        fh_run "$tag" "$dtype" "$b" 257 --iters 0 \
+          --out "/tmp/fh-$tag-$dtype-$b.safetensors" >"/tmp/fh-logs/$tag-$dtype-$b.txt" 2>&1
+        line="$line B=$b $?"
+      done
+      say "$line"
+    done
+  done
+  say "== cluster k split against the workspace path, byte for byte"
+  for pair in cks:main cks90:sm90; do
+    for b in 16 17 40 65 130; do
+      r=$(same_outputs "/tmp/fh-${pair%%:*}-f16-$b.safetensors" \
+        "/tmp/fh-${pair##*:}-f16-$b.safetensors" 2>&1 | tail -1)
+      say "$pair f16 B=$b: $r"
+    done
+  done
+  tar czf "$out/fh-logs.tgz" -C /tmp fh-logs
+}
+
+frontsan() {
+  # compute-sanitizer memcheck, synccheck and racecheck of the opt-in
+  # builds' _gemm kernels (FH_TAGS, default ws cks) at 40 and 65 tokens
+  # (_gemm64, one and two token tiles), each run at most 150 s.
+  local tag b tool
+  mkdir -p /tmp/fh-logs
+  for tag in ${FH_TAGS:-ws cks}; do
+    for b in 40 65; do
+      for tool in memcheck synccheck racecheck; do
+        fh_run_sanitized "$tag" "$b" "$tool"
+      done
+    done
+  done
+  tar czf "$out/fh-san-logs.tgz" -C /tmp fh-logs
+}
+
+# fh_run_sanitized TAG B TOOL: compute-sanitizer TOOL on the _gemm kernels
+# of one f16 fusion-run step (its float64 check still decides the exit).
+fh_run_sanitized() {
+  local p=$s/fh/$1/llama3_8b.f16.decode f=/tmp/fh-logs/san-$1-$3-b$2.txt
+  fh_build || return 1
+  timeout 150 compute-sanitizer --tool "$3" --kernel-name kns=_gemm --error-exitcode 3 \
+    /tmp/rt-fh/tools/fusion-run --ptx "$p.ptx" --manifest "$p.manifest.json" \
+    --batch "$2" --kv-len 257 --iters 0 >"$f" 2>&1
+  say "compute-sanitizer $3 $1 B=$2: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1))"
+}
+
+frontab() {
+  # Interleaved us per layer-step (fusion-run --graph --layers 8, median of
+  # 100 replays) of the fh/ tags (FH_TAGS, default main ws cks) at
+  # 4/16/32/64 x 4096 and 128 x 2048, f16, REPS rounds (default 2).
+  local rep cfg tag t
+  say "== front half us/layer-step by build (${FH_TAGS:-main ws cks})"
+  for rep in $(seq "${REPS:-2}"); do
+    for cfg in 4x4096 16x4096 32x4096 64x4096 128x2048; do
+      local line="$cfg:"
+      for tag in ${FH_TAGS:-main ws cks}; do
+        rm -f /tmp/fh-ab.json
+        fh_run "$tag" f16 "${cfg%x*}" $((${cfg#*x} - 1)) --graph --layers 8 \
+          --iters 100 --warmup 10 --json /tmp/fh-ab.json >/dev/null 2>&1
+        t=$(python3 -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))["us_per_layer_step"])' \
+          /tmp/fh-ab.json 2>/dev/null)
+        line="$line $tag ${t:-FAILED} |"
+      done
+      say "$line"
+    done
+  done
+}
+
 diag() {
   cd "$s/diag" || exit 1
   local names=("$@")
@@ -441,5 +563,8 @@ kerneltimes) kerneltimes ;;
 timeline) timeline ;;
 empty) empty "${2:-smol}" ;;
 diag) shift; diag "$@" ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|timeline|empty [smol|l8]|diag [NAME...]" >&2; exit 2 ;;
+frontcheck) frontcheck ;;
+frontsan) frontsan ;;
+frontab) frontab ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|timeline|empty [smol|l8]|diag [NAME...]|frontcheck|frontsan|frontab" >&2; exit 2 ;;
 esac
