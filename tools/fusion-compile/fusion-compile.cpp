@@ -80,14 +80,20 @@ static cl::opt<int64_t> smCount("sm-count",
                                 cl::init(132), cl::cat(category));
 static cl::opt<bool> warpSpecializedGemm(
     "warp-specialized-gemm",
-    cl::desc("With --chip=sm_90a: the warp-specialised 16-token projection "
-             "variant (opt-in; not yet faster, docs/performance.md entry 44)"),
+    cl::desc("With --chip=sm_90a: the warp-specialised projection variants "
+             "(opt-in; not yet faster, docs/performance.md entry 44)"),
     cl::init(false), cl::cat(category));
 static cl::opt<bool> clusterKSplit(
     "cluster-k-split",
     cl::desc("With an sm_90 chip: the GEMM-shaped projection variants "
              "combine their split-K partials through a thread-block cluster "
              "(opt-in; not yet measured, docs/abi.md section 3.4)"),
+    cl::init(false), cl::cat(category));
+static cl::opt<bool> attentionCtaRing(
+    "attention-cta-ring",
+    cl::desc("With an sm_90 chip: the tensor-core attention variant streams "
+             "K/V through one CTA-wide ring filled by a producer warp's bulk "
+             "copies (opt-in; not yet measured)"),
     cl::init(false), cl::cat(category));
 static cl::opt<std::string> dumpMLIR(
     "dump-mlir",
@@ -305,6 +311,7 @@ int main(int argc, char **argv) {
   pipeline.smCount = smCount;
   pipeline.warpSpecializedGemm = warpSpecializedGemm;
   pipeline.clusterKSplit = clusterKSplit;
+  pipeline.attentionCtaRing = attentionCtaRing;
   pipeline.format = "isa";
   if (failed(verifyFusionToPTXOptions(
           pipeline, [](StringRef option, const Twine &message) {

@@ -75,8 +75,8 @@ def ConvertFusionToGPUPass
            "variants multiply by warpgroup MMA (wgmma.mma_async)">,
     Option<"warpSpecializedGemm", "warp-specialized-gemm", "bool",
            /*default=*/"false",
-           "With arch-specific: the 16-token GEMM-shaped variant of an "
-           "RMSNorm over TMA-readable rows is warp-specialised (producer, "
+           "With arch-specific: the GEMM-shaped variants of an RMSNorm over "
+           "TMA-readable rows are warp-specialised (producer, "
            "fold and consumer warps; docs/gemm-warp-specialized-plan.md). "
            "Off by default: on the H200 it is not yet faster "
            "(docs/performance.md entry 44)">,
@@ -87,6 +87,13 @@ def ConvertFusionToGPUPass
            "(distributed shared memory, no workspace round trip) when "
            "launched in one (cluster_k_split, docs/abi.md section 3.4). Off "
            "by default: not yet measured on the GPU">,
+    Option<"attentionCtaRing", "attention-cta-ring", "bool",
+           /*default=*/"false",
+           "With target-sm >= 90: the tensor-core attention variant streams "
+           "its K/V tiles through one CTA-wide ring that a producer warp "
+           "fills by cp.async.bulk, consumed by the other warps under "
+           "mbarriers (Kernels/AttentionMma.h), instead of a cp.async ring "
+           "per warp. Off by default: not yet measured on the GPU">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

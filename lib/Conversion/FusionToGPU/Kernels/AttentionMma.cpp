@@ -47,12 +47,22 @@ private:
   void issueTile(ImplicitLocOpBuilder &b, Value i, Value slot, Value page);
   SmallVector<Value> emitTile(ImplicitLocOpBuilder &b, Value i,
                               ValueRange state);
+  SmallVector<Value> attendTile(ImplicitLocOpBuilder &b, Value slot,
+                                Value tileBase, ValueRange state,
+                                bool maskValues);
   SmallVector<Value, 4> emitScores(ImplicitLocOpBuilder &b, Value slotBase,
                                    Value tileBase);
+  SmallVector<Value> initialState(ImplicitLocOpBuilder &b);
   void writeState(ImplicitLocOpBuilder &b, ValueRange state);
-  /// Element offset of this warp's stage `slot` (index), K (kv 0) or V (1).
+  // The CTA-wide ring (MmaAttentionInputs::ctaRing).
+  void emitCtaRing(ImplicitLocOpBuilder &b);
+  void produceTiles(ImplicitLocOpBuilder &b, Value full, Value empty);
+  void consumeTiles(ImplicitLocOpBuilder &b, Value full, Value empty);
+  Value pageOfTile(ImplicitLocOpBuilder &b, Value t, Value count);
+  /// Element offset of stage `slot` (index), K (kv 0) or V (1): this
+  /// warp's own stage, or with the CTA ring the CTA's.
   Value stageBase(ImplicitLocOpBuilder &b, Value slot, int64_t kv) {
-    Value stage = addI(b, mulI(b, warp, in.stages), slot);
+    Value stage = in.ctaRing ? slot : addI(b, mulI(b, warp, in.stages), slot);
     return mulI(b, addI(b, mulI(b, stage, 2), kv), kTile * pitch);
   }
   /// First token of the warp's tile `i` (i32).
@@ -200,8 +210,21 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
   ifThen(b, cmpI(b, CmpIPredicate::sge, next, tiles),
          [&](ImplicitLocOpBuilder &ib) { commitAsyncCopies(ib); });
   Value slot = i32ToIndex(b, remUI(b, i, constI32(b, in.stages)));
-  SmallVector<Value, 4> s =
-      emitScores(b, stageBase(b, slot, 0), tileStart(b, i));
+  SmallVector<Value> out =
+      attendTile(b, slot, tileStart(b, i), state.drop_back(), false);
+  out.push_back(nextPage);
+  return out;
+}
+
+/// The online softmax update of (m, l, O[D / 8][2]) = `state` by the tile
+/// of tokens from `tileBase` (i32) in stage `slot`. With `maskValues` the V
+/// fragments of tokens at or past `end` are zeroed (their rows were not
+/// copied: stale or NaN, and 0 x NaN = NaN); else those rows were
+/// zero-filled.
+SmallVector<Value> MmaLoop::attendTile(ImplicitLocOpBuilder &b, Value slot,
+                                       Value tileBase, ValueRange state,
+                                       bool maskValues) {
+  SmallVector<Value, 4> s = emitScores(b, stageBase(b, slot, 0), tileBase);
   // Online softmax of row g (the 4 lanes of a row hold its 16 tokens).
   Value mx = maxF32(b, maxF32(b, s[0], s[1]), maxF32(b, s[2], s[3]));
   for (int32_t off : {1, 2})
@@ -230,11 +253,26 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
   Value laneBase =
       addI(b, stageBase(b, slot, 1), addI(b, mulI(b, row, pitch), col));
   Value zero = constF32(b, 0.0);
+  Value valueMasks[2];
+  if (maskValues) {
+    auto maskType = VectorType::get({2}, b.getI1Type());
+    Value token0 = addI(b, tileBase, indexToI32(b, mulI(b, q4, 2)));
+    for (int64_t h = 0; h < 2; ++h) {
+      SmallVector<Value, 2> bits;
+      for (int64_t e = 0; e < 2; ++e)
+        bits.push_back(cmpI(b, CmpIPredicate::slt,
+                            addI(b, token0, constI32(b, 8 * h + e)), in.end));
+      valueMasks[h] = vector::FromElementsOp::create(b, maskType, bits);
+    }
+  }
   for (int64_t db = 0; db < d / 16; ++db) {
     Value at = indexToI32(b, addI(b, laneBase, 16 * db));
     SmallVector<Value, 4> vb =
         loadMatrixX4(b, offsetPointer(b, ring, at, in.elementType),
                      in.elementType, /*transpose=*/true);
+    // vb[0], vb[2]: tokens 2q, 2q + 1; vb[1], vb[3]: 8 + 2q, 9 + 2q.
+    for (int64_t m = 0; maskValues && m < 4; ++m)
+      vb[m] = select(b, valueMasks[m % 2], vb[m], zero2);
     for (int64_t h = 0; h < 2; ++h) {
       int64_t nb = 2 * db + h;
       SmallVector<Value, 4> c{mulF(b, state[2 + 2 * nb], corr),
@@ -245,11 +283,10 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
       out.push_back(o[1]);
     }
   }
-  out.push_back(nextPage);
   return out;
 }
 
-/// The warp's (m, l, O) of head g to the merge buffer, then a CTA barrier.
+/// The warp's (m, l, O) of head g to the merge buffer.
 void MmaLoop::writeState(ImplicitLocOpBuilder &b, ValueRange state) {
   Value head = addI(b, mulI(b, warp, in.headsPerCta), g);
   Value valid = cmpI(b, CmpIPredicate::ult, g, constIndex(b, in.headsPerCta));
@@ -267,11 +304,22 @@ void MmaLoop::writeState(ImplicitLocOpBuilder &b, ValueRange state) {
              storeScalar(tb, state[1], in.merge, addI(tb, head, in.sumBase));
            });
   });
-  barrier(b);
+}
+
+/// (m, l, O) before the first tile: -inf, 0, zeros.
+SmallVector<Value> MmaLoop::initialState(ImplicitLocOpBuilder &b) {
+  SmallVector<Value> init{negInfF32(b), constF32(b, 0.0)};
+  init.append(d / 4, constF32(b, 0.0));
+  return init;
 }
 
 void MmaLoop::emit(ImplicitLocOpBuilder &b) {
   emitIds(b);
+  if (in.ctaRing) {
+    emitCtaRing(b);
+    barrier(b);
+    return;
+  }
   loadQueryFragments(b);
   for (int64_t i = 0; i + 1 < in.stages; ++i) {
     ifThen(b, cmpI(b, CmpIPredicate::slt, constI32(b, i), tiles),
@@ -282,8 +330,7 @@ void MmaLoop::emit(ImplicitLocOpBuilder &b) {
     ifThen(b, cmpI(b, CmpIPredicate::sge, constI32(b, i), tiles),
            [&](ImplicitLocOpBuilder &ib) { commitAsyncCopies(ib); });
   }
-  SmallVector<Value> init{negInfF32(b), constF32(b, 0.0)};
-  init.append(d / 4, constF32(b, 0.0));
+  SmallVector<Value> init = initialState(b);
   init.push_back(loadPage(b, constI32(b, in.stages - 1)));
   SmallVector<Value> state =
       forLoopWithValues(b, constI32(b, 0), tiles, constI32(b, 1), init,
@@ -291,6 +338,135 @@ void MmaLoop::emit(ImplicitLocOpBuilder &b) {
                             ValueRange args) { return emitTile(lb, i, args); });
   waitAsyncCopies(b, 0);
   state.pop_back();
+  writeState(b, state);
+  barrier(b);
+}
+
+//===----------------------------------------------------------------------===//
+// The CTA-wide ring (bench/diagnostics/decode_attention_ring.cu's `bulk`)
+//===----------------------------------------------------------------------===//
+
+/// The ring's full barriers (one arrival: the producer's expect_tx, plus the
+/// copies' bytes) and empty barriers (one arrival: the slot's consumer
+/// warp); warps below `warps` consume, the last produces. Every thread
+/// reaches the caller's CTA barrier after it.
+void MmaLoop::emitCtaRing(ImplicitLocOpBuilder &b) {
+  Value full = createStageBarriers(b, in.func, in.tid, in.stages);
+  Value empty = createStageBarriers(b, in.func, in.tid, in.stages);
+  ifThenElse(
+      b, cmpI(b, CmpIPredicate::ult, warp, constIndex(b, in.warps)),
+      [&](ImplicitLocOpBuilder &cb) {
+        loadQueryFragments(cb);
+        consumeTiles(cb, full, empty);
+      },
+      [&](ImplicitLocOpBuilder &pb) { produceTiles(pb, full, empty); });
+}
+
+/// The page (i64) of the split's tile `t` (i32) of `count` (for t >=
+/// count the sequence's first page's entry: in the table, never used).
+Value MmaLoop::pageOfTile(ImplicitLocOpBuilder &b, Value t, Value count) {
+  Value token = addI(b, in.start, mulI(b, t, constI32(b, kTile)));
+  Value column =
+      select(b, cmpI(b, CmpIPredicate::slt, t, count),
+             divUI(b, token, constI32(b, in.shape.pageSize)), constI32(b, 0));
+  Value tableIndex = addI(b, mulI(b, in.seq, i32ToIndex(b, in.maxPages)),
+                          i32ToIndex(b, column));
+  return arith::ExtSIOp::create(b, b.getI64Type(),
+                                loadScalar(b, in.blockTable, tableIndex));
+}
+
+/// The producer warp: for each tile t of the split, once its slot t % S is
+/// free (the empty phase of the slot's previous use), lane 0 arms the
+/// slot's full barrier for the tile's valid rows and lane r (r < 16) copies
+/// K row r, lane 16 + r V row r, by one 16-row-byte cp.async.bulk each, if
+/// the token is before `end`. The page of tile t + 1 is loaded while tile
+/// t waits for its slot.
+void MmaLoop::produceTiles(ImplicitLocOpBuilder &b, Value full, Value empty) {
+  const AttentionShape &s = in.shape;
+  const int64_t rowBytes = d * getTypeBytes(in.elementType);
+  Value count = maxSI(b, subI(b, in.end, in.start), constI32(b, 0));
+  Value n =
+      divUI(b, addI(b, count, constI32(b, kTile - 1)), constI32(b, kTile));
+  Value r = remUI(b, lane, constIndex(b, kTile));
+  Value kv = divUI(b, lane, constIndex(b, kTile));
+  Value stages = constI32(b, in.stages);
+  forLoopWithValues(
+      b, constI32(b, 0), n, constI32(b, 1), {pageOfTile(b, constI32(b, 0), n)},
+      [&](ImplicitLocOpBuilder &lb, Value t,
+          ValueRange page) -> SmallVector<Value> {
+        Value next = pageOfTile(lb, addI(lb, t, constI32(lb, 1)), n);
+        Value slot = i32ToIndex(lb, remUI(lb, t, stages));
+        Value use = divUI(lb, t, stages);
+        ifThen(lb, cmpI(lb, CmpIPredicate::uge, t, stages),
+               [&](ImplicitLocOpBuilder &wb) {
+                 Value parity =
+                     remUI(wb, subI(wb, use, constI32(wb, 1)), constI32(wb, 2));
+                 waitBarrierPhase(wb, stageBarrier(wb, empty, slot), parity);
+               });
+        Value tokenBase = addI(lb, in.start, mulI(lb, t, constI32(lb, kTile)));
+        Value valid =
+            minSI(lb, subI(lb, in.end, tokenBase), constI32(lb, kTile));
+        Value slotFull = stageBarrier(lb, full, slot);
+        ifThen(lb, cmpI(lb, CmpIPredicate::eq, lane, constIndex(lb, 0)),
+               [&](ImplicitLocOpBuilder &ab) {
+                 arriveExpectingBytes(
+                     ab, slotFull, mulI(ab, valid, constI32(ab, 2 * rowBytes)));
+               });
+        NVVM::SyncWarpOp::create(lb, constI32(lb, -1));
+        // The consumer's ldmatrix reads of the slot (ordered by the empty
+        // barrier) before the bulk copies overwrite it.
+        fenceSharedForBulkCopies(lb);
+        ifThen(
+            lb, cmpI(lb, CmpIPredicate::slt, indexToI32(lb, r), valid),
+            [&](ImplicitLocOpBuilder &cb) {
+              Value slotInPage = arith::ExtUIOp::create(
+                  cb, cb.getI64Type(),
+                  addI(cb, remUI(cb, tokenBase, constI32(cb, s.pageSize)),
+                       indexToI32(cb, r)));
+              Value row = addI(cb, mulI(cb, page[0], constI64(cb, s.pageSize)),
+                               slotInPage);
+              row = addI(
+                  cb, mulI(cb, row, constI64(cb, s.numKvHeads)),
+                  arith::IndexCastOp::create(cb, cb.getI64Type(), in.kvHead));
+              Value src = mulI(cb, row, constI64(cb, d));
+              Value cache =
+                  select(cb, cmpI(cb, CmpIPredicate::eq, kv, constIndex(cb, 0)),
+                         keys, values);
+              Value dst = addI(
+                  cb, stageBase(cb, slot, 0),
+                  addI(cb, mulI(cb, kv, kTile * pitch), mulI(cb, r, pitch)));
+              copyBulk(
+                  cb,
+                  offsetPointer(cb, ring, indexToI32(cb, dst), in.elementType),
+                  offsetPointer(cb, cache, src, in.elementType), rowBytes,
+                  slotFull);
+            });
+        return {next};
+      });
+}
+
+/// Consumer warp w: tiles w, w + W, ... of the split (its i-th is tile
+/// t = w + i W, in slot t % S, phase t / S of the slot's full barrier),
+/// each attended with its V rows past `end` masked, then released on the
+/// slot's empty barrier by lane 0 after a warp sync; then its state to the
+/// merge buffer.
+void MmaLoop::consumeTiles(ImplicitLocOpBuilder &b, Value full, Value empty) {
+  Value stages = constI32(b, in.stages);
+  Value w = indexToI32(b, warp);
+  SmallVector<Value> state = forLoopWithValues(
+      b, constI32(b, 0), tiles, constI32(b, 1), initialState(b),
+      [&](ImplicitLocOpBuilder &lb, Value i, ValueRange args) {
+        Value t = addI(lb, w, mulI(lb, i, constI32(lb, in.warps)));
+        Value slot = i32ToIndex(lb, remUI(lb, t, stages));
+        waitBarrierPhase(lb, stageBarrier(lb, full, slot),
+                         remUI(lb, divUI(lb, t, stages), constI32(lb, 2)));
+        SmallVector<Value> out =
+            attendTile(lb, slot, tileStart(lb, i), args, /*maskValues=*/true);
+        NVVM::SyncWarpOp::create(lb, constI32(lb, -1));
+        arriveOnBarrier(lb, stageBarrier(lb, empty, slot),
+                        cmpI(lb, CmpIPredicate::eq, lane, constIndex(lb, 0)));
+        return out;
+      });
   writeState(b, state);
 }
 

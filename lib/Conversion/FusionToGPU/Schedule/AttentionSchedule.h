@@ -82,10 +82,15 @@ struct AttentionSchedule {
   /// targetCtas = contract::kTargetCtasPerSM x the SM count.
   ::fusion::contract::SplitPolicy splitPolicy;
   /// The tensor-core loop (Kernels/AttentionMma.h) with `stages` ring
-  /// stages per warp in `ringBytes` of dynamic shared memory.
+  /// stages per warp in `ringBytes` of dynamic shared memory; with
+  /// `ctaRing`, one ring of `stages` tiles for the CTA, filled by a producer
+  /// warp (the last; `threads` counts it).
   bool tensorCores = false;
+  bool ctaRing = false;
   int64_t stages = 0;
   int64_t ringBytes = 0;
+  /// The warps that hold softmax state (all but the producer warp).
+  int64_t stateWarps() const { return threads / 32 - (ctaRing ? 1 : 0); }
 };
 
 /// Batches from which the runtime launches the tensor-core variant.
@@ -116,10 +121,15 @@ chooseAttentionSchedule(const AttentionShape &shape,
 /// of 16 tokens, more than 8 heads per CTA, or a ring larger than the
 /// target's shared memory. It keeps the primary's exchange buffer only
 /// where that leaves as many CTAs per SM (up to contract::kTargetCtasPerSM)
-/// as the ring and merge buffer alone allow; else its cluster_splits is 0. 4 warps of
-/// 16-token tiles, 3 stages: the best design of
+/// as the ring and merge buffer alone allow; else its cluster_splits is 0. 4
+/// warps of 16-token tiles, 3 stages: the best design of
 /// bench/diagnostics/decode_attention.cu at 2 CTAs per SM (docs/performance.md
-/// entry 16).
+/// entry 16). Where the target asks for the CTA-wide ring
+/// (TargetInfo::wantsAttentionCtaRing), the same 4 warps consume and a
+/// fifth produces, with as many whole rounds of 4 stages (up to 16) as keep
+/// the CTAs per SM: 12 at head_dim 128, the bytes of today's 4 x 3 rings
+/// (bench/diagnostics/decode_attention_ring.cu's `bulk 12 4`; not yet
+/// measured).
 std::optional<AttentionSchedule>
 chooseAttentionMmaSchedule(const AttentionShape &shape,
                            const AttentionSchedule &primary,
