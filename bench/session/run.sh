@@ -447,15 +447,16 @@ PY
 
 frontcheck() {
   # The opt-in front-half builds against float64 (fusion-run exits 1 on a
-  # mismatch): each tag of fh/ (prepare.sh: main, ws, cks, sm90, cks90) at
+  # mismatch): each tag of fh/ (prepare.sh: main, ws, cks, ring, sm90, cks90) at
   # the batches that pick each GEMM variant (3: the GEMV; 16; 17 and 32:
   # _gemm32; 40 and 64: _gemm64; 65 and 130: tiles of 64), f16 and, for
-  # the opt-in tags, bf16; then the cluster k split's outputs compared byte
-  # for byte with its build without the flag.
+  # the opt-in tags, bf16; the CTA ring over history lengths 0 to 4095;
+  # then the cluster k split's outputs compared byte for byte with its
+  # build without the flag.
   local tag dtype b r
   mkdir -p /tmp/fh-logs
   say "== float64 checks of the front-half builds (kv-len 257; 0 = pass)"
-  for tag in main ws cks sm90 cks90; do
+  for tag in main ws cks ring sm90 cks90; do
     for dtype in f16 bf16; do
       case $tag$dtype in main*bf16|sm90bf16) continue ;; esac
       local line="$tag $dtype:"
@@ -466,6 +467,17 @@ frontcheck() {
       done
       say "$line"
     done
+  done
+  say "== the CTA ring's attention over history lengths (B=4, 16, 64)"
+  for dtype in f16 bf16; do
+    local line="ring $dtype:"
+    for b in 4 16 64; do
+      for len in 0 15 16 17 999 4095; do
+        fh_run ring "$dtype" "$b" "$len" --iters 0 >"/tmp/fh-logs/ring-$dtype-$b-$len.txt" 2>&1
+        line="$line B=$b,L=$len $?"
+      done
+    done
+    say "$line"
   done
   say "== cluster k split against the workspace path, byte for byte"
   for pair in cks:main cks90:sm90; do
@@ -480,11 +492,12 @@ frontcheck() {
 
 frontsan() {
   # compute-sanitizer memcheck, synccheck and racecheck of the opt-in
-  # builds' _gemm kernels (FH_TAGS, default ws cks) at 40 and 65 tokens
-  # (_gemm64, one and two token tiles), each run at most 150 s.
+  # builds' new kernels (FH_TAGS, default ws cks ring: the _gemm kernels,
+  # the ring's attention) at 40 and 65 tokens (_gemm64, one and two token
+  # tiles), each run at most 150 s.
   local tag b tool
   mkdir -p /tmp/fh-logs
-  for tag in ${FH_TAGS:-ws cks}; do
+  for tag in ${FH_TAGS:-ws cks ring}; do
     for b in 40 65; do
       for tool in memcheck synccheck racecheck; do
         fh_run_sanitized "$tag" "$b" "$tool"
@@ -495,11 +508,14 @@ frontsan() {
 }
 
 # fh_run_sanitized TAG B TOOL: compute-sanitizer TOOL on the _gemm kernels
-# of one f16 fusion-run step (its float64 check still decides the exit).
+# (the ring: the attention) of one f16 fusion-run step (its float64 check
+# still decides the exit).
 fh_run_sanitized() {
   local p=$s/fh/$1/llama3_8b.f16.decode f=/tmp/fh-logs/san-$1-$3-b$2.txt
+  local kernels=kns=_gemm
+  [ "$1" = ring ] && kernels=kns=attention_mma
   fh_build || return 1
-  timeout 150 compute-sanitizer --tool "$3" --kernel-name kns=_gemm --error-exitcode 3 \
+  timeout 150 compute-sanitizer --tool "$3" --kernel-name "$kernels" --error-exitcode 3 \
     /tmp/rt-fh/tools/fusion-run --ptx "$p.ptx" --manifest "$p.manifest.json" \
     --batch "$2" --kv-len 257 --iters 0 >"$f" 2>&1
   say "compute-sanitizer $3 $1 B=$2: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1))"
@@ -507,14 +523,14 @@ fh_run_sanitized() {
 
 frontab() {
   # Interleaved us per layer-step (fusion-run --graph --layers 8, median of
-  # 100 replays) of the fh/ tags (FH_TAGS, default main ws cks) at
+  # 100 replays) of the fh/ tags (FH_TAGS, default main ws cks ring) at
   # 4/16/32/64 x 4096 and 128 x 2048, f16, REPS rounds (default 2).
   local rep cfg tag t
-  say "== front half us/layer-step by build (${FH_TAGS:-main ws cks})"
+  say "== front half us/layer-step by build (${FH_TAGS:-main ws cks ring})"
   for rep in $(seq "${REPS:-2}"); do
     for cfg in 4x4096 16x4096 32x4096 64x4096 128x2048; do
       local line="$cfg:"
-      for tag in ${FH_TAGS:-main ws cks}; do
+      for tag in ${FH_TAGS:-main ws cks ring}; do
         rm -f /tmp/fh-ab.json
         fh_run "$tag" f16 "${cfg%x*}" $((${cfg#*x} - 1)) --graph --layers 8 \
           --iters 100 --warmup 10 --json /tmp/fh-ab.json >/dev/null 2>&1
