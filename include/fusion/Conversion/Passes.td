@@ -82,7 +82,7 @@ def ConvertFusionToGPUPass
            "(docs/performance.md entry 44)">,
     Option<"clusterKSplit", "cluster-k-split", "bool", /*default=*/"false",
            "With target-sm >= 90: the GEMM-shaped projection variants with "
-           "k split 2 to 8 (not warp-specialised) combine their split-K "
+           "k split 2 to 8 combine their split-K "
            "partials through a thread-block cluster of the row tile's CTAs "
            "(distributed shared memory, no workspace round trip) when "
            "launched in one (cluster_k_split, docs/abi.md section 3.4). Off "

@@ -4,6 +4,9 @@
 // RUN: fusion-compile %s --chip=sm_90a --warp-specialized-gemm -o %t/ws
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t/ws.manifest.json
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/ws.ptx -o %t/ws.cubin %}
+// RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="arch-specific=true warp-specialized-gemm=true cluster-k-split=true" | FileCheck %s --check-prefix=WSCKS
+// RUN: fusion-compile %s --chip=sm_90a --warp-specialized-gemm --cluster-k-split -o %t/wscks
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/wscks.ptx -o %t/wscks.cubin %}
 
 // The warp-specialised GEMM variants (opt-in: warp-specialized-gemm;
 // Kernels/ProjectionGemmKernel.cpp, docs/gemm-warp-specialized-plan.md).
@@ -121,6 +124,32 @@
 // CHECK-COUNT-4: vector.reduction <add>
 // CHECK-NOT: vector.reduction
 // CHECK: gpu.return
+
+// With cluster-k-split too: the 4 CTAs of a row tile are one cluster. After
+// the loops (the consumer warps yield their accumulators) and a CTA
+// barrier, the cluster path: the consumer warps' (warp < 8) 8 accumulators
+// and the fold warps' per-token sums (thread t < 16 adds the two) into this
+// CTA's exchange, the async-proxy fence, the cluster barrier, then 4 remote
+// reads per partial (ranks 0-3 in order); else the workspaces.
+// WSCKS: gpu.func @ws_k0_fused_gemm16(
+// WSCKS: %[[CONSUMER:.*]] = arith.cmpi ult, %{{.*}}, %c8
+// WSCKS-NEXT: scf.if %[[CONSUMER]] -> (f32, f32, f32, f32, f32, f32, f32, f32)
+// WSCKS: scf.yield %cst, %cst, %cst, %cst, %cst, %cst, %cst, %cst : f32, f32, f32, f32, f32, f32, f32, f32
+// WSCKS: gpu.barrier
+// WSCKS: nvvm.read.ptx.sreg.cluster.nctarank
+// WSCKS: gpu.barrier
+// WSCKS: scf.if %[[CONSUMER]] {
+// WSCKS-COUNT-8: llvm.store %{{.*}} : f32, !llvm.ptr<3>
+// WSCKS: arith.cmpi ult, %thread_id_x, %c16
+// WSCKS: memref.load %{{.*}} : memref<32xf32, #gpu.address_space<workgroup>>
+// WSCKS: memref.load %{{.*}} : memref<32xf32, #gpu.address_space<workgroup>>
+// WSCKS: llvm.store %{{.*}} : f32, !llvm.ptr<3>
+// WSCKS: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// WSCKS-NEXT: nvvm.cluster.arrive
+// WSCKS-NEXT: nvvm.cluster.wait
+// WSCKS: mapa.shared::cluster.u32 a, $1, 0;
+// WSCKS: mapa.shared::cluster.u32 a, $1, 3;
+// WSCKS: gpu.return
 
 // Off by default: the same module keeps the CTA-barrier pipeline.
 // OFF-NOT: warp_specialized

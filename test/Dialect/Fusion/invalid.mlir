@@ -1945,25 +1945,21 @@ func.func private @schedule_gemm_warpgroup_tokens() attributes {s = #fusion.proj
 
 // -----
 
-// expected-error @+1 {{projection_gemm_schedule cluster_k_split needs k_split in [2, 8] dividing the tile's row pairs (64) and no warp_specialized, got k_split 16}}
+// expected-error @+1 {{projection_gemm_schedule cluster_k_split needs k_split in [2, 8] dividing the tile's row pairs (64), got k_split 16}}
 func.func private @schedule_gemm_cluster_past_portable() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 768, tile_rows = 128, tile_tokens = 16, k_split = 16, stage_k = 64, stages = 3, min_ctas_per_sm = 2, cluster_k_split = true>}
 
 // -----
 
-// expected-error @+1 {{projection_gemm_schedule cluster_k_split needs k_split in [2, 8] dividing the tile's row pairs (64) and no warp_specialized, got k_split 1}}
+// expected-error @+1 {{projection_gemm_schedule cluster_k_split needs k_split in [2, 8] dividing the tile's row pairs (64), got k_split 1}}
 func.func private @schedule_gemm_cluster_one() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 48, tile_rows = 128, tile_tokens = 16, k_split = 1, stage_k = 64, stages = 3, min_ctas_per_sm = 2, cluster_k_split = true>}
 
 // -----
 
-// expected-error @+1 {{projection_gemm_schedule cluster_k_split needs k_split in [2, 8] dividing the tile's row pairs (8) and no warp_specialized, got k_split 3}}
+// expected-error @+1 {{projection_gemm_schedule cluster_k_split needs k_split in [2, 8] dividing the tile's row pairs (8), got k_split 3}}
 func.func private @schedule_gemm_cluster_uneven() attributes {s = #fusion.projection_gemm_schedule<threads = 32, warps = 1, grid = 48, tile_rows = 16, tile_tokens = 16, k_split = 3, stage_k = 64, stages = 3, min_ctas_per_sm = 2, cluster_k_split = true>}
 
 // -----
 
-// expected-error @+1 {{projection_gemm_schedule cluster_k_split needs k_split in [2, 8] dividing the tile's row pairs (64) and no warp_specialized, got k_split 2}}
-func.func private @schedule_gemm_cluster_ws() attributes {s = #fusion.projection_gemm_schedule<threads = 352, warps = 8, grid = 96, tile_rows = 128, tile_tokens = 16, k_split = 2, stage_k = 64, stages = 8, min_ctas_per_sm = 1, warpgroup_mma = true, warp_specialized = true, cluster_k_split = true>}
-
-// -----
 
 // expected-error @+1 {{smem 8000 cannot hold the cluster_k_split exchange of 8512 bytes}}
 func.func private @variant_cluster_exchange() attributes {v = #fusion.variant<min_batch = 2, entry = "k_gemm16", grid = [192, 1, 1], block = 256, smem = 8000, static_smem = 0, schedule = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192, tile_rows = 128, tile_tokens = 16, k_split = 4, stage_k = 64, stages = 3, min_ctas_per_sm = 2, cluster_k_split = true>>}

@@ -35,6 +35,10 @@ func.func private @projection_gemm_warp_specialized() attributes {s = #fusion.pr
 // CHECK-SAME:    #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192, tile_rows = 128, tile_tokens = 16, k_split = 4, stage_k = 64, stages = 3, min_ctas_per_sm = 2, cluster_k_split = true>
 func.func private @projection_gemm_cluster_k_split() attributes {s = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 192, tile_rows = 128, tile_tokens = 16, k_split = 4, stage_k = 64, stages = 3, min_ctas_per_sm = 2, cluster_k_split = true>}
 
+// CHECK-LABEL: func.func private @projection_gemm_ws_cluster_k_split()
+// CHECK-SAME:    #fusion.projection_gemm_schedule<threads = 352, warps = 8, grid = 96, tile_rows = 128, tile_tokens = 16, k_split = 2, stage_k = 64, stages = 8, min_ctas_per_sm = 1, warpgroup_mma = true, warp_specialized = true, cluster_k_split = true>
+func.func private @projection_gemm_ws_cluster_k_split() attributes {s = #fusion.projection_gemm_schedule<threads = 352, warps = 8, grid = 96, tile_rows = 128, tile_tokens = 16, k_split = 2, stage_k = 64, stages = 8, min_ctas_per_sm = 1, warpgroup_mma = true, warp_specialized = true, cluster_k_split = true>}
+
 // CHECK-LABEL: func.func private @split_kv_attention()
 // CHECK-SAME:    #fusion.split_kv_attention_schedule<threads = 128, max_splits = 32, heads_per_cta = 7, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 2, chunk_multiple = 16, target_ctas = 216, min_chunk_tokens = 64, cluster_splits = 8>
 func.func private @split_kv_attention() attributes {s = #fusion.split_kv_attention_schedule<threads = 128, max_splits = 32, heads_per_cta = 7, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 2, chunk_multiple = 16, target_ctas = 216, min_chunk_tokens = 64, cluster_splits = 8>}

@@ -66,7 +66,9 @@
 // fence (membar.gl) or counter; with TMA weights every thread fences its
 // exchange stores for the async proxy (fence.proxy.async) before the first
 // cluster barrier, as the next token tile's TMA copies overwrite the ring.
-// Launched otherwise, the workspace path runs.
+// Launched otherwise, the workspace path runs. A warp-specialised variant
+// combines the same way after its loops' CTA barrier: its consumer warps
+// hold the accumulators, its fold warps' sums are in shared memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -212,8 +214,25 @@ struct GemmKernel {
                      SmallVector<Value> &acc);
   void multiplyStageByWarpgroup(ImplicitLocOpBuilder &b, Value slot,
                                 SmallVector<Value> &acc);
+  /// Emits, by the threads that hold them, each token's sum of h^2 over
+  /// this CTA's k range as store(b, t, total) (reduceSquares of the
+  /// threads' chunk sums, or the fold warps' foldSums).
+  using SquareTotals = llvm::function_ref<void(
+      ImplicitLocOpBuilder &,
+      llvm::function_ref<void(ImplicitLocOpBuilder &, Value, Value)>)>;
+  /// The k loop's results for the combine: each warp's accumulators `acc`
+  /// (only where `holdsAcc`, an i1, holds: the consumer warps of a
+  /// warp-specialised tile; null: every warp) and the square totals.
+  struct Partials {
+    ArrayRef<Value> acc;
+    Value holdsAcc;
+    SquareTotals totals;
+  };
   void publishPartials(ImplicitLocOpBuilder &b, Value tileStart, Value count,
-                       ArrayRef<Value> acc, ArrayRef<Value> sums);
+                       const Partials &partials);
+  void
+  forEachAccumulatorWarp(ImplicitLocOpBuilder &b, const Partials &partials,
+                         llvm::function_ref<void(ImplicitLocOpBuilder &)> body);
   void storePartialTile(ImplicitLocOpBuilder &b, Value tileStart, Value count,
                         ArrayRef<Value> acc);
   void reduceSquares(
@@ -228,8 +247,7 @@ struct GemmKernel {
   void produceStages(ImplicitLocOpBuilder &b, Value tileStart, Value first);
   void foldStages(ImplicitLocOpBuilder &b, Value tileStart, Value count,
                   Value first);
-  void consumeStages(ImplicitLocOpBuilder &b, Value tileStart, Value count,
-                     Value first);
+  SmallVector<Value> consumeStages(ImplicitLocOpBuilder &b, Value first);
   void emitArrival(ImplicitLocOpBuilder &b, Value tileStart);
   void emitReduction(ImplicitLocOpBuilder &b, Value tileStart, Value count);
   void reduceTile(ImplicitLocOpBuilder &b, Value tileStart, Value count);
@@ -243,10 +261,9 @@ struct GemmKernel {
                   PartialLoader partial, SquaresLoader squares);
   // Split-K through a cluster (ProjectionGemmSchedule::clusterKSplit).
   void combineSplits(ImplicitLocOpBuilder &b, Value tileStart, Value count,
-                     ArrayRef<Value> acc, ArrayRef<Value> sums);
+                     const Partials &partials);
   Value exchangePointer(ImplicitLocOpBuilder &b);
-  void exchangeInCluster(ImplicitLocOpBuilder &b, ArrayRef<Value> acc,
-                         ArrayRef<Value> sums);
+  void exchangeInCluster(ImplicitLocOpBuilder &b, const Partials &partials);
   void reduceInCluster(ImplicitLocOpBuilder &b, Value tileStart, Value count);
 };
 
@@ -674,14 +691,25 @@ void GemmKernel::multiplyStageByWarpgroup(ImplicitLocOpBuilder &b, Value slot,
 /// rows 16w + g (+ 8 for registers 2, 3) for tokens 8n + 2q (+ 1 for
 /// registers 1, 3) in accumulators 4n..4n+3.
 void GemmKernel::publishPartials(ImplicitLocOpBuilder &b, Value tileStart,
-                                 Value count, ArrayRef<Value> acc,
-                                 ArrayRef<Value> sums) {
-  storePartialTile(b, tileStart, count, acc);
-  reduceSquares(b, sums, [&](ImplicitLocOpBuilder &sb, Value t, Value total) {
+                                 Value count, const Partials &partials) {
+  forEachAccumulatorWarp(b, partials, [&](ImplicitLocOpBuilder &ab) {
+    storePartialTile(ab, tileStart, count, partials.acc);
+  });
+  partials.totals(b, [&](ImplicitLocOpBuilder &sb, Value t, Value total) {
     storePartialSquares(sb, tileStart, count, t, total);
   });
   fenceGPU(b);
   barrier(b);
+}
+
+/// `body` in the warps that hold accumulators (Partials::holdsAcc).
+void GemmKernel::forEachAccumulatorWarp(
+    ImplicitLocOpBuilder &b, const Partials &partials,
+    llvm::function_ref<void(ImplicitLocOpBuilder &)> body) {
+  if (partials.holdsAcc)
+    ifThen(b, partials.holdsAcc, body);
+  else
+    body(b);
 }
 
 /// For each token of the tile, this CTA's sum of h^2 over its k range: the
@@ -867,8 +895,10 @@ void GemmKernel::emitTokenTile(ImplicitLocOpBuilder &b, Value tileStart,
       });
   waitAsyncCopies(b, 0);
   ArrayRef<Value> all(results);
-  combineSplits(b, tileStart, count, all.take_front(numAcc),
-                all.drop_front(numAcc));
+  auto totals = [&](ImplicitLocOpBuilder &sb, auto store) {
+    reduceSquares(sb, all.drop_front(numAcc), store);
+  };
+  combineSplits(b, tileStart, count, {all.take_front(numAcc), Value(), totals});
 }
 
 /// After the partials are published: the arrival and, in the CTA that
@@ -894,10 +924,9 @@ void GemmKernel::reduceTile(ImplicitLocOpBuilder &b, Value tileStart,
 /// tile's kSplit CTAs one cluster, the combine through the cluster; else
 /// (and always without clusterKSplit) through the workspaces.
 void GemmKernel::combineSplits(ImplicitLocOpBuilder &b, Value tileStart,
-                               Value count, ArrayRef<Value> acc,
-                               ArrayRef<Value> sums) {
+                               Value count, const Partials &partials) {
   auto workspaces = [&](ImplicitLocOpBuilder &wb) {
-    publishPartials(wb, tileStart, count, acc, sums);
+    publishPartials(wb, tileStart, count, partials);
     reduceTile(wb, tileStart, count);
   };
   if (!s.clusterKSplit)
@@ -909,7 +938,7 @@ void GemmKernel::combineSplits(ImplicitLocOpBuilder &b, Value tileStart,
   ifThenElse(
       b, clustered,
       [&](ImplicitLocOpBuilder &cb) {
-        exchangeInCluster(cb, acc, sums);
+        exchangeInCluster(cb, partials);
         reduceInCluster(cb, tileStart, count);
       },
       workspaces);
@@ -930,8 +959,8 @@ Value GemmKernel::exchangePointer(ImplicitLocOpBuilder &b) {
 /// orders these stores before the next tile's copies into the ring, and
 /// the cluster barrier that publishes the exchange to the cluster
 /// (arrive.release, wait.acquire).
-void GemmKernel::exchangeInCluster(ImplicitLocOpBuilder &b, ArrayRef<Value> acc,
-                                   ArrayRef<Value> sums) {
+void GemmKernel::exchangeInCluster(ImplicitLocOpBuilder &b,
+                                   const Partials &partials) {
   const int64_t pitch = contract::clusterExchangePitch(s.tileRows);
   if (s.tmaWeights)
     fenceSharedForBulkCopies(b);
@@ -941,16 +970,18 @@ void GemmKernel::exchangeInCluster(ImplicitLocOpBuilder &b, ArrayRef<Value> acc,
   auto store = [&](ImplicitLocOpBuilder &sb, Value v, Value at) {
     LLVM::StoreOp::create(sb, v, offsetPointer(sb, exchange, at, f32), 4);
   };
-  Value g = divUI(b, lane, constIndex(b, 4));
-  Value q = remUI(b, lane, constIndex(b, 4));
-  Value row0 = addI(b, mulI(b, warp, 16), g);
-  for (int64_t n = 0; n < s.tileTokens / 8; ++n)
-    for (int64_t e = 0; e < 4; ++e) {
-      Value t = addI(b, mulI(b, q, 2), 8 * n + (e & 1));
-      store(b, acc[4 * n + e],
-            addI(b, mulI(b, t, pitch), addI(b, row0, 8 * (e >> 1))));
-    }
-  reduceSquares(b, sums, [&](ImplicitLocOpBuilder &sb, Value t, Value total) {
+  forEachAccumulatorWarp(b, partials, [&](ImplicitLocOpBuilder &ab) {
+    Value g = divUI(ab, lane, constIndex(ab, 4));
+    Value q = remUI(ab, lane, constIndex(ab, 4));
+    Value row0 = addI(ab, mulI(ab, warp, 16), g);
+    for (int64_t n = 0; n < s.tileTokens / 8; ++n)
+      for (int64_t e = 0; e < 4; ++e) {
+        Value t = addI(ab, mulI(ab, q, 2), 8 * n + (e & 1));
+        store(ab, partials.acc[4 * n + e],
+              addI(ab, mulI(ab, t, pitch), addI(ab, row0, 8 * (e >> 1))));
+      }
+  });
+  partials.totals(b, [&](ImplicitLocOpBuilder &sb, Value t, Value total) {
     store(sb, total, addI(sb, t, s.tileTokens * pitch));
   });
   // These generic-proxy stores are in slot 0, which the next token tile's
@@ -1020,19 +1051,20 @@ Value GemmKernel::ringParity(ImplicitLocOpBuilder &b, Value step,
 /// One token tile, warp-specialised: the consumer warps, the producer
 /// warp's lane 0 and the fold warps each run their loop over the CTA's
 /// steps (global steps `first` + step, `first` = the earlier tiles' steps),
-/// synchronised by the stages' mbarriers only; then every warp has
-/// published what it holds, and the arrival, the reduction and the epilogue
-/// follow as in emitTokenTile.
+/// synchronised by the stages' mbarriers only; then, after a CTA barrier
+/// (the fold warps' sums are in foldSums, every slot is consumed), the
+/// consumers' accumulators and the fold warps' sums are combined as in
+/// emitTokenTile (combineSplits: through the cluster or the workspaces).
 void GemmKernel::emitWarpSpecializedTile(ImplicitLocOpBuilder &b,
                                          Value tileStart, Value count) {
   Value first =
       mulI(b, divUI(b, tileStart, constIndex(b, s.tileTokens)), steps());
   Value producer = constIndex(b, s.warps());
-  ifThenElse(
-      b, cmpI(b, CmpIPredicate::ult, warp, producer),
-      [&](ImplicitLocOpBuilder &cb) {
-        consumeStages(cb, tileStart, count, first);
-      },
+  Value consumer = cmpI(b, CmpIPredicate::ult, warp, producer);
+  SmallVector<Type> accTypes(4 * s.tileTokens / 8, b.getF32Type());
+  SmallVector<Value> acc = ifThenElseValues(
+      b, accTypes, consumer,
+      [&](ImplicitLocOpBuilder &cb) { return consumeStages(cb, first); },
       [&](ImplicitLocOpBuilder &ob) {
         ifThenElse(
             ob, cmpI(ob, CmpIPredicate::eq, warp, producer),
@@ -1045,22 +1077,23 @@ void GemmKernel::emitWarpSpecializedTile(ImplicitLocOpBuilder &b,
             [&](ImplicitLocOpBuilder &fb) {
               foldStages(fb, tileStart, count, first);
             });
+        return SmallVector<Value>(accTypes.size(), constF32(ob, 0.0));
       });
+  barrier(b);
   // The fold warps' sums of each token, added in fold-warp order.
-  barrier(b);
-  ifThen(b, cmpI(b, CmpIPredicate::ult, tid, constIndex(b, s.tileTokens)),
-         [&](ImplicitLocOpBuilder &sb) {
-           Value total;
-           for (int64_t f = 0; f < ProjectionGemmSchedule::kFoldWarps; ++f) {
-             Value v =
-                 loadScalar(sb, foldSums, addI(sb, tid, f * s.tileTokens));
-             total = total ? addF(sb, total, v) : v;
-           }
-           storePartialSquares(sb, tileStart, count, tid, total);
-         });
-  fenceGPU(b);
-  barrier(b);
-  reduceTile(b, tileStart, count);
+  auto totals = [&](ImplicitLocOpBuilder &tb, auto store) {
+    ifThen(tb, cmpI(tb, CmpIPredicate::ult, tid, constIndex(tb, s.tileTokens)),
+           [&](ImplicitLocOpBuilder &sb) {
+             Value total;
+             for (int64_t f = 0; f < ProjectionGemmSchedule::kFoldWarps; ++f) {
+               Value v =
+                   loadScalar(sb, foldSums, addI(sb, tid, f * s.tileTokens));
+               total = total ? addF(sb, total, v) : v;
+             }
+             store(sb, tid, total);
+           });
+  };
+  combineSplits(b, tileStart, count, {acc, consumer, totals});
 }
 
 /// The producer warp's lane 0, for each step: once the consumers released
@@ -1223,16 +1256,17 @@ void GemmKernel::foldStages(ImplicitLocOpBuilder &b, Value tileStart,
 
 /// The consumer warps, for each step: once the slot is full, the stage by
 /// warpgroup MMA (the weight fragments scaled by the norm weight, times h;
-/// waited for), then each warp's arrival on `empty`. Then the partial tile.
+/// waited for), then each warp's arrival on `empty`. Returns the
+/// accumulators.
 /// (Leaving a group in flight and releasing the slot a step later needs
 /// the A fragments in other registers each step: with one loop body that
 /// reused them, memcheck's slower timing showed wrong products; unrolled
 /// by two it was correct but not faster on the H200, performance.md entry
 /// 45.)
-void GemmKernel::consumeStages(ImplicitLocOpBuilder &b, Value tileStart,
-                               Value count, Value first) {
+SmallVector<Value> GemmKernel::consumeStages(ImplicitLocOpBuilder &b,
+                                             Value first) {
   SmallVector<Value> init(4 * s.tileTokens / 8, constF32(b, 0.0));
-  SmallVector<Value> acc = forLoopWithValues(
+  return forLoopWithValues(
       b, constIndex(b, 0), constIndex(b, steps()), constIndex(b, 1), init,
       [&](ImplicitLocOpBuilder &lb, Value step,
           ValueRange args) -> SmallVector<Value> {
@@ -1248,7 +1282,6 @@ void GemmKernel::consumeStages(ImplicitLocOpBuilder &b, Value tileStart,
                         cmpI(lb, CmpIPredicate::eq, lane, constIndex(lb, 0)));
         return a;
       });
-  storePartialTile(b, tileStart, count, acc);
 }
 
 /// Inserts `added` before the first scalar of `params` (the ABI order:

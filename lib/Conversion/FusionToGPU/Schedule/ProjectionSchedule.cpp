@@ -274,11 +274,12 @@ int64_t ProjectionGemmSchedule::clusterExchangeBytes() const {
 
 /// Sets s.clusterKSplit where the target asks for it and it applies: k
 /// split in [2, 8] (contract::isValidClusterKSplit) dividing the tile's row
-/// pairs (each CTA reduces an equal share), not warp-specialised, and the
-/// exchange fits the stage ring.
+/// pairs (each CTA reduces an equal share) and the exchange fits the stage
+/// ring (warp-specialised too: its consumer warps' accumulators and fold
+/// warps' sums go to the exchange after the loops' CTA barrier).
 static void chooseClusterKSplit(const TargetInfo &target,
                                 ProjectionGemmSchedule &s) {
-  s.clusterKSplit = target.wantsClusterKSplit() && !s.warpSpecialized &&
+  s.clusterKSplit = target.wantsClusterKSplit() &&
                     ::fusion::contract::isValidClusterKSplit(s.kSplit) &&
                     (s.tileRows / 2) % s.kSplit == 0 &&
                     s.clusterExchangeBytes() <= s.stages * s.slotBytes;

@@ -185,7 +185,7 @@ struct ProjectionGemmSchedule {
   /// The kSplit CTAs of a row tile combine their partials through a
   /// thread-block cluster when launched as one (cluster_k_split, opt-in:
   /// TargetInfo::wantsClusterKSplit; sm_90, 2 <= kSplit <= 8 dividing the
-  /// tile's row pairs, not warp-specialised): after the k loop each CTA
+  /// tile's row pairs): after the k loop each CTA
   /// writes its partial tile and sums of squares over its stage ring
   /// (clusterExchangeBytes fit in stages * slotBytes) and reduces 1/kSplit
   /// of the tile's row pairs from the cluster's rings by DSMEM.

@@ -165,12 +165,12 @@ LogicalResult ProjectionGemmScheduleAttr::verify(
                           "(whole warpgroups), stage_k 64 (128-byte rows) and "
                           "tile_tokens at most 256 (wgmma's n), got "
                        << tileRows << ", " << stageK << " and " << tileTokens;
-  if (clusterKSplit && (!contract::isValidClusterKSplit(kSplit) ||
-                        (tileRows / 2) % kSplit != 0 || warpSpecialized))
+  if (clusterKSplit &&
+      (!contract::isValidClusterKSplit(kSplit) || (tileRows / 2) % kSplit != 0))
     return emitError() << kind << " cluster_k_split needs k_split in [2, "
                        << contract::kMaxClusterSplits
                        << "] dividing the tile's row pairs (" << tileRows / 2
-                       << ") and no warp_specialized, got k_split " << kSplit;
+                       << "), got k_split " << kSplit;
   return success();
 }
 

@@ -108,7 +108,7 @@ def Fusion_ProjectionGemmScheduleAttr
     pass, synchronised by mbarriers with no CTA barrier in the loop, so
     `threads` = 32 x (`warps` + 3) (docs/gemm-warp-specialized-plan.md).
     `cluster_k_split` (sm_90; printed only when true; `k_split` in [2, 8],
-    dividing `tile_rows` / 2, not `warp_specialized`): launched with the
+    dividing `tile_rows` / 2): launched with the
     `k_split` CTAs of a row tile as one thread-block cluster (docs/abi.md
     section 3.4), the CTAs combine their partial tiles through distributed
     shared memory instead of the workspaces; the variant's dynamic shared
