@@ -18,22 +18,28 @@
 // CHECK-SAME:    schedule = #fusion.split_kv_attention_mma_schedule<threads = 160, {{.*}} chunk_multiple = 64, stages = 12, {{.*}} cluster_splits = 0, cta_ring = true>
 // CHECK:       gpu.func @attn_g4_mma(
 // CHECK-SAME:    known_block_size = array<i32: 160, 1, 1>
-// The full and the empty barriers of the 12 slots, one arrival each.
-// CHECK-COUNT-12: nvvm.mbarrier.init %{{.*}}, %c1_i32
-// CHECK:       nvvm.fence.mbarrier.init
+// The full and the empty barriers of the 12 slots (24 mbarriers, one
+// arrival each), initialised together.
+// CHECK-COUNT-24: nvvm.mbarrier.init %{{.*}}, %c1_i32
+// CHECK-NEXT:  nvvm.fence.mbarrier.init
 // CHECK:       gpu.barrier
-// CHECK-COUNT-12: nvvm.mbarrier.init %{{.*}}, %c1_i32
-// CHECK:       gpu.barrier
-// Warps 0-3 consume: the slot's full phase (t / 12 mod 2), Q K^T, the
-// online softmax, the V fragments of tokens at or past the split's end
-// zeroed (rows the producer did not copy), P V, then lane 0 releases the
-// slot on its empty barrier after a warp sync.
+// CHECK-NOT:   nvvm.mbarrier.init
+// Warps 0-3 consume: each tile but its last, then (if it has any) its last
+// tile with the V fragments of tokens at or past the split's end zeroed
+// (rows the producer did not copy). A tile: the slot's full phase
+// (t / 12 mod 2), Q K^T, the online softmax, P V, then lane 0 releases
+// the slot on its empty barrier after a warp sync.
 // CHECK:       arith.cmpi ult, %{{.*}}, %c4
 // CHECK:       scf.for
 // CHECK:         arith.remui %{{.*}}, %c12_i32
 // CHECK:         mbarrier.try_wait.parity
 // CHECK:         nvvm.ldmatrix
 // CHECK:         nvvm.mma.sync
+// CHECK-NOT:     vector<2xi1>
+// CHECK:         nvvm.bar.warp.sync
+// CHECK:         @p mbarrier.arrive.shared::cta.b64
+// CHECK:       scf.if %{{.*}} -> (f32
+// CHECK:         mbarrier.try_wait.parity
 // CHECK:         nvvm.ldmatrix {{.*}} layout = #nvvm.mma_layout<col>
 // CHECK:         arith.select %{{.*}} : vector<2xi1>, vector<2xf16>
 // CHECK-NEXT:    arith.select %{{.*}} : vector<2xi1>, vector<2xf16>
@@ -41,24 +47,30 @@
 // CHECK-NEXT:    arith.select %{{.*}} : vector<2xi1>, vector<2xf16>
 // CHECK:         nvvm.bar.warp.sync
 // CHECK:         @p mbarrier.arrive.shared::cta.b64
-// CHECK:         scf.yield
-// The producer warp: the page of tile t + 1 from the block table, then
-// (from t = 12) the slot's empty phase ((t / 12 - 1) mod 2); lane 0 arms
-// the full barrier for the tile's valid rows (512 bytes each: a K row and
-// a V row), a warp sync, the async-proxy fence, and lane r copies row
-// r % 16 of K (r < 16) or V by one 256-byte bulk copy where r % 16 is
-// below the valid rows.
+// The producer warp: lane l holds the block-table entries of tiles l and
+// 32 + l, and every 32 tiles the next batch's become this one's and the
+// one after is loaded; tile t's page is lane t % 32's entry (a shuffle).
+// From t = 12 it waits for the slot's empty phase ((t / 12 - 1) mod 2)
+// and fences for the async proxy; lane 0 arms the full barrier for the
+// tile's valid rows (512 bytes each: a K row and a V row), a warp sync,
+// and lane r copies row r % 16 of K (r < 16) or V by one 256-byte bulk
+// copy where r % 16 is below the valid rows.
 // CHECK:       } else {
-// CHECK:         scf.for {{.*}} -> (i64)
-// CHECK:           memref.load
+// CHECK:         memref.load
+// CHECK:         memref.load
+// CHECK:         scf.for {{.*}} -> (i32, i32)
+// CHECK:           scf.if %{{.*}} -> (i32, i32)
+// CHECK:             memref.load
+// CHECK:           gpu.shuffle  idx
 // CHECK:           arith.cmpi uge, %{{.*}}, %c12_i32
-// CHECK:           arith.subi %{{.*}}, %c1_i32
-// CHECK:           mbarrier.try_wait.parity
+// CHECK-NEXT:      scf.if
+// CHECK:             arith.subi %{{.*}}, %c1_i32
+// CHECK:             mbarrier.try_wait.parity
+// CHECK-NEXT:        nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK:           arith.minsi %{{.*}}, %c16_i32
 // CHECK:           arith.muli %{{.*}}, %c512_i32
 // CHECK-NEXT:      nvvm.mbarrier.arrive.expect_tx
 // CHECK:           nvvm.bar.warp.sync
-// CHECK-NEXT:      nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK:           arith.cmpi slt
 // CHECK-NEXT:      scf.if
 // CHECK:           arith.select %{{.*}}, %{{.*}}, %{{.*}} : !llvm.ptr<1>

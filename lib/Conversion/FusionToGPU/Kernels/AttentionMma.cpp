@@ -57,8 +57,9 @@ private:
   // The CTA-wide ring (MmaAttentionInputs::ctaRing).
   void emitCtaRing(ImplicitLocOpBuilder &b);
   void produceTiles(ImplicitLocOpBuilder &b, Value full, Value empty);
+  void copyTileRows(ImplicitLocOpBuilder &b, Value t, Value page, Value full);
   void consumeTiles(ImplicitLocOpBuilder &b, Value full, Value empty);
-  Value pageOfTile(ImplicitLocOpBuilder &b, Value t, Value count);
+  Value tableEntryOfTile(ImplicitLocOpBuilder &b, Value t, Value count);
   /// Element offset of stage `slot` (index), K (kv 0) or V (1): this
   /// warp's own stage, or with the CTA ring the CTA's.
   Value stageBase(ImplicitLocOpBuilder &b, Value slot, int64_t kv) {
@@ -351,122 +352,155 @@ void MmaLoop::emit(ImplicitLocOpBuilder &b) {
 /// warp); warps below `warps` consume, the last produces. Every thread
 /// reaches the caller's CTA barrier after it.
 void MmaLoop::emitCtaRing(ImplicitLocOpBuilder &b) {
-  Value full = createStageBarriers(b, in.func, in.tid, in.stages);
-  Value empty = createStageBarriers(b, in.func, in.tid, in.stages);
+  Value barriers = createStageBarriers(b, in.func, in.tid, 2 * in.stages);
+  Value empty = stageBarrier(b, barriers, constIndex(b, in.stages));
   ifThenElse(
       b, cmpI(b, CmpIPredicate::ult, warp, constIndex(b, in.warps)),
       [&](ImplicitLocOpBuilder &cb) {
         loadQueryFragments(cb);
-        consumeTiles(cb, full, empty);
+        consumeTiles(cb, barriers, empty);
       },
-      [&](ImplicitLocOpBuilder &pb) { produceTiles(pb, full, empty); });
+      [&](ImplicitLocOpBuilder &pb) { produceTiles(pb, barriers, empty); });
 }
 
-/// The page (i64) of the split's tile `t` (i32) of `count` (for t >=
-/// count the sequence's first page's entry: in the table, never used).
-Value MmaLoop::pageOfTile(ImplicitLocOpBuilder &b, Value t, Value count) {
+/// The block-table entry (i32) of the split's tile `t` (i32) of `count`
+/// (for t >= count the sequence's first entry: in the table, never used).
+Value MmaLoop::tableEntryOfTile(ImplicitLocOpBuilder &b, Value t, Value count) {
   Value token = addI(b, in.start, mulI(b, t, constI32(b, kTile)));
   Value column =
       select(b, cmpI(b, CmpIPredicate::slt, t, count),
              divUI(b, token, constI32(b, in.shape.pageSize)), constI32(b, 0));
-  Value tableIndex = addI(b, mulI(b, in.seq, i32ToIndex(b, in.maxPages)),
-                          i32ToIndex(b, column));
-  return arith::ExtSIOp::create(b, b.getI64Type(),
-                                loadScalar(b, in.blockTable, tableIndex));
+  return loadScalar(b, in.blockTable,
+                    addI(b, mulI(b, in.seq, i32ToIndex(b, in.maxPages)),
+                         i32ToIndex(b, column)));
 }
 
 /// The producer warp: for each tile t of the split, once its slot t % S is
-/// free (the empty phase of the slot's previous use), lane 0 arms the
-/// slot's full barrier for the tile's valid rows and lane r (r < 16) copies
-/// K row r, lane 16 + r V row r, by one 16-row-byte cp.async.bulk each, if
-/// the token is before `end`. The page of tile t + 1 is loaded while tile
-/// t waits for its slot.
+/// free (the empty phase of the slot's previous use), copyTileRows. Lane l
+/// holds the block-table entries of tiles 32 j + l (this batch) and
+/// 32 (j + 1) + l (the next, loaded a batch ahead), so that no copy waits
+/// for a block-table load; tile t's page is lane t % 32's entry.
 void MmaLoop::produceTiles(ImplicitLocOpBuilder &b, Value full, Value empty) {
-  const AttentionShape &s = in.shape;
-  const int64_t rowBytes = d * getTypeBytes(in.elementType);
   Value count = maxSI(b, subI(b, in.end, in.start), constI32(b, 0));
   Value n =
       divUI(b, addI(b, count, constI32(b, kTile - 1)), constI32(b, kTile));
-  Value r = remUI(b, lane, constIndex(b, kTile));
-  Value kv = divUI(b, lane, constIndex(b, kTile));
+  Value l = indexToI32(b, lane);
+  Value c32 = constI32(b, 32);
   Value stages = constI32(b, in.stages);
   forLoopWithValues(
-      b, constI32(b, 0), n, constI32(b, 1), {pageOfTile(b, constI32(b, 0), n)},
+      b, constI32(b, 0), n, constI32(b, 1),
+      {tableEntryOfTile(b, l, n), tableEntryOfTile(b, addI(b, l, c32), n)},
       [&](ImplicitLocOpBuilder &lb, Value t,
-          ValueRange page) -> SmallVector<Value> {
-        Value next = pageOfTile(lb, addI(lb, t, constI32(lb, 1)), n);
+          ValueRange entries) -> SmallVector<Value> {
+        // A new batch: the next one's entries become this one's, and the
+        // one after is loaded.
+        Value newBatch = andI(
+            lb, cmpI(lb, CmpIPredicate::eq, remUI(lb, t, c32), constI32(lb, 0)),
+            cmpI(lb, CmpIPredicate::ugt, t, constI32(lb, 0)));
+        SmallVector<Value> batch = ifThenElseValues(
+            lb, ValueRange(entries).getTypes(), newBatch,
+            [&](ImplicitLocOpBuilder &nb) -> SmallVector<Value> {
+              return {entries[1],
+                      tableEntryOfTile(nb, addI(nb, addI(nb, t, c32), l), n)};
+            },
+            [&](ImplicitLocOpBuilder &) {
+              return SmallVector<Value>(entries);
+            });
+        Value page = arith::ExtSIOp::create(
+            lb, lb.getI64Type(), shuffleIdx(lb, batch[0], remUI(lb, t, c32)));
         Value slot = i32ToIndex(lb, remUI(lb, t, stages));
-        Value use = divUI(lb, t, stages);
         ifThen(lb, cmpI(lb, CmpIPredicate::uge, t, stages),
                [&](ImplicitLocOpBuilder &wb) {
+                 Value use = divUI(wb, t, stages);
                  Value parity =
                      remUI(wb, subI(wb, use, constI32(wb, 1)), constI32(wb, 2));
                  waitBarrierPhase(wb, stageBarrier(wb, empty, slot), parity);
+                 // The consumer's ldmatrix reads of the slot (ordered by the
+                 // empty barrier) before the bulk copies overwrite it.
+                 fenceSharedForBulkCopies(wb);
                });
-        Value tokenBase = addI(lb, in.start, mulI(lb, t, constI32(lb, kTile)));
-        Value valid =
-            minSI(lb, subI(lb, in.end, tokenBase), constI32(lb, kTile));
-        Value slotFull = stageBarrier(lb, full, slot);
-        ifThen(lb, cmpI(lb, CmpIPredicate::eq, lane, constIndex(lb, 0)),
-               [&](ImplicitLocOpBuilder &ab) {
-                 arriveExpectingBytes(
-                     ab, slotFull, mulI(ab, valid, constI32(ab, 2 * rowBytes)));
-               });
-        NVVM::SyncWarpOp::create(lb, constI32(lb, -1));
-        // The consumer's ldmatrix reads of the slot (ordered by the empty
-        // barrier) before the bulk copies overwrite it.
-        fenceSharedForBulkCopies(lb);
-        ifThen(
-            lb, cmpI(lb, CmpIPredicate::slt, indexToI32(lb, r), valid),
-            [&](ImplicitLocOpBuilder &cb) {
-              Value slotInPage = arith::ExtUIOp::create(
-                  cb, cb.getI64Type(),
-                  addI(cb, remUI(cb, tokenBase, constI32(cb, s.pageSize)),
-                       indexToI32(cb, r)));
-              Value row = addI(cb, mulI(cb, page[0], constI64(cb, s.pageSize)),
-                               slotInPage);
-              row = addI(
-                  cb, mulI(cb, row, constI64(cb, s.numKvHeads)),
-                  arith::IndexCastOp::create(cb, cb.getI64Type(), in.kvHead));
-              Value src = mulI(cb, row, constI64(cb, d));
-              Value cache =
-                  select(cb, cmpI(cb, CmpIPredicate::eq, kv, constIndex(cb, 0)),
-                         keys, values);
-              Value dst = addI(
-                  cb, stageBase(cb, slot, 0),
-                  addI(cb, mulI(cb, kv, kTile * pitch), mulI(cb, r, pitch)));
-              copyBulk(
-                  cb,
-                  offsetPointer(cb, ring, indexToI32(cb, dst), in.elementType),
-                  offsetPointer(cb, cache, src, in.elementType), rowBytes,
-                  slotFull);
-            });
-        return {next};
+        copyTileRows(lb, t, page, stageBarrier(lb, full, slot));
+        return batch;
       });
+}
+
+/// Tile t's rows into its slot: lane 0 arms the slot's `full` barrier for
+/// the tile's valid rows (tokens before `end`), then lane r (r < 16)
+/// copies K row r and lane 16 + r V row r of cache page `page` (i64) by
+/// one cp.async.bulk each, where row r is valid.
+void MmaLoop::copyTileRows(ImplicitLocOpBuilder &b, Value t, Value page,
+                           Value full) {
+  const AttentionShape &s = in.shape;
+  const int64_t rowBytes = d * getTypeBytes(in.elementType);
+  Value tokenBase = addI(b, in.start, mulI(b, t, constI32(b, kTile)));
+  Value valid = minSI(b, subI(b, in.end, tokenBase), constI32(b, kTile));
+  ifThen(b, cmpI(b, CmpIPredicate::eq, lane, constIndex(b, 0)),
+         [&](ImplicitLocOpBuilder &ab) {
+           arriveExpectingBytes(ab, full,
+                                mulI(ab, valid, constI32(ab, 2 * rowBytes)));
+         });
+  NVVM::SyncWarpOp::create(b, constI32(b, -1));
+  Value r = remUI(b, lane, constIndex(b, kTile));
+  Value kv = divUI(b, lane, constIndex(b, kTile));
+  ifThen(b, cmpI(b, CmpIPredicate::slt, indexToI32(b, r), valid),
+         [&](ImplicitLocOpBuilder &cb) {
+           Value slotInPage = arith::ExtUIOp::create(
+               cb, cb.getI64Type(),
+               addI(cb, remUI(cb, tokenBase, constI32(cb, s.pageSize)),
+                    indexToI32(cb, r)));
+           Value row =
+               addI(cb, mulI(cb, page, constI64(cb, s.pageSize)), slotInPage);
+           row =
+               addI(cb, mulI(cb, row, constI64(cb, s.numKvHeads)),
+                    arith::IndexCastOp::create(cb, cb.getI64Type(), in.kvHead));
+           Value src = mulI(cb, row, constI64(cb, d));
+           Value cache =
+               select(cb, cmpI(cb, CmpIPredicate::eq, kv, constIndex(cb, 0)),
+                      keys, values);
+           Value slot = i32ToIndex(cb, remUI(cb, t, constI32(cb, in.stages)));
+           Value dst =
+               addI(cb, stageBase(cb, slot, 0),
+                    addI(cb, mulI(cb, kv, kTile * pitch), mulI(cb, r, pitch)));
+           copyBulk(
+               cb, offsetPointer(cb, ring, indexToI32(cb, dst), in.elementType),
+               offsetPointer(cb, cache, src, in.elementType), rowBytes, full);
+         });
 }
 
 /// Consumer warp w: tiles w, w + W, ... of the split (its i-th is tile
 /// t = w + i W, in slot t % S, phase t / S of the slot's full barrier),
-/// each attended with its V rows past `end` masked, then released on the
-/// slot's empty barrier by lane 0 after a warp sync; then its state to the
-/// merge buffer.
+/// each attended and then released on the slot's empty barrier by lane 0
+/// after a warp sync; then its state to the merge buffer. Only a split's
+/// last tile can end before 16 tokens, so the loop runs the warp's tiles
+/// but its last, whose V rows past `end` are masked (the producer did not
+/// copy them).
 void MmaLoop::consumeTiles(ImplicitLocOpBuilder &b, Value full, Value empty) {
   Value stages = constI32(b, in.stages);
   Value w = indexToI32(b, warp);
+  auto tile = [&](ImplicitLocOpBuilder &lb, Value i, ValueRange args,
+                  bool lastTile) {
+    Value t = addI(lb, w, mulI(lb, i, constI32(lb, in.warps)));
+    Value slot = i32ToIndex(lb, remUI(lb, t, stages));
+    waitBarrierPhase(lb, stageBarrier(lb, full, slot),
+                     remUI(lb, divUI(lb, t, stages), constI32(lb, 2)));
+    SmallVector<Value> out =
+        attendTile(lb, slot, tileStart(lb, i), args, lastTile);
+    NVVM::SyncWarpOp::create(lb, constI32(lb, -1));
+    arriveOnBarrier(lb, stageBarrier(lb, empty, slot),
+                    cmpI(lb, CmpIPredicate::eq, lane, constIndex(lb, 0)));
+    return out;
+  };
+  Value last = maxSI(b, subI(b, tiles, constI32(b, 1)), constI32(b, 0));
   SmallVector<Value> state = forLoopWithValues(
-      b, constI32(b, 0), tiles, constI32(b, 1), initialState(b),
+      b, constI32(b, 0), last, constI32(b, 1), initialState(b),
       [&](ImplicitLocOpBuilder &lb, Value i, ValueRange args) {
-        Value t = addI(lb, w, mulI(lb, i, constI32(lb, in.warps)));
-        Value slot = i32ToIndex(lb, remUI(lb, t, stages));
-        waitBarrierPhase(lb, stageBarrier(lb, full, slot),
-                         remUI(lb, divUI(lb, t, stages), constI32(lb, 2)));
-        SmallVector<Value> out =
-            attendTile(lb, slot, tileStart(lb, i), args, /*maskValues=*/true);
-        NVVM::SyncWarpOp::create(lb, constI32(lb, -1));
-        arriveOnBarrier(lb, stageBarrier(lb, empty, slot),
-                        cmpI(lb, CmpIPredicate::eq, lane, constIndex(lb, 0)));
-        return out;
+        return tile(lb, i, args, false);
       });
+  state = ifThenElseValues(
+      b, ValueRange(state).getTypes(),
+      cmpI(b, CmpIPredicate::sgt, tiles, constI32(b, 0)),
+      [&](ImplicitLocOpBuilder &lb) { return tile(lb, last, state, true); },
+      [&](ImplicitLocOpBuilder &) { return SmallVector<Value>(state); });
   writeState(b, state);
 }
 

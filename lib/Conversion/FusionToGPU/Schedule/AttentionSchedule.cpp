@@ -164,8 +164,8 @@ mlir::fusion::chooseAttentionMmaSchedule(const AttentionShape &shape,
   s.ringBytes = ringBytes(s.stages);
   // CTAs per SM by shared memory, up to the num_splits policy's assumption.
   auto ctasPerSM = [&](int64_t exchangeFloats) {
-    const int64_t bytes = s.ringBytes + s.mergeAndFlagBytes() +
-                          exchangeFloats * 4 +
+    const int64_t bytes = s.ringBytes + s.ringBarrierBytes() +
+                          s.mergeAndFlagBytes() + exchangeFloats * 4 +
                           target.getReservedSharedBytesPerCTA();
     return std::min(contract::kTargetCtasPerSM,
                     target.getOccupancySharedBytes() / bytes);
@@ -175,10 +175,12 @@ mlir::fusion::chooseAttentionMmaSchedule(const AttentionShape &shape,
   if (s.ctaRing) {
     const int64_t ctas = ctasPerSM(0);
     while (s.stages + kWarps <= kMaxRingStages) {
-      s.ringBytes = ringBytes(s.stages + kWarps);
-      if (ctasPerSM(0) < ctas)
-        break;
       s.stages += kWarps;
+      s.ringBytes = ringBytes(s.stages);
+      if (ctasPerSM(0) < ctas) {
+        s.stages -= kWarps;
+        break;
+      }
     }
     s.ringBytes = ringBytes(s.stages);
   }
@@ -189,7 +191,8 @@ mlir::fusion::chooseAttentionMmaSchedule(const AttentionShape &shape,
     s.clusterSplits = 0;
     s.exchangeFloats = 0;
   }
-  if (s.ringBytes + s.mergeAndFlagBytes() + s.exchangeFloats * 4 >
+  if (s.ringBytes + s.ringBarrierBytes() + s.mergeAndFlagBytes() +
+          s.exchangeFloats * 4 >
       target.getMaxSharedBytesPerCTA())
     return std::nullopt;
   return s;

@@ -91,6 +91,9 @@ struct AttentionSchedule {
   int64_t ringBytes = 0;
   /// The warps that hold softmax state (all but the producer warp).
   int64_t stateWarps() const { return threads / 32 - (ctaRing ? 1 : 0); }
+  /// Static shared memory of the CTA ring's mbarriers (full and empty, 8
+  /// bytes each per stage).
+  int64_t ringBarrierBytes() const { return ctaRing ? 2 * stages * 8 : 0; }
 };
 
 /// Batches from which the runtime launches the tensor-core variant.
