@@ -71,6 +71,7 @@ namespace fusion::runtime::cuda {
   X(cuEventSynchronize)                                                        \
   X(cuEventElapsedTime)                                                        \
   X(cuLaunchKernelEx)                                                          \
+  X(cuOccupancyMaxActiveClusters)                                              \
   X(cuTensorMapEncodeTiled)
 
 #define FUSION_STR_(x) #x
@@ -614,21 +615,30 @@ void synchronize(CUstream stream, std::string_view what) {
         "cuStreamSynchronize (waiting for " + std::string(what) + ")");
 }
 
-void launchKernel(CUfunction function, const std::string &entry,
-                  const unsigned grid[3], const unsigned block[3],
-                  unsigned sharedBytes, CUstream stream, void **params,
-                  bool programmatic, unsigned clusterX) {
-  CUlaunchAttribute attributes[2]{};
-  unsigned count = 0;
-  if (programmatic) {
-    attributes[count].id =
-        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attributes[count++].value.programmaticStreamSerializationAllowed = 1;
-  }
-  if (clusterX > 1) {
-    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attributes[count++].value.clusterDim = {clusterX, 1, 1};
-  }
+namespace {
+/// "<call>(<entry>, grid [x, y, z], block [x, y, z], <n> bytes dynamic
+/// shared memory[, programmatic stream serialization][, clusters of <c>
+/// CTAs])": the operation that launch and occupancy errors name.
+std::string launchOperation(std::string_view call, const std::string &entry,
+                            const unsigned grid[3], const unsigned block[3],
+                            unsigned sharedBytes, bool programmatic,
+                            unsigned clusterX) {
+  std::ostringstream op;
+  op << call << "(" << entry << ", grid [" << grid[0] << ", " << grid[1] << ", "
+     << grid[2] << "], block [" << block[0] << ", " << block[1] << ", "
+     << block[2] << "], " << sharedBytes << " bytes dynamic shared memory"
+     << (programmatic ? ", programmatic stream serialization" : "");
+  if (clusterX > 1)
+    op << ", clusters of " << clusterX << " CTAs";
+  op << ")";
+  return op.str();
+}
+
+/// The launch configuration of `grid`, `block` and `sharedBytes` on
+/// `stream` with the `count` launch attributes at `attributes`.
+CUlaunchConfig launchConfig(const unsigned grid[3], const unsigned block[3],
+                            unsigned sharedBytes, CUstream stream,
+                            CUlaunchAttribute *attributes, unsigned count) {
   CUlaunchConfig config{};
   config.gridDimX = grid[0];
   config.gridDimY = grid[1];
@@ -640,19 +650,57 @@ void launchKernel(CUfunction function, const std::string &entry,
   config.hStream = stream;
   config.attrs = count ? attributes : nullptr;
   config.numAttrs = count;
-  CUresult r = api().cuLaunchKernelEx(&config, function, params, nullptr);
-  if (r != CUDA_SUCCESS) {
-    std::ostringstream op;
-    op << "cuLaunchKernelEx(" << entry << ", grid [" << grid[0] << ", "
-       << grid[1] << ", " << grid[2] << "], block [" << block[0] << ", "
-       << block[1] << ", " << block[2] << "], " << sharedBytes
-       << " bytes dynamic shared memory"
-       << (programmatic ? ", programmatic stream serialization" : "");
-    if (clusterX > 1)
-      op << ", clusters of " << clusterX << " CTAs";
-    op << ")";
-    check(r, op.str());
+  return config;
+}
+
+/// The launch attribute for thread-block clusters of (clusterX, 1, 1) CTAs.
+CUlaunchAttribute clusterAttribute(unsigned clusterX) {
+  CUlaunchAttribute a{};
+  a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  a.value.clusterDim = {clusterX, 1, 1};
+  return a;
+}
+} // namespace
+
+void launchKernel(CUfunction function, const std::string &entry,
+                  const unsigned grid[3], const unsigned block[3],
+                  unsigned sharedBytes, CUstream stream, void **params,
+                  bool programmatic, unsigned clusterX) {
+  CUlaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (programmatic) {
+    attributes[count].id =
+        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[count++].value.programmaticStreamSerializationAllowed = 1;
   }
+  if (clusterX > 1)
+    attributes[count++] = clusterAttribute(clusterX);
+  CUlaunchConfig config =
+      launchConfig(grid, block, sharedBytes, stream, attributes, count);
+  CUresult r = api().cuLaunchKernelEx(&config, function, params, nullptr);
+  if (r != CUDA_SUCCESS)
+    check(r, launchOperation("cuLaunchKernelEx", entry, grid, block,
+                             sharedBytes, programmatic, clusterX));
+}
+
+int maxActiveClusters(CUfunction function, const std::string &entry,
+                      const unsigned grid[3], const unsigned block[3],
+                      unsigned sharedBytes, unsigned clusterX) {
+  // The driver rejects a grid x that is not a multiple of the cluster's.
+  const unsigned clusterGrid[3] = {
+      (grid[0] + clusterX - 1) / clusterX * clusterX, grid[1], grid[2]};
+  CUlaunchAttribute cluster = clusterAttribute(clusterX);
+  CUlaunchConfig config =
+      launchConfig(clusterGrid, block, sharedBytes, nullptr, &cluster, 1);
+  int clusters = 0;
+  CUresult r = api().cuOccupancyMaxActiveClusters(&clusters, function, &config);
+  if (r == CUDA_ERROR_INVALID_CLUSTER_SIZE || r == CUDA_ERROR_NOT_SUPPORTED)
+    return 0;
+  if (r != CUDA_SUCCESS)
+    check(r, launchOperation("cuOccupancyMaxActiveClusters", entry, clusterGrid,
+                             block, sharedBytes,
+                             /*programmatic=*/false, clusterX));
+  return clusters;
 }
 
 CUtensorMap encodeTensorMap(const TiledTensor2D &t, std::string_view what) {

@@ -246,6 +246,30 @@ std::string DecodeStep::stepLabel() const {
   return s + ")";
 }
 
+std::vector<PreparedLaunch>
+DecodeStep::prepareLaunches(const LaunchPlan &plan, const StepShape &shape) {
+  std::vector<PreparedLaunch> launches = plan.prepare(shape);
+  for (PreparedLaunch &l : launches)
+    if (l.clusterX > 1 && !clustersCanRun(l))
+      l.clusterX = 1;
+  return launches;
+}
+
+bool DecodeStep::clustersCanRun(const PreparedLaunch &l) {
+  const CUfunction f = function(l);
+  const auto key =
+      std::make_tuple(f, l.clusterX, l.block, l.dynamicSharedBytes);
+  auto it = clusterSupport_.find(key);
+  if (it == clusterSupport_.end()) {
+    unsigned grid[3] = {l.grid[0], l.grid[1], l.grid[2]};
+    unsigned block[3] = {l.block[0], l.block[1], l.block[2]};
+    const int clusters = cuda::maxActiveClusters(
+        f, l.entry, grid, block, l.dynamicSharedBytes, l.clusterX);
+    it = clusterSupport_.emplace(key, clusters > 0).first;
+  }
+  return it->second;
+}
+
 void DecodeStep::launchAll(const std::vector<PreparedLaunch> &launches,
                            CUstream stream, bool syncEach) {
   for (const PreparedLaunch &l : launches) {
@@ -264,9 +288,9 @@ void DecodeStep::launchAll(const std::vector<PreparedLaunch> &launches,
     }
     unsigned grid[3] = {l.grid[0], l.grid[1], l.grid[2]};
     unsigned block[3] = {l.block[0], l.block[1], l.block[2]};
-    cuda::launchKernel(functions_[l.kernel][l.variant + 1], l.entry, grid,
-                       block, l.dynamicSharedBytes, stream, params.data(),
-                       l.programmaticDependentLaunch, l.clusterX);
+    cuda::launchKernel(function(l), l.entry, grid, block, l.dynamicSharedBytes,
+                       stream, params.data(), l.programmaticDependentLaunch,
+                       l.clusterX);
     if (syncEach) {
       try {
         context_->synchronize("kernel " + l.entry);
@@ -287,7 +311,7 @@ void DecodeStep::run(const StepShape &shape, const StepInputs &inputs,
   prepareTensorMaps(); // the table's address is part of the step's checks
   plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
-  launchAll(plan_.prepare(shape), stream, options_.syncEachKernel);
+  launchAll(prepareLaunches(plan_, shape), stream, options_.syncEachKernel);
 }
 
 void DecodeStep::runGraph(const StepShape &shape, const StepInputs &inputs,
@@ -297,7 +321,7 @@ void DecodeStep::runGraph(const StepShape &shape, const StepInputs &inputs,
   prepareTensorMaps(); // the table's address is part of the step's checks
   plan_.checkStepInputs(shape, inputs);
   context_->makeCurrent();
-  std::vector<PreparedLaunch> launches = plan_.prepare(shape);
+  std::vector<PreparedLaunch> launches = prepareLaunches(plan_, shape);
   std::vector<uint64_t> key = plan_.bindingKey();
   auto hit =
       std::find_if(graphs_.begin(), graphs_.end(), [&](const CachedGraph &g) {
@@ -359,7 +383,7 @@ void DecodeStep::runOnTensors(const std::vector<DeviceTensor> &arguments,
   if (plan.tensorMapTableBytes() > 0)
     plan.setTensorMapTable(tensorMapTable(plan, tensorMapTargets(plan)));
   std::vector<PreparedLaunch> launches =
-      plan.prepare(StepShape{sizes.batch, sizes.max_pages, numSplits});
+      prepareLaunches(plan, StepShape{sizes.batch, sizes.max_pages, numSplits});
   // The kernel before ours on the caller's stream is not ours: it may
   // trigger its dependents early while still writing our inputs, and our
   // second kernel reads seq_lens and the block table before its

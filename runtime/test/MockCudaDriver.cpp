@@ -9,7 +9,9 @@
 // every output stays zero. It checks plumbing, never numerics (the GPU tests
 // do that). Defined after <cuda.h>, each function gets the versioned symbol
 // name and the prototype the header declares. Tests read the log of kernel
-// launches through fusionMockLaunches, that of graph launches and
+// launches through fusionMockLaunches (their cluster sizes through
+// fusionMockClusters, the cluster queries through fusionMockClusterQueries,
+// whose answer fusionMockClusterAnswer sets), that of graph launches and
 // destructions through fusionMockGraphs, and that of the copies, events,
 // graph launches and synchronizations, with their streams, through
 // fusionMockOps (below).
@@ -28,6 +30,12 @@ namespace {
 std::vector<int> launchLog;
 /// Per kernel launch: its cluster dimension x (1 without a cluster).
 std::vector<int> clusterLog;
+/// What cuOccupancyMaxActiveClusters answers (fusionMockClusterAnswer):
+/// the number of clusters, or an error.
+int clusterAnswer = 16;
+CUresult clusterResult = CUDA_SUCCESS;
+/// Per cuOccupancyMaxActiveClusters call: its cluster dimension x.
+std::vector<int> clusterQueryLog;
 /// Graph executables: each instantiation gets the next id (1, 2, ...);
 /// a launch of graph i logs i, its destruction -i.
 std::vector<int> graphLog;
@@ -50,6 +58,15 @@ int eventsMade = 0, streamsMade = 0;
 /// address, dims, strides, box, element strides, interleave, swizzle, L2
 /// promotion, OOB fill (the layout of fusionMockTensorMaps).
 std::vector<std::vector<uint64_t>> tensorMapLog;
+
+/// The driver's rules for a portable cluster of `config`: (x, 1, 1) with x
+/// in [1, 8] dividing grid x.
+bool isPortableCluster(const CUlaunchConfig &config,
+                       const CUlaunchAttribute &a) {
+  const auto &c = a.value.clusterDim;
+  return c.x >= 1 && c.y == 1 && c.z == 1 && c.x <= 8 &&
+         config.gridDimX % c.x == 0;
+}
 } // namespace
 
 extern "C" {
@@ -72,6 +89,21 @@ int fusionMockClusters(int *out, int capacity, int clear) {
   if (clear)
     clusterLog.clear();
   return n;
+}
+/// The cluster-query log (see clusterQueryLog), as fusionMockLaunches.
+int fusionMockClusterQueries(int *out, int capacity, int clear) {
+  const int n = static_cast<int>(clusterQueryLog.size());
+  for (int i = 0; i < n && i < capacity; ++i)
+    out[i] = clusterQueryLog[i];
+  if (clear)
+    clusterQueryLog.clear();
+  return n;
+}
+/// Test hook: later cuOccupancyMaxActiveClusters calls return `result` and,
+/// when it is CUDA_SUCCESS, `clusters` (initially 16, CUDA_SUCCESS).
+void fusionMockClusterAnswer(int clusters, int result) {
+  clusterAnswer = clusters;
+  clusterResult = static_cast<CUresult>(result);
 }
 /// The graph log (see graphLog), as fusionMockLaunches.
 int fusionMockGraphs(int *out, int capacity, int clear) {
@@ -301,17 +333,29 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction,
     if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
       programmatic = a.value.programmaticStreamSerializationAllowed;
     if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
-      // The driver's rules for a portable cluster.
-      const auto &c = a.value.clusterDim;
-      if (c.x < 1 || c.y != 1 || c.z != 1 || c.x > 8 ||
-          config->gridDimX % c.x != 0)
+      if (!isPortableCluster(*config, a))
         return CUDA_ERROR_INVALID_CLUSTER_SIZE;
-      clusterX = c.x;
+      clusterX = a.value.clusterDim.x;
     }
   }
   launchLog.push_back(programmatic);
   clusterLog.push_back(static_cast<int>(clusterX));
   return CUDA_SUCCESS;
+}
+/// Logs the cluster size and answers as fusionMockClusterAnswer set; a
+/// configuration without exactly one attribute, a portable cluster
+/// (isPortableCluster), is CUDA_ERROR_INVALID_CLUSTER_SIZE.
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *clusters, CUfunction,
+                                              const CUlaunchConfig *config) {
+  if (config->numAttrs != 1 ||
+      config->attrs[0].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION ||
+      !isPortableCluster(*config, config->attrs[0]))
+    return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  clusterQueryLog.push_back(
+      static_cast<int>(config->attrs[0].value.clusterDim.x));
+  if (clusterResult == CUDA_SUCCESS)
+    *clusters = clusterAnswer;
+  return clusterResult;
 }
 /// Logs its arguments (a rank-2 call; any other rank is
 /// CUDA_ERROR_INVALID_VALUE) and fills the descriptor with them: word i of

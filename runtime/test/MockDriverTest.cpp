@@ -56,6 +56,18 @@ std::vector<int> takeLog(const char *name) {
 std::vector<int> takeLaunches() { return takeLog("fusionMockLaunches"); }
 /// Per kernel launch: its cluster dimension x (1 without a cluster).
 std::vector<int> takeClusters() { return takeLog("fusionMockClusters"); }
+/// Per cuOccupancyMaxActiveClusters call: its cluster dimension x.
+std::vector<int> takeClusterQueries() {
+  return takeLog("fusionMockClusterQueries");
+}
+/// Makes the mock's cuOccupancyMaxActiveClusters return `result` and, with
+/// CUDA_SUCCESS, `clusters` (what a device that can run them answers: 16).
+void setClusterAnswer(int clusters, CUresult result = CUDA_SUCCESS) {
+  using AnswerFn = void (*)(int, int);
+  if (auto answer =
+          reinterpret_cast<AnswerFn>(mockSymbol("fusionMockClusterAnswer")))
+    answer(clusters, result);
+}
 /// Per graph launch the graph's id, per destruction minus its id (the mock
 /// numbers its graph executables 1, 2, ... in instantiation order).
 std::vector<int> takeGraphs() { return takeLog("fusionMockGraphs"); }
@@ -180,6 +192,27 @@ struct Tensors {
   }
 };
 
+/// Binds every argument of `step` to a buffer of tinyArguments (returned:
+/// keep them while the step runs).
+std::vector<cuda::DeviceBuffer> bindTinyArguments(const cuda::Context &context,
+                                                  DecodeStep &step) {
+  std::vector<cuda::DeviceBuffer> args = tinyArguments(context, step, 1);
+  for (size_t i = 0; i < args.size(); ++i)
+    step.bind(static_cast<int>(i), args[i]);
+  return args;
+}
+
+/// The tiny manifest with its 16-token GEMM variant as 4 CTAs split over k
+/// that combine through a cluster (cluster_k_split).
+Model clusterKSplitModel() {
+  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
+  json &v = j["kernels"][0]["variants"][0];
+  v["grid"] = {4, 1, 1};
+  v["schedule"]["k_split"] = 4;
+  v["schedule"]["cluster_k_split"] = true;
+  return Model(Manifest::parse(j.dump(), "m.json"));
+}
+
 class MockDriver : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -193,6 +226,8 @@ protected:
                                         readPtx(dataPath("tiny_decode.ptx")),
                                         "tiny_decode.ptx", Capacity{4, 1, 1});
     takeLaunches();
+    setClusterAnswer(16);
+    takeClusterQueries();
   }
   std::unique_ptr<cuda::Context> context;
   std::unique_ptr<Model> model;
@@ -286,9 +321,7 @@ TEST_F(MockDriver, WorkspacesShareTwoArenasZeroedOnce) {
 TEST_F(MockDriver, LaunchesTheSplitsAsOneClusterUpToClusterSplits) {
   // The fixture's attention kernel (kernel 1) has cluster_splits 8; the
   // mock rejects a cluster that does not divide the grid or exceeds 8.
-  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, *step, 1);
-  for (size_t i = 0; i < args.size(); ++i)
-    step->bind(static_cast<int>(i), args[i]);
+  std::vector<cuda::DeviceBuffer> args = bindTinyArguments(*context, *step);
   takeClusters();
   for (auto [splits, clusterX] : {std::pair{1, 1}, {5, 5}, {8, 8}, {9, 1}}) {
     step->run(StepShape{1, 1, splits}, TinyInputs(1, 1).view());
@@ -300,17 +333,10 @@ TEST_F(MockDriver, LaunchesAClusterKSplitVariantInClustersOfItsKSplit) {
   // The fixture's 16-token GEMM variant as 4 CTAs split over k that combine
   // through a cluster (cluster_k_split): its launches at batch 2 carry
   // clusters of 4 CTAs; the mock checks that they divide grid x.
-  json j = json::parse(readText(dataPath("tiny_decode.manifest.json")));
-  json &v = j["kernels"][0]["variants"][0];
-  v["grid"] = {4, 1, 1};
-  v["schedule"]["k_split"] = 4;
-  v["schedule"]["cluster_k_split"] = true;
-  Model clustered(Manifest::parse(j.dump(), "m.json"));
+  Model clustered = clusterKSplitModel();
   DecodeStep s(*context, clustered, readPtx(dataPath("tiny_decode.ptx")),
                "tiny_decode.ptx", Capacity{4, 1, 4});
-  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, s, 1);
-  for (size_t i = 0; i < args.size(); ++i)
-    s.bind(static_cast<int>(i), args[i]);
+  std::vector<cuda::DeviceBuffer> args = bindTinyArguments(*context, s);
   takeClusters();
   s.run(StepShape{2, 1, 1}, TinyInputs(2, 1).view());
   EXPECT_EQ(takeClusters(), (std::vector<int>{4, 1}));
@@ -329,6 +355,80 @@ TEST_F(MockDriver, ClusterLaunchErrorsNameTheCluster) {
                   "cuLaunchKernelEx(k, grid [4, 1, 1], block [32, 1, 1], 0 "
                   "bytes dynamic shared memory, programmatic stream "
                   "serialization, clusters of 3 CTAs)");
+}
+
+TEST_F(MockDriver, LaunchesWithoutAClusterWhereTheDeviceCannotRunIt) {
+  // The driver says so with 0 clusters or with an error that means "not
+  // supported"; the kernels then combine through their workspaces.
+  const std::pair<int, CUresult> answers[] = {
+      {0, CUDA_SUCCESS},
+      {16, CUDA_ERROR_INVALID_CLUSTER_SIZE},
+      {16, CUDA_ERROR_NOT_SUPPORTED}};
+  Model clustered = clusterKSplitModel();
+  for (auto [clusters, result] : answers) {
+    SCOPED_TRACE(result);
+    setClusterAnswer(clusters, result);
+    DecodeStep s(*context, clustered, readPtx(dataPath("tiny_decode.ptx")),
+                 "tiny_decode.ptx", Capacity{4, 1, 4});
+    std::vector<cuda::DeviceBuffer> args = bindTinyArguments(*context, s);
+    takeClusters();
+    s.run(StepShape{1, 1, 5}, TinyInputs(1, 1).view()); // attention splits
+    s.run(StepShape{2, 1, 1}, TinyInputs(2, 1).view()); // the k-split GEMM
+    EXPECT_EQ(takeClusters(), (std::vector<int>{1, 1, 1, 1}));
+    EXPECT_EQ(takeClusterQueries(), (std::vector<int>{5, 4}));
+  }
+}
+
+TEST_F(MockDriver, KeepsTheClusterWhereTheDeviceCanRunIt) {
+  setClusterAnswer(1);
+  std::vector<cuda::DeviceBuffer> args = bindTinyArguments(*context, *step);
+  takeClusters();
+  step->run(StepShape{1, 1, 5}, TinyInputs(1, 1).view());
+  EXPECT_EQ(takeClusters(), (std::vector<int>{1, 5}));
+  EXPECT_EQ(takeClusterQueries(), std::vector<int>{5});
+}
+
+TEST_F(MockDriver, AsksOncePerClusterAcrossStepsAndReplays) {
+  std::vector<cuda::DeviceBuffer> args = bindTinyArguments(*context, *step);
+  for (int i = 0; i < 3; ++i) {
+    step->run(StepShape{1, 1, 5}, TinyInputs(1, 1).view());
+    step->runGraph(StepShape{1, 1, 5}, TinyInputs(1, 1).view());
+  }
+  cuda::Stream stream = cuda::Stream::create();
+  Tensors t(3);
+  step->runOnTensors(t.arguments, t.results, 5, stream.get());
+  EXPECT_EQ(takeClusterQueries(), std::vector<int>{5});
+  // Another cluster size is another question, asked once too.
+  step->run(StepShape{1, 1, 8}, TinyInputs(1, 1).view());
+  step->runGraph(StepShape{1, 1, 8}, TinyInputs(1, 1).view());
+  step->run(StepShape{1, 1, 5}, TinyInputs(1, 1).view());
+  EXPECT_EQ(takeClusterQueries(), std::vector<int>{8});
+}
+
+TEST_F(MockDriver, ClusterQueryErrorsNameTheEntry) {
+  // Any other error is the driver's or ours: reported before any launch,
+  // and not remembered.
+  setClusterAnswer(0, CUDA_ERROR_INVALID_VALUE);
+  std::vector<cuda::DeviceBuffer> args = bindTinyArguments(*context, *step);
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(CudaError,
+                       step->run(StepShape{1, 1, 5}, TinyInputs(1, 1).view())),
+      "cuOccupancyMaxActiveClusters(decode_layer_k1_decode_attention, grid "
+      "[5, 2, 1], block [256, 1, 1], 0 bytes dynamic shared memory, "
+      "clusters of 5 CTAs): ");
+  EXPECT_TRUE(takeLaunches().empty());
+  setClusterAnswer(16);
+  takeClusters();
+  step->run(StepShape{1, 1, 5}, TinyInputs(1, 1).view());
+  EXPECT_EQ(takeClusters(), (std::vector<int>{1, 5}));
+}
+
+TEST_F(MockDriver, MaxActiveClustersAsksForAGridOfWholeClusters) {
+  // Grid x 6 in clusters of 4: the query's grid is rounded up to 8 (the
+  // mock, as the driver, rejects a grid x that clusters do not divide).
+  unsigned grid[3] = {6, 1, 1}, block[3] = {32, 1, 1};
+  EXPECT_EQ(cuda::maxActiveClusters(nullptr, "k", grid, block, 0, 4), 16);
+  EXPECT_EQ(takeClusterQueries(), std::vector<int>{4});
 }
 
 TEST_F(MockDriver, RedirectResultChecksItsTarget) {

@@ -342,6 +342,24 @@ void launchKernel(CUfunction function, const std::string &entry,
                   unsigned sharedBytes, CUstream stream, void **params,
                   bool programmatic = false, unsigned clusterX = 1);
 
+/// How many thread-block clusters of (clusterX, 1, 1) CTAs of `function`,
+/// each CTA with `block` threads and `sharedBytes` of dynamic shared memory,
+/// the current context's device can run at once
+/// (cuOccupancyMaxActiveClusters for a grid of `grid`, x rounded up to a
+/// multiple of clusterX >= 1). Set the function's dynamic shared memory limit
+/// first (setMaxDynamicSharedMemory), as for the launch. 0 means such
+/// clusters cannot be scheduled (too many resources per cluster, an MPS
+/// client or MIG slice with too few SMs, a device without clusters), so the
+/// launch must go without one: the driver's answer 0,
+/// CUDA_ERROR_INVALID_CLUSTER_SIZE (this cluster shape is not supported for
+/// this function or device) or CUDA_ERROR_NOT_SUPPORTED (not on this device
+/// or platform). Any other error (CUDA_ERROR_INVALID_VALUE,
+/// CUDA_ERROR_INVALID_CONTEXT, ...: a bad handle, configuration or context)
+/// throws CudaError naming `entry` and the configuration.
+int maxActiveClusters(CUfunction function, const std::string &entry,
+                      const unsigned grid[3], const unsigned block[3],
+                      unsigned sharedBytes, unsigned clusterX);
+
 /// A 2-D row-major tensor in device memory read by TMA in boxes
 /// (contract::TensorMapSpec): what encodeTensorMap encodes.
 struct TiledTensor2D {

@@ -8,7 +8,9 @@
 // positions, block table, KV caches), and launches the kernels of one step
 // in manifest order on a stream, directly or as a CUDA graph captured once
 // per step shape and replayed. A kernel with batch variants is launched as
-// the variant the step's batch selects (ManifestKernel::launchFor).
+// the variant the step's batch selects (ManifestKernel::launchFor), in
+// thread-block clusters where the manifest asks for them and the device can
+// run them (asked once per entry and cluster size), else without a cluster.
 //
 //   cuda::Context ctx = cuda::Context::open();
 //   Model model = Model::load("model.manifest.json");
@@ -60,6 +62,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace fusion::runtime {
@@ -213,6 +216,21 @@ private:
   /// that use it stay valid).
   CUdeviceptr tensorMapTable(const LaunchPlan &plan,
                              std::vector<uint64_t> targets);
+  /// `plan`'s launches for `shape` (LaunchPlan::prepare), each with
+  /// clusterX 1 (no cluster) where the device cannot run its clusters
+  /// (clustersCanRun): the kernels then combine through their workspaces
+  /// (docs/abi.md section 3.4).
+  std::vector<PreparedLaunch> prepareLaunches(const LaunchPlan &plan,
+                                              const StepShape &shape);
+  /// Whether the device can run `l`'s clusters (cuda::maxActiveClusters >
+  /// 0, after the constructor set the function's dynamic shared memory
+  /// limit), asked once per function, cluster size, block and dynamic
+  /// shared memory (clusterSupport_). Throws the query's CudaError.
+  bool clustersCanRun(const PreparedLaunch &l);
+  /// The function `l` launches: its kernel's variant, or primary entry.
+  CUfunction function(const PreparedLaunch &l) const {
+    return functions_[l.kernel][l.variant + 1];
+  }
   void launchAll(const std::vector<PreparedLaunch> &launches, CUstream stream,
                  bool syncEach);
   std::string stepLabel() const;
@@ -225,6 +243,11 @@ private:
   /// Per kernel (launch order): its primary entry's function, then one per
   /// variant (index variant + 1).
   std::vector<std::vector<CUfunction>> functions_;
+  /// clustersCanRun's answers, by function, cluster size x, block and
+  /// dynamic shared memory bytes.
+  std::map<std::tuple<CUfunction, uint32_t, std::array<uint32_t, 3>, uint32_t>,
+           bool>
+      clusterSupport_;
   /// The kernel outputs, in Model::internalBuffers() order.
   std::vector<cuda::DeviceBuffer> outputs_;
   /// Per internal buffer, the address allocateRuntimeBuffers gave it.

@@ -234,8 +234,10 @@ struct PreparedLaunch {
   /// Launch with programmatic stream serialization
   /// (ManifestKernel::programmaticDependentLaunch).
   bool programmaticDependentLaunch = false;
-  /// The thread-block cluster's x dimension (1: no cluster): the splits of
-  /// a split-KV attention kernel as one cluster (contract::chooseClusterX).
+  /// The thread-block cluster's x dimension (1: no cluster):
+  /// ManifestKernel::clusterXFor (a split-KV attention kernel's splits as
+  /// one cluster, a cluster_k_split variant's k_split). DecodeStep sets it
+  /// to 1 where the device cannot run such clusters.
   uint32_t clusterX = 1;
   std::vector<KernelArg> args;
 };
