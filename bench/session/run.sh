@@ -34,8 +34,10 @@
 #           kernels with SANITIZE_KERNELS, e.g. "regex=_(fused|linear)$" for
 #           the batch-1 projections). racecheck fails ("failed to handle a
 #           hardware exception") when a kernel launched in thread-block
-#           clusters runs outside its filter (the attention past 128 tokens):
-#           keep k2_fused in the filter, or prompts of at most 128 tokens
+#           clusters runs (the attention past 128 tokens, cluster_k_split
+#           GEMMs), so racecheck runs fusion-generate --no-clusters: every
+#           kernel launched without a cluster, combining through its
+#           workspace (the same results; needs a runtime with the flag)
 #   kerneltimes  ncu duration of every kernel of SmolLM2's last decode step
 #           after the 512-token prompt at B=1 (PTX smol, or KERNEL_PTX), each
 #           launch alone
@@ -340,7 +342,8 @@ sanitize() {
   # branch's runtime: a 4-token prompt at each batch of $SANITIZE_BATCHES
   # (default 3; prefill rows and decode steps both take the batch's
   # variant: _gemm16 to 16 tokens, _gemm32 to 32, _gemm64 above, in tiles
-  # of 64 above 64), 2 new tokens, no graph. SANITIZE_KERNELS: another
+  # of 64 above 64), 2 new tokens, no graph (racecheck: no thread-block
+  # clusters either, --no-clusters). SANITIZE_KERNELS: another
   # --kernel-name filter (default kns=_gemm); SANITIZE_MODEL and
   # SANITIZE_CONFIG: another model prefix and config directory under the
   # session (default smol and cfg/smol; check/l8x2.decode and cfg/l8x2: the
@@ -354,7 +357,7 @@ sanitize() {
       compute-sanitizer --tool "$tool" --kernel-name "${SANITIZE_KERNELS:-kns=_gemm}" --error-exitcode 3 \
         "/tmp/rt-$name/tools/fusion-generate" --model "$s/${SANITIZE_MODEL:-smol}" \
         --checkpoint "$s/${SANITIZE_CONFIG:-cfg/smol}" --random-weights 1 --ids "1 2 3 4" --batch "$batch" \
-        --max-new-tokens 2 --no-graph >"$out/sanitize-$tool-b$batch.txt" 2>&1
+        --max-new-tokens 2 --no-graph $([ "$tool" = racecheck ] && echo --no-clusters) >"$out/sanitize-$tool-b$batch.txt" 2>&1
       say "exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool-b$batch.txt" | tail -1))"
     done
   done

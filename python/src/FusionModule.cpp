@@ -177,11 +177,13 @@ struct PyEngine {
   /// `model`: the compiled model's path prefix (<model>.manifest.json and
   /// <model>.ptx); `checkpoint`: the Hugging Face directory (config.json and
   /// safetensors), or with `randomWeights` only its config.json;
-  /// `maxStepRows` as EngineCapacity::maxStepRows (0: the default).
+  /// `maxStepRows` as EngineCapacity::maxStepRows (0: the default);
+  /// `graph` and `clusters` as EngineOptions::graph and launchClusters.
   PyEngine(const std::string &model, const std::string &checkpoint,
            int64_t maxBatch, int64_t maxTokensPerSeq,
            const std::string &function, int device, bool graph,
-           std::optional<uint64_t> randomWeights, int64_t maxStepRows) {
+           std::optional<uint64_t> randomWeights, int64_t maxStepRows,
+           bool clusters) {
     Model m = Model::load(model + ".manifest.json", function);
     const std::string ptxName = model + ".ptx";
     std::string ptx = readPtx(ptxName);
@@ -199,7 +201,7 @@ struct PyEngine {
         randomWeights
             ? fusion::tooling::randomModelWeights(config, dtype, *randomWeights)
             : loadModelWeights(TensorStore::open(checkpoint), config, dtype),
-        capacity, EngineOptions{graph, false});
+        capacity, EngineOptions{graph, false, clusters});
   }
 
   /// The logits of a step (dtype bit patterns) as float32 [batch, vocab].
@@ -372,15 +374,18 @@ void bindEngine(nb::module_ &m) {
                        "on one GPU; sequences are named by integer ids.")
       .def(nb::init<const std::string &, const std::string &, int64_t, int64_t,
                     const std::string &, int, bool, std::optional<uint64_t>,
-                    int64_t>(),
+                    int64_t, bool>(),
            "model"_a, "checkpoint"_a, "max_batch"_a = 1,
            "max_tokens_per_seq"_a = 2048, "function"_a = "decode_step",
            "device"_a = 0, "graph"_a = true, "random_weights"_a = nb::none(),
-           "max_step_rows"_a = 0, nb::call_guard<nb::gil_scoped_release>(),
+           "max_step_rows"_a = 0, "clusters"_a = true,
+           nb::call_guard<nb::gil_scoped_release>(),
            "max_batch: sequences of a request and of a decode step; "
            "max_step_rows: tokens (rows) of one prefill or score step, >= "
            "max_batch (0: the larger of max_batch and the engine's default, "
-           "one GEMM token tile); every batch-sized buffer is sized for it.")
+           "one GEMM token tile); every batch-sized buffer is sized for it. "
+           "clusters=False launches every kernel without thread-block "
+           "clusters (the same results; for compute-sanitizer racecheck).")
       .def_prop_ro("max_step_rows",
                    [](const PyEngine &e) {
                      return e.engine->sequences().capacity().maxStepRows;

@@ -180,6 +180,11 @@ chunked = fusion.Engine(models + "/tiny_model", config_dir, max_batch=2,
 assert chunked.max_step_rows == 3 and engine.max_step_rows >= 2
 chunked.add_sequence(7)
 assert chunked.prefill([7], [prompt]) == [a[0]]
+# Every kernel launched without a thread-block cluster: the same tokens.
+flat = fusion.Engine(models + "/tiny_model", config_dir, max_batch=2,
+                     max_tokens_per_seq=32, random_weights=1, clusters=False)
+flat_ids = fusion.generate(flat, [prompt, prompt], max_new_tokens=6)
+assert mock or flat_ids == [a, b], (flat_ids, a)
 try:
     fusion.Engine(models + "/tiny_model", config_dir, max_batch=2,
                   random_weights=1, max_step_rows=1)

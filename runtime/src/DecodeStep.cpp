@@ -250,7 +250,7 @@ std::vector<PreparedLaunch>
 DecodeStep::prepareLaunches(const LaunchPlan &plan, const StepShape &shape) {
   std::vector<PreparedLaunch> launches = plan.prepare(shape);
   for (PreparedLaunch &l : launches)
-    if (l.clusterX > 1 && !clustersCanRun(l))
+    if (l.clusterX > 1 && (!options_.launchClusters || !clustersCanRun(l)))
       l.clusterX = 1;
   return launches;
 }

@@ -52,10 +52,11 @@ Engine::Engine(const cuda::Context &context, Model model,
       map_(mapModelArguments(model_.manifest(), model_.function(), config,
                              weights)),
       pool_(capacity, map_.pageSize, config.vocabSize), options_(options),
-      step_(context, model_, ptx, ptxName,
-            Capacity{pool_.capacity().maxStepRows, pool_.maxPagesPerSeq(),
-                     pool_.numPages()},
-            DecodeStep::Options{options.syncEachKernel}),
+      step_(
+          context, model_, ptx, ptxName,
+          Capacity{pool_.capacity().maxStepRows, pool_.maxPagesPerSeq(),
+                   pool_.numPages()},
+          DecodeStep::Options{options.syncEachKernel, options.launchClusters}),
       uploadStream_(cuda::Stream::create()),
       stepStarted_(cuda::Event::create(/*timing=*/false)) {
   bindArguments();

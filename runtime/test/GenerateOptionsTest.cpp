@@ -40,6 +40,19 @@ TEST(GenerateOptions, GenerationAndDefaults) {
             std::optional<uint64_t>(7));
 }
 
+TEST(GenerateOptions, NoClusters) {
+  EXPECT_FALSE(parse({"--ids", "1"}).noClusters);
+  // With the graph or without, as for a compute-sanitizer run.
+  EXPECT_TRUE(parse({"--ids", "1", "--no-clusters"}).noClusters);
+  GenerateOptions o =
+      parse({"--ids", "1", "--no-graph", "--sync-each", "--no-clusters"});
+  EXPECT_TRUE(o.noClusters);
+  EXPECT_TRUE(o.noGraph);
+  EXPECT_TRUE(o.syncEach);
+  EXPECT_CONTAINS(generateUsage(), "--no-clusters           launch every "
+                                   "kernel without thread-block clusters");
+}
+
 TEST(GenerateOptions, Score) {
   GenerateOptions o = parse({"--score", "--ids-file", "text.ids"});
   EXPECT_TRUE(o.score);

@@ -388,6 +388,38 @@ TEST_F(MockDriver, KeepsTheClusterWhereTheDeviceCanRunIt) {
   EXPECT_EQ(takeClusterQueries(), std::vector<int>{5});
 }
 
+TEST_F(MockDriver, LaunchClustersFalseLaunchesEveryKernelWithoutACluster) {
+  // Batch 2 (3 for runOnTensors) and 5 splits: the k-split GEMM variant in
+  // clusters of 4 and the attention in clusters of 5, on a device that can
+  // run both; with launchClusters false neither, and nothing is asked.
+  Model clustered = clusterKSplitModel();
+  const std::string ptx = readPtx(dataPath("tiny_decode.ptx"));
+  cuda::Stream stream = cuda::Stream::create();
+  DecodeStep withClusters(*context, clustered, ptx, "tiny_decode.ptx",
+                          Capacity{4, 1, 4});
+  std::vector<cuda::DeviceBuffer> args =
+      bindTinyArguments(*context, withClusters);
+  takeClusters();
+  withClusters.run(StepShape{2, 1, 5}, TinyInputs(2, 1).view());
+  EXPECT_EQ(takeClusters(), (std::vector<int>{4, 5}));
+  EXPECT_EQ(takeClusterQueries(), (std::vector<int>{4, 5}));
+
+  DecodeStep::Options options;
+  options.launchClusters = false;
+  DecodeStep s(*context, clustered, ptx, "tiny_decode.ptx", Capacity{4, 1, 4},
+               options);
+  std::vector<cuda::DeviceBuffer> sArgs = bindTinyArguments(*context, s);
+  takeClusters();
+  s.run(StepShape{2, 1, 5}, TinyInputs(2, 1).view());
+  EXPECT_EQ(takeClusters(), (std::vector<int>{1, 1})) << "run";
+  s.runGraph(StepShape{2, 1, 5}, TinyInputs(2, 1).view()); // the capture
+  EXPECT_EQ(takeClusters(), (std::vector<int>{1, 1})) << "runGraph";
+  Tensors t(3);
+  s.runOnTensors(t.arguments, t.results, 5, stream.get());
+  EXPECT_EQ(takeClusters(), (std::vector<int>{1, 1})) << "runOnTensors";
+  EXPECT_TRUE(takeClusterQueries().empty());
+}
+
 TEST_F(MockDriver, AsksOncePerClusterAcrossStepsAndReplays) {
   std::vector<cuda::DeviceBuffer> args = bindTinyArguments(*context, *step);
   for (int i = 0; i < 3; ++i) {

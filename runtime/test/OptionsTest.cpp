@@ -44,6 +44,16 @@ TEST(Options, OneLengthRepeatedForTheBatch) {
   EXPECT_EQ(parse({}).kvLens, (std::vector<int64_t>{64}));
 }
 
+TEST(Options, NoClusters) {
+  EXPECT_FALSE(parse({}).noClusters);
+  Options o = parse({"--no-clusters", "--graph", "--sync-each"});
+  EXPECT_TRUE(o.noClusters);
+  EXPECT_TRUE(o.graph);
+  EXPECT_TRUE(o.syncEach);
+  EXPECT_CONTAINS(usage(), "--no-clusters           launch every kernel "
+                           "without thread-block clusters");
+}
+
 TEST(Options, GoldenInputsKeepTheirOwnShape) {
   Options o = parse({"--inputs", "g.safetensors", "--weights", "dir"});
   EXPECT_EQ(o.batch, 0);

@@ -65,6 +65,7 @@ TEST(Report, SummaryJson) {
                                             "num_splits",
                                             "num_pages",
                                             "graph",
+                                            "clusters",
                                             "layers",
                                             "iters",
                                             "warmup",
@@ -82,7 +83,9 @@ TEST(Report, SummaryJson) {
   EXPECT_EQ(j["rel_error_vs_f64"].begin().key(), "output");
   EXPECT_EQ(j["rel_error_vs_f64"]["k_new"], 2e-4);
   EXPECT_TRUE(j["us_per_layer_step"].is_null());
+  EXPECT_EQ(j["clusters"], true);
   s.device = "NVIDIA H200";
+  s.clusters = false;
   s.timing = Timing{12.5, 11};
   s.pass = false;
   j = nlohmann::ordered_json::parse(summaryJson(s));
@@ -90,6 +93,7 @@ TEST(Report, SummaryJson) {
   EXPECT_EQ(j["result"], "mismatch");
   EXPECT_EQ(j["us_per_layer_step"], 12.5);
   EXPECT_EQ(j["us_per_layer_step_min"], 11);
+  EXPECT_EQ(j["clusters"], false);
 }
 
 TEST(Report, WriteSummary) {
@@ -132,6 +136,10 @@ TEST(Report, RunHeader) {
   EXPECT_CONTAINS(runHeader(s, h), "history lengths 3,9, 1 step(s), 6 pages "
                                    "of 4 tokens, block-table width 2, CUDA "
                                    "graph, timed over 8 layer copies\n");
+  s.clusters = false;
+  EXPECT_CONTAINS(runHeader(s, h), "CUDA graph, no thread-block clusters, "
+                                   "timed over 8 layer copies\n");
+  s.clusters = true;
   h.inputs = "g.safetensors";
   h.positions = {3, 100};
   h.notes = {"a note"};

@@ -35,6 +35,7 @@ DecodeStep::Options stepOptions(const DeviceRunOptions &o) {
   DecodeStep::Options s;
   // runGraph ignores it, and the timing graph is captured from run().
   s.syncEachKernel = o.syncEach && !o.graph;
+  s.launchClusters = o.launchClusters;
   return s;
 }
 

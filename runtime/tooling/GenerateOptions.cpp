@@ -63,6 +63,12 @@ Other
                           CUDA graph
   --sync-each             with --no-graph: synchronize after every kernel (a
                           fault names it)
+  --no-clusters           launch every kernel without thread-block clusters:
+                          the split-KV attention and cluster_k_split GEMMs
+                          combine through global-memory workspaces instead,
+                          with the same results (for compute-sanitizer
+                          racecheck, which cannot run cluster launches, and
+                          to compare the two combines)
   --check-device          only open the CUDA device: exit 0 if there is one,
                           77 if not
   --help
@@ -83,6 +89,7 @@ bool setOption(GenerateOptions &o, bool &idsGiven, const std::string &flag,
   std::map<std::string, bool *> flags = {{"--score", &o.score},
                                          {"--no-graph", &o.noGraph},
                                          {"--sync-each", &o.syncEach},
+                                         {"--no-clusters", &o.noClusters},
                                          {"--check-device", &o.checkDevice}};
   if (auto s = strings.find(flag); s != strings.end()) {
     *s->second = value();

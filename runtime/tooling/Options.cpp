@@ -79,6 +79,12 @@ Checking and timing
                           step to a .safetensors file
   --device N              CUDA device ordinal (default 0)
   --sync-each             synchronize after every kernel (a fault names it)
+  --no-clusters           launch every kernel without thread-block clusters:
+                          the split-KV attention and cluster_k_split GEMMs
+                          combine through global-memory workspaces instead,
+                          with the same results (for compute-sanitizer
+                          racecheck, which cannot run cluster launches, and
+                          to compare the two combines)
   --inspect               no GPU: check the PTX against the manifest, print
                           the plan (kernels, grids, buffers) and exit
   --dry-run               no GPU: everything else (weights, KV cache, both
@@ -127,6 +133,7 @@ bool setOption(Options &o, Given &given, const std::string &flag,
       {"--json", &o.json},         {"--out", &o.out}};
   std::map<std::string, bool *> flags = {{"--graph", &o.graph},
                                          {"--sync-each", &o.syncEach},
+                                         {"--no-clusters", &o.noClusters},
                                          {"--inspect", &o.inspect},
                                          {"--dry-run", &o.dryRun},
                                          {"--check-device", &o.checkDevice}};

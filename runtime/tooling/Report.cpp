@@ -48,6 +48,8 @@ std::string runLine(const RunSummary &s, const RunHeader &h) {
   if (h.maxSplits)
     os << ", num_splits " << s.numSplits << " (max " << h.maxSplits << ")";
   os << (s.graph ? ", CUDA graph" : ", direct launches");
+  if (!s.clusters)
+    os << ", no thread-block clusters";
   if (s.layers > 1 && !h.dryRun)
     os << ", timed over " << s.layers << " layer copies";
   os << "\n";
@@ -94,6 +96,7 @@ std::string summaryJson(const RunSummary &s) {
   j["num_splits"] = s.numSplits;
   j["num_pages"] = s.numPages;
   j["graph"] = s.graph;
+  j["clusters"] = s.clusters;
   j["layers"] = s.layers;
   j["iters"] = s.iters;
   j["warmup"] = s.warmup;

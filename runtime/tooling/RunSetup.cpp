@@ -72,6 +72,7 @@ RunSummary summarize(const Options &o, const RunSetup &s) {
   r.numSplits = s.numSplits;
   r.numPages = s.pool.numPages;
   r.graph = o.graph;
+  r.clusters = !o.noClusters;
   r.layers = o.layers;
   r.iters = o.iters;
   r.warmup = o.warmup;

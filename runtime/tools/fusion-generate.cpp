@@ -169,14 +169,15 @@ int run(const GenerateOptions &o) {
       o.randomWeights
           ? randomModelWeights(config, dtype, *o.randomWeights)
           : loadModelWeights(TensorStore::open(o.checkpoint), config, dtype),
-      capacity, EngineOptions{!o.noGraph, o.syncEach});
+      capacity, EngineOptions{!o.noGraph, o.syncEach, !o.noClusters});
   std::cout << "fusion-generate: " << o.model << " on " << ctx.name() << ": "
             << config.summary() << ", " << config.numHiddenLayers
             << " layers, vocab " << engine.vocabSize() << ", "
             << dtypeName(dtype) << "; " << (engine.weightBytes() >> 20)
             << " MiB of weights, " << (engine.cacheBytes() >> 20)
             << " MiB of KV cache (" << engine.sequences().numPages()
-            << " pages of " << engine.sequences().pageSize() << " tokens)\n";
+            << " pages of " << engine.sequences().pageSize() << " tokens)"
+            << (o.noClusters ? "; no thread-block clusters" : "") << "\n";
   if (o.score)
     score(engine, ids);
   else

@@ -203,7 +203,8 @@ int run(const Options &o) {
   if (ctx) {
     device = std::make_unique<DeviceRunner>(
         *ctx, s.model, s.sig, s.ptx, o.ptx, s.capacity(),
-        DeviceRunOptions{o.graph, o.syncEach, o.iters, o.warmup, o.layers});
+        DeviceRunOptions{o.graph, o.syncEach, !o.noClusters, o.iters, o.warmup,
+                         o.layers});
     device->upload(weights, d.keyCache, d.valueCache);
   }
   StepChecker checker(s.sig.dtype, s.tol);

@@ -10,7 +10,8 @@
 // per step shape and replayed. A kernel with batch variants is launched as
 // the variant the step's batch selects (ManifestKernel::launchFor), in
 // thread-block clusters where the manifest asks for them and the device can
-// run them (asked once per entry and cluster size), else without a cluster.
+// run them (asked once per entry and cluster size), else without a cluster
+// (and never with Options::launchClusters false).
 //
 //   cuda::Context ctx = cuda::Context::open();
 //   Model model = Model::load("model.manifest.json");
@@ -74,6 +75,15 @@ public:
     /// CUDA_ERROR_ILLEGAL_ADDRESS) names the kernel that caused it. Slow;
     /// for debugging. Ignored by runGraph() and runOnTensors().
     bool syncEachKernel = false;
+    /// Launch kernels in thread-block clusters where the manifest asks for
+    /// them and the device can run them; false: launch every kernel without
+    /// a cluster (clusterX 1, no cuOccupancyMaxActiveClusters query), so
+    /// that the split-KV attention and cluster_k_split GEMMs combine through
+    /// their workspaces, with the same results (docs/abi.md section 3.4).
+    /// For tools that cannot run cluster launches (compute-sanitizer
+    /// racecheck) and to compare the two combines. Applies to run(),
+    /// runGraph() and runOnTensors().
+    bool launchClusters = true;
   };
 
   /// Checks `ptx` against the model's manifest, JIT-loads it, resolves
@@ -218,8 +228,9 @@ private:
                              std::vector<uint64_t> targets);
   /// `plan`'s launches for `shape` (LaunchPlan::prepare), each with
   /// clusterX 1 (no cluster) where the device cannot run its clusters
-  /// (clustersCanRun): the kernels then combine through their workspaces
-  /// (docs/abi.md section 3.4).
+  /// (clustersCanRun), or every one without asking with
+  /// Options::launchClusters false: the kernels then combine through their
+  /// workspaces (docs/abi.md section 3.4).
   std::vector<PreparedLaunch> prepareLaunches(const LaunchPlan &plan,
                                               const StepShape &shape);
   /// Whether the device can run `l`'s clusters (cuda::maxActiveClusters >

@@ -79,6 +79,10 @@ struct EngineOptions {
   /// With graph = false, synchronize after every kernel so that a fault
   /// names it (slow; for debugging).
   bool syncEachKernel = false;
+  /// DecodeStep::Options::launchClusters: false launches every kernel
+  /// without a thread-block cluster (the same results; for compute-sanitizer
+  /// racecheck and to compare the cluster combines with the workspace ones).
+  bool launchClusters = true;
 };
 
 /// A compiled whole model with its weights and KV caches on one GPU.

@@ -35,6 +35,8 @@ void checkDeviceMemory(const runtime::LaunchPlan &plan,
 struct DeviceRunOptions {
   bool graph = false;    ///< capture each step in a CUDA graph
   bool syncEach = false; ///< synchronize after every kernel (not with graph)
+  /// DecodeStep::Options::launchClusters (false: --no-clusters).
+  bool launchClusters = true;
   int64_t iters = 0, warmup = 0, layers = 1; ///< timeLayerSteps()
 };
 

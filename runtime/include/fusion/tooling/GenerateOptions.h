@@ -50,6 +50,9 @@ struct GenerateOptions {
   /// --no-graph, --sync-each: launch kernel by kernel (debugging).
   bool noGraph = false;
   bool syncEach = false;
+  /// --no-clusters: launch every kernel without thread-block clusters
+  /// (EngineOptions::launchClusters false; for compute-sanitizer racecheck).
+  bool noClusters = false;
   int device = 0;
   bool checkDevice = false;
   /// --help: print generateUsage() and exit (the other fields are unset).

@@ -39,6 +39,7 @@ struct Options {
   std::string json;
   int device = 0;
   bool syncEach = false;
+  bool noClusters = false;
   bool inspect = false;
   bool dryRun = false;
   bool checkDevice = false;

@@ -32,6 +32,8 @@ struct RunSummary {
   std::vector<int64_t> kvLens; ///< the history lengths
   int64_t steps = 0, numSplits = 0, numPages = 0;
   bool graph = false;
+  /// False with --no-clusters (no kernel launched in a cluster).
+  bool clusters = true;
   int64_t layers = 1, iters = 0, warmup = 0;
   /// The GPU's name; none in a dry run.
   std::optional<std::string> device;
