@@ -87,8 +87,9 @@ static cl::opt<bool> clusterKSplit(
     "cluster-k-split",
     cl::desc("With an sm_90 chip: the GEMM-shaped projection variants "
              "combine their split-K partials through a thread-block cluster "
-             "(opt-in; not yet measured, docs/abi.md section 3.4)"),
-    cl::init(false), cl::cat(category));
+             "(docs/abi.md section 3.4; on by default, "
+             "--cluster-k-split=false turns it off)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<bool> attentionCtaRing(
     "attention-cta-ring",
     cl::desc("With an sm_90 chip: the tensor-core attention variant streams "

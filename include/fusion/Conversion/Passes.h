@@ -40,7 +40,7 @@ struct FusionToPTXPipelineOptions
   Option<bool> clusterKSplit{
       *this, "cluster-k-split",
       llvm::cl::desc("convert-fusion-to-gpu's cluster-k-split"),
-      llvm::cl::init(false)};
+      llvm::cl::init(true)};
   Option<bool> attentionCtaRing{
       *this, "attention-cta-ring",
       llvm::cl::desc("convert-fusion-to-gpu's attention-cta-ring"),

@@ -32,13 +32,14 @@ public:
   /// warp-specialised where it has warpgroup MMA (opt-in,
   /// chooseProjectionGemmSchedules); `clusterKSplit` whether the
   /// GEMM-shaped projection's split-K CTAs may combine through a cluster
-  /// where the target has clusters (opt-in, chooseProjectionGemmSchedules);
+  /// where the target has clusters (the passes' default,
+  /// chooseProjectionGemmSchedules);
   /// `attentionCtaRing` whether the tensor-core attention variant streams
   /// K/V through a CTA-wide ring filled by bulk copies where the target has
   /// them (opt-in, chooseAttentionMmaSchedule).
   TargetInfo(int64_t computeCapability, int64_t smCount,
              bool archSpecific = false, bool warpSpecializedGemm = false,
-             bool clusterKSplit = false, bool attentionCtaRing = false)
+             bool clusterKSplit = true, bool attentionCtaRing = false)
       : computeCapability(computeCapability), smCount(smCount),
         archSpecific(archSpecific), warpSpecializedGemm(warpSpecializedGemm),
         clusterKSplit(clusterKSplit), attentionCtaRing(attentionCtaRing) {}

@@ -1,14 +1,15 @@
-// RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="arch-specific=true cluster-k-split=true" | FileCheck %s
-// RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="arch-specific=true" | FileCheck %s --check-prefix=OFF
-// RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="target-sm=80 cluster-k-split=true" | FileCheck %s --check-prefix=OFF
+// RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="arch-specific=true" | FileCheck %s
+// RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="arch-specific=true cluster-k-split=false" | FileCheck %s --check-prefix=OFF
+// RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="target-sm=80" | FileCheck %s --check-prefix=OFF
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: fusion-compile %s --chip=sm_90a --cluster-k-split -o %t/cks
+// RUN: fusion-compile %s --chip=sm_90a -o %t/cks
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t/cks.manifest.json
-// RUN: fusion-compile %s --chip=sm_90 --cluster-k-split -o %t/cks90
+// RUN: fusion-compile %s --chip=sm_90 -o %t/cks90
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/cks.ptx -o %t/cks.cubin %}
 // RUN: %if ptxas %{ %ptxas -arch=sm_90 %t/cks90.ptx -o %t/cks90.cubin %}
 
-// Split-K through a thread-block cluster (opt-in: cluster-k-split;
+// Split-K through a thread-block cluster (the default from sm_90;
+// cluster-k-split=false turns it off;
 // Kernels/ProjectionGemmKernel.cpp, docs/abi.md section 3.4). Front half of
 // hidden 1024, 16 query and 8 KV heads of 128 (32 row tiles of 128 rows),
 // RMSNorm with a residual, f16: k split 8 (256 CTAs <= 2 x 132), so the 8

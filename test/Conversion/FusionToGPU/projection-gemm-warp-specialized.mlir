@@ -1,11 +1,11 @@
-// RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="arch-specific=true warp-specialized-gemm=true" | FileCheck %s
+// RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="arch-specific=true warp-specialized-gemm=true cluster-k-split=false" | FileCheck %s
 // RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="arch-specific=true" | FileCheck %s --check-prefix=OFF
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: fusion-compile %s --chip=sm_90a --warp-specialized-gemm -o %t/ws
+// RUN: fusion-compile %s --chip=sm_90a --warp-specialized-gemm --cluster-k-split=false -o %t/ws
 // RUN: FileCheck %s --check-prefix=MANIFEST --input-file=%t/ws.manifest.json
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/ws.ptx -o %t/ws.cubin %}
-// RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="arch-specific=true warp-specialized-gemm=true cluster-k-split=true" | FileCheck %s --check-prefix=WSCKS
-// RUN: fusion-compile %s --chip=sm_90a --warp-specialized-gemm --cluster-k-split -o %t/wscks
+// RUN: fusion-opt %s --fusion-form-kernels --convert-fusion-to-gpu="arch-specific=true warp-specialized-gemm=true" | FileCheck %s --check-prefix=WSCKS
+// RUN: fusion-compile %s --chip=sm_90a --warp-specialized-gemm -o %t/wscks
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/wscks.ptx -o %t/wscks.cubin %}
 
 // The warp-specialised GEMM variants (opt-in: warp-specialized-gemm;

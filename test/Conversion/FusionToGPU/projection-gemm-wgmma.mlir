@@ -23,7 +23,7 @@
 // CHECK: fusion.kernel @layer_k0_fused
 // CHECK-SAME: variants = [#fusion.variant<min_batch = 2, entry = "layer_k0_fused_gemm16", grid = [32, 1, 1], block = 256, smem = 65536, static_smem = 28,
 // CHECK-SAME: schedule = #fusion.projection_gemm_schedule<threads = 256, warps = 8, grid = 32, tile_rows = 128, tile_tokens = 16,
-// CHECK-SAME: k_split = 8, stage_k = 64, stages = 3, min_ctas_per_sm = 2, warpgroup_mma = true>>,
+// CHECK-SAME: k_split = 8, stage_k = 64, stages = 3, min_ctas_per_sm = 2, warpgroup_mma = true, cluster_k_split = true>>,
 // CHECK-SAME: #fusion.variant<min_batch = 17, entry = "layer_k0_fused_gemm32", grid = [32, 1, 1], block = 256, smem = 77824,
 // CHECK-SAME: #fusion.variant<min_batch = 33, entry = "layer_k0_fused_gemm64", grid = [32, 1, 1], block = 256, smem = 102400,
 // The 16-token variant's stage: after the copies land, the async-proxy
@@ -126,7 +126,7 @@ func.func @layer(%x: tensor<?x512xf16>, %res: tensor<?x512xf16>, %norm_w: tensor
 // CHECK-LABEL: func.func @bf16_unit_offset(
 // CHECK: fusion.kernel @bf16_unit_offset_k0_fused
 // CHECK-SAME: block = 512, smem = {{[0-9]+}}, static_smem = {{[0-9]+}},
-// CHECK-SAME: warpgroup_mma = true>>
+// CHECK-SAME: warpgroup_mma = true, cluster_k_split = true>>
 // CHECK: gpu.func @bf16_unit_offset_k0_fused_gemm32(
 // CHECK: arith.addf %{{.*}} : vector<2xf32>
 // CHECK: arith.mulf %{{.*}} : vector<2xf32>

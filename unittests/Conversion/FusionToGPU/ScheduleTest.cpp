@@ -449,11 +449,14 @@ TEST(ProjectionGemmSchedule, ClusterKSplitWhereAskedAndItFits) {
   }
   EXPECT_EQ(s[2].clusterExchangeBytes(), 34048);
   // The schedule is otherwise unchanged (the grid, the ring).
-  auto plain =
-      chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), kH100);
+  const TargetInfo off(90, 132, false, false, /*clusterKSplit=*/false);
+  auto plain = chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), off);
   EXPECT_EQ(s[0].grid(), plain[0].grid());
   EXPECT_EQ(s[0].dynamicSharedBytes, plain[0].dynamicSharedBytes);
-  // Opt-in: off by default, and on a target without clusters.
+  // On by default; off where not asked for and on a target without clusters.
+  EXPECT_TRUE(
+      chooseProjectionGemmSchedules(gemmShape(4096, 32, 8, 128), kH100)[0]
+          .clusterKSplit);
   EXPECT_FALSE(plain[0].clusterKSplit);
   const TargetInfo ampere(80, 108, false, false, /*clusterKSplit=*/true);
   EXPECT_FALSE(

@@ -51,7 +51,8 @@
 // CUDA-core kernel computes round(sum_k round(h * rstd * w) W + bias): one
 // rounding per product term in both, at another place.
 //
-// Split-K through a cluster (s.clusterKSplit, opt-in): launched with the
+// Split-K through a cluster (s.clusterKSplit, the default where the target
+// has clusters): launched with the
 // kSplit CTAs of a row tile as one thread-block cluster (%cluster_nctarank
 // = kSplit; docs/abi.md section 3.4), every CTA writes its partial tile and
 // sums of squares over its own stage ring instead (every copy has landed,
