@@ -508,12 +508,12 @@ frontsan() {
   # compute-sanitizer memcheck, synccheck and racecheck of the opt-in
   # builds' new kernels (FH_TAGS, default ws cks wscks ring: the _gemm kernels,
   # the ring's attention) at 40 and 65 tokens (_gemm64, one and two token
-  # tiles), each run at most 150 s.
+  # tiles), each run at most 150 s (FH_BATCHES, FH_TOOLS choose fewer).
   local tag b tool
   mkdir -p /tmp/fh-logs
   for tag in ${FH_TAGS:-ws cks wscks ring}; do
-    for b in 40 65; do
-      for tool in memcheck synccheck racecheck; do
+    for b in ${FH_BATCHES:-40 65}; do
+      for tool in ${FH_TOOLS:-memcheck synccheck racecheck}; do
         fh_run_sanitized "$tag" "$b" "$tool"
       done
     done
