@@ -87,9 +87,8 @@ rm "$out"/proj/llama3_8b_32layers.* "$out"/proj/*.mlir
 python3 test/gpu/check_attention.py --emit "$out/attention" >/dev/null
 # The Llama-3-8B front half for run.sh frontcheck / frontab, one build per
 # opt-in flag (fh/TAG): main (this chip's default), ws
-# (--warp-specialized-gemm), cks (--cluster-k-split), wscks (both), ring
-# (--attention-cta-ring), and on sm_90 sm90 and cks90; the unfused builds
-# only where they serve bench.py.
+# (--warp-specialized-gemm), cks (--cluster-k-split), wscks (both), and on
+# sm_90 sm90 and cks90; the unfused builds only where they serve bench.py.
 front_half() {
   CHIP=$2 COMPILE_FLAGS=${3:-} bench/compile.sh "$out/fh/$1" >/dev/null
   rm -rf "$out/fh/$1/deps" "$out"/fh/"$1"/*.mlir "$out"/fh/"$1"/*.cubin
@@ -99,7 +98,6 @@ front_half main "$chip"
 front_half ws sm_90a --warp-specialized-gemm
 front_half cks sm_90a --cluster-k-split
 front_half wscks sm_90a "--warp-specialized-gemm --cluster-k-split"
-front_half ring sm_90a --attention-cta-ring
 front_half sm90 sm_90
 front_half cks90 sm_90 --cluster-k-split
 
