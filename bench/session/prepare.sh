@@ -86,10 +86,10 @@ CHIP=$chip scripts/snapshot.sh "$out/proj" >/dev/null
 rm "$out"/proj/llama3_8b_32layers.* "$out"/proj/*.mlir
 python3 test/gpu/check_attention.py --emit "$out/attention" >/dev/null
 # The Llama-3-8B front half for run.sh frontcheck / frontab, one build per
-# opt-in flag (fh/TAG): main (this chip's default), ws
-# (--warp-specialized-gemm), cks (--cluster-k-split), wscks (both), ring
-# (--attention-cta-ring), and on sm_90 sm90 and cks90; the unfused builds
-# only where they serve bench.py.
+# flag set (fh/TAG): main (this chip's default), ws
+# (--warp-specialized-gemm), nocks (--cluster-k-split=false: the workspace
+# combine), wsnocks (both), and on sm_90 sm90 and nocks90; the unfused
+# builds only where they serve bench.py.
 front_half() {
   CHIP=$2 COMPILE_FLAGS=${3:-} bench/compile.sh "$out/fh/$1" >/dev/null
   rm -rf "$out/fh/$1/deps" "$out"/fh/"$1"/*.mlir "$out"/fh/"$1"/*.cubin
@@ -97,11 +97,10 @@ front_half() {
 }
 front_half main "$chip"
 front_half ws sm_90a --warp-specialized-gemm
-front_half cks sm_90a --cluster-k-split
-front_half wscks sm_90a "--warp-specialized-gemm --cluster-k-split"
-front_half ring sm_90a --attention-cta-ring
+front_half nocks sm_90a --cluster-k-split=false
+front_half wsnocks sm_90a "--warp-specialized-gemm --cluster-k-split=false"
 front_half sm90 sm_90
-front_half cks90 sm_90 --cluster-k-split
+front_half nocks90 sm_90 --cluster-k-split=false
 
 for b in "${branches[@]}"; do
   name=${b##*/}

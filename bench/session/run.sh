@@ -46,12 +46,11 @@
 #           (diagnostics/empty_kernels.py), as `run.sh empty [MODEL]`
 #   timeline  step_timeline.py with each branch's Python package: the GPU
 #           timeline between SmolLM2's decode steps at B=1 and 16 (BATCHES)
-#   frontcheck  the Llama-3-8B front-half builds of fh/ (one per opt-in
+#   frontcheck  the Llama-3-8B front-half builds of fh/ (one per flag
 #           flag) against float64 at the batches of each GEMM variant, the
 #           cluster k split byte for byte against its build without it
 #           (FH_DTYPES, default f16)
-#   frontring the CTA ring's attention over history lengths 0-4095
-#   frontsan compute-sanitizer on the opt-in builds' _gemm kernels
+#   frontsan compute-sanitizer on the fh/ builds' _gemm kernels
 #   frontab interleaved us/layer-step of the fh/ builds (FH_TAGS) at 4, 16,
 #           32, 64 x 4096 and 128 x 2048
 #   diag    kernel_chain.cu, gemm_packed_mma.cu, gemm_weight_stream.cu,
@@ -451,19 +450,19 @@ PY
 }
 
 frontcheck() {
-  # The opt-in front-half builds against float64 (fusion-run exits 1 on a
-  # mismatch): each tag of fh/ (prepare.sh: main, ws, cks, wscks, ring,
-  # sm90, cks90) at the batches that pick each GEMM variant (3: the GEMV;
+  # The front-half builds against float64 (fusion-run exits 1 on a
+  # mismatch): each tag of fh/ (prepare.sh: main, ws, nocks, wsnocks, sm90,
+  # nocks90) at the batches that pick each GEMM variant (3: the GEMV;
   # 16; 17 and 32: _gemm32; 40 and 64: _gemm64; 65 and 130: tiles of 64),
-  # in the dtypes FH_DTYPES (default f16; bf16 only for the opt-in tags);
+  # in the dtypes FH_DTYPES (default f16; bf16 not for the nocks tags);
   # then, in f16, the cluster k split's outputs compared byte for byte with
-  # its build without the flag.
+  # the workspace combine's (--cluster-k-split=false).
   local tag dtype b r
   mkdir -p /tmp/fh-logs
   say "== float64 checks of the front-half builds (kv-len 257; 0 = pass)"
   for dtype in ${FH_DTYPES:-f16}; do
-    for tag in main ws cks wscks ring sm90 cks90; do
-      case $tag$dtype in main*bf16|sm90bf16) continue ;; esac
+    for tag in main ws nocks wsnocks sm90 nocks90; do
+      case $tag$dtype in *nocks*bf16) continue ;; esac
       local line="$tag $dtype:"
       for b in 3 16 17 32 40 64 65 130; do
         fh_run "$tag" "$dtype" "$b" 257 --iters 0 \
@@ -475,7 +474,7 @@ frontcheck() {
   done
   [ -f /tmp/fh-main-f16-16.safetensors ] || return 0
   say "== cluster k split against the workspace path, byte for byte"
-  for pair in cks:main wscks:ws cks90:sm90; do
+  for pair in main:nocks ws:wsnocks sm90:nocks90; do
     for b in 16 17 40 65 130; do
       r=$(same_outputs "/tmp/fh-${pair%%:*}-f16-$b.safetensors" \
         "/tmp/fh-${pair##*:}-f16-$b.safetensors" 2>&1 | tail -1)
@@ -485,33 +484,14 @@ frontcheck() {
   tar czf "$out/fh-logs.tgz" -C /tmp fh-logs
 }
 
-frontring() {
-  # The CTA ring's attention (fh/ring) against float64 over history lengths
-  # 0 to 4095 at B = 4, 16, 64, f16 and bf16.
-  local dtype b len
-  mkdir -p /tmp/fh-logs
-  say "== the CTA ring's attention over history lengths (0 = pass)"
-  for dtype in f16 bf16; do
-    local line="ring $dtype:"
-    for b in 4 16 64; do
-      for len in 0 15 16 17 999 4095; do
-        fh_run ring "$dtype" "$b" "$len" --iters 0 >"/tmp/fh-logs/ring-$dtype-$b-$len.txt" 2>&1
-        line="$line B=$b,L=$len $?"
-      done
-    done
-    say "$line"
-  done
-  tar czf "$out/fh-ring-logs.tgz" -C /tmp fh-logs
-}
-
 frontsan() {
-  # compute-sanitizer memcheck, synccheck and racecheck of the opt-in
-  # builds' new kernels (FH_TAGS, default ws cks wscks ring: the _gemm kernels,
-  # the ring's attention) at 40 and 65 tokens (_gemm64, one and two token
-  # tiles), each run at most 150 s (FH_BATCHES, FH_TOOLS choose fewer).
+  # compute-sanitizer memcheck, synccheck and racecheck of the fh/
+  # builds' _gemm kernels (FH_TAGS, default main ws) at 40 and 65 tokens
+  # (_gemm64, one and two token tiles), each run at most 150 s (FH_BATCHES,
+  # FH_TOOLS choose fewer).
   local tag b tool
   mkdir -p /tmp/fh-logs
-  for tag in ${FH_TAGS:-ws cks wscks ring}; do
+  for tag in ${FH_TAGS:-main ws}; do
     for b in ${FH_BATCHES:-40 65}; do
       for tool in ${FH_TOOLS:-memcheck synccheck racecheck}; do
         fh_run_sanitized "$tag" "$b" "$tool"
@@ -522,16 +502,14 @@ frontsan() {
 }
 
 # fh_run_sanitized TAG B TOOL: compute-sanitizer TOOL on the _gemm kernels
-# (the ring: the attention) of one f16 fusion-run step (its float64 check
-# still decides the exit).
+# of one f16 fusion-run step (its float64 check still decides the exit).
 fh_run_sanitized() {
   local p=$s/fh/$1/llama3_8b.f16.decode f=/tmp/fh-logs/san-$1-$3-b$2.txt
-  local kernels=kns=_gemm clusters=()
-  [ "$1" = ring ] && kernels=kns=attention_mma
+  local clusters=()
   # racecheck cannot run cluster launches: it checks the global combines.
   [ "$3" = racecheck ] && clusters=(--no-clusters)
   fh_build || return 1
-  timeout 150 compute-sanitizer --tool "$3" --kernel-name "$kernels" --error-exitcode 3 \
+  timeout 150 compute-sanitizer --tool "$3" --kernel-name kns=_gemm --error-exitcode 3 \
     /tmp/rt-fh/tools/fusion-run --ptx "$p.ptx" --manifest "$p.manifest.json" \
     --batch "$2" --kv-len 257 --iters 0 "${clusters[@]}" >"$f" 2>&1
   say "compute-sanitizer $3 $1 B=$2: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1))"
@@ -539,14 +517,14 @@ fh_run_sanitized() {
 
 frontab() {
   # Interleaved us per layer-step (fusion-run --graph --layers 8, median of
-  # 100 replays) of the fh/ tags (FH_TAGS, default main ws cks wscks ring) at
+  # 100 replays) of the fh/ tags (FH_TAGS, default main ws nocks) at
   # 4/16/32/64 x 4096 and 128 x 2048, f16, REPS rounds (default 2).
   local rep cfg tag t
-  say "== front half us/layer-step by build (${FH_TAGS:-main ws cks wscks ring})"
+  say "== front half us/layer-step by build (${FH_TAGS:-main ws nocks})"
   for rep in $(seq "${REPS:-2}"); do
     for cfg in 4x4096 16x4096 32x4096 64x4096 128x2048; do
       local line="$cfg:"
-      for tag in ${FH_TAGS:-main ws cks wscks ring}; do
+      for tag in ${FH_TAGS:-main ws nocks}; do
         rm -f /tmp/fh-ab.json
         fh_run "$tag" f16 "${cfg%x*}" $((${cfg#*x} - 1)) --graph --layers 8 \
           --iters 100 --warmup 10 --json /tmp/fh-ab.json >/dev/null 2>&1
@@ -596,8 +574,7 @@ timeline) timeline ;;
 empty) empty "${2:-smol}" ;;
 diag) shift; diag "$@" ;;
 frontcheck) frontcheck ;;
-frontring) frontring ;;
 frontsan) frontsan ;;
 frontab) frontab ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|timeline|empty [smol|l8]|diag [NAME...]|frontcheck|frontring|frontsan|frontab" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|timeline|empty [smol|l8]|diag [NAME...]|frontcheck|frontsan|frontab" >&2; exit 2 ;;
 esac

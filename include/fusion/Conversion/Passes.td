@@ -88,13 +88,6 @@ def ConvertFusionToGPUPass
            "launched in one (cluster_k_split, docs/abi.md section 3.4). On "
            "by default: 1-20 us per 8B layer-step faster on the H200 from "
            "batch 4 (docs/performance.md entry 47)">,
-    Option<"attentionCtaRing", "attention-cta-ring", "bool",
-           /*default=*/"false",
-           "With target-sm >= 90: the tensor-core attention variant streams "
-           "its K/V tiles through one CTA-wide ring that a producer warp "
-           "fills by cp.async.bulk, consumed by the other warps under "
-           "mbarriers (Kernels/AttentionMma.h), instead of a cp.async ring "
-           "per warp. Off by default: not yet measured on the GPU">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

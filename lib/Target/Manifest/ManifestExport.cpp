@@ -182,8 +182,6 @@ json::Object scheduleToJSON(ScheduleAttrInterface schedule) {
       .Case([&](SplitKvAttentionMmaScheduleAttr s) {
         writeSplitKV(o, s);
         o["stages"] = s.getStages();
-        if (s.getCtaRing())
-          o["cta_ring"] = true;
       })
       .Case([&](NormRowScheduleAttr s) {
         o["vector_width"] = s.getVectorWidth();

@@ -2006,16 +2006,6 @@ func.func private @schedule_mma_stages() attributes {s = #fusion.split_kv_attent
 
 // -----
 
-// expected-error @+1 {{split_kv_attention_mma_schedule cta_ring needs a consumer warp besides the producer and stages (6) a multiple of the consumer warps (4)}}
-func.func private @schedule_cta_ring_stages() attributes {s = #fusion.split_kv_attention_mma_schedule<threads = 160, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 6, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 0, cta_ring = true>}
-
-// -----
-
-// expected-error @+1 {{split_kv_attention_mma_schedule cta_ring needs a consumer warp besides the producer and stages (4) a multiple of the consumer warps (0)}}
-func.func private @schedule_cta_ring_one_warp() attributes {s = #fusion.split_kv_attention_mma_schedule<threads = 32, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 4, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 0, cta_ring = true>}
-
-// -----
-
 // expected-error @+1 {{split_kv_attention_schedule cluster_splits must be 0 or in [2, 8], got 1}}
 func.func private @schedule_cluster_one() attributes {s = #fusion.split_kv_attention_schedule<threads = 256, max_splits = 64, heads_per_cta = 4, head_blocks = 1, vector_width = 8, lanes_per_row = 16, kv_unroll = 4, chunk_multiple = 64, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 1>}
 

@@ -788,42 +788,6 @@ TEST(AttentionSchedule, TensorCoreVariant) {
   EXPECT_EQ(s->splitPolicy.targetCtas, primary->splitPolicy.targetCtas);
 }
 
-TEST(AttentionSchedule, TensorCoreVariantWithCtaRing) {
-  const TargetInfo ring(90, 132, /*archSpecific=*/false,
-                        /*warpSpecializedGemm=*/false, /*clusterKSplit=*/false,
-                        /*attentionCtaRing=*/true);
-  auto primary = choose(attention(32, 8, 128));
-  ASSERT_TRUE(primary);
-  auto s = chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, ring);
-  ASSERT_TRUE(s);
-  EXPECT_TRUE(s->ctaRing);
-  // 4 consumer warps + the producer; the same 64 tokens per round.
-  EXPECT_EQ(s->threads, 160);
-  EXPECT_EQ(s->stateWarps(), 4);
-  EXPECT_EQ(s->tokensPerIter, 64);
-  // Rounds of 4 tiles of 2 x 16 x (128 + 8) x 2 = 8704 bytes while 2 CTAs
-  // fit 227 KiB: 12 x 8704 = 104448 (+ 8324 static + 1 KiB reserved,
-  // 113796, twice 227592 <= 232448); 16 would be 148,740 a CTA.
-  EXPECT_EQ(s->stages, 12);
-  EXPECT_EQ(s->ringBytes, 104448);
-  // D = 64: 2 x 16 x 72 x 2 = 4608 bytes a tile; 16 stages (the cap) fit.
-  auto small = choose(attention(32, 4, 64));
-  ASSERT_TRUE(small);
-  auto d64 = chooseAttentionMmaSchedule(attention(32, 4, 64), *small, ring);
-  ASSERT_TRUE(d64);
-  EXPECT_EQ(d64->stages, 16);
-  // Opt-in, and only with bulk copies (sm_90).
-  EXPECT_FALSE(
-      chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, kH100)
-          ->ctaRing);
-  const TargetInfo ampere(80, 108, false, false, false,
-                          /*attentionCtaRing=*/true);
-  auto a = chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, ampere);
-  ASSERT_TRUE(a);
-  EXPECT_FALSE(a->ctaRing);
-  EXPECT_EQ(a->threads, 128);
-}
-
 TEST(AttentionSchedule, TensorCoreVariantOnlyWhereItApplies) {
   auto mma = [](const AttentionShape &shape, const TargetInfo &target) {
     auto primary = choose(shape);

@@ -209,7 +209,7 @@ getMmaScheduleAttr(KernelOp kernel, const AttentionSchedule &s) {
   return getCheckedSchedule<SplitKvAttentionMmaScheduleAttr>(
       kernel, s.threads, s.maxSplits, s.headsPerCta, s.headBlocks,
       s.tokensPerIter, s.stages, s.splitPolicy.targetCtas,
-      s.splitPolicy.minChunkTokens, s.clusterSplits, s.ctaRing);
+      s.splitPolicy.minChunkTokens, s.clusterSplits);
 }
 
 //===----------------------------------------------------------------------===//
@@ -228,7 +228,6 @@ struct AttentionKernel {
   double scale = 0.0;
   AttentionSchedule sched;
   gpu::GPUModuleOp module;
-  gpu::GPUFuncOp func;
 
   // Kernel arguments. With a fused fusion.linear_partials (o_proj), `output`
   // is null and the head outputs go to `headOut` (shared, [Gc][D] f32), and
@@ -248,7 +247,7 @@ struct AttentionKernel {
 
   static constexpr int64_t W = AttentionSchedule::vectorWidth;
   int64_t gc() const { return sched.headsPerCta; }
-  int64_t numWarps() const { return sched.stateWarps(); }
+  int64_t numWarps() const { return sched.threads / 32; }
   int64_t smemMaxBase() const { return numWarps() * gc() * shape.headDim; }
   int64_t smemSumBase() const { return smemMaxBase() + numWarps() * gc(); }
 
@@ -1150,11 +1149,10 @@ void AttentionKernel::emitCta(ImplicitLocOpBuilder &b) {
 
   if (sched.tensorCores) {
     MmaAttentionInputs in{
-        shape,         elementType,   scale,       gc(),  numWarps(),
-        sched.stages,  sched.ctaRing, func,        query, keyCache,
-        valueCache,    blockTable,    maxPagesArg, seq,   kvHead,
-        head0,         tid,           start,       end,   smem,
-        smemMaxBase(), smemSumBase()};
+        shape,        elementType, scale,    gc(),          numWarps(),
+        sched.stages, query,       keyCache, valueCache,    blockTable,
+        maxPagesArg,  seq,         kvHead,   head0,         tid,
+        start,        end,         smem,     smemMaxBase(), smemSumBase()};
     emitMmaAttentionWarps(b, module, in);
   } else {
     SoftmaxState st = emitMainLoop(b, iters);
@@ -1333,7 +1331,6 @@ SmallVector<KernelParam> getAttentionParams(KernelOp kernel,
 void bindArguments(AttentionKernel &k, const AttentionOperands &found,
                    const KernelArgs &args) {
   DecodeAttentionOp op = found.op;
-  k.func = args.getFunc();
   k.query = args.input(op.getQuery());
   k.keyCache = args.input(op.getKeyCache());
   k.valueCache = args.input(op.getValueCache());

@@ -24,17 +24,6 @@
 // layout the CUDA-core loop writes (AttentionKernel::writeWarpState), so
 // the merge, split partials and combine are shared.
 //
-// With the CTA-wide ring (SplitKvAttentionMmaSchedule's cta_ring, opt-in;
-// bench/diagnostics/decode_attention_ring.cu's `bulk` variant, not yet
-// measured) the warps share one ring of `stages` tiles instead: warp
-// `warps` (the producer) issues each tile of the split, its K and V rows by
-// one cp.async.bulk per row and lane (only tokens before `end`), counted on
-// the slot's `full` mbarrier; consumer warp w takes the split's tiles w,
-// w + warps, ... (stages % warps == 0: each slot has one consumer, so a
-// parity wait never aliases an older phase), waits `full`, attends with the
-// V fragments of tokens past `end` zeroed, and releases the slot on its
-// `empty` mbarrier. No block-table load waits in a consumer.
-//
 //===----------------------------------------------------------------------===//
 
 #ifndef FUSION_LIB_CONVERSION_FUSIONTOGPU_KERNELS_ATTENTIONMMA_H
@@ -51,13 +40,8 @@ struct MmaAttentionInputs {
   /// f16 or bf16; `scale` is the op's softmax scale.
   Type elementType;
   double scale = 0.0;
-  /// Query heads per CTA (Gc <= 8), the warps that attend (consumers) and
-  /// ring stages per warp, or with `ctaRing` per CTA (then one more warp,
-  /// the producer, fills them).
+  /// Query heads per CTA (Gc <= 8), warps per CTA and ring stages per warp.
   int64_t headsPerCta = 0, warps = 0, stages = 0;
-  bool ctaRing = false;
-  /// The kernel (the CTA ring's mbarriers are its workgroup buffers).
-  gpu::GPUFuncOp func;
   /// Kernel arguments: q [B, Hq, D], the caches [pages, P, Hkv, D], the
   /// block table [B, max_pages] (i32) and max_pages (i32).
   Value query, keyCache, valueCache, blockTable, maxPages;

@@ -142,48 +142,27 @@ mlir::fusion::chooseAttentionMmaSchedule(const AttentionShape &shape,
                                          const AttentionSchedule &primary,
                                          const TargetInfo &target) {
   constexpr int64_t kWarps = 4, kStages = 3, kTile = kAttentionMmaTileTokens;
-  constexpr int64_t kMaxRingStages = 16;
   if (!target.hasTensorCores() || shape.headDim % 16 != 0 ||
       shape.headDim > 128 || shape.pageSize % kTile != 0 ||
       primary.headsPerCta > 8)
     return std::nullopt;
   AttentionSchedule s = primary;
   s.tensorCores = true;
-  s.ctaRing = target.wantsAttentionCtaRing();
-  s.threads = (kWarps + (s.ctaRing ? 1 : 0)) * TargetInfo::kWarpSize;
+  s.stages = kStages;
+  s.threads = kWarps * TargetInfo::kWarpSize;
   s.tokensPerIter = kWarps * kTile;
   s.sharedFloats = kWarps * s.headsPerCta * (shape.headDim + 2);
-  // K and V tiles of 16 rows, rows padded by 16 bytes: `stages` per warp,
-  // or per CTA with the ring.
-  const int64_t tileBytes =
-      2 * kTile * (shape.headDim + kAttentionMmaRowPad) * 2;
-  auto ringBytes = [&](int64_t stages) {
-    return (s.ctaRing ? 1 : kWarps) * stages * tileBytes;
-  };
-  s.stages = s.ctaRing ? kWarps : kStages;
-  s.ringBytes = ringBytes(s.stages);
+  // K and V tiles of 16 rows per stage and warp, rows padded by 16 bytes.
+  s.ringBytes =
+      kWarps * kStages * 2 * kTile * (shape.headDim + kAttentionMmaRowPad) * 2;
   // CTAs per SM by shared memory, up to the num_splits policy's assumption.
   auto ctasPerSM = [&](int64_t exchangeFloats) {
-    const int64_t bytes = s.ringBytes + s.ringBarrierBytes() +
-                          s.mergeAndFlagBytes() + exchangeFloats * 4 +
+    const int64_t bytes = s.ringBytes + s.mergeAndFlagBytes() +
+                          exchangeFloats * 4 +
                           target.getReservedSharedBytesPerCTA();
     return std::min(contract::kTargetCtasPerSM,
                     target.getOccupancySharedBytes() / bytes);
   };
-  // The CTA ring deepens by whole rounds (a slot per consumer warp) while
-  // the CTAs per SM stay.
-  if (s.ctaRing) {
-    const int64_t ctas = ctasPerSM(0);
-    while (s.stages + kWarps <= kMaxRingStages) {
-      s.stages += kWarps;
-      s.ringBytes = ringBytes(s.stages);
-      if (ctasPerSM(0) < ctas) {
-        s.stages -= kWarps;
-        break;
-      }
-    }
-    s.ringBytes = ringBytes(s.stages);
-  }
   // The exchange buffer is static, so it costs even a launch that does not
   // cluster: drop it where it would cost occupancy (Llama-3-8B: 112,772 ->
   // 129,412 bytes a CTA, 2 -> 1 CTA per SM).
@@ -191,8 +170,7 @@ mlir::fusion::chooseAttentionMmaSchedule(const AttentionShape &shape,
     s.clusterSplits = 0;
     s.exchangeFloats = 0;
   }
-  if (s.ringBytes + s.ringBarrierBytes() + s.mergeAndFlagBytes() +
-          s.exchangeFloats * 4 >
+  if (s.ringBytes + s.mergeAndFlagBytes() + s.exchangeFloats * 4 >
       target.getMaxSharedBytesPerCTA())
     return std::nullopt;
   return s;

@@ -82,18 +82,10 @@ struct AttentionSchedule {
   /// targetCtas = contract::kTargetCtasPerSM x the SM count.
   ::fusion::contract::SplitPolicy splitPolicy;
   /// The tensor-core loop (Kernels/AttentionMma.h) with `stages` ring
-  /// stages per warp in `ringBytes` of dynamic shared memory; with
-  /// `ctaRing`, one ring of `stages` tiles for the CTA, filled by a producer
-  /// warp (the last; `threads` counts it).
+  /// stages per warp in `ringBytes` of dynamic shared memory.
   bool tensorCores = false;
-  bool ctaRing = false;
   int64_t stages = 0;
   int64_t ringBytes = 0;
-  /// The warps that hold softmax state (all but the producer warp).
-  int64_t stateWarps() const { return threads / 32 - (ctaRing ? 1 : 0); }
-  /// Static shared memory of the CTA ring's mbarriers (full and empty, 8
-  /// bytes each per stage).
-  int64_t ringBarrierBytes() const { return ctaRing ? 2 * stages * 8 : 0; }
 };
 
 /// Batches from which the runtime launches the tensor-core variant.
@@ -127,12 +119,7 @@ chooseAttentionSchedule(const AttentionShape &shape,
 /// as the ring and merge buffer alone allow; else its cluster_splits is 0. 4
 /// warps of 16-token tiles, 3 stages: the best design of
 /// bench/diagnostics/decode_attention.cu at 2 CTAs per SM (docs/performance.md
-/// entry 16). Where the target asks for the CTA-wide ring
-/// (TargetInfo::wantsAttentionCtaRing), the same 4 warps consume and a
-/// fifth produces, with as many whole rounds of 4 stages (up to 16) as keep
-/// the CTAs per SM: 12 at head_dim 128, the bytes of today's 4 x 3 rings
-/// (bench/diagnostics/decode_attention_ring.cu's `bulk 12 4`; not yet
-/// measured).
+/// entry 16).
 std::optional<AttentionSchedule>
 chooseAttentionMmaSchedule(const AttentionShape &shape,
                            const AttentionSchedule &primary,
