@@ -47,8 +47,8 @@
 #   timeline  step_timeline.py with each branch's Python package: the GPU
 #           timeline between SmolLM2's decode steps at B=1 and 16 (BATCHES)
 #   frontcheck  the Llama-3-8B front-half builds of fh/ (one per flag
-#           flag) against float64 at the batches of each GEMM variant, the
-#           cluster k split byte for byte against its build without it
+#           set) against float64 at the batches of each GEMM variant, the
+#           cluster k split byte for byte against the workspace combine
 #           (FH_DTYPES, default f16)
 #   frontsan compute-sanitizer on the fh/ builds' _gemm kernels
 #   frontab interleaved us/layer-step of the fh/ builds (FH_TAGS) at 4, 16,
