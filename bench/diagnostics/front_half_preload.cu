@@ -38,8 +38,10 @@
 namespace cg = cooperative_groups;
 
 constexpr int kLayers = 30, kThreads = 256, kCopyChunks = 4;
-constexpr size_t kGateUp = 3538944, kDown = 1769472, kQkv = 1105920,
-                 kKv = 442368; // SmolLM2-135M bytes per layer (f16; KV at 576 tokens)
+constexpr size_t
+    kGateUp = 3538944,
+    kDown = 1769472, kQkv = 1105920,
+    kKv = 442368; // SmolLM2-135M bytes per layer (f16; KV at 576 tokens)
 
 __device__ __forceinline__ unsigned long long words(uint4 v) {
   return (unsigned long long)v.x + v.y + v.z + v.w;
@@ -88,15 +90,14 @@ enum Rows { None, Pre, Post, Folded };
 
 /// Thread 0 issues the copy of `bytes` at `src` into `dst` in kCopyChunks
 /// bulk copies completing on `bar`.
-__device__ __forceinline__ void copyRows(void *dst, const char *src,
-                                         int bytes, uint64_t *bar) {
+__device__ __forceinline__ void copyRows(void *dst, const char *src, int bytes,
+                                         uint64_t *bar) {
   if (threadIdx.x != 0)
     return;
   mbarExpectTx(bar, bytes);
   const int chunk = bytes / kCopyChunks;
   for (int c = 0; c < kCopyChunks; ++c)
-    bulkCopy(static_cast<char *>(dst) + c * chunk, src + c * chunk, chunk,
-             bar);
+    bulkCopy(static_cast<char *>(dst) + c * chunk, src + c * chunk, chunk, bar);
 }
 
 /// C: the CTA's KV share (prefetched before the wait) and, unless None, its
@@ -129,7 +130,8 @@ __global__ void __launch_bounds__(kThreads)
   chainStep(chain, index, s, sink);
 }
 
-constexpr int kHidden = 576, kRowVectors = kHidden / 8, kMaxRowsPerCluster = 320;
+constexpr int kHidden = 576, kRowVectors = kHidden / 8,
+              kMaxRowsPerCluster = 320;
 
 /// The sum of `v` over the CTA (every thread gets it).
 __device__ float blockSum(float v, float *scratch) {
@@ -198,8 +200,8 @@ __global__ void __launch_bounds__(kThreads)
       acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if (lane8 == 0)
       for (unsigned rank = 0; rank < cluster.num_blocks(); ++rank)
-        cluster.map_shared_rank(results, rank)[cluster.block_rank() *
-                                                   rowCount + r] = acc;
+        cluster.map_shared_rank(
+            results, rank)[cluster.block_rank() * rowCount + r] = acc;
   }
   cluster.sync();
   for (int i = threadIdx.x; i < rowCount * int(cluster.num_blocks());
@@ -220,10 +222,10 @@ int main() {
   CK(cudaMalloc(&chain, (4 * kLayers + 1) * sizeof(int)));
   CK(cudaMalloc(&sink, 8));
   const int maxSmem = 80 << 10;
-  CK(cudaFuncSetAttribute(attention<Pre>,
-                          cudaFuncAttributeMaxDynamicSharedMemorySize, maxSmem));
-  CK(cudaFuncSetAttribute(attention<Post>,
-                          cudaFuncAttributeMaxDynamicSharedMemorySize, maxSmem));
+  CK(cudaFuncSetAttribute(
+      attention<Pre>, cudaFuncAttributeMaxDynamicSharedMemorySize, maxSmem));
+  CK(cudaFuncSetAttribute(
+      attention<Post>, cudaFuncAttributeMaxDynamicSharedMemorySize, maxSmem));
   CK(cudaFuncSetAttribute(folded, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           maxSmem));
   printf("%d SMs, %d layers of %.2f MB (A 3.5 MB / 396 CTAs, P 1.77 / 144, "
@@ -236,8 +238,9 @@ int main() {
                  bool clusters = false) {
     const int perLayer = separate ? 4 : 3;
     auto kernelOf = [&](Rows r) {
-      return r == Pre ? attention<Pre>
-                      : r == Post ? attention<Post> : attention<None>;
+      return r == Pre    ? attention<Pre>
+             : r == Post ? attention<Post>
+                         : attention<None>;
     };
     const int rowBytes = int(kQkv / n) / (16 * kCopyChunks) * 16 * kCopyChunks;
     const float us = timeGraph(
@@ -277,8 +280,8 @@ int main() {
             launch(folded, n, rowBytes, true, kv, (const char *)qkv, rowBytes,
                    down);
           else
-            launch(kernelOf(rows), n, rows == None ? 0 : rowBytes, clusters,
-                   kv, (const char *)qkv, rowBytes);
+            launch(kernelOf(rows), n, rows == None ? 0 : rowBytes, clusters, kv,
+                   (const char *)qkv, rowBytes);
         },
         kLayers);
     int last = 0;

@@ -60,8 +60,10 @@ int main(int argc, char **argv) {
   CUmodule m;
   CK(cuModuleLoadData(&m, ptx.c_str()));
   CUfunction proj, attn;
-  const char *projEntry = getenv("PROJ_ENTRY") ? getenv("PROJ_ENTRY") : "_fused";
-  const unsigned projGrid = getenv("PROJ_GRID") ? atoi(getenv("PROJ_GRID")) : 384;
+  const char *projEntry =
+      getenv("PROJ_ENTRY") ? getenv("PROJ_ENTRY") : "_fused";
+  const unsigned projGrid =
+      getenv("PROJ_GRID") ? atoi(getenv("PROJ_GRID")) : 384;
   const unsigned projBlock =
       getenv("PROJ_BLOCK") ? atoi(getenv("PROJ_BLOCK")) : 256;
   CK(cuModuleGetFunction(&proj, m,

