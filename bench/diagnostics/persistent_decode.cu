@@ -33,6 +33,7 @@
 //   && ./persistent_decode [P (position of the new token, default 575)]
 //      [S (KV splits, default 16)]
 #include "graph_timing.cuh"
+#include "ptx_ops.cuh"
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -135,14 +136,6 @@ __device__ __forceinline__ float warpMax(float v) {
 }
 __device__ __forceinline__ float roundHalf(float v) {
   return __half2float(__float2half_rn(v));
-}
-__device__ __forceinline__ unsigned ldAcquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
-               : "=r"(v)
-               : "l"(p)
-               : "memory");
-  return v;
 }
 __device__ __forceinline__ uint64_t globalTimer() {
   uint64_t t;

@@ -114,6 +114,15 @@ __device__ __forceinline__ void tma3d(void *dst, const void *map, int x, int y,
       "r"(smemAddr(bar))
       : "memory");
 }
+/// A gpu-scope acquire load (the waiting side of a release flag).
+__device__ __forceinline__ unsigned ldAcquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+               : "=r"(v)
+               : "l"(p)
+               : "memory");
+  return v;
+}
 /// Named barrier `id` (1-15; 0 is __syncthreads) over `threads` threads.
 __device__ __forceinline__ void namedBarrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");

@@ -98,14 +98,6 @@ struct LayerArgs {
   int maxPages, preload, attention;
 };
 
-__device__ __forceinline__ unsigned ldAcquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
-               : "=r"(v)
-               : "l"(p)
-               : "memory");
-  return v;
-}
 /// Spins until done[c] == want; traps after about 4 s (a hang becomes an
 /// error instead of the command's time limit).
 __device__ void waitFlag(const unsigned *p, unsigned want) {
