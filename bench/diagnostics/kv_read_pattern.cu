@@ -272,10 +272,10 @@ static int failures = 0;
 
 /// Runs `launch` once on copy 0 and checks the sum of the words read
 /// (uint32 partial sums wrap; compared modulo 2^32, the same in any order),
-/// then times it.
+/// then times it (median us, returned).
 template <class Launch>
-static void run(const Problem &p, const char *name, int ctas, int occ,
-                float readUs, Launch launch) {
+static float run(const Problem &p, const char *name, int ctas, int occ,
+                 float readUs, Launch launch) {
   CK(cudaMemset(p.sum, 0, 8));
   launch(0, (cudaStream_t)0);
   CK(cudaGetLastError());
@@ -289,6 +289,7 @@ static void run(const Problem &p, const char *name, int ctas, int occ,
          "of plain\n",
          p.B, p.maxPages * P, name, ctas, occ, ok ? "ok  " : "FAIL", us,
          bytes / us / 1e6, readUs > 0 ? 100 * readUs / us : 100.0);
+  return us;
 }
 
 template <class K>
@@ -360,17 +361,10 @@ int main() {
                            {64, 4096}, {128, 2048}, {1, 32768}};
   for (auto &sh : shapes) {
     Problem p(sh[0], sh[1]);
-    float readUs = 0;
-    run(p, "plain", sms * 4, 4, 0, [&](int c, cudaStream_t s) {
+    float readUs = run(p, "plain", sms * 4, 4, 0, [&](int c, cudaStream_t s) {
       plainRead<<<sms * 4, 512, 0, s>>>(p.k[c], p.v[c], p.sorted,
                                         (long)p.table.size(), p.sum);
     });
-    readUs = timeGraph(
-        [&](int c, cudaStream_t s) {
-          plainRead<<<sms * 4, 512, 0, s>>>(p.k[c], p.v[c], p.sorted,
-                                            (long)p.table.size(), p.sum);
-        },
-        kCopies);
     loadVariants(p, sms, kPadOcc2, readUs);
     loadVariants(p, sms, 0, readUs);
     bulkVariant<8>(p, sms, readUs);

@@ -72,12 +72,13 @@ constexpr float kEps = 1e-5f;
 constexpr double kTolerance = 5e-3;
 static_assert(N % kCtas == 0 && kRows % kStageRows == 0, "row blocks");
 static_assert(kKS % kWarps == 0, "a slot's phases go to one warp");
-// Dynamic (1 KiB alignment slack, rings, B = 8 partials) + ~400 static
-// bytes within sm_90's 232448 per block.
-static_assert(1024 + kKS * kTile + kWS * kStageBytes + kWarps * kRows * 8 * 4 +
-                      512 <=
-                  232448,
-              "shared memory");
+/// Dynamic shared memory: 1 KiB alignment slack, the rings, the GEMV
+/// partials [kWarps][kRows][B] (also normalise's [kWarps][B]).
+constexpr size_t smemBytes(int B) {
+  return 1024 + kKS * kTile + kWS * kStageBytes + kWarps * kRows * B * 4;
+}
+// With ~400 static bytes, within sm_90's 232448 per block at B = 8.
+static_assert(smemBytes(8) + 512 <= 232448, "shared memory");
 
 /// Cross-CTA state, shared by all layers (launches are serialised).
 struct Sync {
@@ -542,11 +543,6 @@ struct Problem {
     return t;
   }
 };
-
-static size_t smemBytes(int B) {
-  return 1024 + kKS * kTile + kWS * kStageBytes +
-         std::max<size_t>(kWarps * kRows * B, kWarps * B) * 4;
-}
 
 template <int B>
 static cudaError_t launch(const Problem &p, int layer, int preload,
