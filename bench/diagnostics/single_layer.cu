@@ -87,6 +87,18 @@ struct Sync {
   unsigned arrivals[8 * HKV]; // per (b, g)
 };
 
+/// Per-CTA %globaltimer stamps (ns) of the last launch, by thread 0: entry,
+/// normalised, GEMV done, published, rows ready, attended, combined, exit.
+constexpr int kPhases = 8;
+__device__ unsigned long long gStamps[kCtas][kPhases];
+__device__ __forceinline__ void stamp(int phase) {
+  if (threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    gStamps[blockIdx.x][phase] = t;
+  }
+}
+
 struct LayerArgs {
   const __half *x, *gamma; // [B, H], [H]
   const __half *w;         // [N, H]
@@ -396,6 +408,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  if (threadIdx.x == 0) // phases this mode skips stay 0
+    for (int ph = 1; ph < kPhases; ++ph)
+      gStamps[blockIdx.x][ph] = 0;
+  stamp(0);
   const Item it = itemOf<B>(a);
   if (threadIdx.x >= kWarps * 32) {
     produce(a, it, sm, &kmap, &vmap);
@@ -404,13 +420,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) // read by the consumers after normalise's barriers
       epochS = *(volatile unsigned *)&a.sync->epoch;
     normalise<B>(a, xg, sm.red);
+    stamp(1);
     const unsigned epoch = epochS;
     gemv<B>(sm, xg);
+    stamp(2);
     publish<B>(a, sm, epoch);
+    stamp(3);
     if (a.attention) {
       size_t part0 = ((size_t)(it.b * HKV + it.g) * it.splits) * G;
       waitForRows(a, it.g, epoch);
+      stamp(4);
       attend(a, it, sm, part0 + it.s * G);
+      stamp(5);
       namedBarrier(1, kWarps * 32);
       unsigned *arrivals = &a.sync->arrivals[it.b * HKV + it.g];
       if (threadIdx.x == 0) {
@@ -424,11 +445,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       namedBarrier(1, kWarps * 32);
       if (lastS)
         combine(a, it, part0, snew);
+      stamp(6);
     }
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
+    stamp(7);
     if (atomicAdd(&a.sync->finished, 1) == gridDim.x - 1) {
       a.sync->finished = 0;
       __threadfence();
@@ -561,6 +584,30 @@ static cudaError_t launch(const Problem &p, int layer, int preload,
 
 static int failures = 0;
 
+/// Whether layer 0's cache `c` (filled by fillCache with `seed`) still holds
+/// its fill everywhere but the new tokens' rows, so a stray append cannot
+/// corrupt the kernel's input and the reference alike.
+static bool cacheUntouched(const Problem &p, const std::vector<__half> &c,
+                           uint32_t seed) {
+  std::vector<int> used(p.pool, 0), fresh(p.pool * P, 0);
+  for (int b = 0; b < p.B; ++b) {
+    for (int j = 0; j < p.maxPages; ++j)
+      used[p.table[b * p.maxPages + j]] = std::clamp(p.lens[b] - P * j, 0, P);
+    int pos = p.lens[b];
+    fresh[p.table[b * p.maxPages + pos / P] * P + pos % P] = 1;
+  }
+  for (size_t i = 0; i < c.size(); ++i) {
+    size_t row = i / (HKV * D);
+    if (fresh[row])
+      continue;
+    bool filled = (int)(row % P) < used[row / P];
+    float want = hashUniform(i, seed), got = __half2float(c[i]);
+    if (filled ? got != __half2float(__float2half(want)) : !std::isnan(got))
+      return false;
+  }
+  return true;
+}
+
 /// Layer 0's outputs against float64: the q/k/v rows (RMSNorm + GEMV), the
 /// appended cache rows, the attention (from the kernel's own q, k, v rows).
 static void check(const Problem &p, const char *what) {
@@ -631,12 +678,15 @@ static void check(const Problem &p, const char *what) {
       attnErr = std::max(attnErr, oerr / omag);
     }
   }
-  bool pass = projErr <= kTolerance && attnErr <= kTolerance && appended;
+  bool untouched = cacheUntouched(p, kh, 200) && cacheUntouched(p, vh, 300);
+  bool pass =
+      projErr <= kTolerance && attnErr <= kTolerance && appended && untouched;
   failures += !pass;
-  printf("B=%d lens %d..%d %-14s q/k/v err %.1e, append %s, attention err "
-         "%.1e: %s\n",
+  printf("B=%d lens %d..%d %-14s q/k/v err %.1e, append %s, rest of cache "
+         "%s, attention err %.1e: %s\n",
          p.B, p.lens.back(), p.lens.front(), what, projErr,
-         appended ? "ok" : "WRONG", attnErr, pass ? "PASS" : "FAIL");
+         appended ? "ok" : "WRONG", untouched ? "as filled" : "CHANGED",
+         attnErr, pass ? "PASS" : "FAIL");
 }
 
 template <int B>
@@ -655,6 +705,32 @@ static void runChecks(int len) {
   CK(launch<B>(p, 0, 0, 1, 0));
   CK(cudaDeviceSynchronize());
   check(p, "serial");
+}
+
+/// The last launch's phases: min / median / max over CTAs of each stamp, us
+/// after the earliest entry (phases a mode skips are left out).
+static void printPhases(const char *mode) {
+  unsigned long long h[kCtas][kPhases];
+  CK(cudaMemcpyFromSymbol(h, gStamps, sizeof(h)));
+  unsigned long long t0 = ~0ull;
+  for (auto &c : h)
+    t0 = std::min(t0, c[0]);
+  static const char *names[kPhases] = {"entry",    "normed", "gemv",
+                                       "publish",  "rows",   "attended",
+                                       "combined", "exit"};
+  printf("  %s phases (us after the first entry: min / median / max):", mode);
+  for (int ph = 0; ph < kPhases; ++ph) {
+    std::vector<double> t;
+    for (auto &c : h)
+      if (c[ph])
+        t.push_back((c[ph] - t0) / 1e3);
+    if (t.empty())
+      continue;
+    std::sort(t.begin(), t.end());
+    printf("%s %s %.1f/%.1f/%.1f", ph ? "," : "", names[ph], t[0],
+           t[t.size() / 2], t.back());
+  }
+  printf("\n");
 }
 
 template <int B>
@@ -692,6 +768,7 @@ static void runTimed(int len, int sms) {
         kLayers);
     printf("B=%d L=%5d %-6s %7.2f us %5.2f TB/s %5.1f%% of read\n", B, len,
            m.name, us, bytes / us / 1e6, 100 * readUs / us);
+    printPhases(m.name);
   }
   CK(cudaMemset(p.out, 0xFF, (size_t)B * HQ * D * 4));
   CK(launch<B>(p, 0, 1, 1, 0));
