@@ -41,12 +41,17 @@
 //   single  the item's first 16 tiles issued with the weights
 //   serial  the same kernel issuing the tiles only after its weights
 //   proj    the projection alone (no attention)
+//   loop combine  single with the combine's loads in a loop per split (the
+//           first run's; single now issues a thread's loads of every split
+//           before using them)
 //   read    a plain 16-byte read of the same bytes, one launch per layer
 // Checks: the q/k/v rows against float64 RMSNorm + GEMV from the f16
 // inputs; the cache rows appended; the attention output against a float64
 // softmax over the history and the new token (its q, k, v the kernel's
 // f16 rows); unused cache slots NaN-poisoned; again after the timed replays
-// (the counters reset).
+// (the counters reset). Each timed mode also prints its last launch's
+// phases: per-CTA %globaltimer stamps (entry, normalised, GEMV done,
+// published, rows ready, attended, combined, exit), min / median / max.
 //   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -std=c++17 \
 //     single_layer.cu -o single_layer -lcuda && ./single_layer
 // nvcc-flags: -gencode arch=compute_90a,code=sm_90a -lcuda
@@ -108,7 +113,7 @@ struct LayerArgs {
   float *po, *pml;         // [B, HKV, splits, G, D], [.., G, 2]
   float *out;              // [B, HQ, D]
   Sync *sync;
-  int maxPages, preload, attention;
+  int maxPages, preload, attention, unrolledCombine;
 };
 
 /// Spins until done[c] == want; traps after about 4 s (a hang becomes an
@@ -343,10 +348,44 @@ __device__ void attend(const LayerArgs &a, const Item &it, const Smem &sm,
                      a.pml + part * 2);
 }
 
+/// combine's merge with every load of a thread's splits issued first
+/// (splits = kCtas / (B HKV), known at compile time).
+template <int B>
+__device__ void combineUnrolled(const LayerArgs &a, const Item &it,
+                                size_t part0, const float *snew,
+                                const __half *vn) {
+  constexpr int S = kCtas / (B * HKV);
+  for (int i = threadIdx.x; i < G * D; i += kWarps * 32) {
+    int h = i / D, d = i % D;
+    float m[S], l[S], o[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      size_t p = part0 + s * G + h;
+      m[s] = __ldcg(a.pml + p * 2), l[s] = __ldcg(a.pml + p * 2 + 1);
+      o[s] = __ldcg(a.po + p * D + d);
+    }
+    float vnew = __half2float(__ldcg(vn + d)), M = snew[h];
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      M = fmaxf(M, m[s]);
+    float wn = exp2f(snew[h] - M), L = wn, acc = wn * vnew;
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      if (m[s] != -INFINITY) { // an empty split's o may be anything
+        float w = exp2f(m[s] - M);
+        L += w * l[s], acc += w * o[s];
+      }
+    a.out[((size_t)it.b * HQ + it.g * G + h) * D + d] = acc / L;
+  }
+}
+
 /// The last split of (b, g) to arrive: the splits' partials and the new
-/// token (q.k_new from the q/k/v buffer) into out[b, g G .. g G + G).
+/// token (q.k_new from the q/k/v buffer) into out[b, g G .. g G + G). With
+/// `unrolled`, each thread issues all its splits' loads before using them
+/// (one L2 round trip), else a loop per split (one or two per split).
+template <int B>
 __device__ void combine(const LayerArgs &a, const Item &it, size_t part0,
-                        float *snew) {
+                        float *snew, bool unrolled) {
   const __half *q = a.qkv + (size_t)it.b * N + it.g * G * D,
                *kn = a.qkv + (size_t)it.b * N + HQ * D + it.g * D,
                *vn = kn + HKV * D;
@@ -362,6 +401,10 @@ __device__ void combine(const LayerArgs &a, const Item &it, size_t part0,
       snew[warp] = s * 1.4426950408889634f / sqrtf((float)D);
   }
   namedBarrier(1, kWarps * 32);
+  if (unrolled) {
+    combineUnrolled<B>(a, it, part0, snew, vn);
+    return;
+  }
   for (int i = threadIdx.x; i < G * D; i += kWarps * 32) {
     int h = i / D, d = i % D;
     float M = snew[h];
@@ -444,7 +487,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       namedBarrier(1, kWarps * 32);
       if (lastS)
-        combine(a, it, part0, snew);
+        combine<B>(a, it, part0, snew, a.unrolledCombine);
       stamp(6);
     }
   }
@@ -493,6 +536,16 @@ static std::vector<T> download(const T *p, size_t n) {
   CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
   return h;
 }
+
+/// What a launch does: `single` (the item's first tiles issued with the
+/// weights), `serial` (issued after them), `proj` (no attention); `loop
+/// combine`: single with combine's loop per split.
+struct Mode {
+  const char *name;
+  int preload, attention, unrolledCombine;
+};
+constexpr Mode kSingle{"single", 1, 1, 1}, kLoopCombine{"loop combine", 1, 1, 0},
+    kSerial{"serial", 0, 1, 1}, kProj{"proj", 1, 0, 1};
 
 /// One (B, lens) problem: kLayers copies of W and the caches (pool of the
 /// used pages shuffled, plus B spare), shared x, gamma and scratch.
@@ -555,9 +608,10 @@ struct Problem {
           (void *)po, (void *)pml, (void *)out, (void *)sync})
       cudaFree(p);
   }
-  LayerArgs args(int l, int preload, int attention) const {
-    return {x,  gamma, w[l], k[l], v[l],     dTable,  dLens,    qkv,
-            po, pml,   out,  sync, maxPages, preload, attention};
+  LayerArgs args(int l, const Mode &m) const {
+    return {x,   gamma, w[l], k[l], v[l],     dTable,    dLens,
+            qkv, po,    pml,  out,  sync,     maxPages,  m.preload,
+            m.attention, m.unrolledCombine};
   }
   size_t cacheBytesRead() const { // the history's K and V bytes
     size_t t = 0;
@@ -568,8 +622,8 @@ struct Problem {
 };
 
 template <int B>
-static cudaError_t launch(const Problem &p, int layer, int preload,
-                          int attention, cudaStream_t s) {
+static cudaError_t launch(const Problem &p, int layer, const Mode &m,
+                          cudaStream_t s) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(kCtas), cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smemBytes(B), cfg.stream = s;
@@ -578,7 +632,7 @@ static cudaError_t launch(const Problem &p, int layer, int preload,
   attr[0].val.cooperative = 1;
   cfg.attrs = attr, cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, singleLayer<B>,
-                            p.args(layer, preload, attention), p.kmap[layer],
+                            p.args(layer, m), p.kmap[layer],
                             p.vmap[layer]);
 }
 
@@ -695,16 +749,13 @@ static void runChecks(int len) {
   for (int b = 0; b < B; ++b)
     lens[b] = std::max(0, len - 5 * b);
   Problem p(B, lens);
-  for (int rep = 0; rep < 2; ++rep) { // twice: the counters reset
+  // single twice: the counters reset.
+  for (const Mode *m : {&kSingle, &kSingle, &kLoopCombine, &kSerial}) {
     CK(cudaMemset(p.out, 0xFF, (size_t)B * HQ * D * 4));
-    CK(launch<B>(p, 0, 1, 1, 0));
+    CK(launch<B>(p, 0, *m, 0));
     CK(cudaDeviceSynchronize());
-    check(p, rep ? "single again" : "single");
+    check(p, m->name);
   }
-  CK(cudaMemset(p.out, 0xFF, (size_t)B * HQ * D * 4));
-  CK(launch<B>(p, 0, 0, 1, 0));
-  CK(cudaDeviceSynchronize());
-  check(p, "serial");
 }
 
 /// The last launch's phases: min / median / max over CTAs of each stamp, us
@@ -756,22 +807,15 @@ static void runTimed(int len, int sms) {
       kLayers);
   printf("B=%d L=%5d read W %7.2f us %5.2f TB/s (the proj mode's floor)\n", B,
          len, readWUs, nw * 16.0 / readWUs / 1e6);
-  const struct {
-    const char *name;
-    int preload, attention;
-  } modes[] = {{"single", 1, 1}, {"serial", 0, 1}, {"proj", 1, 0}};
-  for (auto &m : modes) {
+  for (const Mode &m : {kSingle, kLoopCombine, kSerial, kProj}) {
     float us = timeGraph(
-        [&](int l, cudaStream_t s) {
-          CK(launch<B>(p, l, m.preload, m.attention, s));
-        },
-        kLayers);
-    printf("B=%d L=%5d %-6s %7.2f us %5.2f TB/s %5.1f%% of read\n", B, len,
+        [&](int l, cudaStream_t s) { CK(launch<B>(p, l, m, s)); }, kLayers);
+    printf("B=%d L=%5d %-12s %7.2f us %5.2f TB/s %5.1f%% of read\n", B, len,
            m.name, us, bytes / us / 1e6, 100 * readUs / us);
     printPhases(m.name);
   }
   CK(cudaMemset(p.out, 0xFF, (size_t)B * HQ * D * 4));
-  CK(launch<B>(p, 0, 1, 1, 0));
+  CK(launch<B>(p, 0, kSingle, 0));
   CK(cudaDeviceSynchronize());
   check(p, "after replays");
   cudaFree(sink);
