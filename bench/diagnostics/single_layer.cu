@@ -93,7 +93,8 @@ struct Sync {
 };
 
 /// Per-CTA %globaltimer stamps (ns) of the last launch, by thread 0: entry,
-/// normalised, GEMV done, published, rows ready, attended, combined, exit.
+/// normalised, GEMV done, published, rows ready, attended, combined (for a
+/// split that does not combine: arrived), exit.
 constexpr int kPhases = 8;
 __device__ unsigned long long gStamps[kCtas][kPhases];
 __device__ __forceinline__ void stamp(int phase) {
