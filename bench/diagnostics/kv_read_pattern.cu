@@ -20,7 +20,7 @@
 //   head/page balanced  the resident CTAs only, each a contiguous 1/grid of
 //                  the flattened (seq, head or page, tile) space (stream-K:
 //                  no tail; an attention would combine across CTAs)
-//   page bulk Sn   page grid through a ring of n (8, 12) 16 KB stages, each a
+//   page bulk Sn   page grid through a ring of n (8, 12) 8 KB stages, each a
 //                  quarter of a K or V page by one cp.async.bulk (one
 //                  producer thread), four consumer warps waiting on each
 //                  stage and releasing it (the ring's mechanics without the
