@@ -103,6 +103,13 @@ __device__ __forceinline__ void bulkCopy(void *dst, const void *src, int bytes,
                "l"(src), "r"(bytes), "r"(smemAddr(bar))
                : "memory");
 }
+/// Asks L2 for `bytes` (a multiple of 16) at `src`; nothing lands in shared
+/// memory and nothing waits.
+__device__ __forceinline__ void prefetchL2(const void *src, int bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src),
+               "r"(bytes)
+               : "memory");
+}
 /// One TMA box of a 3D tensor map at element coordinates (x, y, z), inner
 /// first, completing tx on `bar`. `map` is a __grid_constant__ parameter.
 __device__ __forceinline__ void tma3d(void *dst, const void *map, int x, int y,

@@ -44,6 +44,10 @@
 //   loop combine  single with the combine's loads in a loop per split (the
 //           first run's; single now issues a thread's loads of every split
 //           before using them)
+//   single pfN, proj pf48  single (proj) whose producer, once it has
+//           issued all of this layer's copies, asks L2 for the first N of
+//           the CTA's 48 rows of the next layer's W (entry 50: DRAM idles
+//           during the attention chain and the layer boundary)
 //   read    a plain 16-byte read of the same bytes, one launch per layer
 // Checks: the q/k/v rows against float64 RMSNorm + GEMV from the f16
 // inputs; the cache rows appended; the attention output against a float64
@@ -108,6 +112,7 @@ __device__ __forceinline__ void stamp(int phase) {
 struct LayerArgs {
   const __half *x, *gamma; // [B, H], [H]
   const __half *w;         // [N, H]
+  const __half *wNext;     // the next layer's W (the prefetch modes)
   __half *k, *v;           // [pool pages, P, HKV, D]
   const int *table, *lens; // [B, maxPages], [B] (the new token's position)
   __half *qkv;             // [B, N]
@@ -115,6 +120,7 @@ struct LayerArgs {
   float *out;              // [B, HQ, D]
   Sync *sync;
   int maxPages, preload, attention, unrolledCombine;
+  int prefetchRows; // of the CTA's next-layer rows, asked of L2 at the end
 };
 
 /// Spins until done[c] == want; traps after about 4 s (a hang becomes an
@@ -197,6 +203,13 @@ __device__ void produce(const LayerArgs &a, const Item &it, const Smem &sm,
   tiles(0, first);
   stages(kWS, kStages);
   tiles(first, n);
+  // Everything of this layer is asked for: the next layer's first rows of
+  // this CTA into L2 (8 KB each, one per lane), to stream while the
+  // attention chain and the layer boundary leave DRAM idle.
+  const uint8_t *next = reinterpret_cast<const uint8_t *>(
+      a.wNext + (size_t)blockIdx.x * kRows * H);
+  for (int r = lane; r < a.prefetchRows; r += 32)
+    prefetchL2(next + (size_t)r * H * 2, H * 2);
 }
 
 /// x[b] * gamma * rsqrt(mean(x[b]^2) + eps) at this lane's 16 columns
@@ -540,13 +553,18 @@ static std::vector<T> download(const T *p, size_t n) {
 
 /// What a launch does: `single` (the item's first tiles issued with the
 /// weights), `serial` (issued after them), `proj` (no attention); `loop
-/// combine`: single with combine's loop per split.
+/// combine`: single with combine's loop per split; `pfN`: the producer then
+/// asks L2 for the first N of the CTA's 48 rows of the next layer's W.
 struct Mode {
   const char *name;
-  int preload, attention, unrolledCombine;
+  int preload, attention, unrolledCombine, prefetchRows;
 };
-constexpr Mode kSingle{"single", 1, 1, 1}, kLoopCombine{"loop combine", 1, 1, 0},
-    kSerial{"serial", 0, 1, 1}, kProj{"proj", 1, 0, 1};
+constexpr Mode kSingle{"single", 1, 1, 1, 0},
+    kLoopCombine{"loop combine", 1, 1, 0, 0}, kSerial{"serial", 0, 1, 1, 0},
+    kProj{"proj", 1, 0, 1, 0}, kSinglePf16{"single pf16", 1, 1, 1, 16},
+    kSinglePf32{"single pf32", 1, 1, 1, 32},
+    kSinglePf48{"single pf48", 1, 1, 1, 48},
+    kProjPf48{"proj pf48", 1, 0, 1, 48};
 
 /// One (B, lens) problem: kLayers copies of W and the caches (pool of the
 /// used pages shuffled, plus B spare), shared x, gamma and scratch.
@@ -610,9 +628,24 @@ struct Problem {
       cudaFree(p);
   }
   LayerArgs args(int l, const Mode &m) const {
-    return {x,   gamma, w[l], k[l], v[l],     dTable,    dLens,
-            qkv, po,    pml,  out,  sync,     maxPages,  m.preload,
-            m.attention, m.unrolledCombine};
+    return {x,
+            gamma,
+            w[l],
+            w[(l + 1) % kLayers],
+            k[l],
+            v[l],
+            dTable,
+            dLens,
+            qkv,
+            po,
+            pml,
+            out,
+            sync,
+            maxPages,
+            m.preload,
+            m.attention,
+            m.unrolledCombine,
+            m.prefetchRows};
   }
   size_t cacheBytesRead() const { // the history's K and V bytes
     size_t t = 0;
@@ -751,7 +784,8 @@ static void runChecks(int len) {
     lens[b] = std::max(0, len - 5 * b);
   Problem p(B, lens);
   // single twice: the counters reset.
-  for (const Mode *m : {&kSingle, &kSingle, &kLoopCombine, &kSerial}) {
+  for (const Mode *m :
+       {&kSingle, &kSingle, &kLoopCombine, &kSerial, &kSinglePf48}) {
     CK(cudaMemset(p.out, 0xFF, (size_t)B * HQ * D * 4));
     CK(launch<B>(p, 0, *m, 0));
     CK(cudaDeviceSynchronize());
@@ -808,7 +842,8 @@ static void runTimed(int len, int sms) {
       kLayers);
   printf("B=%d L=%5d read W %7.2f us %5.2f TB/s (the proj mode's floor)\n", B,
          len, readWUs, nw * 16.0 / readWUs / 1e6);
-  for (const Mode &m : {kSingle, kLoopCombine, kSerial, kProj}) {
+  for (const Mode &m : {kSingle, kLoopCombine, kSerial, kProj, kSinglePf16,
+                        kSinglePf32, kSinglePf48, kProjPf48}) {
     float us = timeGraph(
         [&](int l, cudaStream_t s) { CK(launch<B>(p, l, m, s)); }, kLayers);
     printf("B=%d L=%5d %-12s %7.2f us %5.2f TB/s %5.1f%% of read\n", B, len,

@@ -451,8 +451,8 @@ PY
 
 frontcheck() {
   # The front-half builds against float64 (fusion-run exits 1 on a
-  # mismatch): each tag of fh/ (prepare.sh: main, ws, nocks, wsnocks, sm90,
-  # nocks90) at the batches that pick each GEMM variant (3: the GEMV;
+  # mismatch): each tag of fh/ (FH_TAGS, default prepare.sh's main, ws,
+  # nocks, wsnocks, sm90, nocks90) at the batches that pick each GEMM variant (3: the GEMV;
   # 16; 17 and 32: _gemm32; 40 and 64: _gemm64; 65 and 130: tiles of 64),
   # in the dtypes FH_DTYPES (default f16; bf16 not for the nocks tags);
   # then, in f16, the cluster k split's outputs compared byte for byte with
@@ -461,7 +461,7 @@ frontcheck() {
   mkdir -p /tmp/fh-logs
   say "== float64 checks of the front-half builds (kv-len 257; 0 = pass)"
   for dtype in ${FH_DTYPES:-f16}; do
-    for tag in main ws nocks wsnocks sm90 nocks90; do
+    for tag in ${FH_TAGS:-main ws nocks wsnocks sm90 nocks90}; do
       case $tag$dtype in *nocks*bf16) continue ;; esac
       local line="$tag $dtype:"
       for b in 3 16 17 32 40 64 65 130; do
