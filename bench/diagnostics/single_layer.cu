@@ -44,10 +44,12 @@
 //   loop combine  single with the combine's loads in a loop per split (the
 //           first run's; single now issues a thread's loads of every split
 //           before using them)
-//   single pfN, proj pf48  single (proj) whose producer, once it has
-//           issued all of this layer's copies, asks L2 for the first N of
-//           the CTA's 48 rows of the next layer's W (entry 50: DRAM idles
-//           during the attention chain and the layer boundary)
+//   single pfN pub / end, proj pf32  single (proj) in which each CTA asks
+//           L2 for the first N of its 48 rows of the next layer's W once it
+//           has published its rows / just before it exits (entry 50: DRAM
+//           idles during the attention chain and the layer boundary; asked
+//           by the producer once it had issued this layer's copies, the
+//           prefetch slowed every step)
 //   read    a plain 16-byte read of the same bytes, one launch per layer
 // Checks: the q/k/v rows against float64 RMSNorm + GEMV from the f16
 // inputs; the cache rows appended; the attention output against a float64
@@ -120,7 +122,7 @@ struct LayerArgs {
   float *out;              // [B, HQ, D]
   Sync *sync;
   int maxPages, preload, attention, unrolledCombine;
-  int prefetchRows; // of the CTA's next-layer rows, asked of L2 at the end
+  int prefetchRows, prefetchAtExit; // next-layer rows asked of L2, and when
 };
 
 /// Spins until done[c] == want; traps after about 4 s (a hang becomes an
@@ -203,13 +205,17 @@ __device__ void produce(const LayerArgs &a, const Item &it, const Smem &sm,
   tiles(0, first);
   stages(kWS, kStages);
   tiles(first, n);
-  // Everything of this layer is asked for: the next layer's first rows of
-  // this CTA into L2 (8 KB each, one per lane), to stream while the
-  // attention chain and the layer boundary leave DRAM idle.
+}
+
+/// Warp 0 asks L2 for the first a.prefetchRows of this CTA's rows of the
+/// next layer's W (8 KB each, one per lane), to stream while the attention
+/// chain and the layer boundary leave DRAM idle.
+__device__ void prefetchNextRows(const LayerArgs &a) {
   const uint8_t *next = reinterpret_cast<const uint8_t *>(
       a.wNext + (size_t)blockIdx.x * kRows * H);
-  for (int r = lane; r < a.prefetchRows; r += 32)
-    prefetchL2(next + (size_t)r * H * 2, H * 2);
+  if (threadIdx.x < 32)
+    for (int r = threadIdx.x; r < a.prefetchRows; r += 32)
+      prefetchL2(next + (size_t)r * H * 2, H * 2);
 }
 
 /// x[b] * gamma * rsqrt(mean(x[b]^2) + eps) at this lane's 16 columns
@@ -483,6 +489,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     stamp(2);
     publish<B>(a, sm, epoch);
     stamp(3);
+    if (!a.prefetchAtExit)
+      prefetchNextRows(a);
     if (a.attention) {
       size_t part0 = ((size_t)(it.b * HKV + it.g) * it.splits) * G;
       waitForRows(a, it.g, epoch);
@@ -506,6 +514,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   __syncthreads();
+  if (a.prefetchAtExit)
+    prefetchNextRows(a);
   if (threadIdx.x == 0) {
     __threadfence();
     stamp(7);
@@ -553,18 +563,21 @@ static std::vector<T> download(const T *p, size_t n) {
 
 /// What a launch does: `single` (the item's first tiles issued with the
 /// weights), `serial` (issued after them), `proj` (no attention); `loop
-/// combine`: single with combine's loop per split; `pfN`: the producer then
-/// asks L2 for the first N of the CTA's 48 rows of the next layer's W.
+/// combine`: single with combine's loop per split; `pfN pub` / `pfN end`:
+/// the CTA asks L2 for the first N of its 48 rows of the next layer's W once
+/// it has published its rows / before it exits.
 struct Mode {
   const char *name;
-  int preload, attention, unrolledCombine, prefetchRows;
+  int preload, attention, unrolledCombine, prefetchRows, prefetchAtExit;
 };
-constexpr Mode kSingle{"single", 1, 1, 1, 0},
-    kLoopCombine{"loop combine", 1, 1, 0, 0}, kSerial{"serial", 0, 1, 1, 0},
-    kProj{"proj", 1, 0, 1, 0}, kSinglePf16{"single pf16", 1, 1, 1, 16},
-    kSinglePf32{"single pf32", 1, 1, 1, 32},
-    kSinglePf48{"single pf48", 1, 1, 1, 48},
-    kProjPf48{"proj pf48", 1, 0, 1, 48};
+constexpr Mode kSingle{"single", 1, 1, 1, 0, 0},
+    kLoopCombine{"loop combine", 1, 1, 0, 0, 0},
+    kSerial{"serial", 0, 1, 1, 0, 0}, kProj{"proj", 1, 0, 1, 0, 0},
+    kPf16Pub{"single pf16 pub", 1, 1, 1, 16, 0},
+    kPf32Pub{"single pf32 pub", 1, 1, 1, 32, 0},
+    kPf16End{"single pf16 end", 1, 1, 1, 16, 1},
+    kPf32End{"single pf32 end", 1, 1, 1, 32, 1},
+    kProjPf32{"proj pf32", 1, 0, 1, 32, 0};
 
 /// One (B, lens) problem: kLayers copies of W and the caches (pool of the
 /// used pages shuffled, plus B spare), shared x, gamma and scratch.
@@ -645,7 +658,8 @@ struct Problem {
             m.preload,
             m.attention,
             m.unrolledCombine,
-            m.prefetchRows};
+            m.prefetchRows,
+            m.prefetchAtExit};
   }
   size_t cacheBytesRead() const { // the history's K and V bytes
     size_t t = 0;
@@ -665,9 +679,8 @@ static cudaError_t launch(const Problem &p, int layer, const Mode &m,
   attr[0].id = cudaLaunchAttributeCooperative; // refused if not co-resident
   attr[0].val.cooperative = 1;
   cfg.attrs = attr, cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, singleLayer<B>,
-                            p.args(layer, m), p.kmap[layer],
-                            p.vmap[layer]);
+  return cudaLaunchKernelEx(&cfg, singleLayer<B>, p.args(layer, m),
+                            p.kmap[layer], p.vmap[layer]);
 }
 
 static int failures = 0;
@@ -785,7 +798,7 @@ static void runChecks(int len) {
   Problem p(B, lens);
   // single twice: the counters reset.
   for (const Mode *m :
-       {&kSingle, &kSingle, &kLoopCombine, &kSerial, &kSinglePf48}) {
+       {&kSingle, &kSingle, &kLoopCombine, &kSerial, &kPf32Pub, &kPf32End}) {
     CK(cudaMemset(p.out, 0xFF, (size_t)B * HQ * D * 4));
     CK(launch<B>(p, 0, *m, 0));
     CK(cudaDeviceSynchronize());
@@ -842,8 +855,8 @@ static void runTimed(int len, int sms) {
       kLayers);
   printf("B=%d L=%5d read W %7.2f us %5.2f TB/s (the proj mode's floor)\n", B,
          len, readWUs, nw * 16.0 / readWUs / 1e6);
-  for (const Mode &m : {kSingle, kLoopCombine, kSerial, kProj, kSinglePf16,
-                        kSinglePf32, kSinglePf48, kProjPf48}) {
+  for (const Mode &m : {kSingle, kLoopCombine, kSerial, kProj, kPf16Pub,
+                        kPf32Pub, kPf16End, kPf32End, kProjPf32}) {
     float us = timeGraph(
         [&](int l, cudaStream_t s) { CK(launch<B>(p, l, m, s)); }, kLayers);
     printf("B=%d L=%5d %-12s %7.2f us %5.2f TB/s %5.1f%% of read\n", B, len,
