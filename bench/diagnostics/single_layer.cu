@@ -41,9 +41,6 @@
 //   single  the item's first 16 tiles issued with the weights
 //   serial  the same kernel issuing the tiles only after its weights
 //   proj    the projection alone (no attention)
-//   loop combine  single with the combine's loads in a loop per split (the
-//           first run's; single now issues a thread's loads of every split
-//           before using them)
 //   single pfN pub / end, proj pf32  single (proj) in which each CTA asks
 //           L2 for the first N of its 48 rows of the next layer's W once it
 //           has published its rows / just before it exits (entry 50: DRAM
@@ -121,7 +118,7 @@ struct LayerArgs {
   float *po, *pml;         // [B, HKV, splits, G, D], [.., G, 2]
   float *out;              // [B, HQ, D]
   Sync *sync;
-  int maxPages, preload, attention, unrolledCombine;
+  int maxPages, preload, attention;
   int prefetchRows, prefetchAtExit; // next-layer rows asked of L2, and when
 };
 
@@ -368,13 +365,29 @@ __device__ void attend(const LayerArgs &a, const Item &it, const Smem &sm,
                      a.pml + part * 2);
 }
 
-/// combine's merge with every load of a thread's splits issued first
-/// (splits = kCtas / (B HKV), known at compile time).
+/// The last split of (b, g) to arrive: the splits' partials and the new
+/// token (q.k_new from the q/k/v buffer) into out[b, g G .. g G + G). Each
+/// thread issues all its splits' loads before using them: one L2 round trip
+/// (entries 49-50: 3.1 us a step faster than a loop per split at B = 1).
 template <int B>
-__device__ void combineUnrolled(const LayerArgs &a, const Item &it,
-                                size_t part0, const float *snew,
-                                const __half *vn) {
-  constexpr int S = kCtas / (B * HKV);
+__device__ void combine(const LayerArgs &a, const Item &it, size_t part0,
+                        float *snew) {
+  const __half *q = a.qkv + (size_t)it.b * N + it.g * G * D,
+               *kn = a.qkv + (size_t)it.b * N + HQ * D + it.g * D,
+               *vn = kn + HKV * D;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (warp < G) {
+    float s = 0;
+    for (int d = lane; d < D; d += 32)
+      s +=
+          __half2float(__ldcg(q + warp * D + d)) * __half2float(__ldcg(kn + d));
+    for (int o = 16; o > 0; o /= 2)
+      s += __shfl_xor_sync(~0u, s, o);
+    if (lane == 0)
+      snew[warp] = s * 1.4426950408889634f / sqrtf((float)D);
+  }
+  namedBarrier(1, kWarps * 32);
+  constexpr int S = kCtas / (B * HKV); // the splits, known at compile time
   for (int i = threadIdx.x; i < G * D; i += kWarps * 32) {
     int h = i / D, d = i % D;
     float m[S], l[S], o[S];
@@ -395,52 +408,6 @@ __device__ void combineUnrolled(const LayerArgs &a, const Item &it,
         float w = exp2f(m[s] - M);
         L += w * l[s], acc += w * o[s];
       }
-    a.out[((size_t)it.b * HQ + it.g * G + h) * D + d] = acc / L;
-  }
-}
-
-/// The last split of (b, g) to arrive: the splits' partials and the new
-/// token (q.k_new from the q/k/v buffer) into out[b, g G .. g G + G). With
-/// `unrolled`, each thread issues all its splits' loads before using them
-/// (one L2 round trip), else a loop per split (one or two per split).
-template <int B>
-__device__ void combine(const LayerArgs &a, const Item &it, size_t part0,
-                        float *snew, bool unrolled) {
-  const __half *q = a.qkv + (size_t)it.b * N + it.g * G * D,
-               *kn = a.qkv + (size_t)it.b * N + HQ * D + it.g * D,
-               *vn = kn + HKV * D;
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (warp < G) {
-    float s = 0;
-    for (int d = lane; d < D; d += 32)
-      s +=
-          __half2float(__ldcg(q + warp * D + d)) * __half2float(__ldcg(kn + d));
-    for (int o = 16; o > 0; o /= 2)
-      s += __shfl_xor_sync(~0u, s, o);
-    if (lane == 0)
-      snew[warp] = s * 1.4426950408889634f / sqrtf((float)D);
-  }
-  namedBarrier(1, kWarps * 32);
-  if (unrolled) {
-    combineUnrolled<B>(a, it, part0, snew, vn);
-    return;
-  }
-  for (int i = threadIdx.x; i < G * D; i += kWarps * 32) {
-    int h = i / D, d = i % D;
-    float M = snew[h];
-    for (int s = 0; s < it.splits; ++s)
-      M = fmaxf(M, __ldcg(a.pml + ((part0 + s * G) + h) * 2));
-    float wn = exp2f(snew[h] - M), L = wn,
-          acc = wn * __half2float(__ldcg(vn + d));
-    for (int s = 0; s < it.splits; ++s) {
-      size_t p = part0 + s * G + h;
-      float m = __ldcg(a.pml + p * 2);
-      if (m == -INFINITY) // an empty split
-        continue;
-      float w = exp2f(m - M);
-      L += w * __ldcg(a.pml + p * 2 + 1);
-      acc += w * __ldcg(a.po + p * D + d);
-    }
     a.out[((size_t)it.b * HQ + it.g * G + h) * D + d] = acc / L;
   }
 }
@@ -509,7 +476,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       namedBarrier(1, kWarps * 32);
       if (lastS)
-        combine<B>(a, it, part0, snew, a.unrolledCombine);
+        combine<B>(a, it, part0, snew);
       stamp(6);
     }
   }
@@ -562,22 +529,20 @@ static std::vector<T> download(const T *p, size_t n) {
 }
 
 /// What a launch does: `single` (the item's first tiles issued with the
-/// weights), `serial` (issued after them), `proj` (no attention); `loop
-/// combine`: single with combine's loop per split; `pfN pub` / `pfN end`:
+/// weights), `serial` (issued after them), `proj` (no attention); `pfN pub`
+/// / `pfN end`:
 /// the CTA asks L2 for the first N of its 48 rows of the next layer's W once
 /// it has published its rows / before it exits.
 struct Mode {
   const char *name;
-  int preload, attention, unrolledCombine, prefetchRows, prefetchAtExit;
+  int preload, attention, prefetchRows, prefetchAtExit;
 };
-constexpr Mode kSingle{"single", 1, 1, 1, 0, 0},
-    kLoopCombine{"loop combine", 1, 1, 0, 0, 0},
-    kSerial{"serial", 0, 1, 1, 0, 0}, kProj{"proj", 1, 0, 1, 0, 0},
-    kPf16Pub{"single pf16 pub", 1, 1, 1, 16, 0},
-    kPf32Pub{"single pf32 pub", 1, 1, 1, 32, 0},
-    kPf16End{"single pf16 end", 1, 1, 1, 16, 1},
-    kPf32End{"single pf32 end", 1, 1, 1, 32, 1},
-    kProjPf32{"proj pf32", 1, 0, 1, 32, 0};
+constexpr Mode kSingle{"single", 1, 1, 0, 0}, kSerial{"serial", 0, 1, 0, 0},
+    kProj{"proj", 1, 0, 0, 0}, kPf16Pub{"single pf16 pub", 1, 1, 16, 0},
+    kPf32Pub{"single pf32 pub", 1, 1, 32, 0},
+    kPf16End{"single pf16 end", 1, 1, 16, 1},
+    kPf32End{"single pf32 end", 1, 1, 32, 1},
+    kProjPf32{"proj pf32", 1, 0, 32, 0};
 
 /// One (B, lens) problem: kLayers copies of W and the caches (pool of the
 /// used pages shuffled, plus B spare), shared x, gamma and scratch.
@@ -657,7 +622,6 @@ struct Problem {
             maxPages,
             m.preload,
             m.attention,
-            m.unrolledCombine,
             m.prefetchRows,
             m.prefetchAtExit};
   }
@@ -797,8 +761,7 @@ static void runChecks(int len) {
     lens[b] = std::max(0, len - 5 * b);
   Problem p(B, lens);
   // single twice: the counters reset.
-  for (const Mode *m :
-       {&kSingle, &kSingle, &kLoopCombine, &kSerial, &kPf32Pub, &kPf32End}) {
+  for (const Mode *m : {&kSingle, &kSingle, &kSerial, &kPf32Pub, &kPf32End}) {
     CK(cudaMemset(p.out, 0xFF, (size_t)B * HQ * D * 4));
     CK(launch<B>(p, 0, *m, 0));
     CK(cudaDeviceSynchronize());
@@ -855,8 +818,8 @@ static void runTimed(int len, int sms) {
       kLayers);
   printf("B=%d L=%5d read W %7.2f us %5.2f TB/s (the proj mode's floor)\n", B,
          len, readWUs, nw * 16.0 / readWUs / 1e6);
-  for (const Mode &m : {kSingle, kLoopCombine, kSerial, kProj, kPf16Pub,
-                        kPf32Pub, kPf16End, kPf32End, kProjPf32}) {
+  for (const Mode &m : {kSingle, kSerial, kProj, kPf16Pub, kPf32Pub, kPf16End,
+                        kPf32End, kProjPf32}) {
     float us = timeGraph(
         [&](int l, cudaStream_t s) { CK(launch<B>(p, l, m, s)); }, kLayers);
     printf("B=%d L=%5d %-12s %7.2f us %5.2f TB/s %5.1f%% of read\n", B, len,

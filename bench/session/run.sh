@@ -452,16 +452,17 @@ PY
 frontcheck() {
   # The front-half builds against float64 (fusion-run exits 1 on a
   # mismatch): each tag of fh/ (FH_TAGS, default prepare.sh's main, ws,
-  # nocks, wsnocks, sm90, nocks90) at the batches that pick each GEMM variant (3: the GEMV;
-  # 16; 17 and 32: _gemm32; 40 and 64: _gemm64; 65 and 130: tiles of 64),
-  # in the dtypes FH_DTYPES (default f16; bf16 not for the nocks tags);
-  # then, in f16, the cluster k split's outputs compared byte for byte with
-  # the workspace combine's (--cluster-k-split=false).
-  local tag dtype b r
+  # nocks, wsnocks, sm90, nocks90) at the batches that pick each GEMM
+  # variant (3: the GEMV; 16; 17 and 32: _gemm32; 40 and 64: _gemm64; 65
+  # and 130: tiles of 64), in the dtypes FH_DTYPES (default f16; bf16 not
+  # for the nocks tags); then, in f16, the cluster k split's outputs
+  # compared byte for byte with the workspace combine's
+  # (--cluster-k-split=false), for each pair of tags that both ran.
+  local tags=" ${FH_TAGS:-main ws nocks wsnocks sm90 nocks90} " tag dtype b r
   mkdir -p /tmp/fh-logs
   say "== float64 checks of the front-half builds (kv-len 257; 0 = pass)"
   for dtype in ${FH_DTYPES:-f16}; do
-    for tag in ${FH_TAGS:-main ws nocks wsnocks sm90 nocks90}; do
+    for tag in $tags; do
       case $tag$dtype in *nocks*bf16) continue ;; esac
       local line="$tag $dtype:"
       for b in 3 16 17 32 40 64 65 130; do
@@ -472,9 +473,11 @@ frontcheck() {
       say "$line"
     done
   done
-  [ -f /tmp/fh-main-f16-16.safetensors ] || return 0
-  say "== cluster k split against the workspace path, byte for byte"
   for pair in main:nocks ws:wsnocks sm90:nocks90; do
+    case " ${FH_DTYPES:-f16} " in *" f16 "*) ;; *) break ;; esac
+    case $tags in *" ${pair%%:*} "*) ;; *) continue ;; esac
+    case $tags in *" ${pair##*:} "*) ;; *) continue ;; esac
+    say "== cluster k split against the workspace path, byte for byte: $pair"
     for b in 16 17 40 65 130; do
       r=$(same_outputs "/tmp/fh-${pair%%:*}-f16-$b.safetensors" \
         "/tmp/fh-${pair##*:}-f16-$b.safetensors" 2>&1 | tail -1)
