@@ -12,9 +12,10 @@
 // TMA and bulk rings tie or lose, the CTA ring is not emitted). Entry 50
 // (H100): per-warp rings with more tiles in flight per SM gain nothing, the
 // TMA ring gains 4-5% from batch 16; variants() now times it with 8
-// consumer warps against today's per-warp ring. The bulk fill, the
-// copy-only rings and the other per-warp shapes are kept for reruns of
-// entries 47 and 50 (add them to variants()).
+// consumer warps against today's per-warp ring. Entry 51: `tma S16 W4` is
+// emitted (opt-in, --attention-cta-ring; Kernels/AttentionMma.cpp). The
+// bulk fill, the copy-only rings and the other per-warp shapes are kept
+// for reruns of entries 47 and 50 (add them to variants()).
 //
 // Shape: Llama-3-8B (32 query heads, 8 KV heads, head_dim 128, f16), pages
 // of 16 tokens, caches [pool pages, 16, HKV, D], block table [B, maxPages]

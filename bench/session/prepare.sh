@@ -14,7 +14,8 @@
 # --whole-model); engine-models/ the tiny models of the engine's GPU tests;
 # check/ the 8B shape's first two layers for
 # test/gpu/check_model.py; checksmol/, proj/ and attention/ for run.sh
-# kernels; fh/ the 8B front half per opt-in flag for run.sh frontcheck; the
+# kernels (attention-ring/: check_attention.py's configurations with the
+# CTA ring); fh/ the 8B front half per opt-in flag for run.sh frontcheck; the
 # config.json files, a 512-token prompt; the runtime and Python package
 # sources of each branch (git archive: the branches differ in the runtime
 # only), GoogleTest's sources, nlohmann-json, the diagnostics; and in
@@ -85,10 +86,15 @@ cp "$out/smol.manifest.json" "$out/checksmol/smol.decode.manifest.json"
 CHIP=$chip scripts/snapshot.sh "$out/proj" >/dev/null
 rm "$out"/proj/llama3_8b_32layers.* "$out"/proj/*.mlir
 python3 test/gpu/check_attention.py --emit "$out/attention" >/dev/null
+# The same configurations with the CTA-wide TMA ring (run.sh attention
+# attention-ring).
+python3 test/gpu/check_attention.py --emit "$out/attention-ring" \
+  --emit-flags="--chip=sm_90a --attention-cta-ring" >/dev/null
 # The Llama-3-8B front half for run.sh frontcheck / frontab, one build per
 # flag set (fh/TAG): main (this chip's default), ws
 # (--warp-specialized-gemm), nocks (--cluster-k-split=false: the workspace
-# combine), wsnocks (both), and on sm_90 sm90 and nocks90; the unfused
+# combine), wsnocks (both), ring (--attention-cta-ring), and on sm_90 sm90
+# and nocks90; the unfused
 # builds only where they serve bench.py.
 front_half() {
   CHIP=$2 COMPILE_FLAGS=${3:-} bench/compile.sh "$out/fh/$1" >/dev/null
@@ -99,6 +105,7 @@ front_half main "$chip"
 front_half ws sm_90a --warp-specialized-gemm
 front_half nocks sm_90a --cluster-k-split=false
 front_half wsnocks sm_90a "--warp-specialized-gemm --cluster-k-split=false"
+front_half ring sm_90a --attention-cta-ring
 front_half sm90 sm_90
 front_half nocks90 sm_90 --cluster-k-split=false
 

@@ -46,6 +46,8 @@
 #           (diagnostics/empty_kernels.py), as `run.sh empty [MODEL]`
 #   timeline  step_timeline.py with each branch's Python package: the GPU
 #           timeline between SmolLM2's decode steps at B=1 and 16 (BATCHES)
+#   attention  check_attention.py (plain and --sanitize) on attention/ or
+#           the directory named (attention-ring: the CTA-wide TMA ring)
 #   frontcheck  the Llama-3-8B front-half builds of fh/ (one per flag
 #           set) against float64 at the batches of each GEMM variant, the
 #           cluster k split byte for byte against the workspace combine
@@ -307,32 +309,20 @@ kernels() {
       --only "$m" >"$out/check_kernels_$m.txt" 2>&1
     say "$m exit $?: $(grep -E 'checks passed' "$out/check_kernels_$m.txt")"
   done
-  for flag in "" --sanitize; do
-    PYTHONPATH=/tmp/fusionpkg timeout 150 python3 "$py/check_attention.py" \
-      --ptx-dir "$s/attention" $flag >"$out/check_attention$flag.txt" 2>&1
-    say "check_attention.py $flag exit $?: $(tail -1 "$out/check_attention$flag.txt")"
-  done
+  attention
 }
 
-ncu_gemm() {
-  # Where the 8B shape's B=16 batch kernels stall (performance.md entry 23:
-  # 2.2-3.1 TB/s): warp states and per-SASS-line source counters of the
-  # first layer's o_proj, gate/up and down_proj _gemm16 kernels.
-  local tool
-  tool=/tmp/rt-$(first)/tools/fusion-generate
-  say "== ncu, 8B shape B=16 _gemm16 (k3 o_proj, k4 gate/up, k5 down)"
-  local args=(--model "$s/l8" --checkpoint "$s/cfg/l8" --random-weights 1
-    --ids "1 2 3 4" --batch 16 --max-new-tokens 2 --no-graph)
-  ncu --clock-control none --kernel-name regex:'k[345]_.*_gemm16' --launch-count 3 \
-    --section SpeedOfLight --section MemoryWorkloadAnalysis \
-    --section WarpStateStats --section Occupancy \
-    "$tool" "${args[@]}" >"$out/ncu_gemm16.txt" 2>&1
-  grep -iE "_gemm16|Duration|DRAM Throughput|stall|Achieved Occupancy" \
-    "$out/ncu_gemm16.txt" | head -60 | tee -a "$log"
-  ncu --clock-control none --kernel-name regex:'k4_.*_gemm16' --launch-count 1 \
-    --section SourceCounters --page source --print-source sass --csv \
-    "$tool" "${args[@]}" >"$out/ncu_gate_up_sass.csv" 2>&1
-  say "ncu: $(wc -l <"$out/ncu_gate_up_sass.csv") lines of gate/up SASS counters"
+attention() {
+  # check_attention.py, plain and --sanitize (one small configuration), on
+  # prepare.sh's attention/ or the directory named (attention-ring: the
+  # CTA-wide TMA ring).
+  fusion_package
+  local py="$s/src/$(first_name)/test/gpu" dir=${1:-attention} flag
+  for flag in "" --sanitize; do
+    PYTHONPATH=/tmp/fusionpkg timeout 150 python3 "$py/check_attention.py" \
+      --ptx-dir "$s/$dir" $flag >"$out/check_$dir$flag.txt" 2>&1
+    say "check_attention.py $dir $flag exit $?: $(tail -1 "$out/check_$dir$flag.txt")"
+  done
 }
 
 sanitize() {
@@ -489,9 +479,10 @@ frontcheck() {
 
 frontsan() {
   # compute-sanitizer memcheck, synccheck and racecheck of the fh/
-  # builds' _gemm kernels (FH_TAGS, default main ws) at 40 and 65 tokens
-  # (_gemm64, one and two token tiles), each run at most 150 s (FH_BATCHES,
-  # FH_TOOLS choose fewer).
+  # builds' _gemm kernels (FH_TAGS, default main ws; FH_KERNELS another
+  # --kernel-name filter, e.g. kns=_mma for the attention's tensor-core
+  # variant) at 40 and 65 tokens (_gemm64, one and two token tiles), each
+  # run at most 150 s (FH_BATCHES, FH_TOOLS choose fewer).
   local tag b tool
   mkdir -p /tmp/fh-logs
   for tag in ${FH_TAGS:-main ws}; do
@@ -505,14 +496,15 @@ frontsan() {
 }
 
 # fh_run_sanitized TAG B TOOL: compute-sanitizer TOOL on the _gemm kernels
-# of one f16 fusion-run step (its float64 check still decides the exit).
+# (FH_KERNELS) of one f16 fusion-run step (its float64 check still decides
+# the exit).
 fh_run_sanitized() {
   local p=$s/fh/$1/llama3_8b.f16.decode f=/tmp/fh-logs/san-$1-$3-b$2.txt
   local clusters=()
   # racecheck cannot run cluster launches: it checks the global combines.
   [ "$3" = racecheck ] && clusters=(--no-clusters)
   fh_build || return 1
-  timeout 150 compute-sanitizer --tool "$3" --kernel-name kns=_gemm --error-exitcode 3 \
+  timeout 150 compute-sanitizer --tool "$3" --kernel-name "${FH_KERNELS:-kns=_gemm}" --error-exitcode 3 \
     /tmp/rt-fh/tools/fusion-run --ptx "$p.ptx" --manifest "$p.manifest.json" \
     --batch "$2" --kv-len 257 --iters 0 "${clusters[@]}" >"$f" 2>&1
   say "compute-sanitizer $3 $1 B=$2: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1))"
@@ -576,8 +568,9 @@ kerneltimes) kerneltimes ;;
 timeline) timeline ;;
 empty) empty "${2:-smol}" ;;
 diag) shift; diag "$@" ;;
+attention) attention "${2:-}" ;;
 frontcheck) frontcheck ;;
 frontsan) frontsan ;;
 frontab) frontab ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|timeline|empty [smol|l8]|diag [NAME...]|frontcheck|frontsan|frontab" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|timeline|empty [smol|l8]|diag [NAME...]|attention [DIR]|frontcheck|frontsan|frontab" >&2; exit 2 ;;
 esac

@@ -42,7 +42,7 @@ std::vector<CUtensorMap> encodeTensorMaps(const LaunchPlan &plan) {
     tensor.address = plan.tensorMapTarget(static_cast<int>(i));
     tensor.rows =
         static_cast<uint64_t>(plan.tensorMapRows(static_cast<int>(i)));
-    tensor.cols = static_cast<uint64_t>(t.shape[1].value);
+    tensor.cols = static_cast<uint64_t>(t.cols());
     tensor.rowBytes =
         tensor.cols * static_cast<uint64_t>(elemTypeSize(t.dtype));
     tensor.boxRows = static_cast<uint32_t>(t.spec.boxRows);

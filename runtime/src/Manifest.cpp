@@ -334,13 +334,25 @@ Binding parseSource(const Node &n) {
 /// Largest TMA box dimension (elements): cuTensorMapEncodeTiled's bound.
 constexpr int64_t kMaxTensorMapBox = 256;
 
+/// Whether `shape` is one a tensor map reads (contract::TensorMapSpec): a
+/// 2-D [rows, cols], rows a constant or "batch" and cols a constant, or a
+/// KV cache ["num_pages", P, Hkv, D] of constants after num_pages.
+bool isTensorMapShape(const std::vector<Dim> &shape) {
+  if (shape.size() == 2)
+    return !shape[1].isSymbol() &&
+           (!shape[0].isSymbol() || shape[0].symbol == contract::dim::kBatch);
+  if (shape.size() != 4 || shape[0].symbol != contract::dim::kNumPages)
+    return false;
+  return std::none_of(shape.begin() + 1, shape.end(),
+                      [](const Dim &d) { return d.isSymbol(); });
+}
+
 /// The "tensor_map" object `n` of a tensor_map parameter of `dtype` and
 /// `shape` (its "of" and role are checked against the kernel by
 /// checkTensorMapOf): a box of [1..256] x [1..256] elements whose row is the
-/// swizzle span (box_cols * element bytes == swizzle_bytes == 128), over a
-/// 2-D f16/bf16 shape [rows, cols], rows a constant or "batch" (an
-/// activation's: contract::TensorMapSpec), cols a constant whose bytes are a
-/// multiple of 16 (TMA's global stride rule).
+/// swizzle span (box_cols * element bytes == swizzle_bytes == 128), over an
+/// f16/bf16 shape isTensorMapShape accepts, whose 2-D view's row bytes are
+/// a multiple of 16 (TMA's global stride rule).
 contract::TensorMapSpec parseTensorMap(const Node &n, ElemType dtype,
                                        const std::vector<Dim> &shape) {
   n.expectObject();
@@ -348,15 +360,19 @@ contract::TensorMapSpec parseTensorMap(const Node &n, ElemType dtype,
   if (dtype != ElemType::F16 && dtype != ElemType::BF16)
     n.fail("tensor maps describe f16 or bf16 tensors, not " +
            std::string(elemTypeName(dtype)));
-  if (shape.size() != 2 || shape[1].isSymbol() ||
-      (shape[0].isSymbol() && shape[0].symbol != contract::dim::kBatch))
+  if (!isTensorMapShape(shape))
     n.fail("tensor maps describe a 2-D [rows, cols] tensor, rows a constant "
-           "or \"batch\" and cols a constant, not " +
+           "or \"batch\" and cols a constant, or a KV cache [\"num_pages\", "
+           "P, Hkv, D] of constants, not " +
            shapeString(shape));
-  if (shape[1].value * elem % 16 != 0)
+  int64_t cols = 1;
+  for (size_t d = contract::tensorMapRowDims(shape.size()); d < shape.size();
+       ++d)
+    cols *= shape[d].value;
+  if (cols * elem % 16 != 0)
     n.fail("rows of " + shapeString(shape) + " " +
            std::string(elemTypeName(dtype)) + " are " +
-           std::to_string(shape[1].value * elem) +
+           std::to_string(cols * elem) +
            " bytes, not a multiple of 16 (TMA's global stride rule)");
   contract::TensorMapSpec spec;
   spec.of = n.at("of").asInt(0, std::numeric_limits<int>::max());
@@ -794,7 +810,8 @@ void checkParamBinding(const Node &pn, ManifestParam &p, int &outputs) {
 /// Checks that tensor map `p` (at `pn`) of kernel `k` describes an input of
 /// `k` whose role its own role names (contract::tensorMapTargetRoles:
 /// weight_map a weight or qkv_weight, input_map the input, residual_map the
-/// residual) and has the map's dtype and shape.
+/// residual, key_cache_map / value_cache_map the cache) and has the map's
+/// dtype and shape.
 void checkTensorMapOf(const Node &pn, const ManifestKernel &k,
                       const ManifestParam &p) {
   Node of = pn.at("tensor_map").at("of");

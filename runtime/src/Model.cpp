@@ -324,11 +324,26 @@ uint64_t LaunchPlan::tensorMapTarget(int i) const {
              : internalAddress_[target.index];
 }
 
+int64_t TensorMapSlot::cols() const {
+  int64_t n = 1;
+  for (size_t d = contract::tensorMapRowDims(shape.size()); d < shape.size();
+       ++d)
+    n *= shape[d].value;
+  return n;
+}
+
 int64_t LaunchPlan::tensorMapRows(int i) const {
   const TensorMapSlot &t = model_->tensorMaps().at(i);
-  const int64_t rows =
-      t.shape.at(0).evaluate(capacity_.symbols(model_->maxSplits()));
-  const int64_t cols = t.shape.at(1).value;
+  int64_t rows = 1;
+  for (size_t d = 0; d < contract::tensorMapRowDims(t.shape.size()); ++d)
+    rows *= t.shape[d].evaluate(capacity_.symbols(model_->maxSplits()));
+  const int64_t cols = t.cols();
+  if (rows > std::numeric_limits<int32_t>::max())
+    throwInvalidArgument("LaunchPlan::tensorMapRows: ", t.label, " covers ",
+                         rows, " rows (", shapeString(t.shape), " at capacity ",
+                         capacityString(capacity_),
+                         "); TMA row coordinates are i32, so at most ",
+                         std::numeric_limits<int32_t>::max());
   const ParamSource &target = t.target;
   const bool argument = target.kind == ParamSource::Kind::Argument;
   if (tensorMapTarget(i) == 0)

@@ -146,10 +146,12 @@ TEST(ContractTest, RoleVocabularies) {
 // Each tensor-map role describes inputs of its own roles (docs/abi.md 3.3).
 TEST(ContractTest, TensorMapRolesNameTheirInputs) {
   const RoleList maps = paramRoles(ParamKind::TensorMap);
-  EXPECT_EQ(maps.size(), 3u);
+  EXPECT_EQ(maps.size(), 5u);
   EXPECT_TRUE(maps.contains("weight_map"));
   EXPECT_TRUE(maps.contains("input_map"));
   EXPECT_TRUE(maps.contains("residual_map"));
+  EXPECT_TRUE(maps.contains("key_cache_map"));
+  EXPECT_TRUE(maps.contains("value_cache_map"));
   EXPECT_FALSE(maps.contains("input"));
   auto targets = [](std::string_view map) {
     std::vector<std::string_view> roles;
@@ -161,12 +163,21 @@ TEST(ContractTest, TensorMapRolesNameTheirInputs) {
   EXPECT_EQ(targets("weight_map"), (Roles{"weight", "qkv_weight"}));
   EXPECT_EQ(targets("input_map"), Roles{"input"});
   EXPECT_EQ(targets("residual_map"), Roles{"residual"});
+  EXPECT_EQ(targets("key_cache_map"), Roles{"key_cache"});
+  EXPECT_EQ(targets("value_cache_map"), Roles{"value_cache"});
   EXPECT_EQ(targets("input"), Roles{});
   EXPECT_EQ(targets(""), Roles{});
   // Every target is an input role.
   for (std::string_view map : maps)
     for (std::string_view r : tensorMapTargetRoles(map))
       EXPECT_TRUE(paramRoles(ParamKind::Input).contains(r)) << map << r;
+}
+
+// A tensor map reads a KV cache [num_pages, P, Hkv, D] as [num_pages * P,
+// Hkv * D] (a row per token slot) and any other input as its own 2-D shape.
+TEST(ContractTest, TensorMapRowDimensions) {
+  EXPECT_EQ(tensorMapRowDims(4), 2u);
+  EXPECT_EQ(tensorMapRowDims(2), 1u);
 }
 
 // FNV-1a 64 test vectors (Fowler/Noll/Vo reference: the empty string is the

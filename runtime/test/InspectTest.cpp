@@ -1,6 +1,7 @@
 //===- InspectTest.cpp - fusion-run --inspect's launch plan ---------------===//
 
 #include "ActivationMaps.h"
+#include "CacheMaps.h"
 #include "TestUtil.h"
 
 #include "fusion/tooling/Inspect.h"
@@ -89,6 +90,23 @@ TEST(Inspect, ActivationMapsAtCapacity) {
   EXPECT_CONTAINS(os.str(), "param 15 \"residual_map\" of param 2 "
                             "\"residual\": f16[batch, 64] = [4, 64] in boxes "
                             "[16, 64], 128-byte swizzle, at +256\n");
+}
+
+// A cache's map (CacheMaps.h) over every token slot of the pool: 16 pages
+// of 4 slots, rows of 2 KV heads x 16.
+TEST(Inspect, CacheMapsOverThePool) {
+  Model model(
+      Manifest::parse(withCacheMaps(nlohmann::json::parse(readText(
+                                        dataPath("tiny_decode.manifest.json"))))
+                          .dump(),
+                      "m.json"));
+  std::ostringstream os;
+  printPlan(os, model, Capacity{4, 3, 16}, 2);
+  EXPECT_CONTAINS(os.str(), "    kernel 1 (decode_layer_k1_decode_attention) "
+                            "param 9 \"key_cache_map\" of param 1 "
+                            "\"key_cache\": f16[num_pages, 4, 2, 16] = [64, "
+                            "32] in boxes [16, 64], 128-byte swizzle, at "
+                            "+128\n");
 }
 
 } // namespace

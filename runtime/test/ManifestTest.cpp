@@ -4,6 +4,7 @@
 #include "fusion/runtime/Error.h"
 
 #include "ActivationMaps.h"
+#include "CacheMaps.h"
 #include "TestUtil.h"
 
 #include <nlohmann/json.hpp>
@@ -962,7 +963,8 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
        "kernels[0].params[13].tensor_map.of: tensor map \"weight_map\" of "
        "kernel 0 (decode_layer_k0_fused) describes input 0 \"input\"; each "
        "map role describes inputs of its roles (weight_map: \"weight\" or "
-       "\"qkv_weight\"; input_map: \"input\"; residual_map: \"residual\")"},
+       "\"qkv_weight\"; input_map: \"input\"; residual_map: \"residual\"; "
+       "key_cache_map: \"key_cache\"; value_cache_map: \"value_cache\")"},
       {"another dtype than the weight",
        [&](json &j) { map(j)["dtype"] = "bf16"; },
        "kernels[0].params[13].tensor_map.of: tensor map \"weight_map\" of "
@@ -981,18 +983,34 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
          map(j)["shape"] = {2, 64, 64};
        },
        "tensor maps describe a 2-D [rows, cols] tensor, rows a constant or "
-       "\"batch\" and cols a constant, not [2, 64, 64]"},
+       "\"batch\" and cols a constant, or a KV cache [\"num_pages\", P, Hkv, "
+       "D] of constants, not [2, 64, 64]"},
+      {"a cache of run-time page size",
+       [&](json &j) {
+         map(j)["shape"] = {"num_pages", "batch", 2, 16};
+       },
+       "a KV cache [\"num_pages\", P, Hkv, D] of constants, not [num_pages, "
+       "batch, 2, 16]"},
+      {"a cache of batch pages",
+       [&](json &j) {
+         map(j)["shape"] = {"batch", 4, 2, 16};
+       },
+       "of constants, not [batch, 4, 2, 16]"},
+      {"cache rows not a multiple of 16 bytes",
+       [&](json &j) {
+         map(j)["shape"] = {"num_pages", 4, 1, 4};
+       },
+       "rows of [num_pages, 4, 1, 4] f16 are 8 bytes, not a multiple of 16"},
       {"rows of another run-time size",
        [&](json &j) {
          map(j)["shape"] = {"max_pages", 64};
        },
-       "rows a constant or \"batch\" and cols a constant, not "
-       "[max_pages, 64]"},
+       "of constants, not [max_pages, 64]"},
       {"run-time columns",
        [&](json &j) {
          map(j)["shape"] = {128, "batch"};
        },
-       "rows a constant or \"batch\" and cols a constant, not [128, batch]"},
+       "of constants, not [128, batch]"},
       {"batch rows of a weight",
        [&](json &j) {
          map(j)["shape"] = {"batch", 64};
@@ -1049,8 +1067,8 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
        "describe a tensor map"},
       {"another role", [&](json &j) { map(j)["role"] = "weight"; },
        "kernels[0].params[13].role: unknown role \"weight\" for an "
-       "tensor_map parameter (expected \"weight_map\", \"input_map\" or "
-       "\"residual_map\")"},
+       "tensor_map parameter (expected \"weight_map\", \"input_map\", "
+       "\"residual_map\", \"key_cache_map\" or \"value_cache_map\")"},
       {"after a scalar",
        [](json &j) {
          json &params = j["kernels"][0]["params"];
@@ -1069,6 +1087,39 @@ TEST(Manifest, TensorMapErrorsNameTheKernelAndParam) {
     EXPECT_CONTAINS(msg, "m.json: ");
     EXPECT_CONTAINS(msg, c.expected);
   }
+}
+
+// The maps of the caches (CacheMaps.h): kernel 1's key_cache_map (param 9)
+// describes param 1, the key cache, and its value_cache_map (param 10)
+// param 2, both f16 ["num_pages", 4, 2, 16] like the caches. A cache map
+// of the other cache, or of another shape, is refused.
+TEST(Manifest, ParsesCacheTensorMaps) {
+  Manifest m = parseJson(withCacheMaps(tinyJson()));
+  const std::vector<ManifestParam> &params = m.kernels[1].params;
+  ASSERT_EQ(params.size(), 14u);
+  const ManifestParam &k = params[9], &v = params[10];
+  EXPECT_EQ(k.kind, ParamKind::TensorMap);
+  EXPECT_EQ(k.role, "key_cache_map");
+  EXPECT_EQ(shapeString(k.shape), "[num_pages, 4, 2, 16]");
+  ASSERT_TRUE(k.tensorMap.has_value());
+  EXPECT_EQ(k.tensorMap->of, 1);
+  EXPECT_EQ(k.tensorMap->boxRows, 16);
+  EXPECT_EQ(k.tensorMap->boxCols, 64);
+  EXPECT_EQ(v.role, "value_cache_map");
+  ASSERT_TRUE(v.tensorMap.has_value());
+  EXPECT_EQ(v.tensorMap->of, 2);
+
+  json swapped = withCacheMaps(tinyJson());
+  swapped["kernels"][1]["params"][9]["tensor_map"]["of"] = 2;
+  EXPECT_CONTAINS(EXPECT_THROW_MSG(FormatError, parseJson(swapped)),
+                  "tensor map \"key_cache_map\" of kernel 1 "
+                  "(decode_layer_k1_decode_attention) describes input 2 "
+                  "\"value_cache\"");
+  json other = withCacheMaps(tinyJson());
+  other["kernels"][1]["params"][9]["shape"] = {"num_pages", 4, 1, 32};
+  EXPECT_CONTAINS(EXPECT_THROW_MSG(FormatError, parseJson(other)),
+                  "is f16[num_pages, 4, 1, 32] but input 1 \"key_cache\" is "
+                  "f16[num_pages, 4, 2, 16]");
 }
 
 // The maps of a warp-specialised projection's activation inputs
@@ -1119,7 +1170,8 @@ TEST(Manifest, ActivationMapErrorsNameTheRoles) {
   const std::string pairs =
       "; each map role describes inputs of its roles (weight_map: \"weight\" "
       "or \"qkv_weight\"; input_map: \"input\"; residual_map: "
-      "\"residual\")";
+      "\"residual\"; key_cache_map: \"key_cache\"; value_cache_map: "
+      "\"value_cache\")";
   const Case cases[] = {
       {"an input_map of the weight",
        [&](json &j) {

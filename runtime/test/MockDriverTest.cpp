@@ -18,6 +18,7 @@
 #include "fusion/runtime/File.h"
 
 #include "ActivationMaps.h"
+#include "CacheMaps.h"
 #include "EngineMock.h"
 #include "TestUtil.h"
 #include "TinyStep.h"
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 
 using namespace fusion::runtime;
@@ -200,6 +202,15 @@ std::vector<cuda::DeviceBuffer> bindTinyArguments(const cuda::Context &context,
   for (size_t i = 0; i < args.size(); ++i)
     step.bind(static_cast<int>(i), args[i]);
   return args;
+}
+
+/// The model of the tiny manifest as `edit` changes it, for `ptx` (the tiny
+/// PTX changed to match: its fingerprint is set to `ptx`'s).
+Model editedModel(const std::function<json(json)> &edit,
+                  const std::string &ptx) {
+  json j = edit(json::parse(readText(dataPath("tiny_decode.manifest.json"))));
+  j["ptx_fnv1a64"] = ptxFingerprintHex(ptx);
+  return Model(Manifest::parse(j.dump(), "edited.manifest.json"));
 }
 
 /// The tiny manifest with its 16-token GEMM variant as 4 CTAs split over k
@@ -828,14 +839,9 @@ TEST_F(MockDriver, RunOnTensorsEncodesATablePerWeight) {
 TEST_F(MockDriver, EncodesActivationMapsOverTheBuffersRows) {
   const std::string ptx =
       withActivationMapParams(readPtx(dataPath("tiny_decode.ptx")));
-  json j = withActivationMaps(
-      json::parse(readText(dataPath("tiny_decode.manifest.json"))));
-  j["ptx_fnv1a64"] = ptxFingerprintHex(ptx);
-  Model maps(Manifest::parse(j.dump(), "maps.manifest.json"));
+  Model maps = editedModel([](json j) { return withActivationMaps(j); }, ptx);
   DecodeStep s(*context, maps, ptx, "maps.ptx", Capacity{4, 1, 4});
-  std::vector<cuda::DeviceBuffer> args = tinyArguments(*context, s, 1);
-  for (size_t i = 0; i < args.size(); ++i)
-    s.bind(static_cast<int>(i), args[i]);
+  std::vector<cuda::DeviceBuffer> args = bindTinyArguments(*context, s);
   EXPECT_EQ(args[0].bytes(), 4u * 64 * 2); // x: 4 rows of 64 f16
   takeTensorMaps();
 
@@ -878,6 +884,49 @@ TEST_F(MockDriver, EncodesActivationMapsOverTheBuffersRows) {
                                   qkvWeightMap(t.arguments[3].address),
                                   activationMap(t.arguments[0].address, 2),
                                   activationMap(t.arguments[1].address, 2)}));
+}
+
+// A kernel 1 that also maps the caches (CacheMaps.h): k_cache and v_cache
+// (arguments 7 and 8), f16 ["num_pages", 4, 2, 16], each encoded as the
+// 2-D [num_pages * 4, 32] it reads: dims {32, 16} for 4 pages, the row
+// stride 32 * 2 bytes, boxes of 64 columns by 16 token slots. Encoded once
+// for the bound caches, and again when a cache is bound elsewhere.
+TEST_F(MockDriver, EncodesCacheMapsOverThePool) {
+  const std::string ptx =
+      withCacheMapParams(readPtx(dataPath("tiny_decode.ptx")));
+  Model maps = editedModel([](json j) { return withCacheMaps(j); }, ptx);
+  DecodeStep s(*context, maps, ptx, "maps.ptx", Capacity{4, 1, 4});
+  std::vector<cuda::DeviceBuffer> args = bindTinyArguments(*context, s);
+  EXPECT_EQ(args[7].bytes(), 4u * 4 * 2 * 16 * 2); // 4 pages of 4 slots
+  takeTensorMaps();
+  auto cacheMap = [](uint64_t address) {
+    std::vector<uint64_t> map = qkvWeightMap(address);
+    map[3] = 32;     // dims[0]: 2 KV heads x 16
+    map[4] = 4 * 4;  // dims[1]: 4 pages x 4 token slots
+    map[5] = 32 * 2; // the row stride in bytes
+    map[7] = 16;     // box[1]: 16 token slots
+    return map;
+  };
+  s.run(StepShape{1, 1, 1}, TinyInputs(1, 1).view());
+  EXPECT_EQ(takeTensorMaps(),
+            (std::vector<std::vector<uint64_t>>{qkvWeightMap(args[3].get()),
+                                                cacheMap(args[7].get()),
+                                                cacheMap(args[8].get())}));
+  const uint64_t table = s.plan().tensorMapAddress(0);
+  EXPECT_EQ(descriptorAt(table + 128), cacheMap(args[7].get()));
+  std::vector<PreparedLaunch> l = s.plan().prepare(StepShape{3, 1, 1});
+  EXPECT_EQ(l[1].args[9].pointer, table + 128);
+  EXPECT_EQ(l[1].args[10].pointer, table + 256);
+  s.runGraph(StepShape{2, 1, 1}, TinyInputs(2, 1).view());
+  EXPECT_TRUE(takeTensorMaps().empty());
+
+  cuda::DeviceBuffer other(args[7].bytes(), "other k_cache");
+  s.bind(7, other);
+  s.run(StepShape{1, 1, 1}, TinyInputs(1, 1).view());
+  EXPECT_EQ(takeTensorMaps(),
+            (std::vector<std::vector<uint64_t>>{qkvWeightMap(args[3].get()),
+                                                cacheMap(other.get()),
+                                                cacheMap(args[8].get())}));
 }
 
 TEST_F(MockDriver, TensorMapErrorsNameTheKernelAndParam) {

@@ -4,6 +4,7 @@
 #include "fusion/runtime/Error.h"
 
 #include "ActivationMaps.h"
+#include "CacheMaps.h"
 #include "TestUtil.h"
 
 #include <functional>
@@ -871,6 +872,51 @@ TEST(LaunchPlan, ActivationMapsCoverTheCapacitysRows) {
     EXPECT_TRUE(l[0].args[16].isScalar);
     EXPECT_EQ(l[0].args[16].scalar, 1); // batch
   }
+}
+
+// The maps of the caches (CacheMaps.h): arguments 7 and 8, ["num_pages",
+// 4, 2, 16], each a slot after the weight's. A map reads its cache as
+// [num_pages * 4, 2 * 16]: every token slot of the pool the plan sizes
+// (and bindArgument requires of) the cache for. Rows of 2^31 and more do
+// not fit the kernel's i32 coordinates.
+TEST(LaunchPlan, CacheMapsCoverEveryTokenSlotOfThePool) {
+  Model m(Manifest::parse(withCacheMaps(json::parse(readText(dataPath(
+                                            "tiny_decode.manifest.json"))))
+                              .dump(),
+                          "m.json"));
+  ASSERT_EQ(m.tensorMaps().size(), 3u);
+  const TensorMapSlot &k = m.tensorMaps()[1], &v = m.tensorMaps()[2];
+  EXPECT_EQ(k.label, "kernel 1 (decode_layer_k1_decode_attention) param 9 "
+                     "\"key_cache_map\" of param 1 \"key_cache\"");
+  EXPECT_EQ(k.target.kind, ParamSource::Kind::Argument);
+  EXPECT_EQ(k.target.index, 7);
+  EXPECT_EQ(v.target.index, 8);
+  EXPECT_EQ(k.cols(), 32);
+  EXPECT_EQ(m.tensorMaps()[0].cols(), 64); // the weight's [128, 64]
+  EXPECT_EQ(m.paramSources(1)[9].kind, ParamSource::Kind::TensorMap);
+  EXPECT_EQ(m.paramSources(1)[9].index, 1);
+  EXPECT_EQ(m.paramSources(1)[10].index, 2);
+  for (int64_t pages : {1, 100}) {
+    SCOPED_TRACE(pages);
+    LaunchPlan plan(m, Capacity{8, 16, pages});
+    EXPECT_EQ(plan.tensorMapRows(1), pages * 4);
+    EXPECT_EQ(plan.tensorMapRows(2), pages * 4);
+    EXPECT_EQ(plan.argumentBytes(7), pages * 4 * 32 * 2);
+    bindAll(plan);
+    EXPECT_EQ(plan.tensorMapTarget(1), kArgStride * 8);
+    EXPECT_EQ(plan.tensorMapRows(1), pages * 4);
+    std::vector<PreparedLaunch> l = plan.prepare(StepShape{1, 5, 4});
+    EXPECT_EQ(l[1].args[9].pointer, kTensorMapTable + 128);
+    EXPECT_EQ(l[1].args[10].pointer, kTensorMapTable + 256);
+    EXPECT_TRUE(l[1].args[11].isScalar);
+  }
+  LaunchPlan below(m, Capacity{1, 1, (int64_t{1} << 29) - 1});
+  EXPECT_EQ(below.tensorMapRows(1), (int64_t{1} << 31) - 4);
+  LaunchPlan huge(m, Capacity{1, 1, int64_t{1} << 29});
+  EXPECT_CONTAINS(
+      EXPECT_THROW_MSG(InvalidArgumentError, huge.tensorMapRows(1)),
+      "\"key_cache_map\" of param 1 \"key_cache\" covers 2147483648 rows "
+      "([num_pages, 4, 2, 16] at capacity");
 }
 
 // Two maps of one activation in one box share a slot; another box, or the

@@ -70,7 +70,7 @@ void printPlan(std::ostream &os, const Model &model, const Capacity &cap,
        << shapeString(t.shape);
     if (t.shape[0].isSymbol())
       os << " = [" << plan.tensorMapRows(static_cast<int>(i)) << ", "
-         << t.shape[1].value << "]";
+         << t.cols() << "]";
     os << " in boxes [" << t.spec.boxRows << ", " << t.spec.boxCols << "], "
        << t.spec.swizzleBytes << "-byte swizzle, at +"
        << i * contract::kTensorMapBytes << "\n";

@@ -92,9 +92,10 @@ def mlir_for(name, hq, hkv, d, dtype, p):
 """
 
 
-def emit(out_dir, fusion_compile, ptxas):
-    """Compiles every configuration with fusion-compile (no GPU needed):
-    <name>.ptx and <name>.manifest.json; checks them with ptxas."""
+def emit(out_dir, fusion_compile, ptxas, flags=()):
+    """Compiles every configuration with fusion-compile and its options
+    `flags` (no GPU needed): <name>.ptx and <name>.manifest.json; checks
+    them with ptxas."""
     os.makedirs(out_dir, exist_ok=True)
     ok = True
     for cfg in CONFIGS:
@@ -102,7 +103,7 @@ def emit(out_dir, fusion_compile, ptxas):
         src = os.path.join(out_dir, name + ".mlir")
         with open(src, "w") as f:
             f.write(mlir_for(*cfg))
-        res = subprocess.run([fusion_compile, src, "-o",
+        res = subprocess.run([fusion_compile, *flags, src, "-o",
                               os.path.join(out_dir, name)],
                              capture_output=True, text=True)
         if res.returncode != 0:
@@ -114,7 +115,9 @@ def emit(out_dir, fusion_compile, ptxas):
         if "__nv_" in ptx or ".extern .func" in ptx:
             print(f"FAIL {name}: external (libdevice) call in PTX")
             ok = False
-        r = subprocess.run([ptxas, "-arch=sm_90", "-v", path, "-o", os.devnull],
+        chip = next((f.split("=", 1)[1] for f in flags
+                     if f.startswith("--chip=")), "sm_90")
+        r = subprocess.run([ptxas, f"-arch={chip}", "-v", path, "-o", os.devnull],
                            capture_output=True, text=True)
         info = " ".join(l.split("info    :")[-1].strip() for l in r.stderr.splitlines()
                         if "registers" in l or "spill" in l)
@@ -169,7 +172,7 @@ def emit_sweep(out_dir, fusion_compile):
         src = os.path.join(out_dir, name + ".mlir")
         with open(src, "w") as f:
             f.write(kernel_mlir_for(name, cfg, overrides))
-        res = subprocess.run([fusion_compile, src, "-o",
+        res = subprocess.run([fusion_compile, *flags, src, "-o",
                               os.path.join(out_dir, name)],
                              capture_output=True, text=True)
         print(f"{'ok  ' if res.returncode == 0 else 'FAIL'} emit {name} {res.stderr.strip()}")
@@ -339,10 +342,17 @@ class Kernel:
         self.target_ctas = int(kernel["schedule"]["target_ctas"])
         self.min_chunk = int(kernel["schedule"]["min_chunk_tokens"])
         roles = [p["role"] for p in kernel["params"]]
+        # With a CTA-ring variant (--attention-cta-ring) the caches' tensor
+        # maps follow the workspaces (docs/abi.md 3.3).
+        self.maps = [p for p in kernel["params"] if p["kind"] == "tensor_map"]
         expected = ["query", "key_cache", "value_cache", "block_table",
                     "seq_lens", "output", "partial_out", "partial_stats",
-                    "split_counters", "batch", "max_pages", "num_splits"]
+                    "split_counters"] + [p["role"] for p in self.maps] + [
+                    "batch", "max_pages", "num_splits"]
         assert roles == expected, f"unexpected ABI {roles}"
+        assert [p["role"] for p in self.maps] in (
+            [], ["key_cache_map", "value_cache_map"]), roles
+        self.encoded = {}
         assert kernel["grid"][0] == "num_splits" and kernel["grid"][2] == "batch"
         assert launch["grid"] == kernel["grid"]
         self.counters = None
@@ -376,6 +386,7 @@ class Kernel:
         if self.counters is None or self.counters.shape[0] < b:
             self.counters = cp.zeros((max(b, 8), self.grid_y), dtype=cp.int32)
         args = (q, kc, vc, bt, sl, out, part_o, part_s, self.counters,
+                *self.cache_maps(kc, vc),
                 np.int32(b), np.int32(prob["max_pages"]), np.int32(num_splits))
         grid = (num_splits, self.grid_y, b)
         if cluster_x > 1:
@@ -387,6 +398,19 @@ class Kernel:
             self.fn(grid, (self.threads, 1, 1), args, shared_mem=self.smem)
         self.last_stats = part_s
         return out
+
+    def cache_maps(self, kc, vc):
+        """The tensor maps of the caches kc and vc (check_kernels'
+        encode_tensor_map: [pages * P, Hkv * D]), encoded once per pair."""
+        if not self.maps:
+            return ()
+        key = (kc.data.ptr, vc.data.ptr, kc.shape[0])
+        if key not in self.encoded:
+            from check_kernels import encode_tensor_map
+            self.encoded[key] = tuple(
+                encode_tensor_map(self.cp, p, kc if p["tensor_map"]["of"] == 1 else vc)
+                for p in self.maps)
+        return self.encoded[key]
 
     def partials_written(self, num_splits, cluster_x=1):
         """With several splits combined through the workspaces every CTA
@@ -423,6 +447,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--emit", help="compile PTX into this directory (no GPU)")
     ap.add_argument("--fusion-compile", default="build/bin/fusion-compile")
+    ap.add_argument("--emit-flags", default="",
+                    help="fusion-compile options of --emit (e.g. "
+                         "\"--chip=sm_90a --attention-cta-ring\")")
     ap.add_argument("--ptxas", default="/usr/local/cuda/bin/ptxas")
     ap.add_argument("--ptx-dir", default=".gpu/attention")
     ap.add_argument("--sanitize", action="store_true",
@@ -436,7 +463,8 @@ def main():
     if args.emit or args.emit_sweep:
         ok = True
         if args.emit:
-            ok &= emit(args.emit, args.fusion_compile, args.ptxas)
+            ok &= emit(args.emit, args.fusion_compile, args.ptxas,
+                       args.emit_flags.split())
         if args.emit_sweep:
             ok &= emit_sweep(args.emit_sweep, args.fusion_compile)
         return 0 if ok else 1

@@ -495,53 +495,59 @@ class Device:
             self.xp.cuda.Device().synchronize()
 
     def tensor_map(self, p, array):
-        """A tensor_map parameter's CUtensorMap (docs/abi.md section 3.3)
-        for the device array `array` bound to its `of` input, encoded here
-        with the driver's cuTensorMapEncodeTiled (through ctypes,
-        independently of the runtime) and copied to a 128-byte device
-        buffer. The map is [rows, cols] with cols the manifest's; rows are
-        the manifest's where constant (a weight_map's) and the array's
-        where "batch" (an input_map's or residual_map's: the rows of the
-        buffer passed, never more)."""
-        rows, cols = tensor_map_dims(p, array)
+        """A tensor_map parameter's CUtensorMap for the device array `array`
+        bound to its `of` input (encode_tensor_map), or zeros in a dry run."""
         if self.dry:
+            tensor_map_dims(p, array)
             return self.xp.zeros(128, dtype=np.uint8)
-        import ctypes
-        box_rows, box_cols = p["tensor_map"]["box"]
-        u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-        # cuda.h: CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6, _BFLOAT16 = 9;
-        # INTERLEAVE_NONE = 0, SWIZZLE_128B = 3, L2_PROMOTION_L2_256B = 3,
-        # FLOAT_OOB_FILL_NONE = 0.
-        dtype = {"f16": 6, "bf16": 9}[p["dtype"]]
-        # CUtensorMap is 64-byte aligned (cuda.h): the map at the first
-        # 64-byte boundary of a larger buffer.
-        raw = (ctypes.c_uint8 * 192)()
-        at = -ctypes.addressof(raw) % 64
-        host = (ctypes.c_uint8 * 128).from_buffer(raw, at)
-        err = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled(
-            host, ctypes.c_int(dtype), u32(2), ctypes.c_void_p(array.data.ptr),
-            (u64 * 2)(cols, rows), (u64 * 1)(cols * 2),
-            (u32 * 2)(box_cols, box_rows), (u32 * 2)(1, 1), ctypes.c_int(0),
-            ctypes.c_int(3), ctypes.c_int(3), ctypes.c_int(0))
-        if err != 0:
-            raise RuntimeError(f"cuTensorMapEncodeTiled failed ({err}) for "
-                               f"{p['role']} {p['shape']} ({rows} rows)")
-        return self.xp.asarray(np.frombuffer(bytes(host), dtype=np.uint8))
+        return encode_tensor_map(self.xp, p, array)
+
+
+def encode_tensor_map(xp, p, array):
+    """A tensor_map parameter `p`'s CUtensorMap (docs/abi.md section 3.3) for
+    the device array `array` bound to its `of` input, encoded here with the
+    driver's cuTensorMapEncodeTiled (through ctypes, independently of the
+    runtime) over tensor_map_dims and copied to a 128-byte device buffer."""
+    rows, cols = tensor_map_dims(p, array)
+    import ctypes
+    box_rows, box_cols = p["tensor_map"]["box"]
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    # cuda.h: CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6, _BFLOAT16 = 9;
+    # INTERLEAVE_NONE = 0, SWIZZLE_128B = 3, L2_PROMOTION_L2_256B = 3,
+    # FLOAT_OOB_FILL_NONE = 0.
+    dtype = {"f16": 6, "bf16": 9}[p["dtype"]]
+    # CUtensorMap is 64-byte aligned (cuda.h): the map at the first
+    # 64-byte boundary of a larger buffer.
+    raw = (ctypes.c_uint8 * 192)()
+    at = -ctypes.addressof(raw) % 64
+    host = (ctypes.c_uint8 * 128).from_buffer(raw, at)
+    err = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled(
+        host, ctypes.c_int(dtype), u32(2), ctypes.c_void_p(array.data.ptr),
+        (u64 * 2)(cols, rows), (u64 * 1)(cols * 2),
+        (u32 * 2)(box_cols, box_rows), (u32 * 2)(1, 1), ctypes.c_int(0),
+        ctypes.c_int(3), ctypes.c_int(3), ctypes.c_int(0))
+    if err != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed ({err}) for "
+                           f"{p['role']} {p['shape']} ({rows} rows)")
+    return xp.asarray(np.frombuffer(bytes(host), dtype=np.uint8))
 
 
 def tensor_map_dims(p, array):
     """The [rows, cols] a tensor_map parameter `p` describes over `array`,
-    the buffer bound to its `of` input (docs/abi.md section 3.3): cols is
-    the manifest's (a constant), rows the manifest's where it is a constant
-    (a weight_map's) and otherwise ("batch": an input_map's or
-    residual_map's) the rows `array` holds. Asserts that the array holds
-    whole rows of cols elements (its dimensions after the first make cols
-    where it has two or more) and at least the constant rows."""
+    the buffer bound to its `of` input (docs/abi.md section 3.3): a KV
+    cache ["num_pages", P, Hkv, D] is read as [pages * P, Hkv * D], any
+    other input as its 2-D shape. cols is the manifest's (constants), rows
+    the manifest's where it is a constant (a weight_map's) and otherwise
+    ("batch" or "num_pages") the rows `array` holds. Asserts that the array
+    holds whole rows of cols elements (its dimensions past the row ones
+    make cols where it has the manifest's rank) and at least the constant
+    rows."""
     shape = p["shape"]
-    cols = int(shape[1])
+    row_dims = 2 if len(shape) == 4 else 1
+    cols = int(np.prod([int(d) for d in shape[row_dims:]]))
     row_bytes = cols * 2  # f16 / bf16
-    if array.ndim >= 2:
-        row = int(np.prod(array.shape[1:]))
+    if array.ndim == len(shape):
+        row = int(np.prod(array.shape[row_dims:]))
         assert row == cols, (
             f"{p['role']} {shape}: the buffer's rows are {row} elements "
             f"({list(array.shape)}), the manifest's {cols}")
@@ -549,7 +555,7 @@ def tensor_map_dims(p, array):
         f"{p['role']} {shape}: the buffer's {array.nbytes} bytes are not "
         f"whole rows of {cols} elements")
     held = array.nbytes // row_bytes
-    if str(shape[0]) != "batch":
+    if len(shape) == 2 and str(shape[0]) != "batch":
         rows = int(shape[0])
         assert held >= rows, (
             f"{p['role']} {shape}: the buffer holds {held} rows, not {rows}")

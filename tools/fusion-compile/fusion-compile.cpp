@@ -90,6 +90,12 @@ static cl::opt<bool> clusterKSplit(
              "(docs/abi.md section 3.4; on by default, "
              "--cluster-k-split=false turns it off)"),
     cl::init(true), cl::cat(category));
+static cl::opt<bool> attentionCtaRing(
+    "attention-cta-ring",
+    cl::desc("With an sm_90 chip: the tensor-core attention variant streams "
+             "K/V through one CTA-wide ring filled by TMA boxes of the "
+             "caches (head_dim a multiple of 64; else the per-warp rings)"),
+    cl::init(false), cl::cat(category));
 static cl::opt<std::string> dumpMLIR(
     "dump-mlir",
     cl::desc("Also write the module after the pipeline (host "
@@ -306,6 +312,7 @@ int main(int argc, char **argv) {
   pipeline.smCount = smCount;
   pipeline.warpSpecializedGemm = warpSpecializedGemm;
   pipeline.clusterKSplit = clusterKSplit;
+  pipeline.attentionCtaRing = attentionCtaRing;
   pipeline.format = "isa";
   if (failed(verifyFusionToPTXOptions(
           pipeline, [](StringRef option, const Twine &message) {

@@ -41,6 +41,10 @@ struct FusionToPTXPipelineOptions
       *this, "cluster-k-split",
       llvm::cl::desc("convert-fusion-to-gpu's cluster-k-split"),
       llvm::cl::init(true)};
+  Option<bool> attentionCtaRing{
+      *this, "attention-cta-ring",
+      llvm::cl::desc("convert-fusion-to-gpu's attention-cta-ring"),
+      llvm::cl::init(false)};
   Option<std::string> format{
       *this, "format",
       llvm::cl::desc("gpu-module-to-binary format: isa (PTX text), bin, "

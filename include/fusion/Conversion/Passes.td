@@ -88,6 +88,14 @@ def ConvertFusionToGPUPass
            "launched in one (cluster_k_split, docs/abi.md section 3.4). On "
            "by default: 1-20 us per 8B layer-step faster on the H200 from "
            "batch 4 (docs/performance.md entry 47)">,
+    Option<"attentionCtaRing", "attention-cta-ring", "bool",
+           /*default=*/"false",
+           "With target-sm >= 90 and head_dim a multiple of 64: the "
+           "tensor-core attention variant streams its K/V tiles through one "
+           "CTA-wide ring of 16 stages that a producer lane fills by TMA "
+           "boxes of the caches' tensor maps, consumed by 4 warps under "
+           "mbarriers (Kernels/AttentionMma.h), instead of a cp.async ring "
+           "per warp">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

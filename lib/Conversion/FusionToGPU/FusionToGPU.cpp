@@ -132,7 +132,7 @@ struct ConvertFusionToGPUPass
       return;
     gpu::GPUModuleOp gpuModule = getOrCreateKernelModule(module);
     TargetInfo target(targetSM, smCount, archSpecific, warpSpecializedGemm,
-                      clusterKSplit);
+                      clusterKSplit, attentionCtaRing);
 
     bool failed = false;
     // Kernels with identical bodies (e.g. the layers of a model) share one

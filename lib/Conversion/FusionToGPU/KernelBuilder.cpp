@@ -223,6 +223,12 @@ Value mlir::fusion::shuffleXor(ImplicitLocOpBuilder &b, Value value,
   return gpu::ShuffleOp::create(b, value, offset, 32, gpu::ShuffleMode::XOR)
       .getShuffleResult();
 }
+Value mlir::fusion::shuffleIdx(ImplicitLocOpBuilder &b, Value value,
+                               Value lane) {
+  return gpu::ShuffleOp::create(b, value, lane, constI32(b, 32),
+                                gpu::ShuffleMode::IDX)
+      .getShuffleResult();
+}
 void mlir::fusion::barrier(ImplicitLocOpBuilder &b) {
   gpu::BarrierOp::create(b);
 }

@@ -133,6 +133,9 @@ Value laneId(ImplicitLocOpBuilder &b);
 Value warpId(ImplicitLocOpBuilder &b);
 /// `gpu.shuffle xor value, offset` over the 32 lanes of a warp.
 Value shuffleXor(ImplicitLocOpBuilder &b, Value value, int32_t offset);
+/// `gpu.shuffle idx value, lane`: lane `lane`'s (i32) `value`, for every
+/// lane of the warp.
+Value shuffleIdx(ImplicitLocOpBuilder &b, Value value, Value lane);
 /// gpu.barrier (bar.sync 0 across the CTA).
 void barrier(ImplicitLocOpBuilder &b);
 /// membar.gl (fence.sc.gpu): orders this thread's memory accesses at GPU

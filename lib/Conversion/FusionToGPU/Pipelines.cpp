@@ -116,6 +116,7 @@ void mlir::fusion::buildFusionToPTXPipeline(
   convertOptions.smCount = options.smCount;
   convertOptions.warpSpecializedGemm = options.warpSpecializedGemm;
   convertOptions.clusterKSplit = options.clusterKSplit;
+  convertOptions.attentionCtaRing = options.attentionCtaRing;
   // What the kernels may use follows the chip ("sm_90a" -> 90).
   if (const SupportedChip *chip = lookupSupportedChip(options.chip)) {
     convertOptions.targetSM = chip->sm;

@@ -33,13 +33,16 @@ public:
   /// chooseProjectionGemmSchedules); `clusterKSplit` whether the
   /// GEMM-shaped projection's split-K CTAs may combine through a cluster
   /// where the target has clusters (the passes' default,
-  /// chooseProjectionGemmSchedules).
+  /// chooseProjectionGemmSchedules);
+  /// `attentionCtaRing` whether the tensor-core attention variant streams
+  /// K/V through a CTA-wide ring filled by TMA boxes where the target has
+  /// bulk copies (opt-in, chooseAttentionMmaSchedule).
   TargetInfo(int64_t computeCapability, int64_t smCount,
              bool archSpecific = false, bool warpSpecializedGemm = false,
-             bool clusterKSplit = true)
+             bool clusterKSplit = true, bool attentionCtaRing = false)
       : computeCapability(computeCapability), smCount(smCount),
         archSpecific(archSpecific), warpSpecializedGemm(warpSpecializedGemm),
-        clusterKSplit(clusterKSplit) {}
+        clusterKSplit(clusterKSplit), attentionCtaRing(attentionCtaRing) {}
 
   /// Compute capability x 10.
   int64_t getComputeCapability() const { return computeCapability; }
@@ -67,6 +70,11 @@ public:
   /// The GEMM-shaped projection's cluster reduction (cluster_k_split) is
   /// asked for and the target has clusters.
   bool wantsClusterKSplit() const { return clusterKSplit && hasClusters(); }
+  /// The tensor-core attention's CTA-wide K/V ring is asked for and the
+  /// target has bulk copies.
+  bool wantsAttentionCtaRing() const {
+    return attentionCtaRing && hasBulkCopies();
+  }
 
   /// Threads per warp.
   static constexpr int64_t kWarpSize = 32;
@@ -106,7 +114,7 @@ public:
 private:
   int64_t computeCapability;
   int64_t smCount;
-  bool archSpecific, warpSpecializedGemm, clusterKSplit;
+  bool archSpecific, warpSpecializedGemm, clusterKSplit, attentionCtaRing;
 };
 
 } // namespace mlir::fusion

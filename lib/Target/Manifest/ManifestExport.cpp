@@ -182,6 +182,8 @@ json::Object scheduleToJSON(ScheduleAttrInterface schedule) {
       .Case([&](SplitKvAttentionMmaScheduleAttr s) {
         writeSplitKV(o, s);
         o["stages"] = s.getStages();
+        if (s.getCtaRing())
+          o["cta_ring"] = true;
       })
       .Case([&](NormRowScheduleAttr s) {
         o["vector_width"] = s.getVectorWidth();

@@ -1851,6 +1851,21 @@ func.func private @tensor_map_shape() attributes {l = #fusion.launch<entry = "k"
 
 // -----
 
+// expected-error @+1 {{key_cache_map shape must be a KV cache ["num_pages", P, Hkv, D] of constants after num_pages}}
+func.func private @cache_map_2d() attributes {p = #fusion.param<kind = tensor_map, role = "key_cache_map", dtype = f16, shape = [256, 1024], of = 0, box = [16, 64]>}
+
+// -----
+
+// expected-error @+1 {{value_cache_map shape must be a KV cache ["num_pages", P, Hkv, D] of constants after num_pages}}
+func.func private @cache_map_batch_pages() attributes {p = #fusion.param<kind = tensor_map, role = "value_cache_map", dtype = f16, shape = [batch, 16, 8, 128], of = 0, box = [16, 64]>}
+
+// -----
+
+// expected-error @+1 {{params[2] (key_cache_map) maps params[1], which is not an input it describes}}
+func.func private @cache_map_of_other_cache() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 32, smem = 0, static_smem = 0, params = [#fusion.param<kind = input, role = "key_cache", dtype = f16, shape = [num_pages, 16, 8, 128]>, #fusion.param<kind = input, role = "value_cache", dtype = f16, shape = [num_pages, 16, 8, 128]>, #fusion.param<kind = tensor_map, role = "key_cache_map", dtype = f16, shape = [num_pages, 16, 8, 128], of = 1, box = [16, 64]>]>}
+
+// -----
+
 // expected-error @+1 {{block of 2048 threads; expected 1 to 1024}}
 func.func private @launch_block() attributes {l = #fusion.launch<entry = "k", grid = [batch, 1, 1], block = 2048, smem = 0, static_smem = 0, params = []>}
 
@@ -2003,6 +2018,16 @@ func.func private @schedule_lanes() attributes {s = #fusion.split_kv_attention_s
 
 // expected-error @+1 {{split_kv_attention_mma_schedule stages (1) must be at least 2}}
 func.func private @schedule_mma_stages() attributes {s = #fusion.split_kv_attention_mma_schedule<threads = 128, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 1, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>}
+
+// -----
+
+// expected-error @+1 {{split_kv_attention_mma_schedule cta_ring needs a consumer warp besides the producer and stages (6) a multiple of the consumer warps (4)}}
+func.func private @schedule_cta_ring_stages() attributes {s = #fusion.split_kv_attention_mma_schedule<threads = 160, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 6, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 0, cta_ring = true>}
+
+// -----
+
+// expected-error @+1 {{split_kv_attention_mma_schedule cta_ring needs a consumer warp besides the producer and stages (4) a multiple of the consumer warps (0)}}
+func.func private @schedule_cta_ring_one_warp() attributes {s = #fusion.split_kv_attention_mma_schedule<threads = 32, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 4, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 0, cta_ring = true>}
 
 // -----
 

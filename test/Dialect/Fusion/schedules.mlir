@@ -47,6 +47,10 @@ func.func private @split_kv_attention() attributes {s = #fusion.split_kv_attenti
 // CHECK-SAME:    #fusion.split_kv_attention_mma_schedule<threads = 128, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 3, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>
 func.func private @split_kv_attention_mma() attributes {s = #fusion.split_kv_attention_mma_schedule<threads = 128, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 3, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 8>}
 
+// CHECK-LABEL: func.func private @split_kv_attention_mma_cta_ring()
+// CHECK-SAME:    #fusion.split_kv_attention_mma_schedule<threads = 160, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 12, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 0, cta_ring = true>
+func.func private @split_kv_attention_mma_cta_ring() attributes {s = #fusion.split_kv_attention_mma_schedule<threads = 160, max_splits = 64, heads_per_cta = 4, head_blocks = 1, chunk_multiple = 64, stages = 12, target_ctas = 264, min_chunk_tokens = 64, cluster_splits = 0, cta_ring = true>}
+
 // CHECK-LABEL: func.func private @norm_row()
 // CHECK-SAME:    #fusion.norm_row_schedule<threads = 32, vector_width = 8, tokens_per_cta = 1>
 func.func private @norm_row() attributes {s = #fusion.norm_row_schedule<threads = 32, vector_width = 8, tokens_per_cta = 1>}

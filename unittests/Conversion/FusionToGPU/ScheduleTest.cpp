@@ -788,6 +788,57 @@ TEST(AttentionSchedule, TensorCoreVariant) {
   EXPECT_EQ(s->splitPolicy.targetCtas, primary->splitPolicy.targetCtas);
 }
 
+TEST(AttentionSchedule, TensorCoreVariantWithCtaRing) {
+  const TargetInfo ring(90, 132, /*archSpecific=*/false,
+                        /*warpSpecializedGemm=*/false, /*clusterKSplit=*/false,
+                        /*attentionCtaRing=*/true);
+  auto primary = choose(attention(32, 8, 128));
+  ASSERT_TRUE(primary);
+  auto s = chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, ring);
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->ctaRing);
+  // 4 consumer warps + the producer; the same 64 tokens per round.
+  EXPECT_EQ(s->threads, 160);
+  EXPECT_EQ(s->stateWarps(), 4);
+  EXPECT_EQ(s->tokensPerIter, 64);
+  // 16 stages of 2 x 16 x 128 x 2 = 8192 bytes (unpadded: swizzled TMA
+  // boxes) + 1 KiB of alignment = 132096; one CTA per SM, so the split
+  // policy targets 132 CTAs (the per-warp rings': 2 x 132).
+  EXPECT_EQ(s->stages, 16);
+  EXPECT_EQ(s->ringBytes, 132096);
+  EXPECT_EQ(s->splitPolicy.targetCtas, 132);
+  EXPECT_EQ(primary->splitPolicy.targetCtas, 264);
+  EXPECT_EQ(s->maxSplits, primary->maxSplits);
+  // D = 64: 16 stages of 2 x 16 x 64 x 2 = 4096 bytes + 1 KiB = 66560:
+  // three such rings would fit 227 KiB, the policy's 2 CTAs per SM do.
+  auto small = choose(attention(32, 4, 64));
+  ASSERT_TRUE(small);
+  auto d64 = chooseAttentionMmaSchedule(attention(32, 4, 64), *small, ring);
+  ASSERT_TRUE(d64);
+  EXPECT_TRUE(d64->ctaRing);
+  EXPECT_EQ(d64->stages, 16);
+  EXPECT_EQ(d64->ringBytes, 66560);
+  EXPECT_EQ(d64->splitPolicy.targetCtas, 264);
+  // D = 96 is not a whole number of 64-column boxes: the per-warp rings.
+  auto d96primary = choose(attention(32, 8, 96));
+  ASSERT_TRUE(d96primary);
+  auto d96 =
+      chooseAttentionMmaSchedule(attention(32, 8, 96), *d96primary, ring);
+  ASSERT_TRUE(d96);
+  EXPECT_FALSE(d96->ctaRing);
+  EXPECT_EQ(d96->threads, 128);
+  // Opt-in, and only with bulk copies (sm_90).
+  EXPECT_FALSE(
+      chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, kH100)
+          ->ctaRing);
+  const TargetInfo ampere(80, 108, false, false, false,
+                          /*attentionCtaRing=*/true);
+  auto a = chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, ampere);
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(a->ctaRing);
+  EXPECT_EQ(a->threads, 128);
+}
+
 TEST(AttentionSchedule, TensorCoreVariantOnlyWhereItApplies) {
   auto mma = [](const AttentionShape &shape, const TargetInfo &target) {
     auto primary = choose(shape);

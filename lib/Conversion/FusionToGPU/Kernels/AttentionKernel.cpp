@@ -209,7 +209,7 @@ getMmaScheduleAttr(KernelOp kernel, const AttentionSchedule &s) {
   return getCheckedSchedule<SplitKvAttentionMmaScheduleAttr>(
       kernel, s.threads, s.maxSplits, s.headsPerCta, s.headBlocks,
       s.tokensPerIter, s.stages, s.splitPolicy.targetCtas,
-      s.splitPolicy.minChunkTokens, s.clusterSplits);
+      s.splitPolicy.minChunkTokens, s.clusterSplits, s.ctaRing);
 }
 
 //===----------------------------------------------------------------------===//
@@ -228,6 +228,7 @@ struct AttentionKernel {
   double scale = 0.0;
   AttentionSchedule sched;
   gpu::GPUModuleOp module;
+  gpu::GPUFuncOp func;
 
   // Kernel arguments. With a fused fusion.linear_partials (o_proj), `output`
   // is null and the head outputs go to `headOut` (shared, [Gc][D] f32), and
@@ -238,6 +239,8 @@ struct AttentionKernel {
   int64_t outFeatures = 0;
   Value partialOut, partialStats, counters;
   Value batchArg, maxPagesArg, numSplitsArg;
+  // The caches' tensor maps (the CTA ring's; else null).
+  Value keyCacheMap, valueCacheMap;
   // Shared memory: the cross-warp merge ([warps][Gc][D] accumulators, then
   // [warps][Gc] maxima, then [warps][Gc] sums), the "last CTA" flag and,
   // with sched.clusterSplits, the cluster combine's exchange buffer
@@ -247,7 +250,7 @@ struct AttentionKernel {
 
   static constexpr int64_t W = AttentionSchedule::vectorWidth;
   int64_t gc() const { return sched.headsPerCta; }
-  int64_t numWarps() const { return sched.threads / 32; }
+  int64_t numWarps() const { return sched.stateWarps(); }
   int64_t smemMaxBase() const { return numWarps() * gc() * shape.headDim; }
   int64_t smemSumBase() const { return smemMaxBase() + numWarps() * gc(); }
 
@@ -1148,11 +1151,31 @@ void AttentionKernel::emitCta(ImplicitLocOpBuilder &b) {
       divUI(b, addI(b, count, constI32(b, tpi - 1)), constI32(b, tpi));
 
   if (sched.tensorCores) {
-    MmaAttentionInputs in{
-        shape,        elementType, scale,    gc(),          numWarps(),
-        sched.stages, query,       keyCache, valueCache,    blockTable,
-        maxPagesArg,  seq,         kvHead,   head0,         tid,
-        start,        end,         smem,     smemMaxBase(), smemSumBase()};
+    MmaAttentionInputs in;
+    in.shape = shape;
+    in.elementType = elementType;
+    in.scale = scale;
+    in.headsPerCta = gc();
+    in.warps = numWarps();
+    in.stages = sched.stages;
+    in.ctaRing = sched.ctaRing;
+    in.func = func;
+    in.query = query;
+    in.keyCache = keyCache;
+    in.valueCache = valueCache;
+    in.blockTable = blockTable;
+    in.maxPages = maxPagesArg;
+    in.keyCacheMap = keyCacheMap;
+    in.valueCacheMap = valueCacheMap;
+    in.seq = seq;
+    in.kvHead = kvHead;
+    in.head0 = head0;
+    in.tid = tid;
+    in.start = start;
+    in.end = end;
+    in.merge = smem;
+    in.maxBase = smemMaxBase();
+    in.sumBase = smemSumBase();
     emitMmaAttentionWarps(b, module, in);
   } else {
     SoftmaxState st = emitMainLoop(b, iters);
@@ -1287,10 +1310,12 @@ LogicalResult getShape(KernelOp kernel, DecodeAttentionOp op,
 }
 
 /// The kernel's parameters: the default ones, the split-KV workspaces
-/// before the scalars, and num_splits last.
+/// before the scalars, with `cacheMaps` (a variant's CTA ring) the caches'
+/// tensor maps after them, and num_splits last.
 SmallVector<KernelParam> getAttentionParams(KernelOp kernel,
                                             const AttentionShape &shape,
-                                            const AttentionSchedule &sched) {
+                                            const AttentionSchedule &sched,
+                                            bool cacheMaps) {
   MLIRContext *context = kernel.getContext();
   Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
   SmallVector<KernelParam> params = getDefaultKernelParams(kernel);
@@ -1318,6 +1343,16 @@ SmallVector<KernelParam> getAttentionParams(KernelOp kernel,
        {batch, std::to_string(shape.numKvHeads * sched.headBlocks)},
        /*zeroInitialized=*/true},
   };
+  if (cacheMaps)
+    for (auto [target, map] : {std::pair{role::kKeyCache, role::kKeyCacheMap},
+                               {role::kValueCache, role::kValueCacheMap}}) {
+      const int index = findParam(params, target);
+      KernelParam p{KernelParam::Kind::TensorMap, std::string(map),
+                    params[index].elementType, params[index].shape};
+      p.tensorMap = contract::TensorMapSpec{index, kAttentionMmaTileTokens,
+                                            kAttentionRingBoxColumns};
+      workspace.push_back(std::move(p));
+    }
   params.insert(params.begin() + workspaceIndex, workspace.begin(),
                 workspace.end());
   params.push_back({KernelParam::Kind::Scalar,
@@ -1331,6 +1366,7 @@ SmallVector<KernelParam> getAttentionParams(KernelOp kernel,
 void bindArguments(AttentionKernel &k, const AttentionOperands &found,
                    const KernelArgs &args) {
   DecodeAttentionOp op = found.op;
+  k.func = args.getFunc();
   k.query = args.input(op.getQuery());
   k.keyCache = args.input(op.getKeyCache());
   k.valueCache = args.input(op.getValueCache());
@@ -1349,6 +1385,8 @@ void bindArguments(AttentionKernel &k, const AttentionOperands &found,
   k.batchArg = args.param(contract::dim::kBatch);
   k.maxPagesArg = args.param(contract::dim::kMaxPages);
   k.numSplitsArg = args.param(contract::dim::kNumSplits);
+  k.keyCacheMap = args.param(contract::role::kKeyCacheMap);
+  k.valueCacheMap = args.param(contract::role::kValueCacheMap);
   MLIRContext *context = op.getContext();
   // Vector accesses (vector<8xf32>) to the merge buffer: 32-byte aligned.
   k.smem = addWorkgroupBuffer(args.getFunc(), Float32Type::get(context),
@@ -1424,7 +1462,10 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, const TargetInfo &target,
 
   KernelLaunch launch;
   launch.entry = kernel.getSymName().str();
-  launch.params = getAttentionParams(kernel, k.shape, k.sched);
+  std::optional<AttentionSchedule> mma =
+      chooseAttentionMmaSchedule(k.shape, k.sched, target);
+  launch.params =
+      getAttentionParams(kernel, k.shape, k.sched, mma && mma->ctaRing);
   ImplicitLocOpBuilder b(kernel.getLoc(), kernel.getContext());
   gpu::GPUFuncOp func =
       createKernelFunc(b, kernel.getLoc(), module, kernel.getSymName(),
@@ -1442,9 +1483,8 @@ mlir::fusion::emitAttentionKernel(KernelOp kernel, const TargetInfo &target,
   if (failed(schedule))
     return failure();
   launch.schedule = *schedule;
-  if (std::optional<AttentionSchedule> mma =
-          chooseAttentionMmaSchedule(k.shape, k.sched, target))
-    if (failed(emitMmaVariant(kernel, module, *found, k, *mma, launch, target)))
-      return failure();
+  if (mma &&
+      failed(emitMmaVariant(kernel, module, *found, k, *mma, launch, target)))
+    return failure();
   return launch;
 }

@@ -31,6 +31,10 @@ struct MmaLoop {
   gpu::GPUModuleOp module;
   int64_t d = 0, pitch = 0, chunks = 0;
   Value lane, warp, g, q4, zero2, ring, keys, values, tiles;
+  /// With the CTA ring: the element offset of its first stage (the first
+  /// 1 KiB boundary of the dynamic shared memory, as the 128-byte swizzle
+  /// of the TMA boxes needs) and the caches' tensor maps (generic pointers).
+  Value ringAt, keyMap, valueMap;
   SmallVector<SmallVector<Value, 4>> qa; // [D / 16][4]
 
   MmaLoop(const MmaAttentionInputs &in, gpu::GPUModuleOp module)
@@ -47,13 +51,43 @@ private:
   void issueTile(ImplicitLocOpBuilder &b, Value i, Value slot, Value page);
   SmallVector<Value> emitTile(ImplicitLocOpBuilder &b, Value i,
                               ValueRange state);
+  SmallVector<Value> attendTile(ImplicitLocOpBuilder &b, Value slot,
+                                Value tileBase, ValueRange state,
+                                bool maskValues);
   SmallVector<Value, 4> emitScores(ImplicitLocOpBuilder &b, Value slotBase,
                                    Value tileBase);
+  SmallVector<Value> initialState(ImplicitLocOpBuilder &b);
   void writeState(ImplicitLocOpBuilder &b, ValueRange state);
-  /// Element offset of this warp's stage `slot` (index), K (kv 0) or V (1).
+  // The CTA-wide ring (MmaAttentionInputs::ctaRing).
+  void emitCtaRing(ImplicitLocOpBuilder &b);
+  void produceTiles(ImplicitLocOpBuilder &b, Value full, Value empty);
+  void copyTileBoxes(ImplicitLocOpBuilder &b, Value t, Value page, Value full);
+  void consumeTiles(ImplicitLocOpBuilder &b, Value full, Value empty);
+  Value tableEntryOfTile(ImplicitLocOpBuilder &b, Value t, Value count);
+  /// Element offset of stage `slot` (index), K (kv 0) or V (1): this
+  /// warp's own stage (rows of `pitch`), or with the CTA ring the CTA's
+  /// (swizzled boxes of kTile x kAttentionRingBoxColumns).
   Value stageBase(ImplicitLocOpBuilder &b, Value slot, int64_t kv) {
+    if (in.ctaRing)
+      return addI(b, ringAt, mulI(b, addI(b, mulI(b, slot, 2), kv), kTile * d));
     Value stage = addI(b, mulI(b, warp, in.stages), slot);
     return mulI(b, addI(b, mulI(b, stage, 2), kv), kTile * pitch);
+  }
+  /// Element offset of (row, col) of the K or V tile at `tileBase` (col a
+  /// multiple of 8: the first element of a 16-byte chunk). Padded rows; or
+  /// the ring's boxes of kAttentionRingBoxColumns, where the 128-byte
+  /// swizzle stores chunk c of row r at chunk c ^ (r % 8) (CUDA C++
+  /// Programming Guide, "TMA swizzle").
+  Value tileElement(ImplicitLocOpBuilder &b, Value tileBase, Value row,
+                    Value col) {
+    if (!in.ctaRing)
+      return addI(b, tileBase, addI(b, mulI(b, row, pitch), col));
+    const int64_t box = kAttentionRingBoxColumns;
+    Value half = divUI(b, col, constIndex(b, box));
+    Value chunk = divUI(b, remUI(b, col, constIndex(b, box)), constIndex(b, 8));
+    chunk = xorI(b, chunk, remUI(b, row, constIndex(b, 8)));
+    Value at = addI(b, mulI(b, half, kTile * box), mulI(b, row, box));
+    return addI(b, tileBase, addI(b, at, mulI(b, chunk, 8)));
   }
   /// First token of the warp's tile `i` (i32).
   Value tileStart(ImplicitLocOpBuilder &b, Value i) {
@@ -159,9 +193,9 @@ SmallVector<Value, 4> MmaLoop::emitScores(ImplicitLocOpBuilder &b,
                    mulI(b, divUI(b, lane, constIndex(b, 16)), 8));
   Value col =
       mulI(b, remUI(b, divUI(b, lane, constIndex(b, 8)), constIndex(b, 2)), 8);
-  Value laneBase = addI(b, slotBase, addI(b, mulI(b, row, pitch), col));
   for (int64_t kk = 0; kk < d / 16; ++kk) {
-    Value at = indexToI32(b, addI(b, laneBase, 16 * kk));
+    Value at =
+        indexToI32(b, tileElement(b, slotBase, row, addI(b, col, 16 * kk)));
     SmallVector<Value, 4> kb = loadMatrixX4(
         b, offsetPointer(b, ring, at, in.elementType), in.elementType);
     s0 = mmaM16N8K16(b, in.elementType, qa[kk], {kb[0], kb[1]}, s0);
@@ -200,8 +234,21 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
   ifThen(b, cmpI(b, CmpIPredicate::sge, next, tiles),
          [&](ImplicitLocOpBuilder &ib) { commitAsyncCopies(ib); });
   Value slot = i32ToIndex(b, remUI(b, i, constI32(b, in.stages)));
-  SmallVector<Value, 4> s =
-      emitScores(b, stageBase(b, slot, 0), tileStart(b, i));
+  SmallVector<Value> out =
+      attendTile(b, slot, tileStart(b, i), state.drop_back(), false);
+  out.push_back(nextPage);
+  return out;
+}
+
+/// The online softmax update of (m, l, O[D / 8][2]) = `state` by the tile
+/// of tokens from `tileBase` (i32) in stage `slot`. With `maskValues` the V
+/// fragments of tokens at or past `end` are zeroed (their rows were not
+/// copied: stale or NaN, and 0 x NaN = NaN); else those rows were
+/// zero-filled.
+SmallVector<Value> MmaLoop::attendTile(ImplicitLocOpBuilder &b, Value slot,
+                                       Value tileBase, ValueRange state,
+                                       bool maskValues) {
+  SmallVector<Value, 4> s = emitScores(b, stageBase(b, slot, 0), tileBase);
   // Online softmax of row g (the 4 lanes of a row hold its 16 tokens).
   Value mx = maxF32(b, maxF32(b, s[0], s[1]), maxF32(b, s[2], s[3]));
   for (int32_t off : {1, 2})
@@ -227,14 +274,29 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
       b, remUI(b, lane, constIndex(b, 8)),
       mulI(b, remUI(b, divUI(b, lane, constIndex(b, 8)), constIndex(b, 2)), 8));
   Value col = mulI(b, divUI(b, lane, constIndex(b, 16)), 8);
-  Value laneBase =
-      addI(b, stageBase(b, slot, 1), addI(b, mulI(b, row, pitch), col));
+  Value valueBase = stageBase(b, slot, 1);
   Value zero = constF32(b, 0.0);
+  Value valueMasks[2];
+  if (maskValues) {
+    auto maskType = VectorType::get({2}, b.getI1Type());
+    Value token0 = addI(b, tileBase, indexToI32(b, mulI(b, q4, 2)));
+    for (int64_t h = 0; h < 2; ++h) {
+      SmallVector<Value, 2> bits;
+      for (int64_t e = 0; e < 2; ++e)
+        bits.push_back(cmpI(b, CmpIPredicate::slt,
+                            addI(b, token0, constI32(b, 8 * h + e)), in.end));
+      valueMasks[h] = vector::FromElementsOp::create(b, maskType, bits);
+    }
+  }
   for (int64_t db = 0; db < d / 16; ++db) {
-    Value at = indexToI32(b, addI(b, laneBase, 16 * db));
+    Value at =
+        indexToI32(b, tileElement(b, valueBase, row, addI(b, col, 16 * db)));
     SmallVector<Value, 4> vb =
         loadMatrixX4(b, offsetPointer(b, ring, at, in.elementType),
                      in.elementType, /*transpose=*/true);
+    // vb[0], vb[2]: tokens 2q, 2q + 1; vb[1], vb[3]: 8 + 2q, 9 + 2q.
+    for (int64_t m = 0; maskValues && m < 4; ++m)
+      vb[m] = select(b, valueMasks[m % 2], vb[m], zero2);
     for (int64_t h = 0; h < 2; ++h) {
       int64_t nb = 2 * db + h;
       SmallVector<Value, 4> c{mulF(b, state[2 + 2 * nb], corr),
@@ -245,11 +307,10 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
       out.push_back(o[1]);
     }
   }
-  out.push_back(nextPage);
   return out;
 }
 
-/// The warp's (m, l, O) of head g to the merge buffer, then a CTA barrier.
+/// The warp's (m, l, O) of head g to the merge buffer.
 void MmaLoop::writeState(ImplicitLocOpBuilder &b, ValueRange state) {
   Value head = addI(b, mulI(b, warp, in.headsPerCta), g);
   Value valid = cmpI(b, CmpIPredicate::ult, g, constIndex(b, in.headsPerCta));
@@ -267,11 +328,22 @@ void MmaLoop::writeState(ImplicitLocOpBuilder &b, ValueRange state) {
              storeScalar(tb, state[1], in.merge, addI(tb, head, in.sumBase));
            });
   });
-  barrier(b);
+}
+
+/// (m, l, O) before the first tile: -inf, 0, zeros.
+SmallVector<Value> MmaLoop::initialState(ImplicitLocOpBuilder &b) {
+  SmallVector<Value> init{negInfF32(b), constF32(b, 0.0)};
+  init.append(d / 4, constF32(b, 0.0));
+  return init;
 }
 
 void MmaLoop::emit(ImplicitLocOpBuilder &b) {
   emitIds(b);
+  if (in.ctaRing) {
+    emitCtaRing(b);
+    barrier(b);
+    return;
+  }
   loadQueryFragments(b);
   for (int64_t i = 0; i + 1 < in.stages; ++i) {
     ifThen(b, cmpI(b, CmpIPredicate::slt, constI32(b, i), tiles),
@@ -282,8 +354,7 @@ void MmaLoop::emit(ImplicitLocOpBuilder &b) {
     ifThen(b, cmpI(b, CmpIPredicate::sge, constI32(b, i), tiles),
            [&](ImplicitLocOpBuilder &ib) { commitAsyncCopies(ib); });
   }
-  SmallVector<Value> init{negInfF32(b), constF32(b, 0.0)};
-  init.append(d / 4, constF32(b, 0.0));
+  SmallVector<Value> init = initialState(b);
   init.push_back(loadPage(b, constI32(b, in.stages - 1)));
   SmallVector<Value> state =
       forLoopWithValues(b, constI32(b, 0), tiles, constI32(b, 1), init,
@@ -291,6 +362,169 @@ void MmaLoop::emit(ImplicitLocOpBuilder &b) {
                             ValueRange args) { return emitTile(lb, i, args); });
   waitAsyncCopies(b, 0);
   state.pop_back();
+  writeState(b, state);
+  barrier(b);
+}
+
+//===----------------------------------------------------------------------===//
+// The CTA-wide ring (bench/diagnostics/decode_attention_ring.cu's `tma`)
+//===----------------------------------------------------------------------===//
+
+/// The ring's full barriers (one arrival: the producer's expect_tx, plus the
+/// copies' bytes) and empty barriers (one arrival: the slot's consumer
+/// warp); warps below `warps` consume, the last produces. Every thread
+/// reaches the caller's CTA barrier after it.
+void MmaLoop::emitCtaRing(ImplicitLocOpBuilder &b) {
+  // The first 1 KiB boundary of the ring (the schedule allows 1 KiB).
+  Value address = arith::IndexCastOp::create(
+      b, b.getIndexType(), LLVM::PtrToIntOp::create(b, b.getI32Type(), ring));
+  Value kb = constIndex(b, 1024);
+  ringAt = divUI(b, remUI(b, subI(b, kb, remUI(b, address, kb)), kb),
+                 constIndex(b, getTypeBytes(in.elementType)));
+  keyMap = getGenericPointer(b, in.keyCacheMap);
+  valueMap = getGenericPointer(b, in.valueCacheMap);
+  Value barriers = createStageBarriers(b, in.func, in.tid, 2 * in.stages);
+  Value empty = stageBarrier(b, barriers, constIndex(b, in.stages));
+  ifThenElse(
+      b, cmpI(b, CmpIPredicate::ult, warp, constIndex(b, in.warps)),
+      [&](ImplicitLocOpBuilder &cb) {
+        loadQueryFragments(cb);
+        consumeTiles(cb, barriers, empty);
+      },
+      [&](ImplicitLocOpBuilder &pb) { produceTiles(pb, barriers, empty); });
+}
+
+/// The block-table entry (i32) of the split's tile `t` (i32) of `count`
+/// (for t >= count the sequence's first entry: in the table, never used).
+Value MmaLoop::tableEntryOfTile(ImplicitLocOpBuilder &b, Value t, Value count) {
+  Value token = addI(b, in.start, mulI(b, t, constI32(b, kTile)));
+  Value column =
+      select(b, cmpI(b, CmpIPredicate::slt, t, count),
+             divUI(b, token, constI32(b, in.shape.pageSize)), constI32(b, 0));
+  return loadScalar(b, in.blockTable,
+                    addI(b, mulI(b, in.seq, i32ToIndex(b, in.maxPages)),
+                         i32ToIndex(b, column)));
+}
+
+/// The producer warp: for each tile t of the split, once its slot t % S is
+/// free (the empty phase of the slot's previous use), copyTileRows. Lane l
+/// holds the block-table entries of tiles 32 j + l (this batch) and
+/// 32 (j + 1) + l (the next, loaded a batch ahead), so that no copy waits
+/// for a block-table load; tile t's page is lane t % 32's entry.
+void MmaLoop::produceTiles(ImplicitLocOpBuilder &b, Value full, Value empty) {
+  Value count = maxSI(b, subI(b, in.end, in.start), constI32(b, 0));
+  Value n =
+      divUI(b, addI(b, count, constI32(b, kTile - 1)), constI32(b, kTile));
+  Value l = indexToI32(b, lane);
+  Value c32 = constI32(b, 32);
+  Value stages = constI32(b, in.stages);
+  forLoopWithValues(
+      b, constI32(b, 0), n, constI32(b, 1),
+      {tableEntryOfTile(b, l, n), tableEntryOfTile(b, addI(b, l, c32), n)},
+      [&](ImplicitLocOpBuilder &lb, Value t,
+          ValueRange entries) -> SmallVector<Value> {
+        // A new batch: the next one's entries become this one's, and the
+        // one after is loaded.
+        Value newBatch = andI(
+            lb, cmpI(lb, CmpIPredicate::eq, remUI(lb, t, c32), constI32(lb, 0)),
+            cmpI(lb, CmpIPredicate::ugt, t, constI32(lb, 0)));
+        SmallVector<Value> batch = ifThenElseValues(
+            lb, ValueRange(entries).getTypes(), newBatch,
+            [&](ImplicitLocOpBuilder &nb) -> SmallVector<Value> {
+              return {entries[1],
+                      tableEntryOfTile(nb, addI(nb, addI(nb, t, c32), l), n)};
+            },
+            [&](ImplicitLocOpBuilder &) {
+              return SmallVector<Value>(entries);
+            });
+        Value page = arith::ExtSIOp::create(
+            lb, lb.getI64Type(), shuffleIdx(lb, batch[0], remUI(lb, t, c32)));
+        Value slot = i32ToIndex(lb, remUI(lb, t, stages));
+        ifThen(lb, cmpI(lb, CmpIPredicate::uge, t, stages),
+               [&](ImplicitLocOpBuilder &wb) {
+                 Value use = divUI(wb, t, stages);
+                 Value parity =
+                     remUI(wb, subI(wb, use, constI32(wb, 1)), constI32(wb, 2));
+                 waitBarrierPhase(wb, stageBarrier(wb, empty, slot), parity);
+                 // The consumer's ldmatrix reads of the slot (ordered by the
+                 // empty barrier) before the TMA copies overwrite it.
+                 fenceSharedForBulkCopies(wb);
+               });
+        copyTileBoxes(lb, t, page, stageBarrier(lb, full, slot));
+        return batch;
+      });
+}
+
+/// Tile t's K and V rows into its slot by lane 0: it arms the slot's `full`
+/// barrier for the whole tile, then copies, of each cache, the d /
+/// kAttentionRingBoxColumns boxes of the tile's 16 token slots (rows
+/// page * P + t's first slot in the page, of the cache viewed as
+/// [num_pages * P, Hkv * D]) at this KV head's columns. Rows at or past
+/// `end` are copied too (stale or NaN slots of the page); the consumer
+/// masks them.
+void MmaLoop::copyTileBoxes(ImplicitLocOpBuilder &b, Value t, Value page,
+                            Value full) {
+  const AttentionShape &s = in.shape;
+  const int64_t box = kAttentionRingBoxColumns;
+  ifThen(b, cmpI(b, CmpIPredicate::eq, lane, constIndex(b, 0)),
+         [&](ImplicitLocOpBuilder &cb) {
+           arriveExpectingBytes(cb, full,
+                                2 * kTile * d * getTypeBytes(in.elementType));
+           Value tokenBase =
+               addI(cb, in.start, mulI(cb, t, constI32(cb, kTile)));
+           Value row =
+               addI(cb,
+                    mulI(cb, arith::TruncIOp::create(cb, cb.getI32Type(), page),
+                         constI32(cb, s.pageSize)),
+                    remUI(cb, tokenBase, constI32(cb, s.pageSize)));
+           Value rowIndex = i32ToIndex(cb, row);
+           Value slot = i32ToIndex(cb, remUI(cb, t, constI32(cb, in.stages)));
+           for (int64_t kv = 0; kv < 2; ++kv)
+             for (int64_t h = 0; h < d / box; ++h) {
+               Value dst = addI(cb, stageBase(cb, slot, kv), h * kTile * box);
+               Value col = addI(cb, mulI(cb, in.kvHead, d), h * box);
+               copyTensorBox(
+                   cb,
+                   offsetPointer(cb, ring, indexToI32(cb, dst), in.elementType),
+                   kv ? valueMap : keyMap, {col, rowIndex}, full);
+             }
+         });
+}
+
+/// Consumer warp w: tiles w, w + W, ... of the split (its i-th is tile
+/// t = w + i W, in slot t % S, phase t / S of the slot's full barrier),
+/// each attended and then released on the slot's empty barrier by lane 0
+/// after a warp sync; then its state to the merge buffer. Only a split's
+/// last tile can end before 16 tokens, so the loop runs the warp's tiles
+/// but its last, whose V rows past `end` are masked (stale or NaN slots
+/// the producer's boxes copied).
+void MmaLoop::consumeTiles(ImplicitLocOpBuilder &b, Value full, Value empty) {
+  Value stages = constI32(b, in.stages);
+  Value w = indexToI32(b, warp);
+  auto tile = [&](ImplicitLocOpBuilder &lb, Value i, ValueRange args,
+                  bool lastTile) {
+    Value t = addI(lb, w, mulI(lb, i, constI32(lb, in.warps)));
+    Value slot = i32ToIndex(lb, remUI(lb, t, stages));
+    waitBarrierPhase(lb, stageBarrier(lb, full, slot),
+                     remUI(lb, divUI(lb, t, stages), constI32(lb, 2)));
+    SmallVector<Value> out =
+        attendTile(lb, slot, tileStart(lb, i), args, lastTile);
+    NVVM::SyncWarpOp::create(lb, constI32(lb, -1));
+    arriveOnBarrier(lb, stageBarrier(lb, empty, slot),
+                    cmpI(lb, CmpIPredicate::eq, lane, constIndex(lb, 0)));
+    return out;
+  };
+  Value last = maxSI(b, subI(b, tiles, constI32(b, 1)), constI32(b, 0));
+  SmallVector<Value> state = forLoopWithValues(
+      b, constI32(b, 0), last, constI32(b, 1), initialState(b),
+      [&](ImplicitLocOpBuilder &lb, Value i, ValueRange args) {
+        return tile(lb, i, args, false);
+      });
+  state = ifThenElseValues(
+      b, ValueRange(state).getTypes(),
+      cmpI(b, CmpIPredicate::sgt, tiles, constI32(b, 0)),
+      [&](ImplicitLocOpBuilder &lb) { return tile(lb, last, state, true); },
+      [&](ImplicitLocOpBuilder &) { return SmallVector<Value>(state); });
   writeState(b, state);
 }
 

@@ -24,6 +24,20 @@
 // layout the CUDA-core loop writes (AttentionKernel::writeWarpState), so
 // the merge, split partials and combine are shared.
 //
+// With the CTA-wide ring (SplitKvAttentionMmaSchedule's cta_ring, opt-in;
+// bench/diagnostics/decode_attention_ring.cu's `tma S16 W4`,
+// docs/performance.md entries 47, 50 and 51) the warps share one ring of
+// `stages` tiles instead: lane 0 of warp `warps` (the producer) issues each
+// tile of the split as TMA boxes of 16 token slots x 64 columns of the
+// caches' tensor maps (key_cache_map, value_cache_map: the cache viewed as
+// [num_pages * P, Hkv * D], 128-byte swizzle), counted on the slot's `full`
+// mbarrier; consumer warp w takes the split's tiles w, w + warps, ...
+// (stages % warps == 0: each slot has one consumer, so a parity wait never
+// aliases an older phase), waits `full`, attends with the V fragments of
+// tokens past `end` zeroed (the boxes copy whole tiles, stale or NaN slots
+// included), and releases the slot on its `empty` mbarrier. No block-table
+// load waits in a consumer; the producer's lanes hold the entries.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef FUSION_LIB_CONVERSION_FUSIONTOGPU_KERNELS_ATTENTIONMMA_H
@@ -40,11 +54,18 @@ struct MmaAttentionInputs {
   /// f16 or bf16; `scale` is the op's softmax scale.
   Type elementType;
   double scale = 0.0;
-  /// Query heads per CTA (Gc <= 8), warps per CTA and ring stages per warp.
+  /// Query heads per CTA (Gc <= 8), the warps that attend (consumers) and
+  /// ring stages per warp, or with `ctaRing` per CTA (then one more warp,
+  /// the producer, fills them).
   int64_t headsPerCta = 0, warps = 0, stages = 0;
+  bool ctaRing = false;
+  /// The kernel (the CTA ring's mbarriers are its workgroup buffers).
+  gpu::GPUFuncOp func;
   /// Kernel arguments: q [B, Hq, D], the caches [pages, P, Hkv, D], the
-  /// block table [B, max_pages] (i32) and max_pages (i32).
+  /// block table [B, max_pages] (i32) and max_pages (i32); with `ctaRing`
+  /// the caches' tensor maps (else null).
   Value query, keyCache, valueCache, blockTable, maxPages;
+  Value keyCacheMap, valueCacheMap;
   /// This CTA's sequence, KV head, first query head and thread (index), and
   /// its split's tokens [start, end) (i32).
   Value seq, kvHead, head0, tid, start, end;

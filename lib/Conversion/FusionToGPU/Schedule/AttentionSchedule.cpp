@@ -148,29 +148,44 @@ mlir::fusion::chooseAttentionMmaSchedule(const AttentionShape &shape,
     return std::nullopt;
   AttentionSchedule s = primary;
   s.tensorCores = true;
-  s.stages = kStages;
-  s.threads = kWarps * TargetInfo::kWarpSize;
+  // The ring's boxes are 128 bytes of a row (kAttentionRingBoxColumns).
+  s.ctaRing = target.wantsAttentionCtaRing() &&
+              shape.headDim % kAttentionRingBoxColumns == 0;
+  s.threads = (kWarps + (s.ctaRing ? 1 : 0)) * TargetInfo::kWarpSize;
   s.tokensPerIter = kWarps * kTile;
   s.sharedFloats = kWarps * s.headsPerCta * (shape.headDim + 2);
-  // K and V tiles of 16 rows per stage and warp, rows padded by 16 bytes.
-  s.ringBytes =
-      kWarps * kStages * 2 * kTile * (shape.headDim + kAttentionMmaRowPad) * 2;
+  if (s.ctaRing) {
+    // K and V tiles of 16 swizzled rows per stage, from a 1 KiB boundary.
+    s.stages = kAttentionRingStages;
+    s.ringBytes = s.stages * 2 * kTile * shape.headDim * 2 + 1024;
+  } else {
+    // K and V tiles of 16 rows padded by 16 bytes, `stages` per warp.
+    s.stages = kStages;
+    s.ringBytes = kWarps * kStages * 2 * kTile *
+                  (shape.headDim + kAttentionMmaRowPad) * 2;
+  }
   // CTAs per SM by shared memory, up to the num_splits policy's assumption.
   auto ctasPerSM = [&](int64_t exchangeFloats) {
-    const int64_t bytes = s.ringBytes + s.mergeAndFlagBytes() +
-                          exchangeFloats * 4 +
+    const int64_t bytes = s.ringBytes + s.ringBarrierBytes() +
+                          s.mergeAndFlagBytes() + exchangeFloats * 4 +
                           target.getReservedSharedBytesPerCTA();
     return std::min(contract::kTargetCtasPerSM,
                     target.getOccupancySharedBytes() / bytes);
   };
+  // The split grid fills the CTAs that are resident (the ring's 1 per SM).
+  if (s.ctaRing)
+    s.splitPolicy.targetCtas = ctasPerSM(0) * target.getSMCount();
   // The exchange buffer is static, so it costs even a launch that does not
   // cluster: drop it where it would cost occupancy (Llama-3-8B: 112,772 ->
-  // 129,412 bytes a CTA, 2 -> 1 CTA per SM).
-  if (ctasPerSM(s.exchangeFloats) < ctasPerSM(0)) {
+  // 129,412 bytes a CTA, 2 -> 1 CTA per SM). The ring never clusters: its
+  // clusters of 4 splits made 4 x 4096 (Llama-3-8B) 63.6 us a layer-step
+  // against 49.7 through the workspaces (H100, docs/performance.md entry 51).
+  if (s.ctaRing || ctasPerSM(s.exchangeFloats) < ctasPerSM(0)) {
     s.clusterSplits = 0;
     s.exchangeFloats = 0;
   }
-  if (s.ringBytes + s.mergeAndFlagBytes() + s.exchangeFloats * 4 >
+  if (s.ringBytes + s.ringBarrierBytes() + s.mergeAndFlagBytes() +
+          s.exchangeFloats * 4 >
       target.getMaxSharedBytesPerCTA())
     return std::nullopt;
   return s;

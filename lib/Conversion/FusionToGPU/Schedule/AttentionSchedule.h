@@ -82,10 +82,18 @@ struct AttentionSchedule {
   /// targetCtas = contract::kTargetCtasPerSM x the SM count.
   ::fusion::contract::SplitPolicy splitPolicy;
   /// The tensor-core loop (Kernels/AttentionMma.h) with `stages` ring
-  /// stages per warp in `ringBytes` of dynamic shared memory.
+  /// stages per warp in `ringBytes` of dynamic shared memory; with
+  /// `ctaRing`, one ring of `stages` tiles for the CTA, filled by a producer
+  /// warp (the last; `threads` counts it).
   bool tensorCores = false;
+  bool ctaRing = false;
   int64_t stages = 0;
   int64_t ringBytes = 0;
+  /// The warps that hold softmax state (all but the producer warp).
+  int64_t stateWarps() const { return threads / 32 - (ctaRing ? 1 : 0); }
+  /// Static shared memory of the CTA ring's mbarriers (full and empty, 8
+  /// bytes each per stage).
+  int64_t ringBarrierBytes() const { return ctaRing ? 2 * stages * 8 : 0; }
 };
 
 /// Batches from which the runtime launches the tensor-core variant.
@@ -94,6 +102,11 @@ inline constexpr int64_t kAttentionMmaMinBatch = 4;
 /// shared-memory rows are padded by (16 bytes).
 inline constexpr int64_t kAttentionMmaTileTokens = 16;
 inline constexpr int64_t kAttentionMmaRowPad = 8;
+/// The CTA-wide ring's stages and its TMA boxes' columns (128 bytes of
+/// f16/bf16, the 128-byte swizzle span): bench/diagnostics/
+/// decode_attention_ring.cu's `tma S16 W4` (docs/performance.md entry 50).
+inline constexpr int64_t kAttentionRingStages = 16;
+inline constexpr int64_t kAttentionRingBoxColumns = 64;
 
 /// The schedule for `shape` on `target`, or nullopt with `error` set when an
 /// override is out of range or the merge buffer exceeds the static shared
@@ -119,7 +132,12 @@ chooseAttentionSchedule(const AttentionShape &shape,
 /// as the ring and merge buffer alone allow; else its cluster_splits is 0. 4
 /// warps of 16-token tiles, 3 stages: the best design of
 /// bench/diagnostics/decode_attention.cu at 2 CTAs per SM (docs/performance.md
-/// entry 16).
+/// entry 16). Where the target asks for the CTA-wide ring
+/// (TargetInfo::wantsAttentionCtaRing) and head_dim is a multiple of
+/// kAttentionRingBoxColumns, the same 4 warps consume and a fifth produces
+/// into kAttentionRingStages stages of swizzled tiles (1 CTA per SM at
+/// head_dim 128: bench/diagnostics/decode_attention_ring.cu's `tma S16 W4`),
+/// and the split policy's target_ctas is the CTAs that fit per SM x SMs.
 std::optional<AttentionSchedule>
 chooseAttentionMmaSchedule(const AttentionShape &shape,
                            const AttentionSchedule &primary,

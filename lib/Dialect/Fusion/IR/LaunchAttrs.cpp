@@ -107,9 +107,10 @@ verifyGeometry(function_ref<InFlightDiagnostic()> emitError, StringRef entry,
 }
 
 /// A tensor_map's own fields (the input it names is checked by LaunchAttr):
-/// `of` and `box` exactly on tensor maps, an f16/bf16 2-D shape of constant
-/// columns, constant rows for a weight_map and "batch" rows for the
-/// activations' maps (contract::TensorMapSpec), a box of 1-256 rows by 128
+/// `of` and `box` exactly on tensor maps, an f16/bf16 shape of the map's
+/// kind (contract::TensorMapSpec): 2-D of constant columns, constant rows
+/// for a weight_map and "batch" rows for the activations' maps; a KV cache
+/// ["num_pages", P, Hkv, D] for the cache maps. A box of 1-256 rows by 128
 /// bytes.
 static LogicalResult
 verifyTensorMap(function_ref<InFlightDiagnostic()> emitError,
@@ -123,21 +124,32 @@ verifyTensorMap(function_ref<InFlightDiagnostic()> emitError,
     return success();
   if (!dtype.isF16() && !dtype.isBF16())
     return emitError() << "a tensor_map maps an f16 or bf16 tensor";
-  const bool weights = role == StringRef(contract::role::kWeightMap.data(),
-                                         contract::role::kWeightMap.size());
-  auto rowsOk = [&](Attribute a) {
-    if (weights)
-      return isa<IntegerAttr>(a);
-    auto symbol = dyn_cast<StringAttr>(a);
-    return symbol &&
-           symbol.getValue() == StringRef(contract::dim::kBatch.data(),
-                                          contract::dim::kBatch.size());
+  auto is = [&](std::string_view name) {
+    return role == StringRef(name.data(), name.size());
   };
-  if (!shape || shape.size() != 2 || !rowsOk(shape[0]) ||
-      !isa<IntegerAttr>(shape[1]))
-    return emitError() << role << " shape must be 2-D: "
-                       << (weights ? "constant" : "\"batch\"")
-                       << " rows, constant columns";
+  auto isSymbol = [](Attribute a, std::string_view name) {
+    auto symbol = dyn_cast_or_null<StringAttr>(a);
+    return symbol && symbol.getValue() == StringRef(name.data(), name.size());
+  };
+  if (is(contract::role::kKeyCacheMap) || is(contract::role::kValueCacheMap)) {
+    if (!shape || shape.size() != 4 ||
+        !isSymbol(shape[0], contract::dim::kNumPages) ||
+        !llvm::all_of(shape.getValue().drop_front(),
+                      [](Attribute a) { return isa<IntegerAttr>(a); }))
+      return emitError() << role
+                         << " shape must be a KV cache [\"num_pages\", P, "
+                            "Hkv, D] of constants after num_pages";
+  } else {
+    const bool weights = is(contract::role::kWeightMap);
+    auto rowsOk = [&](Attribute a) {
+      return weights ? isa<IntegerAttr>(a) : isSymbol(a, contract::dim::kBatch);
+    };
+    if (!shape || shape.size() != 2 || !rowsOk(shape[0]) ||
+        !isa<IntegerAttr>(shape[1]))
+      return emitError() << role << " shape must be 2-D: "
+                         << (weights ? "constant" : "\"batch\"")
+                         << " rows, constant columns";
+  }
   const int64_t rowBytes = contract::TensorMapSpec().swizzleBytes;
   if (box.size() != 2 || box[0] < 1 || box[0] > 256 || box[1] * 2 != rowBytes)
     return emitError() << "a tensor_map's box is [1 to 256 rows, "
@@ -191,8 +203,8 @@ KernelVariantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return verifyGeometry(emitError, entry, grid, block, smem, staticSmem);
 }
 
-/// Tensor map `i` names an input weight (`weight` or `qkv_weight`) of its
-/// dtype and shape.
+/// Tensor map `i` names an input of a role its own role describes
+/// (contract::tensorMapTargetRoles), of its dtype and shape.
 static LogicalResult
 verifyMappedInput(function_ref<InFlightDiagnostic()> emitError,
                   ArrayAttr params, size_t i, KernelParamAttr map) {

@@ -210,7 +210,7 @@ LogicalResult SplitKvAttentionMmaScheduleAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t threads,
     int64_t maxSplits, int64_t headsPerCta, int64_t headBlocks,
     int64_t chunkMultiple, int64_t stages, int64_t targetCtas,
-    int64_t minChunkTokens, int64_t clusterSplits) {
+    int64_t minChunkTokens, int64_t clusterSplits, bool ctaRing) {
   StringRef kind = getMnemonic();
   if (failed(verifySchedule(emitError, kind, threads,
                             {{"max_splits", maxSplits},
@@ -225,6 +225,13 @@ LogicalResult SplitKvAttentionMmaScheduleAttr::verify(
     return emitError() << kind << " stages (" << stages
                        << ") must be at least 2 (one tile in flight while "
                           "one is computed)";
+  // cta_ring: the last warp produces, each slot has one consumer warp.
+  const int64_t consumers = threads / 32 - 1;
+  if (ctaRing && (consumers < 1 || stages % consumers != 0))
+    return emitError() << kind << " cta_ring needs a consumer warp besides "
+                       << "the producer and stages (" << stages
+                       << ") a multiple of the consumer warps (" << consumers
+                       << ")";
   return verifyClusterSplits(emitError, kind, clusterSplits);
 }
 

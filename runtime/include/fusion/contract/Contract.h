@@ -149,10 +149,14 @@ inline constexpr std::string_view kArgmaxArrivals = "argmax_arrivals";
 // Tensor maps (TensorMapSpec): the TMA descriptor of an input of the
 // kernel. weight_map describes a `weight` or `qkv_weight` input (a constant
 // [rows, cols]), input_map the `input` and residual_map the `residual`
-// input (activations, ["batch", H]: TensorMapSpec says which rows).
+// input (activations, ["batch", H]: TensorMapSpec says which rows),
+// key_cache_map and value_cache_map the `key_cache` and `value_cache`
+// inputs (["num_pages", P, Hkv, D], read as one row per token slot).
 inline constexpr std::string_view kWeightMap = "weight_map";
 inline constexpr std::string_view kInputMap = "input_map";
 inline constexpr std::string_view kResidualMap = "residual_map";
+inline constexpr std::string_view kKeyCacheMap = "key_cache_map";
+inline constexpr std::string_view kValueCacheMap = "value_cache_map";
 // Function arguments that no kernel parameter reads.
 inline constexpr std::string_view kUnused = "unused";
 } // namespace role
@@ -175,8 +179,9 @@ inline constexpr std::array<std::string_view, 5> kWorkspaceRoles = {
     role::kArgmaxKeys, role::kArgmaxArrivals};
 /// The roles a tensor-map parameter may have (tensorMapTargetRoles gives
 /// the roles of the input each describes).
-inline constexpr std::array<std::string_view, 3> kTensorMapRoles = {
-    role::kWeightMap, role::kInputMap, role::kResidualMap};
+inline constexpr std::array<std::string_view, 5> kTensorMapRoles = {
+    role::kWeightMap, role::kInputMap, role::kResidualMap, role::kKeyCacheMap,
+    role::kValueCacheMap};
 
 //===----------------------------------------------------------------------===//
 // Tensor maps (docs/abi.md section 3.3)
@@ -194,17 +199,23 @@ inline constexpr std::array<std::string_view, 3> kTensorMapRoles = {
 ///     elementStrides {1, 1}, CU_TENSOR_MAP_INTERLEAVE_NONE,
 ///     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
 ///     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-/// encodes (CUDA driver API, sm_90+): the row-major [rows, cols] tensor
-/// read in boxes of box[0] rows x box[1] columns, 128-byte swizzled. cols
-/// is shape[1], a constant. rows is shape[0] where that is a constant (a
-/// weight_map's); where it is dim::kBatch (an input_map's or a
-/// residual_map's ["batch", H]) it is the rows of the buffer the launcher
-/// binds to `of`: those it allocated it for (the capacity's batch, never
-/// more than the buffer holds), or those of the caller's tensor. Every
-/// launcher encodes these maps, not only this runtime. The kernel reads
-/// whole boxes: rows of the box past the tensor read as zeros (OOB fill
-/// none), and rows between the step's batch and `rows` (stale contents of a
-/// larger buffer) reach only tokens whose results the kernel never stores.
+/// encodes (CUDA driver API, sm_90+): the row-major [rows, cols] view of
+/// the input (tensorMapRowDims) read in boxes of box[0] rows x box[1]
+/// columns, 128-byte swizzled. cols is the product of the shape's column
+/// dimensions, constants. A 2-D input is its own view: rows is shape[0]
+/// where that is a constant (a weight_map's); where it is dim::kBatch (an
+/// input_map's or a residual_map's ["batch", H]) it is the rows of the
+/// buffer the launcher binds to `of`: those it allocated it for (the
+/// capacity's batch, never more than the buffer holds), or those of the
+/// caller's tensor. A KV cache ["num_pages", P, Hkv, D] (key_cache_map,
+/// value_cache_map) is viewed as [num_pages * P, Hkv * D], one row per
+/// token slot, num_pages the pages of the cache bound to `of` (rows must
+/// stay below 2^31: the kernel's row coordinates are i32). Every launcher
+/// encodes these maps, not only this runtime. The kernel reads whole boxes:
+/// rows of the box past the tensor read as zeros (OOB fill none), and rows
+/// between the step's batch and `rows` (stale contents of a larger buffer)
+/// reach only tokens whose results the kernel never stores; a cache box's
+/// rows past a sequence's length are masked by the kernel.
 struct TensorMapSpec {
   /// Index of the kernel parameter whose buffer the map describes.
   int64_t of = -1;
@@ -213,6 +224,10 @@ struct TensorMapSpec {
   /// The swizzle span in bytes (only 128 today).
   int64_t swizzleBytes = 128;
 };
+/// How many leading dimensions of a tensor map's input form the rows of its
+/// 2-D view (the rest form the columns): 2 for a KV cache of rank 4
+/// [num_pages, P, Hkv, D] (a row per token slot), else 1.
+constexpr size_t tensorMapRowDims(size_t rank) { return rank == 4 ? 2 : 1; }
 /// Size and alignment of a CUtensorMap in device memory.
 inline constexpr int64_t kTensorMapBytes = 128;
 inline constexpr int64_t kTensorMapAlignment = 64;
@@ -283,8 +298,9 @@ constexpr RoleList paramRoles(ParamKind kind) {
 inline constexpr std::array<std::string_view, 2> kWeightMapTargetRoles = {
     role::kWeight, role::kQKVWeight};
 /// The input roles a tensor map of role `mapRole` may describe: kWeight or
-/// kQKVWeight (weight_map), kInput (input_map) or kResidual (residual_map);
-/// none for any other role.
+/// kQKVWeight (weight_map), kInput (input_map), kResidual (residual_map),
+/// kKeyCache (key_cache_map) or kValueCache (value_cache_map); none for any
+/// other role.
 constexpr RoleList tensorMapTargetRoles(std::string_view mapRole) {
   if (mapRole == role::kWeightMap)
     return {kWeightMapTargetRoles.data(), kWeightMapTargetRoles.size()};
@@ -292,6 +308,10 @@ constexpr RoleList tensorMapTargetRoles(std::string_view mapRole) {
     return {&role::kInput, 1};
   if (mapRole == role::kResidualMap)
     return {&role::kResidual, 1};
+  if (mapRole == role::kKeyCacheMap)
+    return {&role::kKeyCache, 1};
+  if (mapRole == role::kValueCacheMap)
+    return {&role::kValueCache, 1};
   return {};
 }
 

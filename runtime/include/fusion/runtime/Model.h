@@ -74,13 +74,18 @@ struct TensorMapSlot {
   std::string label;
   /// The buffer it describes: a function argument or an internal buffer.
   ParamSource target;
-  /// Its element type (f16 or bf16) and row-major [rows, cols] (elements):
-  /// cols a constant, rows a constant (a weight's) or "batch" (an
-  /// activation's), which LaunchPlan::tensorMapRows resolves.
+  /// Its element type (f16 or bf16) and shape: [rows, cols] (elements),
+  /// rows a constant (a weight's) or "batch" (an activation's), or a KV
+  /// cache's ["num_pages", P, Hkv, D], read as [num_pages * P, Hkv * D]
+  /// (contract::tensorMapRowDims); LaunchPlan::tensorMapRows resolves the
+  /// rows.
   ElemType dtype = ElemType::F16;
   std::vector<Dim> shape;
   /// Box and swizzle (spec.of is the first parameter's `of`).
   contract::TensorMapSpec spec;
+  /// The columns of the 2-D view (the product of its constant column
+  /// dimensions).
+  int64_t cols() const;
 };
 
 /// One function of a manifest, resolved.
@@ -296,12 +301,14 @@ public:
   /// The device address of the buffer slot `i` describes (its argument's
   /// binding or its internal buffer; 0 while unset).
   uint64_t tensorMapTarget(int i) const;
-  /// The rows slot `i`'s descriptor covers: its shape's first dimension
-  /// resolved at capacity, the rows argumentBytes / internalBytes size its
-  /// buffer for (a weight's constant rows; an activation's "batch" rows:
-  /// the capacity's batch, past the step's). Throws InvalidArgumentError if
-  /// the buffer bound to it (when set) holds fewer than rows * cols
-  /// elements, so that the map never reads past it.
+  /// The rows slot `i`'s descriptor covers: its shape's row dimensions
+  /// (contract::tensorMapRowDims) resolved at capacity, the rows
+  /// argumentBytes / internalBytes size its buffer for (a weight's constant
+  /// rows; an activation's "batch" rows: the capacity's batch, past the
+  /// step's; a KV cache's num_pages * P token slots). Throws
+  /// InvalidArgumentError if the buffer bound to it (when set) holds fewer
+  /// than rows * cols elements, so that the map never reads past it, or if
+  /// the rows reach 2^31 (the kernels' TMA row coordinates are i32).
   int64_t tensorMapRows(int i) const;
 
   /// Binds function argument `i` (or the one called `name`) to device

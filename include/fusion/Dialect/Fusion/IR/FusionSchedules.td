@@ -178,6 +178,12 @@ def Fusion_SplitKvAttentionMmaScheduleAttr
     head blocks, workspaces, num_splits policy (`max_splits`,
     `target_ctas`, `min_chunk_tokens`) and `cluster_splits` are those of the
     kernel it varies; split chunks are multiples of `chunk_multiple` tokens.
+    `cta_ring` (sm_90; printed only when true): the last warp is a producer
+    that fills one CTA-wide ring of `stages` tiles by TMA boxes of the
+    kernel's `key_cache_map` and `value_cache_map` and the other `threads` /
+    32 - 1 warps take every tile of theirs from it under mbarriers (`stages`
+    a multiple of those warps, so that each slot has one consumer;
+    Kernels/AttentionMma.h).
 
     ```mlir
     #fusion.split_kv_attention_mma_schedule<threads = 128, max_splits = 64,
@@ -189,7 +195,8 @@ def Fusion_SplitKvAttentionMmaScheduleAttr
                         "int64_t":$heads_per_cta, "int64_t":$head_blocks,
                         "int64_t":$chunk_multiple, "int64_t":$stages,
                         "int64_t":$target_ctas, "int64_t":$min_chunk_tokens,
-                        "int64_t":$cluster_splits);
+                        "int64_t":$cluster_splits,
+                        DefaultValuedParameter<"bool", "false">:$cta_ring);
 }
 
 def Fusion_NormRowScheduleAttr

@@ -1,0 +1,56 @@
+//===- CacheMaps.h - tiny front half, KV-cache tensor maps ------*- C++ -*-===//
+//
+// runtime/test/data/tiny_decode with kernel 1 (the attention) also taking
+// the TMA descriptors of its two caches (docs/abi.md section 3.3), as an
+// attention kernel whose tensor-core variant streams the caches through
+// the CTA-wide ring does: a key_cache_map of param 1 and a value_cache_map
+// of param 2, both f16 ["num_pages", 4, 2, 16] (pages of 4 token slots, 2
+// KV heads of 16), read as [num_pages * 4, 32] in boxes of 16 token slots
+// by 64 columns. Shared by the manifest, model and mock-driver tests.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FUSION_RUNTIME_TEST_CACHEMAPS_H
+#define FUSION_RUNTIME_TEST_CACHEMAPS_H
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace fusion::runtime::test {
+
+/// The tiny manifest `j` with kernel 1's params 9 and 10 the
+/// key_cache_map of param 1 and the value_cache_map of param 2, after its
+/// workspaces and before its scalars (now params 11-13).
+inline nlohmann::json withCacheMaps(nlohmann::json j) {
+  nlohmann::json &params = j["kernels"][1]["params"];
+  auto map = [&](const char *role, int of) {
+    return nlohmann::json{
+        {"kind", "tensor_map"},
+        {"role", role},
+        {"dtype", "f16"},
+        {"shape", {"num_pages", 4, 2, 16}},
+        {"tensor_map",
+         {{"of", of}, {"box", {16, 64}}, {"swizzle_bytes", 128}}}};
+  };
+  params.insert(params.begin() + 9,
+                {map("key_cache_map", 1), map("value_cache_map", 2)});
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i]["index"] = i;
+  return j;
+}
+
+/// `ptx` (the tiny model's) with kernel 1's entry taking two more 64-bit
+/// params after its param 8, the maps of withCacheMaps.
+inline std::string withCacheMapParams(std::string ptx) {
+  const std::string param8 = "decode_layer_k1_decode_attention_param_8,\n";
+  const size_t p = ptx.find(param8);
+  if (p != std::string::npos)
+    ptx.insert(p + param8.size(), "\t.param .u64 key_cache_map_param,\n"
+                                  "\t.param .u64 value_cache_map_param,\n");
+  return ptx;
+}
+
+} // namespace fusion::runtime::test
+
+#endif // FUSION_RUNTIME_TEST_CACHEMAPS_H
