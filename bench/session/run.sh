@@ -325,6 +325,27 @@ attention() {
   done
 }
 
+ncu_gemm() {
+  # Where the 8B shape's B=16 batch kernels stall (performance.md entry 23:
+  # 2.2-3.1 TB/s): warp states and per-SASS-line source counters of the
+  # first layer's o_proj, gate/up and down_proj _gemm16 kernels.
+  local tool
+  tool=/tmp/rt-$(first)/tools/fusion-generate
+  say "== ncu, 8B shape B=16 _gemm16 (k3 o_proj, k4 gate/up, k5 down)"
+  local args=(--model "$s/l8" --checkpoint "$s/cfg/l8" --random-weights 1
+    --ids "1 2 3 4" --batch 16 --max-new-tokens 2 --no-graph)
+  ncu --clock-control none --kernel-name regex:'k[345]_.*_gemm16' --launch-count 3 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section Occupancy \
+    "$tool" "${args[@]}" >"$out/ncu_gemm16.txt" 2>&1
+  grep -iE "_gemm16|Duration|DRAM Throughput|stall|Achieved Occupancy" \
+    "$out/ncu_gemm16.txt" | head -60 | tee -a "$log"
+  ncu --clock-control none --kernel-name regex:'k4_.*_gemm16' --launch-count 1 \
+    --section SourceCounters --page source --print-source sass --csv \
+    "$tool" "${args[@]}" >"$out/ncu_gate_up_sass.csv" 2>&1
+  say "ncu: $(wc -l <"$out/ncu_gate_up_sass.csv") lines of gate/up SASS counters"
+}
+
 sanitize() {
   # compute-sanitizer memcheck, racecheck and synccheck of the batch
   # variants (_gemm kernels) in SmolLM2's whole step with the first

@@ -172,7 +172,7 @@ def emit_sweep(out_dir, fusion_compile):
         src = os.path.join(out_dir, name + ".mlir")
         with open(src, "w") as f:
             f.write(kernel_mlir_for(name, cfg, overrides))
-        res = subprocess.run([fusion_compile, *flags, src, "-o",
+        res = subprocess.run([fusion_compile, src, "-o",
                               os.path.join(out_dir, name)],
                              capture_output=True, text=True)
         print(f"{'ok  ' if res.returncode == 0 else 'FAIL'} emit {name} {res.stderr.strip()}")

@@ -46,7 +46,8 @@
 // CHECK:       scf.for
 // CHECK:         arith.remui %{{.*}}, %c16_i32
 // CHECK:         mbarrier.try_wait.parity
-// CHECK:         arith.xori
+// CHECK:         arith.remui %{{.*}}, %c8
+// CHECK:         arith.xori %{{.*}}, %{{.*}} : index
 // CHECK:         nvvm.ldmatrix
 // CHECK:         nvvm.mma.sync
 // CHECK-NOT:     vector<2xi1>
@@ -122,8 +123,12 @@
 // MANIFEST:    "target_ctas": 132
 // MANIFEST:    "threads": 160
 
-// sm_80 has no TMA: the flag changes nothing (no maps, no ring).
+// sm_80 has no TMA: the flag changes nothing (no maps, no ring: the
+// per-warp rings' 128 threads).
 // SM80-NOT:    tensor_map
+// SM80:        "entry": "attn_g4_mma"
+// SM80-NOT:    cta_ring
+// SM80:        "threads": 128
 // SM80-NOT:    cta_ring
 func.func @llama(%q: tensor<?x32x128xf16>, %kc: memref<?x16x8x128xf16>, %vc: memref<?x16x8x128xf16>,
     %bt: tensor<?x?xi32>, %sl: tensor<?xi32>) -> tensor<?x32x128xf16> {

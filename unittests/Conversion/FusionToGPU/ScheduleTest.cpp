@@ -828,9 +828,9 @@ TEST(AttentionSchedule, TensorCoreVariantWithCtaRing) {
   EXPECT_FALSE(d96->ctaRing);
   EXPECT_EQ(d96->threads, 128);
   // Opt-in, and only with bulk copies (sm_90).
-  EXPECT_FALSE(
-      chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, kH100)
-          ->ctaRing);
+  auto off = chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, kH100);
+  ASSERT_TRUE(off);
+  EXPECT_FALSE(off->ctaRing);
   const TargetInfo ampere(80, 108, false, false, false,
                           /*attentionCtaRing=*/true);
   auto a = chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, ampere);

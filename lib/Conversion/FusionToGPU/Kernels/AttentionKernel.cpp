@@ -7,8 +7,9 @@
 // Semantics (design.md section 2.1, FusionOps.td DecodeAttentionOp):
 //   o[b, h] = softmax(q[b, h] . K[b, 0..len_b)^T * scale) V[b, 0..len_b)
 // with kv_head = h / G (G = Hq / Hkv), token t of sequence b at page
-// block_table[b, t / P], slot t % P. Only tokens below len_b are read;
-// len_b = 0 gives zeros.
+// block_table[b, t / P], slot t % P. Only tokens below len_b contribute
+// (the tensor-core variant's CTA ring copies whole 16-token tiles and masks
+// the slots past len_b); len_b = 0 gives zeros.
 //
 // Launch: grid (num_splits, Hkv * head_blocks, batch), `threads` threads per
 // CTA (default 256 when a CTA holds at most 4 heads, else 128). One CTA per
@@ -42,9 +43,9 @@
 // min_chunk_tokens is at least tokens_per_iter (AttentionSchedule.cpp), so
 // that the policy does not ask for splits the rounding leaves empty. Tokens
 // past the end of a split are clamped to its last token (an L1/L2 hit) and
-// masked to -inf, so K/V at or past seq_lens[b] is never read and NaN there
-// cannot leak. Page addressing is 64-bit: page * (P * Hkv * D) in `index`
-// (i64).
+// masked to -inf, so K/V at or past seq_lens[b] is never read (by the CUDA-
+// core loop; the CTA ring reads and masks it) and NaN there cannot leak. Page
+// addressing is 64-bit: page * (P * Hkv * D) in `index` (i64).
 //
 // With programmatic dependent launch (sm_90), everything that depends only on
 // step inputs no kernel writes is done before griddepcontrol.wait: the

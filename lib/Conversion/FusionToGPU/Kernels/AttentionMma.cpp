@@ -241,10 +241,10 @@ SmallVector<Value> MmaLoop::emitTile(ImplicitLocOpBuilder &b, Value i,
 }
 
 /// The online softmax update of (m, l, O[D / 8][2]) = `state` by the tile
-/// of tokens from `tileBase` (i32) in stage `slot`. With `maskValues` the V
-/// fragments of tokens at or past `end` are zeroed (their rows were not
-/// copied: stale or NaN, and 0 x NaN = NaN); else those rows were
-/// zero-filled.
+/// of tokens from `tileBase` (i32) in stage `slot`. With `maskValues` (the
+/// CTA ring) the V fragments of tokens at or past `end` are zeroed (the
+/// boxes copied those slots: stale or NaN, and 0 x NaN = NaN); else those
+/// rows were zero-filled.
 SmallVector<Value> MmaLoop::attendTile(ImplicitLocOpBuilder &b, Value slot,
                                        Value tileBase, ValueRange state,
                                        bool maskValues) {
@@ -407,7 +407,7 @@ Value MmaLoop::tableEntryOfTile(ImplicitLocOpBuilder &b, Value t, Value count) {
 }
 
 /// The producer warp: for each tile t of the split, once its slot t % S is
-/// free (the empty phase of the slot's previous use), copyTileRows. Lane l
+/// free (the empty phase of the slot's previous use), copyTileBoxes. Lane l
 /// holds the block-table entries of tiles 32 j + l (this batch) and
 /// 32 (j + 1) + l (the next, loaded a batch ahead), so that no copy waits
 /// for a block-table load; tile t's page is lane t % 32's entry.

@@ -227,8 +227,9 @@ def Fusion_DecodeAttentionOp : Fusion_Op<"decode_attention", [
 
     with `len_b = seq_lens[b]`, `kv_head = h / (Hq / Hkv)`, token `t` of
     sequence `b` at page `block_table[b, t / P]`, slot `t % P`. `scale`
-    defaults to `1/sqrt(head_dim)`. Only tokens below `len_b` are read;
-    `len_b = 0` gives zeros. Softmax statistics are fp32. The op reads both
+    defaults to `1/sqrt(head_dim)`. Only tokens below `len_b` contribute
+    (whatever the slots past it hold, NaN included); `len_b = 0` gives
+    zeros. Softmax statistics are fp32. The op reads both
     caches (declared), so it stays after a `fusion.kv_append` to them.
 
     ```mlir
