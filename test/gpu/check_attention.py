@@ -50,6 +50,7 @@ CONFIGS = [
     ("g3_d80_f16_p12", 12, 4, 80, "f16", 12),   # D=80, page size not 2^k
     ("g6_d96_bf16_p8", 24, 4, 96, "bf16", 8),
     ("g16_d128_f16", 32, 2, 128, "f16", 16),    # two head blocks per KV head
+    ("g3_d64_f16", 9, 3, 64, "f16", 16),        # SmolLM2-135M
 ]
 
 # Schedule variants for --sweep (tuning): name, config, schedule overrides.
@@ -552,55 +553,76 @@ def main():
     return 0 if all_ok else 1
 
 
-def bench(cp, ptx_dir, rng):
-    """Default schedules with the recommended num_splits, L2-cold (the caches
-    rotate over copies totalling >= 400 MB): Llama-3-8B (32/8, D=128, f16)
-    and G=7 (28/4, D=128, bf16)."""
-    for cfg in (CONFIGS[1], CONFIGS[2]):
-        name, hq, hkv, d, dtname, p = cfg
-        kern = Kernel(cp, ptx_dir, cfg)
-        for b, l in ((1, 1024), (1, 8192), (1, 32768), (4, 4096), (16, 4096),
-                     (64, 4096)):
-            pages = math.ceil(l / p)
-            kv_bytes = 2 * b * l * hkv * d * 2
-            copies = max(1, min(32, math.ceil(400e6 / kv_bytes)))
-            num_pages = copies * b * pages
-            kc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
-            vc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
-            q = cp.random.standard_normal((b, hq, d), dtype=cp.float32).astype(cp.float16)
-            if dtname == "bf16":  # any bits will do for timing
-                kc, vc, q = kc.view(cp.uint16), vc.view(cp.uint16), q.view(cp.uint16)
-            sl = cp.asarray(np.full(b, l, dtype=np.int32))
-            bts = [cp.asarray((rng.permutation(b * pages) + c * b * pages)
-                              .astype(np.int32).reshape(b, pages))
-                   for c in range(copies)]
-            out = cp.empty_like(q)
-            ms = kern.max_splits
-            part_o = cp.empty((b, hq, ms, d), dtype=cp.float32)
-            part_s = cp.empty((b, hq, ms, 2), dtype=cp.float32)
-            counters = cp.zeros((b, kern.grid_y), dtype=cp.int32)
-            ns = kern.model.default_num_splits(b, l)
-            arg_sets = [(q, kc, vc, bt, sl, out, part_o, part_s, counters,
-                         np.int32(b), np.int32(pages), np.int32(ns)) for bt in bts]
-            t = time_launches(cp, kern.fn, (ns, kern.grid_y, b),
-                              (kern.threads, 1, 1), arg_sets)
-            print(f"bench {name:14s} B={b:3d} L={l:6d} splits={ns:2d} "
-                  f"threads={kern.threads}: {t:8.1f} us  "
-                  f"{kv_bytes / t / 1e6:.2f} TB/s (K+V bytes)", flush=True)
-            del kc, vc, bts
-            cp.get_default_memory_pool().free_all_blocks()
+BENCH_SHAPES = {
+    "g4_d128_f16": ((1, 1024), (1, 8192), (1, 32768), (4, 4096), (16, 4096),
+                    (64, 4096), (16, 512), (64, 512)),
+    "g7_d128_bf16": ((1, 1024), (4, 4096), (16, 4096), (64, 4096)),
+    "g3_d64_f16": ((1, 512), (4, 512), (16, 512), (64, 512), (16, 4096)),
+}
 
-def time_launches(cp, fn, grid, block, arg_sets, reps=5, per=20):
+
+def bench(cp, ptx_dir, rng):
+    """The kernel and each of its batch variants (from their min_batch) with
+    the runtime's num_splits, L2-cold (the caches rotate over copies
+    totalling >= 400 MB), at BENCH_SHAPES: Llama-3-8B (32/8, D=128, f16),
+    G=7 (28/4, D=128, bf16) and SmolLM2-135M (9/3, D=64, f16)."""
+    for cfg in [c for c in CONFIGS if c[0] in BENCH_SHAPES]:
+        name, hq, hkv, d, dtname, p = cfg
+        with open(os.path.join(ptx_dir, name + ".manifest.json")) as f:
+            (kernel,) = json.load(f)["kernels"]
+        min_batch = [1] + [v["min_batch"] for v in kernel.get("variants", [])]
+        for kern, first in zip(Kernel.all_of(cp, ptx_dir, cfg), min_batch):
+            for b, l in BENCH_SHAPES[name]:
+                if b >= first:
+                    bench_one(cp, rng, kern, b, l)
+
+
+def bench_one(cp, rng, kern, b, l):
+    """Times `kern` at batch b and length l (time_launches)."""
+    name, hq, hkv, d, dtname, p = kern.cfg
+    pages = math.ceil(l / p)
+    kv_bytes = 2 * b * l * hkv * d * 2
+    copies = max(1, min(32, math.ceil(400e6 / kv_bytes)))
+    num_pages = copies * b * pages
+    kc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
+    vc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
+    q = cp.random.standard_normal((b, hq, d), dtype=cp.float32).astype(cp.float16)
+    if dtname == "bf16":  # any bits will do for timing
+        kc, vc, q = kc.view(cp.uint16), vc.view(cp.uint16), q.view(cp.uint16)
+    sl = cp.asarray(np.full(b, l, dtype=np.int32))
+    bts = [cp.asarray((rng.permutation(b * pages) + c * b * pages)
+                      .astype(np.int32).reshape(b, pages))
+           for c in range(copies)]
+    out = cp.empty_like(q)
+    ms = kern.max_splits
+    part_o = cp.empty((b, hq, ms, d), dtype=cp.float32)
+    part_s = cp.empty((b, hq, ms, 2), dtype=cp.float32)
+    counters = cp.zeros((b, kern.grid_y), dtype=cp.int32)
+    ns = kern.model.default_num_splits(b, l)
+    maps = kern.cache_maps(kc, vc)
+    arg_sets = [(q, kc, vc, bt, sl, out, part_o, part_s, counters, *maps,
+                 np.int32(b), np.int32(pages), np.int32(ns)) for bt in bts]
+    t = time_launches(cp, kern.fn, (ns, kern.grid_y, b),
+                      (kern.threads, 1, 1), arg_sets, kern.smem)
+    print(f"bench {kern.label:20s} B={b:3d} L={l:6d} splits={ns:2d} "
+          f"threads={kern.threads}: {t:8.1f} us  "
+          f"{kv_bytes / t / 1e6:.2f} TB/s (K+V bytes)", flush=True)
+    kern.encoded.clear()
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def time_launches(cp, fn, grid, block, arg_sets, smem=0, reps=5, per=20):
     """Median over `reps` of the mean time of `per` back-to-back launches
-    (rotating over arg_sets so that L2 holds none of the caches)."""
+    with `smem` bytes of dynamic shared memory (rotating over arg_sets so
+    that L2 holds none of the caches)."""
     for a in arg_sets[:2]:
-        fn(grid, block, a)
+        fn(grid, block, a, shared_mem=smem)
     res = []
     for _ in range(reps):
         s, e = cp.cuda.Event(), cp.cuda.Event()
         s.record()
         for i in range(per):
-            fn(grid, block, arg_sets[i % len(arg_sets)])
+            fn(grid, block, arg_sets[i % len(arg_sets)], shared_mem=smem)
         e.record()
         e.synchronize()
         res.append(cp.cuda.get_elapsed_time(s, e) * 1000 / per)
