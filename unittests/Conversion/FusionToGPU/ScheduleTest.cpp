@@ -819,6 +819,21 @@ TEST(AttentionSchedule, TensorCoreVariantWithCtaRing) {
   EXPECT_EQ(d64->stages, 16);
   EXPECT_EQ(d64->ringBytes, 66560);
   EXPECT_EQ(d64->splitPolicy.targetCtas, 264);
+  // The ring combines its splits through the workspaces, unless the kernel
+  // projects o_proj (the cluster's CTAs share its rows): then the primary's
+  // cluster_splits stays (1 CTA per SM either way).
+  EXPECT_EQ(s->clusterSplits, 0);
+  EXPECT_EQ(s->exchangeFloats, 0);
+  AttentionShape projected = attention(32, 8, 128);
+  projected.outputProjection = true;
+  auto withO = choose(projected);
+  ASSERT_TRUE(withO);
+  ASSERT_GT(withO->clusterSplits, 0);
+  auto o = chooseAttentionMmaSchedule(projected, *withO, ring);
+  ASSERT_TRUE(o);
+  EXPECT_TRUE(o->ctaRing);
+  EXPECT_EQ(o->clusterSplits, withO->clusterSplits);
+  EXPECT_EQ(o->exchangeFloats, withO->exchangeFloats);
   // D = 96 is not a whole number of 64-column boxes: the per-warp rings.
   auto d96primary = choose(attention(32, 8, 96));
   ASSERT_TRUE(d96primary);

@@ -177,10 +177,14 @@ mlir::fusion::chooseAttentionMmaSchedule(const AttentionShape &shape,
     s.splitPolicy.targetCtas = ctasPerSM(0) * target.getSMCount();
   // The exchange buffer is static, so it costs even a launch that does not
   // cluster: drop it where it would cost occupancy (Llama-3-8B: 112,772 ->
-  // 129,412 bytes a CTA, 2 -> 1 CTA per SM). The ring never clusters: its
-  // clusters of 4 splits made 4 x 4096 (Llama-3-8B) 63.6 us a layer-step
-  // against 49.7 through the workspaces (H100, docs/performance.md entry 51).
-  if (s.ctaRing || ctasPerSM(s.exchangeFloats) < ctasPerSM(0)) {
+  // 129,412 bytes a CTA, 2 -> 1 CTA per SM). The ring clusters only to share
+  // a fused o_proj, which through the workspaces the last CTA projects alone
+  // (H100, docs/performance.md entry 51: the Llama-3-8B front half's
+  // clusters of 4 splits took 63.6 us a layer-step at 4 x 4096 against 49.7
+  // through the workspaces; SmolLM2's decode step with its o_proj fused,
+  // 666.0 us at batch 4 in clusters against 861.5).
+  if ((s.ctaRing && !shape.outputProjection) ||
+      ctasPerSM(s.exchangeFloats) < ctasPerSM(0)) {
     s.clusterSplits = 0;
     s.exchangeFloats = 0;
   }

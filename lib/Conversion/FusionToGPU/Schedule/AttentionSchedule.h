@@ -137,7 +137,9 @@ chooseAttentionSchedule(const AttentionShape &shape,
 /// kAttentionRingBoxColumns, the same 4 warps consume and a fifth produces
 /// into kAttentionRingStages stages of swizzled tiles (1 CTA per SM at
 /// head_dim 128: bench/diagnostics/decode_attention_ring.cu's `tma S16 W4`),
-/// and the split policy's target_ctas is the CTAs that fit per SM x SMs.
+/// the split policy's target_ctas is the CTAs that fit per SM x SMs, and
+/// cluster_splits is 0 unless the kernel projects o_proj (whose rows the
+/// cluster's CTAs share).
 std::optional<AttentionSchedule>
 chooseAttentionMmaSchedule(const AttentionShape &shape,
                            const AttentionSchedule &primary,
