@@ -9,7 +9,8 @@
 # for the chip CHIP (default sm_90a, as bench/compile.sh; sm_90: without the
 # warpgroup-MMA variants).
 #
-# Writes: smol.{ptx,manifest.json} (the whole SmolLM2-135M) and l8.* (the
+# Writes: smol.{ptx,manifest.json} (the whole SmolLM2-135M; smol_ring.* the
+# same with --attention-cta-ring) and l8.* (the
 # Llama-3-8B shape), f16, from this checkout's compiler (fusion-import
 # --whole-model); engine-models/ the tiny models of the engine's GPU tests;
 # check/ the 8B shape's first two layers for
@@ -58,6 +59,9 @@ for m in smol l8 l8x2 q05x2; do
     -o "$out/$m.mlir"
 done
 build/bin/fusion-compile --chip="$chip" "$out/smol.mlir" -o "$out/smol"
+# SmolLM2 with the CTA-wide TMA ring (run.sh abptx / ncuattn smol smol_ring).
+build/bin/fusion-compile --chip=sm_90a --attention-cta-ring "$out/smol.mlir" \
+  -o "$out/smol_ring"
 build/bin/fusion-compile --chip="$chip" "$out/l8.mlir" -o "$out/l8"
 build/bin/fusion-compile --chip="$chip" "$out/l8x2.mlir" -o "$out/check/l8x2.decode"
 build/bin/fusion-compile --chip="$chip" "$out/q05x2.mlir" -o "$out/checkq05/q05x2.decode"

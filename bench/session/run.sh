@@ -46,6 +46,8 @@
 #           (diagnostics/empty_kernels.py), as `run.sh empty [MODEL]`
 #   timeline  step_timeline.py with each branch's Python package: the GPU
 #           timeline between SmolLM2's decode steps at B=1 and 16 (BATCHES)
+#   ncuattn  ncu of SmolLM2's attention kernel with its fused o_proj at B=16
+#           (default smol against smol_ring; performance.md entry 51)
 #   attention  check_attention.py (plain and --sanitize) on attention/ or
 #           the directory named (attention-ring: the CTA-wide TMA ring)
 #   frontcheck  the Llama-3-8B front-half builds of fh/ (one per flag
@@ -416,6 +418,34 @@ for name, v in times.items():  # a layer's kernel: its last 30 launches
 PY
 }
 
+ncuattn() {
+  # ncu of the whole SmolLM2 model's tensor-core attention kernel
+  # (k1_fused_mma: the attention with its o_proj fused) at B=16 (BATCH), the
+  # first layer's launch of the last decode step after the 512-token prompt
+  # (2 new tokens: 3,870 launches of it at B=16, the last 30 that step's;
+  # SKIP overrides 3840), for each PTX build named (default smol and
+  # smol_ring: the default and --attention-cta-ring): speed of light, warp
+  # states, occupancy and launch statistics, then the SASS source counters.
+  local name ptx ptxs=("$@")
+  [ ${#ptxs[@]} -gt 0 ] || ptxs=(smol smol_ring)
+  name=$(first)
+  for ptx in "${ptxs[@]}"; do
+    say "== ncu k1_fused_mma, $ptx B=${BATCH:-16}"
+    local args=(--model "$s/$ptx" --checkpoint "$s/cfg/smol" --random-weights 1
+      --ids "$(cat "$s/ctx512.txt")" --batch "${BATCH:-16}" --max-new-tokens 2 --no-graph)
+    ncu --clock-control none -k regex:k1_fused_mma --launch-skip "${SKIP:-3840}" \
+      --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+      --section Occupancy --section LaunchStats \
+      "/tmp/rt-$name/tools/fusion-generate" "${args[@]}" >"$out/ncu-attn-$ptx.txt" 2>&1
+    grep -iE "Duration|DRAM Throughput|Stall|Achieved Occupancy|Theoretical Occupancy|Waves Per SM|Warp Cycles Per Issued" \
+      "$out/ncu-attn-$ptx.txt" | head -30 | tee -a "$log"
+    ncu --clock-control none -k regex:k1_fused_mma --launch-skip "${SKIP:-3840}" \
+      --launch-count 1 --section SourceCounters --page source --print-source sass --csv \
+      "/tmp/rt-$name/tools/fusion-generate" "${args[@]}" >"$out/ncu-attn-$ptx-sass.csv" 2>&1
+    say "ncu: $(wc -l <"$out/ncu-attn-$ptx-sass.csv") lines of SASS counters ($ptx)"
+  done
+}
+
 empty() {
   # The in-graph cost of each kernel (performance.md entry 31): abptx of
   # model $1 (smol by default; l8 with BATCHES=1 REPS=1 fits a command)
@@ -590,8 +620,9 @@ timeline) timeline ;;
 empty) empty "${2:-smol}" ;;
 diag) shift; diag "$@" ;;
 attention) attention "${2:-}" ;;
+ncuattn) shift; ncuattn "$@" ;;
 frontcheck) frontcheck ;;
 frontsan) frontsan ;;
 frontab) frontab ;;
-*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|timeline|empty [smol|l8]|diag [NAME...]|attention [DIR]|frontcheck|frontsan|frontab" >&2; exit 2 ;;
+*) echo "usage: bash .gpu/session/run.sh engine|ab|abptx PTX...|model [smol|l8]|smollm2|check|kernels|ncu|sanitize|kerneltimes|timeline|empty [smol|l8]|diag [NAME...]|attention [DIR]|ncuattn [PTX...]|frontcheck|frontsan|frontab" >&2; exit 2 ;;
 esac
