@@ -15,6 +15,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 #include <cmath>
+#include <functional>
 
 using namespace mlir;
 using namespace mlir::fusion;
@@ -73,15 +74,27 @@ private:
     Value stage = addI(b, mulI(b, warp, in.stages), slot);
     return mulI(b, addI(b, mulI(b, stage, 2), kv), kTile * pitch);
   }
-  /// Element offset of (row, col) of the K or V tile at `tileBase` (col a
-  /// multiple of 8: the first element of a 16-byte chunk). Padded rows; or
-  /// the ring's boxes of kAttentionRingBoxColumns, where the 128-byte
-  /// swizzle stores chunk c of row r at chunk c ^ (r % 8) (CUDA C++
-  /// Programming Guide, "TMA swizzle").
-  Value tileElement(ImplicitLocOpBuilder &b, Value tileBase, Value row,
-                    Value col) {
-    if (!in.ctaRing)
-      return addI(b, tileBase, addI(b, mulI(b, row, pitch), col));
+  /// The element offset of (row, col + offset) of the K or V tile at
+  /// `tileBase`, as a function of `offset` (col + offset a multiple of 8:
+  /// the first element of a 16-byte chunk). Padded rows: (row, col)'s
+  /// offset, computed here, plus `offset`; or the ring's boxes of
+  /// kAttentionRingBoxColumns (swizzledElement).
+  std::function<Value(ImplicitLocOpBuilder &, int64_t)>
+  chunkOffsets(ImplicitLocOpBuilder &b, Value tileBase, Value row, Value col) {
+    if (in.ctaRing)
+      return [=, this](ImplicitLocOpBuilder &ib, int64_t offset) {
+        return swizzledElement(ib, tileBase, row, addI(ib, col, offset));
+      };
+    Value laneBase = addI(b, tileBase, addI(b, mulI(b, row, pitch), col));
+    return [=](ImplicitLocOpBuilder &ib, int64_t offset) {
+      return addI(ib, laneBase, offset);
+    };
+  }
+  /// Element offset of (row, col) of the ring's tile at `tileBase`, where
+  /// the 128-byte swizzle stores chunk c of row r of a box at chunk
+  /// c ^ (r % 8) (CUDA C++ Programming Guide, "TMA swizzle").
+  Value swizzledElement(ImplicitLocOpBuilder &b, Value tileBase, Value row,
+                        Value col) {
     const int64_t box = kAttentionRingBoxColumns;
     Value half = divUI(b, col, constIndex(b, box));
     Value chunk = divUI(b, remUI(b, col, constIndex(b, box)), constIndex(b, 8));
@@ -193,9 +206,9 @@ SmallVector<Value, 4> MmaLoop::emitScores(ImplicitLocOpBuilder &b,
                    mulI(b, divUI(b, lane, constIndex(b, 16)), 8));
   Value col =
       mulI(b, remUI(b, divUI(b, lane, constIndex(b, 8)), constIndex(b, 2)), 8);
+  auto chunkAt = chunkOffsets(b, slotBase, row, col);
   for (int64_t kk = 0; kk < d / 16; ++kk) {
-    Value at =
-        indexToI32(b, tileElement(b, slotBase, row, addI(b, col, 16 * kk)));
+    Value at = indexToI32(b, chunkAt(b, 16 * kk));
     SmallVector<Value, 4> kb = loadMatrixX4(
         b, offsetPointer(b, ring, at, in.elementType), in.elementType);
     s0 = mmaM16N8K16(b, in.elementType, qa[kk], {kb[0], kb[1]}, s0);
@@ -274,7 +287,7 @@ SmallVector<Value> MmaLoop::attendTile(ImplicitLocOpBuilder &b, Value slot,
       b, remUI(b, lane, constIndex(b, 8)),
       mulI(b, remUI(b, divUI(b, lane, constIndex(b, 8)), constIndex(b, 2)), 8));
   Value col = mulI(b, divUI(b, lane, constIndex(b, 16)), 8);
-  Value valueBase = stageBase(b, slot, 1);
+  auto chunkAt = chunkOffsets(b, stageBase(b, slot, 1), row, col);
   Value zero = constF32(b, 0.0);
   Value valueMasks[2];
   if (maskValues) {
@@ -289,8 +302,7 @@ SmallVector<Value> MmaLoop::attendTile(ImplicitLocOpBuilder &b, Value slot,
     }
   }
   for (int64_t db = 0; db < d / 16; ++db) {
-    Value at =
-        indexToI32(b, tileElement(b, valueBase, row, addI(b, col, 16 * db)));
+    Value at = indexToI32(b, chunkAt(b, 16 * db));
     SmallVector<Value, 4> vb =
         loadMatrixX4(b, offsetPointer(b, ring, at, in.elementType),
                      in.elementType, /*transpose=*/true);
