@@ -95,6 +95,14 @@ std::string shapeString(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
+int64_t tensorMapColumns(const std::vector<Dim> &shape) {
+  int64_t cols = 1;
+  for (size_t d = contract::tensorMapRowDims(shape.size()); d < shape.size();
+       ++d)
+    cols *= shape[d].value;
+  return cols;
+}
+
 int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols) {
   int64_t n = 1;
   for (const Dim &d : shape) {
@@ -365,10 +373,7 @@ contract::TensorMapSpec parseTensorMap(const Node &n, ElemType dtype,
            "or \"batch\" and cols a constant, or a KV cache [\"num_pages\", "
            "P, Hkv, D] of constants, not " +
            shapeString(shape));
-  int64_t cols = 1;
-  for (size_t d = contract::tensorMapRowDims(shape.size()); d < shape.size();
-       ++d)
-    cols *= shape[d].value;
+  const int64_t cols = tensorMapColumns(shape);
   if (cols * elem % 16 != 0)
     n.fail("rows of " + shapeString(shape) + " " +
            std::string(elemTypeName(dtype)) + " are " +

@@ -324,13 +324,7 @@ uint64_t LaunchPlan::tensorMapTarget(int i) const {
              : internalAddress_[target.index];
 }
 
-int64_t TensorMapSlot::cols() const {
-  int64_t n = 1;
-  for (size_t d = contract::tensorMapRowDims(shape.size()); d < shape.size();
-       ++d)
-    n *= shape[d].value;
-  return n;
-}
+int64_t TensorMapSlot::cols() const { return tensorMapColumns(shape); }
 
 int64_t LaunchPlan::tensorMapRows(int i) const {
   const TensorMapSlot &t = model_->tensorMaps().at(i);

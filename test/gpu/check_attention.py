@@ -577,9 +577,12 @@ def bench(cp, ptx_dir, rng):
                     bench_one(cp, rng, kern, b, l)
 
 
-def bench_one(cp, rng, kern, b, l):
-    """Times `kern` at batch b and length l (time_launches)."""
-    name, hq, hkv, d, dtname, p = kern.cfg
+def timing_problem(cp, rng, cfg, b, l):
+    """Random inputs of config `cfg` at batch b and length l for timing:
+    (K+V bytes, pages per sequence, kc, vc, q, seq_lens, block tables), the
+    caches `copies` times over (>= 400 MB in all, so that L2 holds none of
+    them when the launches rotate over the block tables)."""
+    name, hq, hkv, d, dtname, p = cfg
     pages = math.ceil(l / p)
     kv_bytes = 2 * b * l * hkv * d * 2
     copies = max(1, min(32, math.ceil(400e6 / kv_bytes)))
@@ -593,6 +596,13 @@ def bench_one(cp, rng, kern, b, l):
     bts = [cp.asarray((rng.permutation(b * pages) + c * b * pages)
                       .astype(np.int32).reshape(b, pages))
            for c in range(copies)]
+    return kv_bytes, pages, kc, vc, q, sl, bts
+
+
+def bench_one(cp, rng, kern, b, l):
+    """Times `kern` at batch b and length l (time_launches)."""
+    name, hq, hkv, d, dtname, p = kern.cfg
+    kv_bytes, pages, kc, vc, q, sl, bts = timing_problem(cp, rng, kern.cfg, b, l)
     out = cp.empty_like(q)
     ms = kern.max_splits
     part_o = cp.empty((b, hq, ms, d), dtype=cp.float32)
@@ -657,22 +667,7 @@ def sweep(cp, sweep_dir, rng, json_path):
         _, hq, hkv, d, dtname, p = cfg
         kerns = {n: Kernel(cp, sweep_dir, cfg, n) for n in names}
         for b, l in SWEEP_SHAPES:
-            pages = math.ceil(l / p)
-            kv_bytes = 2 * b * l * hkv * d * 2
-            copies = max(1, min(32, math.ceil(400e6 / kv_bytes)))
-            num_pages = copies * b * pages
-            kc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
-            vc = cp.random.standard_normal((num_pages, p, hkv, d), dtype=cp.float32).astype(cp.float16)
-            if dtname == "bf16":  # same bits are fine for timing
-                kc = kc.view(cp.uint16)
-                vc = vc.view(cp.uint16)
-            q = cp.random.standard_normal((b, hq, d), dtype=cp.float32).astype(cp.float16)
-            if dtname == "bf16":
-                q = q.view(cp.uint16)
-            sl = cp.asarray(np.full(b, l, dtype=np.int32))
-            bts = [cp.asarray((rng.permutation(b * pages) + c * b * pages)
-                              .astype(np.int32).reshape(b, pages))
-                   for c in range(copies)]
+            kv_bytes, pages, kc, vc, q, sl, bts = timing_problem(cp, rng, cfg, b, l)
             out = cp.empty_like(q)
             best = None
             for n, k in kerns.items():

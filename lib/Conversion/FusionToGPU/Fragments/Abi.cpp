@@ -206,6 +206,24 @@ int mlir::fusion::findParam(ArrayRef<KernelParam> params, StringRef role) {
   return -1;
 }
 
+void mlir::fusion::insertBeforeScalars(SmallVector<KernelParam> &params,
+                                       ArrayRef<KernelParam> added) {
+  auto firstScalar = llvm::find_if(params, [](const KernelParam &p) {
+    return p.kind == KernelParam::Kind::Scalar;
+  });
+  params.insert(firstScalar, added.begin(), added.end());
+}
+
+void mlir::fusion::insertTensorMap(SmallVector<KernelParam> &params,
+                                   int64_t index, StringRef role,
+                                   int64_t boxRows, int64_t boxCols) {
+  const KernelParam &target = params[index];
+  KernelParam map{KernelParam::Kind::TensorMap, role.str(), target.elementType,
+                  target.shape};
+  map.tensorMap = contract::TensorMapSpec{index, boxRows, boxCols};
+  insertBeforeScalars(params, {map});
+}
+
 Value KernelArgs::input(Value bodyValue) const {
   auto blockArg = dyn_cast_or_null<BlockArgument>(bodyValue);
   if (!blockArg || blockArg.getOwner() != &kernel.getBody().front())

@@ -58,6 +58,17 @@ SmallVector<KernelParam> getDefaultKernelParams(KernelOp kernel);
 /// Index of the first parameter with `role` (-1 if none).
 int findParam(ArrayRef<KernelParam> params, StringRef role);
 
+/// Inserts `added` before the first scalar of `params` (the ABI order:
+/// inputs, outputs, workspaces, tensor maps, scalars).
+void insertBeforeScalars(SmallVector<KernelParam> &params,
+                         ArrayRef<KernelParam> added);
+
+/// Inserts (before the scalars) a tensor map of role `role` over input
+/// parameter `index`, of its dtype and shape, in boxes of `boxRows` x
+/// `boxCols` (contract::TensorMapSpec).
+void insertTensorMap(SmallVector<KernelParam> &params, int64_t index,
+                     StringRef role, int64_t boxRows, int64_t boxCols);
+
 /// Creates `gpu.func @name(...) kernel` at the end of `module` with one
 /// argument per parameter (a flat buffer memref for buffers, the scalar type
 /// for scalars) and `known_block_size = [blockSize, 1, 1]`. On a target with

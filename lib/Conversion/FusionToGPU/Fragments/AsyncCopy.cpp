@@ -83,14 +83,9 @@ Value mlir::fusion::stageBarrier(ImplicitLocOpBuilder &b, Value first,
 
 void mlir::fusion::arriveExpectingBytes(ImplicitLocOpBuilder &b, Value barrier,
                                         int64_t bytes) {
-  arriveExpectingBytes(b, barrier, constI32(b, static_cast<int32_t>(bytes)));
-}
-
-void mlir::fusion::arriveExpectingBytes(ImplicitLocOpBuilder &b, Value barrier,
-                                        Value bytes) {
-  NVVM::MBarrierArriveExpectTxOp::create(b, Type(), barrier, bytes,
-                                         NVVM::MemScopeKind::CTA,
-                                         /*relaxed=*/false, Value());
+  NVVM::MBarrierArriveExpectTxOp::create(
+      b, Type(), barrier, constI32(b, static_cast<int32_t>(bytes)),
+      NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
 }
 
 void mlir::fusion::arriveOnBarrier(ImplicitLocOpBuilder &b, Value barrier,

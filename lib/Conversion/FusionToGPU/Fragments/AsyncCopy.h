@@ -73,8 +73,6 @@ Value stageBarrier(ImplicitLocOpBuilder &b, Value first, Value index);
 /// current phase then also waits for `bytes` bytes of bulk copies.
 void arriveExpectingBytes(ImplicitLocOpBuilder &b, Value barrier,
                           int64_t bytes);
-/// The same for a run-time byte count (`bytes`, i32).
-void arriveExpectingBytes(ImplicitLocOpBuilder &b, Value barrier, Value bytes);
 
 /// `mbarrier.arrive`: this thread's arrival on `barrier` (release: its
 /// earlier memory accesses happen before the phase completes for the

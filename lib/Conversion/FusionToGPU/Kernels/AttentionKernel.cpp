@@ -1320,10 +1320,6 @@ SmallVector<KernelParam> getAttentionParams(KernelOp kernel,
   MLIRContext *context = kernel.getContext();
   Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
   SmallVector<KernelParam> params = getDefaultKernelParams(kernel);
-  auto firstScalar = llvm::find_if(params, [](const KernelParam &p) {
-    return p.kind == KernelParam::Kind::Scalar;
-  });
-  size_t workspaceIndex = firstScalar - params.begin();
   namespace role = contract::role;
   const std::string batch(contract::dim::kBatch);
   std::string hq = std::to_string(shape.numHeads),
@@ -1344,18 +1340,12 @@ SmallVector<KernelParam> getAttentionParams(KernelOp kernel,
        {batch, std::to_string(shape.numKvHeads * sched.headBlocks)},
        /*zeroInitialized=*/true},
   };
+  insertBeforeScalars(params, workspace);
   if (cacheMaps)
     for (auto [target, map] : {std::pair{role::kKeyCache, role::kKeyCacheMap},
-                               {role::kValueCache, role::kValueCacheMap}}) {
-      const int index = findParam(params, target);
-      KernelParam p{KernelParam::Kind::TensorMap, std::string(map),
-                    params[index].elementType, params[index].shape};
-      p.tensorMap = contract::TensorMapSpec{index, kAttentionMmaTileTokens,
-                                            kAttentionRingBoxColumns};
-      workspace.push_back(std::move(p));
-    }
-  params.insert(params.begin() + workspaceIndex, workspace.begin(),
-                workspace.end());
+                               {role::kValueCache, role::kValueCacheMap}})
+      insertTensorMap(params, findParam(params, target), map,
+                      kAttentionMmaTileTokens, kAttentionRingBoxColumns);
   params.push_back({KernelParam::Kind::Scalar,
                     std::string(contract::dim::kNumSplits),
                     i32,

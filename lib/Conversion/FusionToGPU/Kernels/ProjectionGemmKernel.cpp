@@ -1285,28 +1285,6 @@ SmallVector<Value> GemmKernel::consumeStages(ImplicitLocOpBuilder &b,
       });
 }
 
-/// Inserts `added` before the first scalar of `params` (the ABI order:
-/// inputs, outputs, workspaces, tensor maps, scalars).
-static void insertBeforeScalars(SmallVector<KernelParam> &params,
-                                ArrayRef<KernelParam> added) {
-  auto firstScalar = llvm::find_if(params, [](const KernelParam &p) {
-    return p.kind == KernelParam::Kind::Scalar;
-  });
-  params.insert(firstScalar, added.begin(), added.end());
-}
-
-/// Inserts (before the scalars) a tensor map of role `role` over input
-/// parameter `index`, of its dtype and shape, in boxes of `boxRows` x
-/// `boxCols`.
-static void insertTensorMap(SmallVector<KernelParam> &params, int64_t index,
-                            StringRef role, int64_t boxRows, int64_t boxCols) {
-  const KernelParam &target = params[index];
-  KernelParam map{KernelParam::Kind::TensorMap, role.str(), target.elementType,
-                  target.shape};
-  map.tensorMap = contract::TensorMapSpec{index, boxRows, boxCols};
-  insertBeforeScalars(params, {map});
-}
-
 void mlir::fusion::appendProjectionGemmWorkspaces(
     SmallVector<KernelParam> &params, ArrayRef<ProjectionGemmSchedule> variants,
     int64_t rows, bool rmsNorm, MLIRContext *context) {

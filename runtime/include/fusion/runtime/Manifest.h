@@ -137,6 +137,10 @@ struct Dim {
 std::string shapeString(const std::vector<Dim> &shape);
 /// "[2, 32, 128]".
 std::string shapeString(const std::vector<int64_t> &shape);
+/// The columns of the 2-D view a tensor map reads of an input of `shape`
+/// (contract::tensorMapRowDims): the product of its column dimensions,
+/// constants in every shape the manifest parser accepts for a map.
+int64_t tensorMapColumns(const std::vector<Dim> &shape);
 /// Product of the dimensions under `symbols`.
 int64_t numElements(const std::vector<Dim> &shape, const Symbols &symbols);
 
