@@ -9,7 +9,7 @@
 #           ids from every branch's fusion-generate
 #   ab      interleaved A/B of decode us/step (SmolLM2 B=1,16 x 3 reps;
 #           Llama-3-8B shape B=1,16 x 2 reps; AB_MODELS=smol for SmolLM2
-#           only)
+#           only, or other PTX builds, e.g. "smol smol_ring"; BATCHES)
 #   abptx   interleaved A/B of PTX builds (PTX names under .gpu/session, e.g.
 #           smol and a copy of another compiler's smol as smol_main) with
 #           the first branch's runtime, B=1,16 x 3 (BATCHES, REPS), with
@@ -184,7 +184,7 @@ ab() {
   for rep in 1 2 3; do
     for model in ${AB_MODELS:-smol l8}; do
       [ "$model" = l8 ] && [ "$rep" = 3 ] && continue
-      for batch in 1 16; do
+      for batch in ${BATCHES:-1 16}; do
         line="$model B=$batch:"
         for src in "$s"/src/*/; do
           name=$(basename "$src")

@@ -448,7 +448,16 @@ void bindFunction(nb::module_ &m) {
            "int): arguments[i] and results[r] are (address, dtype, shape, "
            "strides, device) tuples in manifest order. Checks them all "
            "first (InvalidArgumentError naming the tensor); never "
-           "synchronizes.");
+           "synchronizes.")
+      .def(
+          "num_splits",
+          [](PyFunction &f, int64_t batch, int64_t maxSeqLen) {
+            return f.step->numSplitsFor(batch, maxSeqLen);
+          },
+          "batch"_a, "max_seq_len"_a,
+          "The split-KV attention's num_splits for a call: the manifest's "
+          "policy (Model.default_num_splits), lowered until the "
+          "attention's thread-block clusters fit the device in one wave.");
 }
 
 } // namespace

@@ -250,24 +250,55 @@ std::vector<PreparedLaunch>
 DecodeStep::prepareLaunches(const LaunchPlan &plan, const StepShape &shape) {
   std::vector<PreparedLaunch> launches = plan.prepare(shape);
   for (PreparedLaunch &l : launches)
-    if (l.clusterX > 1 && (!options_.launchClusters || !clustersCanRun(l)))
+    if (l.clusterX > 1 && (!options_.launchClusters || activeClusters(l) == 0))
       l.clusterX = 1;
   return launches;
 }
 
-bool DecodeStep::clustersCanRun(const PreparedLaunch &l) {
+int DecodeStep::activeClusters(const PreparedLaunch &l) {
   const CUfunction f = function(l);
   const auto key =
       std::make_tuple(f, l.clusterX, l.block, l.dynamicSharedBytes);
-  auto it = clusterSupport_.find(key);
-  if (it == clusterSupport_.end()) {
+  auto it = activeClusters_.find(key);
+  if (it == activeClusters_.end()) {
     unsigned grid[3] = {l.grid[0], l.grid[1], l.grid[2]};
     unsigned block[3] = {l.block[0], l.block[1], l.block[2]};
     const int clusters = cuda::maxActiveClusters(
         f, l.entry, grid, block, l.dynamicSharedBytes, l.clusterX);
-    it = clusterSupport_.emplace(key, clusters > 0).first;
+    it = activeClusters_.emplace(key, clusters).first;
   }
   return it->second;
+}
+
+int64_t DecodeStep::numSplitsFor(int64_t batch, int64_t maxSeqLen) {
+  const int64_t policy = model_->defaultNumSplits(batch, maxSeqLen);
+  const auto key = std::make_pair(std::max<int64_t>(batch, 1), policy);
+  auto it = numSplits_.find(key);
+  if (it == numSplits_.end()) {
+    int64_t n = policy;
+    while (n > 1 && !clustersFitOneWave(StepShape{key.first, 1, n}))
+      --n;
+    it = numSplits_.emplace(key, n).first;
+  }
+  return it->second;
+}
+
+bool DecodeStep::clustersFitOneWave(const StepShape &shape) {
+  const Symbols sizes{shape.batch, shape.numSplits, shape.maxPages, 1};
+  for (size_t i = 0; i < model_->kernels().size(); ++i) {
+    if (!model_->kernels()[i]->usesNumSplits())
+      continue;
+    const PreparedLaunch l =
+        launchGeometry(*model_, static_cast<int>(i), sizes);
+    if (l.clusterX <= 1)
+      continue;
+    const int active = activeClusters(l);
+    const int64_t clusters =
+        int64_t{l.grid[0] / l.clusterX} * l.grid[1] * l.grid[2];
+    if (active > 0 && clusters > active)
+      return false;
+  }
+  return true;
 }
 
 void DecodeStep::launchAll(const std::vector<PreparedLaunch> &launches,

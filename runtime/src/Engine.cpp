@@ -150,7 +150,7 @@ size_t Engine::launch(HostStep s, const LaunchOptions &options) {
                          " its next tokens there)");
   context_->makeCurrent();
   last_ = std::move(s);
-  last_.shape.numSplits = model_.defaultNumSplits(
+  last_.shape.numSplits = step_.numSplitsFor(
       last_.shape.batch, pool_.attentionLength(last_.maxSeqLen));
   CUstream stream = step_.stream();
   const size_t k = nextSlot_;

@@ -523,27 +523,33 @@ void LaunchPlan::validate(const StepShape &shape) const {
   }
 }
 
+PreparedLaunch launchGeometry(const Model &model, int kernel,
+                              const Symbols &sizes) {
+  const ManifestKernel &k = *model.kernels()[kernel];
+  const LaunchGeometry &launch = k.launchFor(sizes.batch);
+  PreparedLaunch l;
+  l.kernel = kernel;
+  l.variant = k.variantFor(sizes.batch);
+  l.entry = launch.entry;
+  std::array<int64_t, 3> g = launch.gridFor(sizes);
+  for (int d = 0; d < 3; ++d) {
+    l.grid[d] = static_cast<uint32_t>(g[d]);
+    l.block[d] = static_cast<uint32_t>(launch.block[d]);
+  }
+  l.dynamicSharedBytes = static_cast<uint32_t>(launch.dynamicSharedBytes);
+  l.programmaticDependentLaunch = k.programmaticDependentLaunch;
+  l.clusterX =
+      static_cast<uint32_t>(k.clusterXFor(sizes.batch, sizes.num_splits));
+  return l;
+}
+
 std::vector<PreparedLaunch> LaunchPlan::prepare(const StepShape &shape) const {
   validate(shape);
   const Model &m = *model_;
   Symbols s{shape.batch, shape.numSplits, shape.maxPages, capacity_.numPages};
   std::vector<PreparedLaunch> out;
   for (size_t i = 0; i < m.kernels().size(); ++i) {
-    const ManifestKernel &k = *m.kernels()[i];
-    const LaunchGeometry &launch = k.launchFor(shape.batch);
-    PreparedLaunch l;
-    l.kernel = static_cast<int>(i);
-    l.variant = k.variantFor(shape.batch);
-    l.entry = launch.entry;
-    std::array<int64_t, 3> g = launch.gridFor(s);
-    for (int d = 0; d < 3; ++d) {
-      l.grid[d] = static_cast<uint32_t>(g[d]);
-      l.block[d] = static_cast<uint32_t>(launch.block[d]);
-    }
-    l.dynamicSharedBytes = static_cast<uint32_t>(launch.dynamicSharedBytes);
-    l.programmaticDependentLaunch = k.programmaticDependentLaunch;
-    l.clusterX =
-        static_cast<uint32_t>(k.clusterXFor(shape.batch, shape.numSplits));
+    PreparedLaunch l = launchGeometry(m, static_cast<int>(i), s);
     for (const ParamSource &src : m.paramSources(i)) {
       KernelArg a;
       switch (src.kind) {

@@ -31,8 +31,11 @@ std::vector<int> launchLog;
 /// Per kernel launch: its cluster dimension x (1 without a cluster).
 std::vector<int> clusterLog;
 /// What cuOccupancyMaxActiveClusters answers (fusionMockClusterAnswer):
-/// the number of clusters, or an error.
+/// the number of clusters, or an error; with clusterCtas > 0
+/// (fusionMockClusterCtas), clusterCtas / the cluster's x instead of
+/// clusterAnswer, as a device with that many resident CTAs answers.
 int clusterAnswer = 16;
+int clusterCtas = 0;
 CUresult clusterResult = CUDA_SUCCESS;
 /// Per cuOccupancyMaxActiveClusters call: its cluster dimension x.
 std::vector<int> clusterQueryLog;
@@ -105,6 +108,9 @@ void fusionMockClusterAnswer(int clusters, int result) {
   clusterAnswer = clusters;
   clusterResult = static_cast<CUresult>(result);
 }
+/// Test hook: later successful cuOccupancyMaxActiveClusters calls answer
+/// `ctas` / the cluster's x (0: fusionMockClusterAnswer's clusters again).
+void fusionMockClusterCtas(int ctas) { clusterCtas = ctas; }
 /// The graph log (see graphLog), as fusionMockLaunches.
 int fusionMockGraphs(int *out, int capacity, int clear) {
   const int n = static_cast<int>(graphLog.size());
@@ -342,19 +348,19 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction,
   clusterLog.push_back(static_cast<int>(clusterX));
   return CUDA_SUCCESS;
 }
-/// Logs the cluster size and answers as fusionMockClusterAnswer set; a
-/// configuration without exactly one attribute, a portable cluster
-/// (isPortableCluster), is CUDA_ERROR_INVALID_CLUSTER_SIZE.
+/// Logs the cluster size and answers as fusionMockClusterAnswer and
+/// fusionMockClusterCtas set; a configuration without exactly one attribute,
+/// a portable cluster (isPortableCluster), is CUDA_ERROR_INVALID_CLUSTER_SIZE.
 CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *clusters, CUfunction,
                                               const CUlaunchConfig *config) {
   if (config->numAttrs != 1 ||
       config->attrs[0].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION ||
       !isPortableCluster(*config, config->attrs[0]))
     return CUDA_ERROR_INVALID_CLUSTER_SIZE;
-  clusterQueryLog.push_back(
-      static_cast<int>(config->attrs[0].value.clusterDim.x));
+  const int x = static_cast<int>(config->attrs[0].value.clusterDim.x);
+  clusterQueryLog.push_back(x);
   if (clusterResult == CUDA_SUCCESS)
-    *clusters = clusterAnswer;
+    *clusters = clusterCtas > 0 ? clusterCtas / x : clusterAnswer;
   return clusterResult;
 }
 /// Logs its arguments (a rank-2 call; any other rank is

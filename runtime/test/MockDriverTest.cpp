@@ -70,6 +70,14 @@ void setClusterAnswer(int clusters, CUresult result = CUDA_SUCCESS) {
           reinterpret_cast<AnswerFn>(mockSymbol("fusionMockClusterAnswer")))
     answer(clusters, result);
 }
+/// Makes later successful cuOccupancyMaxActiveClusters calls answer `ctas`
+/// / the cluster size, as a device with `ctas` resident CTAs in clusters
+/// (0: setClusterAnswer's fixed answer again).
+void setClusterCtas(int ctas) {
+  using CtasFn = void (*)(int);
+  if (auto set = reinterpret_cast<CtasFn>(mockSymbol("fusionMockClusterCtas")))
+    set(ctas);
+}
 /// Per graph launch the graph's id, per destruction minus its id (the mock
 /// numbers its graph executables 1, 2, ... in instantiation order).
 std::vector<int> takeGraphs() { return takeLog("fusionMockGraphs"); }
@@ -238,6 +246,7 @@ protected:
                                         "tiny_decode.ptx", Capacity{4, 1, 1});
     takeLaunches();
     setClusterAnswer(16);
+    setClusterCtas(0);
     takeClusterQueries();
   }
   std::unique_ptr<cuda::Context> context;
@@ -472,6 +481,39 @@ TEST_F(MockDriver, MaxActiveClustersAsksForAGridOfWholeClusters) {
   unsigned grid[3] = {6, 1, 1}, block[3] = {32, 1, 1};
   EXPECT_EQ(cuda::maxActiveClusters(nullptr, "k", grid, block, 0, 4), 16);
   EXPECT_EQ(takeClusterQueries(), std::vector<int>{4});
+}
+
+TEST_F(MockDriver, NumSplitsFitTheAttentionClustersInOneWave) {
+  // The tiny attention's grid is [num_splits, 2, batch], one cluster of
+  // num_splits CTAs per (KV head, sequence); its policy gives 8 splits for
+  // 4096 tokens at batches 1 and 2 (ceil(4096 / 512)).
+  ASSERT_EQ(model->defaultNumSplits(2, 4096), 8);
+  const std::string ptx = readPtx(dataPath("tiny_decode.ptx"));
+  auto fitted = [&](int ctas, int64_t batch, bool launchClusters = true) {
+    setClusterCtas(ctas);
+    DecodeStep::Options options;
+    options.launchClusters = launchClusters;
+    DecodeStep s(*context, *model, ptx, "tiny_decode.ptx", Capacity{4, 1, 1},
+                 options);
+    return s.numSplitsFor(batch, 4096);
+  };
+  EXPECT_EQ(fitted(16, 1), 8); // 2 clusters of 8 in 16 CTAs
+  EXPECT_EQ(fitted(15, 1), 7); // 15 / 8 = 1 cluster; 15 / 7 = 2
+  EXPECT_EQ(fitted(9, 1), 4);  // 9 / 5 = 1; 9 / 4 = 2
+  EXPECT_EQ(fitted(20, 2), 5); // 4 clusters: 20 / 6 = 3; 20 / 5 = 4
+  EXPECT_EQ(fitted(20, 2, /*launchClusters=*/false), 5); // the same splits
+  // No cluster of 8 fits at all: launched without clusters, so all 8 stay.
+  EXPECT_EQ(fitted(7, 1), 8);
+  // One query per cluster size tried, then remembered.
+  setClusterCtas(15);
+  takeClusterQueries();
+  EXPECT_EQ(step->numSplitsFor(1, 4096), 7);
+  EXPECT_EQ(step->numSplitsFor(1, 4096), 7);
+  EXPECT_EQ(step->numSplitsFor(1, 4000), 7);
+  EXPECT_EQ(takeClusterQueries(), (std::vector<int>{8, 7}));
+  // One split (1 token: no cluster) asks nothing.
+  EXPECT_EQ(step->numSplitsFor(1, 1), 1);
+  EXPECT_TRUE(takeClusterQueries().empty());
 }
 
 TEST_F(MockDriver, RedirectResultChecksItsTarget) {

@@ -53,7 +53,9 @@ Shape of the run
   --steps N               decode steps, one new token per sequence each
                           (default 1)
   --num-splits S          KV splits of split-KV attention (default: the
-                          schedule's policy for the batch and length)
+                          schedule's policy for the batch and length, lowered
+                          on a GPU until the attention's clusters fit one
+                          wave)
   --num-pages N           pages in the KV cache (default: what the run needs
                           plus one per sequence)
   --graph                 capture the step in a CUDA graph and replay it

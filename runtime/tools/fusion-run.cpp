@@ -152,6 +152,18 @@ std::optional<cuda::Context> openDevice(const Options &o,
   return ctx;
 }
 
+/// Without --num-splits: the num_splits the device runs (DeviceRunner::
+/// numSplitsFor), which may be below the policy's in the header.
+void fitNumSplits(const Options &o, RunSetup &s, DeviceRunner &device) {
+  if (o.numSplits)
+    return;
+  const int64_t n = device.numSplitsFor(s.summary.batch, s.pool.maxLen);
+  if (n != s.numSplits)
+    std::cout << "  num_splits " << n << ": " << s.numSplits
+              << " splits' clusters would not run in one wave\n";
+  s.numSplits = s.summary.numSplits = n;
+}
+
 /// Times the last step (on a GPU, unless --iters 0), writes --json and --out
 /// and the verdict.
 int finish(const Options &o, RunSummary &r, const std::string &weightsOrigin,
@@ -188,7 +200,6 @@ int run(const Options &o) {
   RunSetup s =
       setUpRun(o, std::move(model), std::move(ptx), std::move(*sig), std::cout);
   std::cout << runHeader(s.summary, s.header);
-  const StepShape shape = s.shape();
   LaunchPlan probe = probePlan(s);
   if (o.inspect) {
     printPlan(std::cout, s.model, s.capacity(), s.numSplits);
@@ -206,7 +217,9 @@ int run(const Options &o) {
         DeviceRunOptions{o.graph, o.syncEach, !o.noClusters, o.iters, o.warmup,
                          o.layers});
     device->upload(weights, d.keyCache, d.valueCache);
+    fitNumSplits(o, s, *device);
   }
+  const StepShape shape = s.shape();
   StepChecker checker(s.sig.dtype, s.tol);
   LastStep last =
       runSteps(o, s, d, weights, probe, shape, device.get(), checker);

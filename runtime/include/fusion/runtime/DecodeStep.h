@@ -194,6 +194,17 @@ public:
   void runOnTensors(const std::vector<DeviceTensor> &arguments,
                     const std::vector<DeviceTensor> &results, int64_t numSplits,
                     CUstream stream);
+  /// The num_splits for a step of `batch` sequences whose longest holds
+  /// `maxSeqLen` tokens: the manifest's policy (Model::defaultNumSplits),
+  /// lowered while a split-KV attention launch of the step would, in the
+  /// clusters the manifest asks for (contract::chooseClusterX), need more
+  /// clusters than the device runs at once (cuda::maxActiveClusters): the
+  /// policy counts CTAs per SM, but clusters are packed per GPC, and a second
+  /// wave of a few clusters would double the kernel's time (docs/abi.md
+  /// section 3.4). Independent of Options::launchClusters, so that a step
+  /// without clusters computes the same splits. Answers are kept per
+  /// (batch, policy value). Throws the query's CudaError.
+  int64_t numSplitsFor(int64_t batch, int64_t maxSeqLen);
   /// Encodes the tensor maps (docs/abi.md section 3.3) for the current
   /// bindings and uploads them, unless a table for the same described
   /// addresses (and rows: LaunchPlan::tensorMapRows) exists; points the
@@ -228,16 +239,21 @@ private:
                              std::vector<uint64_t> targets);
   /// `plan`'s launches for `shape` (LaunchPlan::prepare), each with
   /// clusterX 1 (no cluster) where the device cannot run its clusters
-  /// (clustersCanRun), or every one without asking with
+  /// (activeClusters 0), or every one without asking with
   /// Options::launchClusters false: the kernels then combine through their
   /// workspaces (docs/abi.md section 3.4).
   std::vector<PreparedLaunch> prepareLaunches(const LaunchPlan &plan,
                                               const StepShape &shape);
-  /// Whether the device can run `l`'s clusters (cuda::maxActiveClusters >
-  /// 0, after the constructor set the function's dynamic shared memory
-  /// limit), asked once per function, cluster size, block and dynamic
-  /// shared memory (clusterSupport_). Throws the query's CudaError.
-  bool clustersCanRun(const PreparedLaunch &l);
+  /// How many of `l`'s clusters the device runs at once
+  /// (cuda::maxActiveClusters, after the constructor set the function's
+  /// dynamic shared memory limit; 0: it cannot run them), asked once per
+  /// function, cluster size, block and dynamic shared memory
+  /// (activeClusters_). Throws the query's CudaError.
+  int activeClusters(const PreparedLaunch &l);
+  /// Whether every split-KV attention launch of `shape` that the manifest
+  /// puts in clusters either fits its clusters in one wave or cannot use
+  /// clusters at all (numSplitsFor).
+  bool clustersFitOneWave(const StepShape &shape);
   /// The function `l` launches: its kernel's variant, or primary entry.
   CUfunction function(const PreparedLaunch &l) const {
     return functions_[l.kernel][l.variant + 1];
@@ -254,11 +270,13 @@ private:
   /// Per kernel (launch order): its primary entry's function, then one per
   /// variant (index variant + 1).
   std::vector<std::vector<CUfunction>> functions_;
-  /// clustersCanRun's answers, by function, cluster size x, block and
+  /// activeClusters' answers, by function, cluster size x, block and
   /// dynamic shared memory bytes.
   std::map<std::tuple<CUfunction, uint32_t, std::array<uint32_t, 3>, uint32_t>,
-           bool>
-      clusterSupport_;
+           int>
+      activeClusters_;
+  /// numSplitsFor's answers, by batch and policy value.
+  std::map<std::pair<int64_t, int64_t>, int64_t> numSplits_;
   /// The kernel outputs, in Model::internalBuffers() order.
   std::vector<cuda::DeviceBuffer> outputs_;
   /// Per internal buffer, the address allocateRuntimeBuffers gave it.

@@ -32,7 +32,8 @@
 // width of ceil(maxTokensPerSeq / P) pages, so the graph is reused), replays
 // a CUDA graph (DecodeStep::runGraph, which keeps the graphs of recent
 // step shapes: one per batch and num_splits), and downloads the next tokens
-// (and the logits when asked). num_splits is the schedule's policy for the
+// (and the logits when asked). num_splits is DecodeStep::numSplitsFor (the
+// schedule's policy, fitted to the device's clusters) for the
 // longest sequence rounded up to a power of two (at most maxTokensPerSeq),
 // so that a growing sequence changes it, and captures a graph, a few times
 // rather than every 64 tokens (SequencePool::attentionLength). Prefill runs
@@ -211,7 +212,7 @@ private:
     std::function<void(CUstream)> onUploadStream;
   };
   /// Uploads the inputs of `s` through the next slot (on uploadStream_) and
-  /// launches it (num_splits chosen here by the schedule's policy at
+  /// launches it (num_splits chosen here by DecodeStep::numSplitsFor at
   /// SequencePool::attentionLength); `s` is kept in last_. Returns the
   /// slot's index.
   size_t launch(HostStep s, const LaunchOptions &options);

@@ -247,6 +247,13 @@ struct PreparedLaunch {
   std::vector<KernelArg> args;
 };
 
+/// Kernel `kernel` (position in model.kernels()) launched at `sizes`,
+/// without its arguments: the variant `sizes.batch` selects, its entry,
+/// grid, block, dynamic shared memory, programmatic dependent launch and
+/// cluster x. LaunchPlan::prepare adds the arguments.
+PreparedLaunch launchGeometry(const Model &model, int kernel,
+                              const Symbols &sizes);
+
 /// A Model with capacities and device addresses: validates steps and
 /// produces launches. Holds a reference to the Model (keep it alive).
 class LaunchPlan {

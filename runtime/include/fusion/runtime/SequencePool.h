@@ -104,7 +104,7 @@ public:
   /// The block-table width of every step: ceil(maxTokensPerSeq / pageSize).
   int64_t maxPagesPerSeq() const { return cache_.maxPagesPerSeq(); }
   /// The length a step's num_splits is chosen for (the schedule's policy,
-  /// Model::defaultNumSplits) when its longest sequence holds `maxSeqLen`
+  /// DecodeStep::numSplitsFor) when its longest sequence holds `maxSeqLen`
   /// tokens: the next power of two, at most maxTokensPerSeq, so that a
   /// growing sequence changes num_splits (and the step's CUDA graph) a few
   /// times rather than at every multiple of the policy's chunk.

@@ -50,6 +50,12 @@ public:
                const std::string &ptxName, const runtime::Capacity &capacity,
                const DeviceRunOptions &options);
 
+  /// The num_splits a step of `batch` sequences, the longest `maxSeqLen`
+  /// tokens, runs with (DecodeStep::numSplitsFor).
+  int64_t numSplitsFor(int64_t batch, int64_t maxSeqLen) {
+    return step_.numSplitsFor(batch, maxSeqLen);
+  }
+
   /// Uploads the weights and the K/V caches (as laid out on the host).
   void upload(const Weights &w, const std::vector<uint16_t> &keyCache,
               const std::vector<uint16_t> &valueCache);

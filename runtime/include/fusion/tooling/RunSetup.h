@@ -43,7 +43,8 @@ struct RunSetup {
   ReferenceSetup reference;
   double tol = 0;        ///< --tol, or defaultTolerance()
   CachePool pool;        ///< the KV cache (a golden's layout, or poolPages())
-  int64_t numSplits = 0; ///< --num-splits, or the model's policy
+  int64_t numSplits = 0; ///< --num-splits, or the model's policy (on a GPU
+                         ///< then DeviceRunner::numSplitsFor)
   RunSummary summary;    ///< the settings (no result yet)
   RunHeader header;      ///< the log's first lines
 
