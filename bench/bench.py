@@ -614,8 +614,8 @@ def op_check(layer, step, meta, batch, length):
 def run_fusion_op(dtype, batch, length, args):
     """Our fused PTX (bench/compile.sh's decode strategy) through the
     PyTorch op: checked (op_check), then timed like the PyTorch variants.
-    num_splits follows the manifest's policy for the block table's
-    capacity (the op's default)."""
+    num_splits is Function.num_splits (the manifest's policy fitted to the
+    device's clusters) for the block table's capacity (the op's default)."""
     import fusion.ops
 
     name = {torch.float16: "f16", torch.bfloat16: "bf16"}[dtype]

@@ -152,8 +152,9 @@ class FrontHalf:
         described = [_describe(r["role"], by_role[r["role"]], r["dtype"]) for r in self._results]
         if max_seq_len < 0:
             max_seq_len = block_table.shape[1] * self.page_size if block_table.dim() == 2 else 0
-        num_splits = self._function.num_splits(max(x.shape[0], 1), max_seq_len)
         with torch.cuda.device(self.device_index):  # restores torch's device
+            num_splits = self._function.num_splits(max(x.shape[0], 1),
+                                                   max_seq_len)
             self._function.call(arguments, described, num_splits,
                                 torch.cuda.current_stream(x.device).cuda_stream)
         return results

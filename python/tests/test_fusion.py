@@ -282,6 +282,15 @@ for bad, error, text in ((dict(batch=3, qkv_dtype="bf16"), fusion.InvalidArgumen
         raise AssertionError(f"no error for {bad}")
     except error as e:
         assert text in str(e), str(e)
+# num_splits: the tiny policy's 8 splits at 4096 tokens (ceil(4096 / 512)),
+# 2 clusters of 8 at batch 1, lowered to 7 on a device of 15 resident CTAs in
+# clusters (the mock's hook: 15 / 8 = 1 cluster, 15 / 7 = 2); a batch above
+# max_batch gets the policy unasked.
+import ctypes, os
+ctypes.CDLL(os.environ["FUSION_CUDA_DRIVER"]).fusionMockClusterCtas(15)
+assert f.model.default_num_splits(1, 4096) == 8
+assert f.num_splits(1, 4096) == 7, f.num_splits(1, 4096)
+assert f.num_splits(5, 4096) == 8
 print("function ok")
 """
 

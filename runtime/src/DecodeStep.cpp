@@ -272,9 +272,12 @@ int DecodeStep::activeClusters(const PreparedLaunch &l) {
 
 int64_t DecodeStep::numSplitsFor(int64_t batch, int64_t maxSeqLen) {
   const int64_t policy = model_->defaultNumSplits(batch, maxSeqLen);
+  if (batch > plan_.capacity().maxBatch)
+    return policy;
   const auto key = std::make_pair(std::max<int64_t>(batch, 1), policy);
   auto it = numSplits_.find(key);
   if (it == numSplits_.end()) {
+    context_->makeCurrent();
     int64_t n = policy;
     while (n > 1 && !clustersFitOneWave(StepShape{key.first, 1, n}))
       --n;

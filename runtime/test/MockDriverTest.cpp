@@ -511,9 +511,18 @@ TEST_F(MockDriver, NumSplitsFitTheAttentionClustersInOneWave) {
   EXPECT_EQ(step->numSplitsFor(1, 4096), 7);
   EXPECT_EQ(step->numSplitsFor(1, 4000), 7);
   EXPECT_EQ(takeClusterQueries(), (std::vector<int>{8, 7}));
-  // One split (1 token: no cluster) asks nothing.
+  // One split (1 token: no cluster) asks nothing, nor does a batch above
+  // the capacity (4): the policy's value, which the launch will refuse.
   EXPECT_EQ(step->numSplitsFor(1, 1), 1);
+  EXPECT_EQ(step->numSplitsFor(5, 4096), 8);
   EXPECT_TRUE(takeClusterQueries().empty());
+  // Any other error of the query reaches the caller, naming the entry.
+  setClusterAnswer(0, CUDA_ERROR_INVALID_VALUE);
+  setClusterCtas(0);
+  DecodeStep fresh(*context, *model, ptx, "tiny_decode.ptx", Capacity{4, 1, 1});
+  EXPECT_CONTAINS(EXPECT_THROW_MSG(CudaError, fresh.numSplitsFor(2, 4096)),
+                  "cuOccupancyMaxActiveClusters(decode_layer_k1_decode_"
+                  "attention, grid [8, 2, 2]");
 }
 
 TEST_F(MockDriver, RedirectResultChecksItsTarget) {

@@ -563,8 +563,9 @@ BENCH_SHAPES = {
 
 def bench(cp, ptx_dir, rng):
     """The kernel and each of its batch variants (from their min_batch) with
-    the runtime's num_splits, L2-cold (the caches rotate over copies
-    totalling >= 400 MB), at BENCH_SHAPES: Llama-3-8B (32/8, D=128, f16),
+    the manifest's num_splits policy, launched without clusters (the runtime
+    may launch fewer splits, in clusters: DecodeStep::numSplitsFor), L2-cold
+    (the caches rotate over copies totalling >= 400 MB), at BENCH_SHAPES: Llama-3-8B (32/8, D=128, f16),
     G=7 (28/4, D=128, bf16) and SmolLM2-135M (9/3, D=64, f16)."""
     for cfg in [c for c in CONFIGS if c[0] in BENCH_SHAPES]:
         name, hq, hkv, d, dtname, p = cfg

@@ -11,7 +11,8 @@
 // the variant the step's batch selects (ManifestKernel::launchFor), in
 // thread-block clusters where the manifest asks for them and the device can
 // run them (asked once per entry and cluster size), else without a cluster
-// (and never with Options::launchClusters false).
+// (and never with Options::launchClusters false). numSplitsFor fits the
+// split policy to the clusters the device runs at once.
 //
 //   cuda::Context ctx = cuda::Context::open();
 //   Model model = Model::load("model.manifest.json");
@@ -77,7 +78,8 @@ public:
     bool syncEachKernel = false;
     /// Launch kernels in thread-block clusters where the manifest asks for
     /// them and the device can run them; false: launch every kernel without
-    /// a cluster (clusterX 1, no cuOccupancyMaxActiveClusters query), so
+    /// a cluster (clusterX 1; run(), runGraph() and runOnTensors() ask the
+    /// driver nothing, numSplitsFor still does), so
     /// that the split-KV attention and cluster_k_split GEMMs combine through
     /// their workspaces, with the same results (docs/abi.md section 3.4).
     /// For tools that cannot run cluster launches (compute-sanitizer
@@ -198,12 +200,15 @@ public:
   /// `maxSeqLen` tokens: the manifest's policy (Model::defaultNumSplits),
   /// lowered while a split-KV attention launch of the step would, in the
   /// clusters the manifest asks for (contract::chooseClusterX), need more
-  /// clusters than the device runs at once (cuda::maxActiveClusters): the
-  /// policy counts CTAs per SM, but clusters are packed per GPC, and a second
-  /// wave of a few clusters would double the kernel's time (docs/abi.md
-  /// section 3.4). Independent of Options::launchClusters, so that a step
-  /// without clusters computes the same splits. Answers are kept per
-  /// (batch, policy value). Throws the query's CudaError.
+  /// clusters than the device runs at once (a positive
+  /// cuda::maxActiveClusters; where it answers 0 the launch goes without
+  /// clusters and the splits stay): the policy counts CTAs per SM, but a
+  /// cluster's CTAs share a GPC, and a second wave of a few clusters costs
+  /// up to the kernel's time again (docs/abi.md section 3.4). Independent of
+  /// Options::launchClusters, so that a step without clusters computes the
+  /// same splits. The policy's value, unasked, for a batch above the
+  /// capacity (the launch will refuse it). Answers are kept per (batch,
+  /// policy value). Throws the query's CudaError.
   int64_t numSplitsFor(int64_t batch, int64_t maxSeqLen);
   /// Encodes the tensor maps (docs/abi.md section 3.3) for the current
   /// bindings and uploads them, unless a table for the same described
