@@ -94,10 +94,15 @@ python3 test/gpu/check_attention.py --emit "$out/attention" >/dev/null
 # attention-ring).
 python3 test/gpu/check_attention.py --emit "$out/attention-ring" \
   --emit-flags="--chip=sm_90a --attention-cta-ring" >/dev/null
+# And with a ring of 8 stages (2 CTAs per SM at head_dim 128; run.sh
+# attention attention-ring8).
+python3 test/gpu/check_attention.py --emit "$out/attention-ring8" \
+  --emit-flags="--chip=sm_90a --attention-cta-ring --attention-ring-stages=8" >/dev/null
 # The Llama-3-8B front half for run.sh frontcheck / frontab, one build per
 # flag set (fh/TAG): main (this chip's default), ws
 # (--warp-specialized-gemm), nocks (--cluster-k-split=false: the workspace
-# combine), wsnocks (both), ring (--attention-cta-ring), and on sm_90 sm90
+# combine), wsnocks (both), ring (--attention-cta-ring), ring8 (its 8-stage
+# ring, 2 CTAs per SM), and on sm_90 sm90
 # and nocks90; the unfused
 # builds only where they serve bench.py.
 front_half() {
@@ -110,6 +115,7 @@ front_half ws sm_90a --warp-specialized-gemm
 front_half nocks sm_90a --cluster-k-split=false
 front_half wsnocks sm_90a "--warp-specialized-gemm --cluster-k-split=false"
 front_half ring sm_90a --attention-cta-ring
+front_half ring8 sm_90a "--attention-cta-ring --attention-ring-stages=8"
 front_half sm90 sm_90
 front_half nocks90 sm_90 --cluster-k-split=false
 

@@ -96,6 +96,11 @@ static cl::opt<bool> attentionCtaRing(
              "K/V through one CTA-wide ring filled by TMA boxes of the "
              "caches (head_dim a multiple of 64; else the per-warp rings)"),
     cl::init(false), cl::cat(category));
+static cl::opt<int64_t> attentionRingStages(
+    "attention-ring-stages",
+    cl::desc("With --attention-cta-ring: the ring's stages, 2 to 32 (default "
+             "16: 1 CTA per SM at head_dim 128; 8: 2)"),
+    cl::init(mlir::fusion::kDefaultAttentionRingStages), cl::cat(category));
 static cl::opt<std::string> dumpMLIR(
     "dump-mlir",
     cl::desc("Also write the module after the pipeline (host "
@@ -313,6 +318,7 @@ int main(int argc, char **argv) {
   pipeline.warpSpecializedGemm = warpSpecializedGemm;
   pipeline.clusterKSplit = clusterKSplit;
   pipeline.attentionCtaRing = attentionCtaRing;
+  pipeline.attentionRingStages = attentionRingStages;
   pipeline.format = "isa";
   if (failed(verifyFusionToPTXOptions(
           pipeline, [](StringRef option, const Twine &message) {

@@ -3,6 +3,7 @@
 #ifndef FUSION_CONVERSION_PASSES_H
 #define FUSION_CONVERSION_PASSES_H
 
+#include "fusion/Conversion/AttentionRingStages.h"
 #include "fusion/Dialect/Fusion/IR/FusionDialect.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
@@ -45,6 +46,10 @@ struct FusionToPTXPipelineOptions
       *this, "attention-cta-ring",
       llvm::cl::desc("convert-fusion-to-gpu's attention-cta-ring"),
       llvm::cl::init(false)};
+  Option<int64_t> attentionRingStages{
+      *this, "attention-ring-stages",
+      llvm::cl::desc("convert-fusion-to-gpu's attention-ring-stages"),
+      llvm::cl::init(kDefaultAttentionRingStages)};
   Option<std::string> format{
       *this, "format",
       llvm::cl::desc("gpu-module-to-binary format: isa (PTX text), bin, "
@@ -81,11 +86,19 @@ inline constexpr int64_t kMaxSMCount = 1024;
 LogicalResult verifySMCount(int64_t value,
                             function_ref<void(const Twine &)> emitError);
 
+/// Checks `value` of the `attention-ring-stages` option: in
+/// [kMinAttentionRingStages, kMaxAttentionRingStages]. Reports the reason
+/// through `emitError`.
+LogicalResult
+verifyAttentionRingStages(int64_t value,
+                          function_ref<void(const Twine &)> emitError);
+
 /// Checks the options of fusion-to-ptx before any pass runs: a supported
 /// chip, features `+ptxNN` with a PTX ISA version LLVM 22 knows that has the
-/// chip, an sm-count in [1, kMaxSMCount], opt-level 0-3 and format isa, bin
-/// or fatbin. Reports the first bad option as (option name, message naming
-/// its value) through `emitError`.
+/// chip, an sm-count in [1, kMaxSMCount], attention-ring-stages in
+/// [kMinAttentionRingStages, kMaxAttentionRingStages], opt-level 0-3 and
+/// format isa, bin or fatbin. Reports the first bad option as (option name,
+/// message naming its value) through `emitError`.
 LogicalResult verifyFusionToPTXOptions(
     const FusionToPTXPipelineOptions &options,
     function_ref<void(StringRef option, const Twine &message)> emitError);

@@ -92,10 +92,16 @@ def ConvertFusionToGPUPass
            /*default=*/"false",
            "With target-sm >= 90 and head_dim a multiple of 64: the "
            "tensor-core attention variant streams its K/V tiles through one "
-           "CTA-wide ring of 16 stages that a producer lane fills by TMA "
+           "CTA-wide ring (attention-ring-stages) that a producer lane fills by TMA "
            "boxes of the caches' tensor maps, consumed by 4 warps under "
            "mbarriers (Kernels/AttentionMma.h), instead of a cp.async ring "
            "per warp">,
+    Option<"attentionRingStages", "attention-ring-stages", "int64_t",
+           /*default=*/"kDefaultAttentionRingStages",
+           "The CTA-wide ring's stages, 2 to 32 (default 16: 1 CTA per SM at "
+           "head_dim 128; 8 fit 2): fewer stages, more resident CTAs and "
+           "consumer warps per SM, and the split policy's target_ctas "
+           "follows">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

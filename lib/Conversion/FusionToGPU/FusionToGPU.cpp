@@ -132,7 +132,7 @@ struct ConvertFusionToGPUPass
       return;
     gpu::GPUModuleOp gpuModule = getOrCreateKernelModule(module);
     TargetInfo target(targetSM, smCount, archSpecific, warpSpecializedGemm,
-                      clusterKSplit, attentionCtaRing);
+                      clusterKSplit, attentionCtaRing, attentionRingStages);
 
     bool failed = false;
     // Kernels with identical bodies (e.g. the layers of a model) share one
@@ -191,7 +191,9 @@ private:
             << "convert-fusion-to-gpu option " << option << ": " << message;
       };
     };
-    if (failed(verifySMCount(smCount, error("sm-count"))))
+    if (failed(verifySMCount(smCount, error("sm-count"))) ||
+        failed(verifyAttentionRingStages(attentionRingStages,
+                                         error("attention-ring-stages"))))
       return failure();
     if (archSpecific &&
         !llvm::any_of(getSupportedChips(), [&](const SupportedChip &chip) {

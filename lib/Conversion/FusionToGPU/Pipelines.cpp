@@ -48,6 +48,16 @@ mlir::fusion::verifySMCount(int64_t value,
   return failure();
 }
 
+LogicalResult mlir::fusion::verifyAttentionRingStages(
+    int64_t value, function_ref<void(const Twine &)> emitError) {
+  if (value >= kMinAttentionRingStages && value <= kMaxAttentionRingStages)
+    return success();
+  emitError(Twine(value) + " is outside [" + Twine(kMinAttentionRingStages) +
+            ", " + Twine(kMaxAttentionRingStages) +
+            "] (the CTA-wide attention ring's stages)");
+  return failure();
+}
+
 /// The PTX ISA versions (x 10) LLVM 22's NVPTX backend can emit, from the
 /// oldest one a supported chip needs.
 static constexpr unsigned kPTXVersions[] = {63, 64, 65, 70, 71, 72, 73, 74,
@@ -95,7 +105,9 @@ LogicalResult mlir::fusion::verifyFusionToPTXOptions(
     };
   };
   if (failed(verifyFeatures(options.features, *chip, error("features"))) ||
-      failed(verifySMCount(options.smCount, error("sm-count"))))
+      failed(verifySMCount(options.smCount, error("sm-count"))) ||
+      failed(verifyAttentionRingStages(options.attentionRingStages,
+                                       error("attention-ring-stages"))))
     return failure();
   if (options.optLevel > 3) {
     emitError("opt-level", Twine(options.optLevel) + " is not 0, 1, 2 or 3");
@@ -117,6 +129,7 @@ void mlir::fusion::buildFusionToPTXPipeline(
   convertOptions.warpSpecializedGemm = options.warpSpecializedGemm;
   convertOptions.clusterKSplit = options.clusterKSplit;
   convertOptions.attentionCtaRing = options.attentionCtaRing;
+  convertOptions.attentionRingStages = options.attentionRingStages;
   // What the kernels may use follows the chip ("sm_90a" -> 90).
   if (const SupportedChip *chip = lookupSupportedChip(options.chip)) {
     convertOptions.targetSM = chip->sm;

@@ -17,6 +17,8 @@
 #ifndef FUSION_LIB_CONVERSION_FUSIONTOGPU_TARGETINFO_H
 #define FUSION_LIB_CONVERSION_FUSIONTOGPU_TARGETINFO_H
 
+#include "fusion/Conversion/AttentionRingStages.h"
+
 #include <cstdint>
 
 namespace mlir::fusion {
@@ -36,13 +38,16 @@ public:
   /// chooseProjectionGemmSchedules);
   /// `attentionCtaRing` whether the tensor-core attention variant streams
   /// K/V through a CTA-wide ring filled by TMA boxes where the target has
-  /// bulk copies (opt-in, chooseAttentionMmaSchedule).
+  /// bulk copies (opt-in, chooseAttentionMmaSchedule), of
+  /// `attentionRingStages` stages.
   TargetInfo(int64_t computeCapability, int64_t smCount,
              bool archSpecific = false, bool warpSpecializedGemm = false,
-             bool clusterKSplit = true, bool attentionCtaRing = false)
+             bool clusterKSplit = true, bool attentionCtaRing = false,
+             int64_t attentionRingStages = kDefaultAttentionRingStages)
       : computeCapability(computeCapability), smCount(smCount),
-        archSpecific(archSpecific), warpSpecializedGemm(warpSpecializedGemm),
-        clusterKSplit(clusterKSplit), attentionCtaRing(attentionCtaRing) {}
+        attentionRingStages(attentionRingStages), archSpecific(archSpecific),
+        warpSpecializedGemm(warpSpecializedGemm), clusterKSplit(clusterKSplit),
+        attentionCtaRing(attentionCtaRing) {}
 
   /// Compute capability x 10.
   int64_t getComputeCapability() const { return computeCapability; }
@@ -75,6 +80,8 @@ public:
   bool wantsAttentionCtaRing() const {
     return attentionCtaRing && hasBulkCopies();
   }
+  /// Stages of the CTA-wide ring (the attention-ring-stages option).
+  int64_t getAttentionRingStages() const { return attentionRingStages; }
 
   /// Threads per warp.
   static constexpr int64_t kWarpSize = 32;
@@ -114,6 +121,7 @@ public:
 private:
   int64_t computeCapability;
   int64_t smCount;
+  int64_t attentionRingStages;
   bool archSpecific, warpSpecializedGemm, clusterKSplit, attentionCtaRing;
 };
 

@@ -7,6 +7,9 @@
 // RUN: fusion-compile %s --chip=sm_80 --attention-cta-ring -o %t/sm80
 // RUN: FileCheck %s --check-prefix=SM80 --input-file=%t/sm80.manifest.json
 // RUN: fusion-opt %s --convert-fusion-to-gpu="attention-cta-ring=true" --split-input-file 2>&1 | FileCheck %s --check-prefix=D96
+// RUN: fusion-opt %s --convert-fusion-to-gpu="attention-cta-ring=true attention-ring-stages=8" | FileCheck %s --check-prefix=S8
+// RUN: fusion-compile %s --chip=sm_90a --attention-cta-ring --attention-ring-stages=8 -o %t/ring8
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/ring8.ptx -o %t/ring8.cubin %}
 
 // The tensor-core attention with one CTA-wide K/V ring filled by TMA boxes
 // (opt-in: attention-cta-ring; Kernels/AttentionMma.h). Llama-3-8B shapes:
@@ -99,6 +102,15 @@
 // CHECK:       gpu.return
 
 // Off by default: each warp's own cp.async ring, 128 threads, no maps.
+// attention-ring-stages=8: 8 stages of 8192 bytes + 1 KiB = 66560 bytes, so
+// 2 CTAs fit an SM and the split policy targets 2 x 132 CTAs; 16 barriers,
+// slots and phases modulo 8.
+// S8:          entry = "attn_g4_mma", grid = [num_splits, 8, batch], block = 160, smem = 66560,
+// S8-SAME:     stages = 8, target_ctas = 264,
+// S8:          gpu.func @attn_g4_mma(
+// S8-COUNT-16: nvvm.mbarrier.init %{{.*}}, %c1_i32
+// S8-NOT:      nvvm.mbarrier.init
+// S8:          arith.remui %{{.*}}, %c8_i32
 // OFF-NOT:     tensor_map
 // OFF:         entry = "attn_g4_mma", grid = [num_splits, 8, batch], block = 128, smem = 104448,
 // OFF-NOT:     cta_ring

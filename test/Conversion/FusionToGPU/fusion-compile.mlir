@@ -58,6 +58,8 @@
 // RUN: not fusion-compile %s --sm-count=1025 -o %t/bad 2>&1 | FileCheck %s --check-prefix=SMCOUNT -DN=1025
 // RUN: not fusion-compile %s --sm-count=9223372036854775807 -o %t/bad 2>&1 | FileCheck %s --check-prefix=SMCOUNT -DN=9223372036854775807
 // RUN: not fusion-compile %s --sm-count=-9223372036854775808 -o %t/bad 2>&1 | FileCheck %s --check-prefix=SMCOUNT -DN=-9223372036854775808
+// RUN: not fusion-compile %s --attention-ring-stages=64 -o %t/bad 2>&1 | FileCheck %s --check-prefix=RINGSTAGES
+// RINGSTAGES: fusion-compile: invalid --attention-ring-stages: 64 is outside [2, 32] (the CTA-wide attention ring's stages)
 // SMCOUNT: fusion-compile: invalid --sm-count: [[N]] is outside [1, 1024] (the number of streaming multiprocessors the grids fill)
 // RUN: not fusion-compile %s --chip=sm_1000 -o %t/bad 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=sm_1000
 // RUN: not fusion-compile %s --chip=SM_90 -o %t/bad 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=SM_90

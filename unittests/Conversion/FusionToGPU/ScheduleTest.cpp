@@ -809,6 +809,16 @@ TEST(AttentionSchedule, TensorCoreVariantWithCtaRing) {
   EXPECT_EQ(s->splitPolicy.targetCtas, 132);
   EXPECT_EQ(primary->splitPolicy.targetCtas, 264);
   EXPECT_EQ(s->maxSplits, primary->maxSplits);
+  // attention-ring-stages 8: 8 x 8192 + 1024 = 66560 bytes, 2 CTAs per SM.
+  const TargetInfo ring8(90, 132, false, false, false,
+                         /*attentionCtaRing=*/true,
+                         /*attentionRingStages=*/8);
+  auto s8 = chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, ring8);
+  ASSERT_TRUE(s8);
+  EXPECT_TRUE(s8->ctaRing);
+  EXPECT_EQ(s8->stages, 8);
+  EXPECT_EQ(s8->ringBytes, 66560);
+  EXPECT_EQ(s8->splitPolicy.targetCtas, 264);
   // D = 64: 16 stages of 2 x 16 x 64 x 2 = 4096 bytes + 1 KiB = 66560:
   // three such rings would fit 227 KiB, the policy's 2 CTAs per SM do.
   auto small = choose(attention(32, 4, 64));

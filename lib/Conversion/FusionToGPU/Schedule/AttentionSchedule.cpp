@@ -156,7 +156,7 @@ mlir::fusion::chooseAttentionMmaSchedule(const AttentionShape &shape,
   s.sharedFloats = kWarps * s.headsPerCta * (shape.headDim + 2);
   if (s.ctaRing) {
     // K and V tiles of 16 swizzled rows per stage, from a 1 KiB boundary.
-    s.stages = kAttentionRingStages;
+    s.stages = target.getAttentionRingStages();
     s.ringBytes = s.stages * 2 * kTile * shape.headDim * 2 + 1024;
   } else {
     // K and V tiles of 16 rows padded by 16 bytes, `stages` per warp.

@@ -102,10 +102,9 @@ inline constexpr int64_t kAttentionMmaMinBatch = 4;
 /// shared-memory rows are padded by (16 bytes).
 inline constexpr int64_t kAttentionMmaTileTokens = 16;
 inline constexpr int64_t kAttentionMmaRowPad = 8;
-/// The CTA-wide ring's stages and its TMA boxes' columns (128 bytes of
-/// f16/bf16, the 128-byte swizzle span): bench/diagnostics/
-/// decode_attention_ring.cu's `tma S16 W4` (docs/performance.md entry 50).
-inline constexpr int64_t kAttentionRingStages = 16;
+/// The CTA-wide ring's TMA boxes' columns (128 bytes of f16/bf16, the
+/// 128-byte swizzle span): bench/diagnostics/decode_attention_ring.cu's
+/// `tma S16 W4` (docs/performance.md entry 50).
 inline constexpr int64_t kAttentionRingBoxColumns = 64;
 
 /// The schedule for `shape` on `target`, or nullopt with `error` set when an
@@ -135,8 +134,9 @@ chooseAttentionSchedule(const AttentionShape &shape,
 /// entry 16). Where the target asks for the CTA-wide ring
 /// (TargetInfo::wantsAttentionCtaRing) and head_dim is a multiple of
 /// kAttentionRingBoxColumns, the same 4 warps consume and a fifth produces
-/// into kAttentionRingStages stages of swizzled tiles (1 CTA per SM at
-/// head_dim 128: bench/diagnostics/decode_attention_ring.cu's `tma S16 W4`),
+/// into TargetInfo::getAttentionRingStages stages of swizzled tiles (the
+/// default 16: 1 CTA per SM at head_dim 128, bench/diagnostics/
+/// decode_attention_ring.cu's `tma S16 W4`),
 /// the split policy's target_ctas is the CTAs that fit per SM x SMs, and
 /// cluster_splits is 0 unless the kernel projects o_proj (whose rows the
 /// cluster's CTAs share).
