@@ -98,8 +98,9 @@ static cl::opt<bool> attentionCtaRing(
     cl::init(false), cl::cat(category));
 static cl::opt<int64_t> attentionRingStages(
     "attention-ring-stages",
-    cl::desc("With --attention-cta-ring: the ring's stages, 2 to 32 (default "
-             "16: 1 CTA per SM at head_dim 128; 8: 2)"),
+    cl::desc("With --attention-cta-ring: the ring's stages, a multiple of 4 "
+             "from 4 to 24 (default 16: 1 CTA per SM at head_dim 128; 8: 2); "
+             "checked always, used only where the ring is"),
     cl::init(mlir::fusion::kDefaultAttentionRingStages), cl::cat(category));
 static cl::opt<std::string> dumpMLIR(
     "dump-mlir",

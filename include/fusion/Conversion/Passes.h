@@ -86,19 +86,19 @@ inline constexpr int64_t kMaxSMCount = 1024;
 LogicalResult verifySMCount(int64_t value,
                             function_ref<void(const Twine &)> emitError);
 
-/// Checks `value` of the `attention-ring-stages` option: in
-/// [kMinAttentionRingStages, kMaxAttentionRingStages]. Reports the reason
-/// through `emitError`.
+/// Checks `value` of the `attention-ring-stages` option: a multiple of
+/// kAttentionRingStagesMultiple in [kAttentionRingStagesMultiple,
+/// kMaxAttentionRingStages]. Reports the reason through `emitError`.
 LogicalResult
 verifyAttentionRingStages(int64_t value,
                           function_ref<void(const Twine &)> emitError);
 
 /// Checks the options of fusion-to-ptx before any pass runs: a supported
 /// chip, features `+ptxNN` with a PTX ISA version LLVM 22 knows that has the
-/// chip, an sm-count in [1, kMaxSMCount], attention-ring-stages in
-/// [kMinAttentionRingStages, kMaxAttentionRingStages], opt-level 0-3 and
-/// format isa, bin or fatbin. Reports the first bad option as (option name,
-/// message naming its value) through `emitError`.
+/// chip, an sm-count in [1, kMaxSMCount], attention-ring-stages as
+/// verifyAttentionRingStages, opt-level 0-3 and format isa, bin or fatbin.
+/// Reports the first bad option as (option name, message naming its value)
+/// through `emitError`.
 LogicalResult verifyFusionToPTXOptions(
     const FusionToPTXPipelineOptions &options,
     function_ref<void(StringRef option, const Twine &message)> emitError);

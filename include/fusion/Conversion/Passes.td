@@ -98,10 +98,11 @@ def ConvertFusionToGPUPass
            "per warp">,
     Option<"attentionRingStages", "attention-ring-stages", "int64_t",
            /*default=*/"kDefaultAttentionRingStages",
-           "The CTA-wide ring's stages, 2 to 32 (default 16: 1 CTA per SM at "
-           "head_dim 128; 8 fit 2): fewer stages, more resident CTAs and "
-           "consumer warps per SM, and the split policy's target_ctas "
-           "follows">,
+           "The CTA-wide ring's stages, a multiple of 4 from 4 to 24 (default "
+           "16: 1 CTA per SM at head_dim 128; 8 fit 2): fewer stages, more "
+           "resident CTAs and consumer warps per SM, and the split policy's "
+           "target_ctas follows. Checked always, used only where the ring "
+           "is (attention-cta-ring)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

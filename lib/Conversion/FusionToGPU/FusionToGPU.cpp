@@ -183,7 +183,8 @@ private:
     return true;
   }
 
-  /// Checks sm-count and target-sm (those of a supported chip).
+  /// Checks sm-count, attention-ring-stages (verifyAttentionRingStages) and
+  /// target-sm (those of a supported chip).
   LogicalResult verifyOptions() {
     auto error = [&](StringRef option) {
       return [this, option](const Twine &message) {

@@ -50,11 +50,16 @@ mlir::fusion::verifySMCount(int64_t value,
 
 LogicalResult mlir::fusion::verifyAttentionRingStages(
     int64_t value, function_ref<void(const Twine &)> emitError) {
-  if (value >= kMinAttentionRingStages && value <= kMaxAttentionRingStages)
+  if (value >= kAttentionRingStagesMultiple &&
+      value <= kMaxAttentionRingStages &&
+      value % kAttentionRingStagesMultiple == 0)
     return success();
-  emitError(Twine(value) + " is outside [" + Twine(kMinAttentionRingStages) +
-            ", " + Twine(kMaxAttentionRingStages) +
-            "] (the CTA-wide attention ring's stages)");
+  emitError(Twine(value) + " is not a multiple of " +
+            Twine(kAttentionRingStagesMultiple) + " in [" +
+            Twine(kAttentionRingStagesMultiple) + ", " +
+            Twine(kMaxAttentionRingStages) +
+            "] (the CTA-wide attention ring's stages: a multiple of its "
+            "consumer warps, at most what fits at head_dim 128)");
   return failure();
 }
 

@@ -9,7 +9,10 @@
 // RUN: fusion-opt %s --convert-fusion-to-gpu="attention-cta-ring=true" --split-input-file 2>&1 | FileCheck %s --check-prefix=D96
 // RUN: fusion-opt %s --convert-fusion-to-gpu="attention-cta-ring=true attention-ring-stages=8" | FileCheck %s --check-prefix=S8
 // RUN: fusion-compile %s --chip=sm_90a --attention-cta-ring --attention-ring-stages=8 -o %t/ring8
+// RUN: FileCheck %s --check-prefix=MANIFEST8 --input-file=%t/ring8.manifest.json
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t/ring8.ptx -o %t/ring8.cubin %}
+// RUN: fusion-compile %s --chip=sm_90a --attention-cta-ring --attention-ring-stages=24 -o %t/ring24
+// RUN: FileCheck %s --check-prefix=MANIFEST24 --input-file=%t/ring24.manifest.json
 
 // The tensor-core attention with one CTA-wide K/V ring filled by TMA boxes
 // (opt-in: attention-cta-ring; Kernels/AttentionMma.h). Llama-3-8B shapes:
@@ -111,6 +114,16 @@
 // S8-COUNT-16: nvvm.mbarrier.init %{{.*}}, %c1_i32
 // S8-NOT:      nvvm.mbarrier.init
 // S8:          arith.remui %{{.*}}, %c8_i32
+// fusion-compile passes the option down: 8 stages as above; 24, the most,
+// 24 x 8192 + 1024 = 197632 bytes, still one tensor-core variant.
+// MANIFEST8:      "dynamic_shared_bytes": 66560,
+// MANIFEST8-NEXT: "entry": "attn_g4_mma",
+// MANIFEST8:      "stages": 8,
+// MANIFEST8-NEXT: "target_ctas": 264,
+// MANIFEST24:      "dynamic_shared_bytes": 197632,
+// MANIFEST24-NEXT: "entry": "attn_g4_mma",
+// MANIFEST24:      "stages": 24,
+// MANIFEST24-NEXT: "target_ctas": 132,
 // OFF-NOT:     tensor_map
 // OFF:         entry = "attn_g4_mma", grid = [num_splits, 8, batch], block = 128, smem = 104448,
 // OFF-NOT:     cta_ring

@@ -58,8 +58,9 @@
 // RUN: not fusion-compile %s --sm-count=1025 -o %t/bad 2>&1 | FileCheck %s --check-prefix=SMCOUNT -DN=1025
 // RUN: not fusion-compile %s --sm-count=9223372036854775807 -o %t/bad 2>&1 | FileCheck %s --check-prefix=SMCOUNT -DN=9223372036854775807
 // RUN: not fusion-compile %s --sm-count=-9223372036854775808 -o %t/bad 2>&1 | FileCheck %s --check-prefix=SMCOUNT -DN=-9223372036854775808
-// RUN: not fusion-compile %s --attention-ring-stages=64 -o %t/bad 2>&1 | FileCheck %s --check-prefix=RINGSTAGES
-// RINGSTAGES: fusion-compile: invalid --attention-ring-stages: 64 is outside [2, 32] (the CTA-wide attention ring's stages)
+// RUN: not fusion-compile %s --attention-ring-stages=28 -o %t/bad 2>&1 | FileCheck %s --check-prefix=RINGSTAGES -DN=28
+// RUN: not fusion-compile %s --attention-ring-stages=6 -o %t/bad 2>&1 | FileCheck %s --check-prefix=RINGSTAGES -DN=6
+// RINGSTAGES: fusion-compile: invalid --attention-ring-stages: [[N]] is not a multiple of 4 in [4, 24] (the CTA-wide attention ring's stages: a multiple of its consumer warps, at most what fits at head_dim 128)
 // SMCOUNT: fusion-compile: invalid --sm-count: [[N]] is outside [1, 1024] (the number of streaming multiprocessors the grids fill)
 // RUN: not fusion-compile %s --chip=sm_1000 -o %t/bad 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=sm_1000
 // RUN: not fusion-compile %s --chip=SM_90 -o %t/bad 2>&1 | FileCheck %s --check-prefix=CHIP -DCHIP=SM_90

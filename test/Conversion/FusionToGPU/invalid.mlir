@@ -6,10 +6,10 @@
 // SMCOUNT0: error: convert-fusion-to-gpu option sm-count: 0 is outside [1, 1024] (the number of streaming multiprocessors the grids fill)
 // RUN: not fusion-opt %s -split-input-file --convert-fusion-to-gpu=sm-count=-9223372036854775808 2>&1 | FileCheck %s --check-prefix=SMCOUNTMIN
 // SMCOUNTMIN: error: convert-fusion-to-gpu option sm-count: -9223372036854775808 is outside [1, 1024]
-// RUN: not fusion-opt %s -split-input-file --convert-fusion-to-gpu=attention-ring-stages=1 2>&1 | FileCheck %s --check-prefix=STAGES1
-// STAGES1: error: convert-fusion-to-gpu option attention-ring-stages: 1 is outside [2, 32] (the CTA-wide attention ring's stages)
-// RUN: not fusion-opt %s -split-input-file --convert-fusion-to-gpu=attention-ring-stages=33 2>&1 | FileCheck %s --check-prefix=STAGES33
-// STAGES33: error: convert-fusion-to-gpu option attention-ring-stages: 33 is outside [2, 32]
+// RUN: not fusion-opt %s -split-input-file --convert-fusion-to-gpu=attention-ring-stages=2 2>&1 | FileCheck %s --check-prefix=STAGES -DN=2
+// RUN: not fusion-opt %s -split-input-file --convert-fusion-to-gpu=attention-ring-stages=5 2>&1 | FileCheck %s --check-prefix=STAGES -DN=5
+// RUN: not fusion-opt %s -split-input-file --convert-fusion-to-gpu=attention-ring-stages=28 2>&1 | FileCheck %s --check-prefix=STAGES -DN=28
+// STAGES: error: convert-fusion-to-gpu option attention-ring-stages: [[N]] is not a multiple of 4 in [4, 24] (the CTA-wide attention ring's stages
 // RUN: not fusion-opt %s -split-input-file --convert-fusion-to-gpu=target-sm=100 2>&1 | FileCheck %s --check-prefix=TARGETSM
 // TARGETSM: error: convert-fusion-to-gpu option target-sm: 100 is not the compute capability x 10 of a supported chip (75, 80, 86, 87, 89, 90)
 

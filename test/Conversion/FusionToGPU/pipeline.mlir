@@ -23,7 +23,7 @@
 // RUN: not fusion-opt %s --fusion-to-ptx='sm-count=0' 2>&1 | FileCheck %s --check-prefix=SMCOUNT
 // SMCOUNT: fusion-to-ptx option sm-count: 0 is outside [1, 1024]
 // RUN: not fusion-opt %s --fusion-to-ptx='attention-ring-stages=0' 2>&1 | FileCheck %s --check-prefix=STAGES
-// STAGES: fusion-to-ptx option attention-ring-stages: 0 is outside [2, 32]
+// STAGES: fusion-to-ptx option attention-ring-stages: 0 is not a multiple of 4 in [4, 24]
 // RUN: not fusion-opt %s --fusion-to-ptx='format=garbage' 2>&1 | FileCheck %s --check-prefix=FORMAT
 // FORMAT: fusion-to-ptx option format: "garbage" is not isa (PTX text), bin or fatbin
 

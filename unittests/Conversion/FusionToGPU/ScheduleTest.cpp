@@ -819,6 +819,15 @@ TEST(AttentionSchedule, TensorCoreVariantWithCtaRing) {
   EXPECT_EQ(s8->stages, 8);
   EXPECT_EQ(s8->ringBytes, 66560);
   EXPECT_EQ(s8->splitPolicy.targetCtas, 264);
+  // The most stages the option takes still fit one CTA at head_dim 128:
+  // 24 x 8192 + 1024 = 197632 bytes.
+  const TargetInfo ringMax(90, 132, false, false, false,
+                           /*attentionCtaRing=*/true, kMaxAttentionRingStages);
+  auto sMax =
+      chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, ringMax);
+  ASSERT_TRUE(sMax);
+  EXPECT_EQ(sMax->stages, 24);
+  EXPECT_EQ(sMax->ringBytes, 197632);
   // D = 64: 16 stages of 2 x 16 x 64 x 2 = 4096 bytes + 1 KiB = 66560:
   // three such rings would fit 227 KiB, the policy's 2 CTAs per SM do.
   auto small = choose(attention(32, 4, 64));
