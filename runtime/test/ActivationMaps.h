@@ -11,10 +11,13 @@
 #ifndef FUSION_RUNTIME_TEST_ACTIVATIONMAPS_H
 #define FUSION_RUNTIME_TEST_ACTIVATIONMAPS_H
 
+#include "TensorMapParams.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace fusion::runtime::test {
 
@@ -24,21 +27,10 @@ namespace fusion::runtime::test {
 /// weight_map (param 13) and before its scalars (now params 16 and 17).
 inline nlohmann::json withActivationMaps(nlohmann::json j,
                                          int64_t boxRows = 16) {
-  nlohmann::json &params = j["kernels"][0]["params"];
-  auto map = [&](const char *role, int of) {
-    return nlohmann::json{
-        {"kind", "tensor_map"},
-        {"role", role},
-        {"dtype", "f16"},
-        {"shape", {"batch", 64}},
-        {"tensor_map",
-         {{"of", of}, {"box", {boxRows, 64}}, {"swizzle_bytes", 128}}}};
-  };
-  params.insert(params.begin() + 14,
-                {map("input_map", 0), map("residual_map", 2)});
-  for (size_t i = 0; i < params.size(); ++i)
-    params[i]["index"] = i;
-  return j;
+  return withTensorMapParams(std::move(j), /*kernel=*/0, /*at=*/14,
+                             nlohmann::json::array({"batch", 64}),
+                             nlohmann::json::array({boxRows, 64}),
+                             {"input_map", 0}, {"residual_map", 2});
 }
 
 /// `ptx` (the tiny model's) with each entry of kernel 0 (the primary entry

@@ -13,9 +13,12 @@
 #ifndef FUSION_RUNTIME_TEST_CACHEMAPS_H
 #define FUSION_RUNTIME_TEST_CACHEMAPS_H
 
+#include "TensorMapParams.h"
+
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
 
 namespace fusion::runtime::test {
 
@@ -23,21 +26,10 @@ namespace fusion::runtime::test {
 /// key_cache_map of param 1 and the value_cache_map of param 2, after its
 /// workspaces and before its scalars (now params 11-13).
 inline nlohmann::json withCacheMaps(nlohmann::json j) {
-  nlohmann::json &params = j["kernels"][1]["params"];
-  auto map = [&](const char *role, int of) {
-    return nlohmann::json{
-        {"kind", "tensor_map"},
-        {"role", role},
-        {"dtype", "f16"},
-        {"shape", {"num_pages", 4, 2, 16}},
-        {"tensor_map",
-         {{"of", of}, {"box", {16, 64}}, {"swizzle_bytes", 128}}}};
-  };
-  params.insert(params.begin() + 9,
-                {map("key_cache_map", 1), map("value_cache_map", 2)});
-  for (size_t i = 0; i < params.size(); ++i)
-    params[i]["index"] = i;
-  return j;
+  return withTensorMapParams(std::move(j), /*kernel=*/1, /*at=*/9,
+                             nlohmann::json::array({"num_pages", 4, 2, 16}),
+                             nlohmann::json::array({16, 64}),
+                             {"key_cache_map", 1}, {"value_cache_map", 2});
 }
 
 /// `ptx` (the tiny model's) with kernel 1's entry taking two more 64-bit

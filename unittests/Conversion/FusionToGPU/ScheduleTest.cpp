@@ -810,10 +810,13 @@ TEST(AttentionSchedule, TensorCoreVariantWithCtaRing) {
   EXPECT_EQ(primary->splitPolicy.targetCtas, 264);
   EXPECT_EQ(s->maxSplits, primary->maxSplits);
   // attention-ring-stages 8: 8 x 8192 + 1024 = 66560 bytes, 2 CTAs per SM.
-  const TargetInfo ring8(90, 132, false, false, false,
-                         /*attentionCtaRing=*/true,
-                         /*attentionRingStages=*/8);
-  auto s8 = chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, ring8);
+  auto withStages = [&](int64_t stages) {
+    return chooseAttentionMmaSchedule(attention(32, 8, 128), *primary,
+                                      TargetInfo(90, 132, false, false, false,
+                                                 /*attentionCtaRing=*/true,
+                                                 stages));
+  };
+  auto s8 = withStages(8);
   ASSERT_TRUE(s8);
   EXPECT_TRUE(s8->ctaRing);
   EXPECT_EQ(s8->stages, 8);
@@ -821,10 +824,7 @@ TEST(AttentionSchedule, TensorCoreVariantWithCtaRing) {
   EXPECT_EQ(s8->splitPolicy.targetCtas, 264);
   // The most stages the option takes still fit one CTA at head_dim 128:
   // 24 x 8192 + 1024 = 197632 bytes.
-  const TargetInfo ringMax(90, 132, false, false, false,
-                           /*attentionCtaRing=*/true, kMaxAttentionRingStages);
-  auto sMax =
-      chooseAttentionMmaSchedule(attention(32, 8, 128), *primary, ringMax);
+  auto sMax = withStages(kMaxAttentionRingStages);
   ASSERT_TRUE(sMax);
   EXPECT_EQ(sMax->stages, 24);
   EXPECT_EQ(sMax->ringBytes, 197632);
